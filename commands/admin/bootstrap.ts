@@ -1,0 +1,118 @@
+import { randomBytes } from 'node:crypto';
+import type { EventStore } from '../../domain/eventStore';
+import { streamName } from '../../domain/eventStore';
+import { generateApiKey } from '../../domain/credentials/apiKeys';
+import { SCOPES } from '../../domain/credentials/scopes';
+import { fail } from '../../domain/errors';
+import { toEventData, type DkimAlgorithm, type DomainEvent, type RateLimits } from '../../domain/events';
+import { newId } from '../../domain/ids';
+import { isValidAddress } from '../../domain/message/sendRules';
+import type { KeyStore } from '../../infra/keys/keyStore';
+import { generateDkimKey } from '../../workers/delivery/dkim';
+
+/**
+ * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
+ * them visible (the CLI catches the projection up before it prints).
+ */
+
+export interface DnsRecord { type: 'TXT' | 'CNAME' | 'MX'; name: string; value: string; purpose: 'dkim' | 'spf' | 'dmarc' | 'ownership' }
+
+export interface BootstrapInput {
+  email: string;
+  domain: string;
+  trustDns: boolean;
+  dkimAlgorithm: DkimAlgorithm;
+  blockName?: string;
+  plan: string;
+  serviceDomain: string;
+  now: Date;
+}
+
+export interface BootstrapResult {
+  accountId: string;
+  domainId: string;
+  motorBlockId: string;
+  apiKey: string;
+  accountApiKey: string;
+  dnsRecords: DnsRecord[];
+}
+
+const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/;
+
+export const dkimSelectorFor = (now: Date): string => `motor${now.toISOString().slice(0, 10).replace(/-/g, '')}`;
+
+export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string, serviceDomain: string): DnsRecord[] {
+  return [
+    { type: 'TXT', name: `${selector}._domainkey.${domain}`, value: dkimTxt, purpose: 'dkim' },
+    { type: 'TXT', name: domain, value: `v=spf1 include:_spf.${serviceDomain} ~all`, purpose: 'spf' },
+    { type: 'TXT', name: `_dmarc.${domain}`, value: `v=DMARC1; p=none; rua=mailto:dmarc-reports@${domain}`, purpose: 'dmarc' },
+  ];
+}
+
+export const newSmtpUsername = (): string => `mb_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
+
+export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput): Promise<BootstrapResult> {
+  const email = input.email.trim();
+  const domain = input.domain.trim().toLowerCase().replace(/\.$/, '');
+  if (!isValidAddress(email)) throw fail('invalid_email', 400, `Not a valid email address: ${input.email}`);
+  if (!DOMAIN_RE.test(domain)) throw fail('invalid_domain', 400, `Not a valid domain name: ${input.domain}`);
+
+  const at = input.now.toISOString();
+  const accountId = newId();
+  const domainId = newId();
+  const motorBlockId = newId();
+  const dkim = await generateDkimKey(input.dkimAlgorithm);
+  const dkimKeyId = newId();
+  await keys.put(dkimKeyId, input.dkimAlgorithm, dkim.privateKeyPem);
+  const selector = dkimSelectorFor(input.now);
+  const blockKey = generateApiKey('block');
+  const accountKey = generateApiKey('account');
+  const blockKeyId = newId();
+  const accountKeyId = newId();
+
+  const append = (stream: string, events: DomainEvent[]) =>
+    store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+
+  await append(streamName('account', accountId), [{ type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }]);
+  const domainEvents: DomainEvent[] = [{
+    type: 'DomainAdded',
+    data: { domainId, accountId, name: domain, dkimSelector: selector, dkimAlgorithm: input.dkimAlgorithm, dkimPublicKey: dkim.publicKeyDnsValue, dkimKeyId, addedAt: at },
+  }];
+  if (input.trustDns) {
+    domainEvents.push(
+      { type: 'DomainOwnershipVerified', data: { domainId, method: 'trusted', verifiedAt: at } },
+      { type: 'DomainDnsChecked', data: { domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } },
+    );
+  }
+  await append(streamName('sendingDomain', domainId), domainEvents);
+  await append(streamName('motorBlock', motorBlockId), [{
+    type: 'MotorBlockCreated',
+    data: {
+      motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId,
+      smtpUsername: newSmtpUsername(), authMethod: 'smtp_password', createdAt: at,
+    },
+  }]);
+  await append(streamName('apiKey', blockKeyId), [{
+    type: 'ApiKeyCreated',
+    data: { keyId: blockKeyId, kind: 'block', accountId, motorBlockId, prefix: blockKey.prefix, secretHash: blockKey.secretHash, scopes: [], createdAt: at },
+  }]);
+  await append(streamName('apiKey', accountKeyId), [{
+    type: 'ApiKeyCreated',
+    data: { keyId: accountKeyId, kind: 'account', accountId, prefix: accountKey.prefix, secretHash: accountKey.secretHash, scopes: [...SCOPES], createdAt: at },
+  }]);
+
+  return { accountId, domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain) };
+}
+
+export async function setBlockLimits(store: EventStore, motorBlockId: string, limits: RateLimits, now: Date): Promise<void> {
+  for (const [k, v] of Object.entries(limits)) {
+    if (!Number.isInteger(v) || v < 1) throw fail('validation_error', 422, `--${k} must be a positive integer`);
+  }
+  if (limits.burst > limits.hourly || limits.hourly > limits.daily) throw fail('validation_error', 422, 'limits must satisfy burst <= hourly <= daily');
+  const stream = streamName('motorBlock', motorBlockId);
+  const existing = await store.readStream(stream);
+  if (existing.length === 0 || existing[0].type !== 'MotorBlockCreated') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
+  await store.append(stream, [toEventData(newId(), { type: 'MotorBlockLimitsSet', data: { motorBlockId, limits, setAt: now.toISOString() } }, { actor: 'cli' })], {
+    expectedRevision: existing[existing.length - 1].revision,
+  });
+}

@@ -1,0 +1,169 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Get, Header, Post, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { fail } from '../../domain/errors';
+import { ctxOf, principalOf } from '../../read-api/http/context';
+import type { PrincipalOf } from '../../read-api/http/principal';
+import { sendMessage } from '../send/sendMessage';
+
+/** Body of POST /v1/send (SPEC "Send API"). */
+export interface SendRequest {
+  /** Bare address; its domain must equal the block's verified domain. */
+  from: string;
+  /** Display name, max 78 characters. */
+  fromName?: string;
+  to: string | string[];
+  subject: string;
+  text?: string;
+  html?: string;
+  /** Custom headers (DKIM-signed). Reserved names are refused with DISALLOWED_HEADERS. */
+  headers?: { [name: string]: string };
+  /** Free-form key/value pairs, searchable in logs as metadata.<key>:<value>. */
+  metadata?: { [key: string]: string };
+  /** Validate everything and create nothing. */
+  dryRun?: boolean;
+}
+
+export interface SendAcceptedData {
+  id: string;
+  acceptanceStatus: 'queued';
+  from: string;
+  fromName: string | null;
+  to: string[];
+  subject: string;
+  timestamp: string;
+}
+export interface SendAcceptedResponse {
+  success: true;
+  /** Present (true) when the Idempotency-Key matched a send of the last 24 hours. */
+  idempotent?: true;
+  data: SendAcceptedData;
+  message: string;
+}
+export interface DryRunData {
+  status: 'validated';
+  acceptanceStatus: 'validated';
+  from: string;
+  fromName: string | null;
+  to: string[];
+  subject: string;
+  domain: string;
+  motorBlockId: string;
+  bodySize: number;
+  hasText: boolean;
+  hasHtml: boolean;
+  recipientCount: number;
+  timestamp: string;
+}
+export interface DryRunResponse { success: true; dryRun: true; data: DryRunData; message: string }
+
+export interface ErrorResponse {
+  success: false;
+  error: string;
+  code: string;
+  message: string;
+  nextAction?: string;
+  retryAfterSeconds?: number;
+}
+
+export interface StatusResponse {
+  success: boolean;
+  status: 'operational' | 'degraded';
+  version: string;
+  components: { [name: string]: { ok: boolean; latencyMs?: number; error?: string } };
+  timestamp: string;
+}
+
+const MAX_IDEMPOTENCY_KEY = 255;
+
+@Route('v1')
+@Tags('Send')
+export class SendController extends Controller {
+  /**
+   * Accepts a message for delivery (or validates it with dryRun). The 200 is returned only once the
+   * MessageAccepted event is durably committed; the outcome is then read from the message status.
+   */
+  @Post('send')
+  @Security('blockApiKey')
+  @SuccessResponse(200, 'Accepted for delivery, or validated (dryRun)')
+  @Response<ErrorResponse>(400, 'DISALLOWED_HEADERS or malformed JSON')
+  @Response<ErrorResponse>(401, 'Invalid API key format')
+  @Response<ErrorResponse>(403, 'From address domain does not match, DOMAIN_DNS_INCOMPLETE, use_comms_api, motor_block_inactive')
+  @Response<ErrorResponse>(422, 'Validation error')
+  @Response<ErrorResponse>(429, 'rate_limited_block, rate_limited_account or rate_limited_warmup')
+  @Response<ErrorResponse>(503, 'event_store_unavailable: nothing was accepted')
+  public async send(
+    @Request() req: ExpressRequest,
+    @Body() body: SendRequest,
+    @Header('Idempotency-Key') idempotencyKey?: string,
+  ): Promise<SendAcceptedResponse | DryRunResponse> {
+    const ctx = ctxOf(req);
+    const principal = principalOf<PrincipalOf<'blockApiKey'>>(req);
+    if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_IDEMPOTENCY_KEY || /[^\x21-\x7e]/.test(idempotencyKey))) {
+      throw fail('validation_error', 422, `Idempotency-Key must be 1 to ${MAX_IDEMPOTENCY_KEY} visible ASCII characters`, { details: { field: 'Idempotency-Key' } });
+    }
+    const now = ctx.clock.now();
+    let result;
+    try {
+      result = await sendMessage(
+        { store: ctx.store, directory: ctx.directory, quota: ctx.quota, config: ctx.config },
+        { motorBlockId: principal.motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now },
+      );
+    } catch (err) {
+      ctx.metrics.sendsRefused.inc({ source: 'http', code: (err as { code?: string }).code ?? 'internal_error' });
+      throw err;
+    }
+    switch (result.kind) {
+      case 'validated': {
+        const r = result.request;
+        return {
+          success: true, dryRun: true,
+          data: {
+            status: 'validated', acceptanceStatus: 'validated', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject,
+            domain: result.domain.name, motorBlockId: result.block.id, bodySize: r.bodySize, hasText: r.text !== null,
+            hasHtml: r.html !== null, recipientCount: r.to.length, timestamp: now.toISOString(),
+          },
+          message: 'Validation passed; nothing was queued, logged or charged',
+        };
+      }
+      case 'replayed': {
+        const a = result.accepted;
+        return {
+          success: true, idempotent: true,
+          data: { id: result.messageId, acceptanceStatus: 'queued', from: a.from, fromName: a.fromName, to: a.to, subject: a.subject, timestamp: a.acceptedAt },
+          message: 'Idempotency-Key matched an earlier send; nothing new was queued',
+        };
+      }
+      case 'accepted': {
+        ctx.metrics.sendsAccepted.inc({ source: 'http' });
+        if (result.quota.kind === 'allowed') {
+          const daily = result.quota.block.daily;
+          this.setHeader('RateLimit-Limit', String(daily.limit));
+          this.setHeader('RateLimit-Remaining', String(daily.remaining));
+          this.setHeader('RateLimit-Reset', String(daily.resetIn));
+        }
+        const r = result.request;
+        return {
+          success: true,
+          data: { id: result.messageId, acceptanceStatus: 'queued', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject, timestamp: result.acceptedAt.toISOString() },
+          message: 'Message accepted for delivery; read its outcome with GET /api/public/v1/messages/{id}',
+        };
+      }
+    }
+  }
+
+  /** Health of the send API and its dependencies (event store, Redis, delivery queue). No credential. */
+  @Get('status')
+  @Response<StatusResponse>(503, 'A dependency is down')
+  public async status(@Request() req: ExpressRequest): Promise<StatusResponse> {
+    const ctx = ctxOf(req);
+    const report = await ctx.health();
+    if (!report.ok) this.setStatus(503);
+    return {
+      success: report.ok,
+      status: report.ok ? 'operational' : 'degraded',
+      version: '1.2.0',
+      components: report.components,
+      timestamp: ctx.clock.now().toISOString(),
+    };
+  }
+}

@@ -1,0 +1,32 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * The API request limit (SPEC "Limits", limiter 1): a fixed one-minute window per credential.
+ * Independent of the send quota. When Redis cannot be asked the request goes on and
+ * X-RateLimit-Remaining reads `unknown`.
+ */
+
+export type RequestLimitReading =
+  | { kind: 'ok' | 'exceeded'; limit: number; remaining: number; resetSeconds: number }
+  | { kind: 'unavailable'; limit: number };
+
+const HIT = `
+local v = redis.call('INCR', KEYS[1])
+if v == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return v
+`;
+
+export class RequestLimiter {
+  constructor(private readonly redis: Redis, readonly limitPerMinute: number) {}
+
+  async hit(credentialId: string, now: Date): Promise<RequestLimitReading> {
+    const window = Math.floor(now.getTime() / 60000);
+    const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
+    try {
+      const count = Number(await this.redis.eval(HIT, 1, `reqlimit:{${credentialId}}:${window}`, 120));
+      return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
+    } catch {
+      return { kind: 'unavailable', limit: this.limitPerMinute };
+    }
+  }
+}

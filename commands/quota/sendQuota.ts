@@ -1,0 +1,153 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * The send volume quota (SPEC "Limits"): burst, hourly and daily ceilings per Motor Block, and
+ * hourly and daily counters per account. One atomic Lua script checks every ceiling and charges
+ * all counters only when all pass; HTTP sends and SMTP submissions both call consume(), so they
+ * draw on the same counters.
+ *
+ * Windows are fixed and aligned: burst = the current UTC minute, hourly = the UTC hour, daily =
+ * the UTC day.
+ */
+
+export type QuotaDimension = 'burst' | 'hourly' | 'daily' | 'acct_hourly' | 'acct_daily';
+
+export interface Ceiling { burst: number; hourly: number; daily: number }
+export interface AccountCeiling { hourly: number; daily: number }
+
+export interface QuotaRequest {
+  motorBlockId: string;
+  accountId: string;
+  count: number;
+  /** Effective block ceiling (configured limits, lowered by any reputation throttle). */
+  block: Ceiling;
+  account: AccountCeiling;
+  /** Refuse over the account ceiling (rolling out: off = measured only). */
+  enforceAccount: boolean;
+  now: Date;
+}
+
+export interface BucketReading { used: number; limit: number; remaining: number; resetIn: number }
+
+export type QuotaDecision =
+  | { kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading> }
+  | { kind: 'denied'; dimension: QuotaDimension; used: number; limit: number; retryAfterSeconds: number }
+  /** Redis could not be asked: the send goes on without numbers (SPEC: absent headers = unknown). */
+  | { kind: 'unavailable' };
+
+const WINDOWS = { burst: 60, hourly: 3600, daily: 86400 } as const;
+
+export function windowStart(now: Date, seconds: number): number {
+  return Math.floor(now.getTime() / 1000 / seconds) * seconds;
+}
+export function resetIn(now: Date, seconds: number): number {
+  return Math.max(1, windowStart(now, seconds) + seconds - Math.floor(now.getTime() / 1000));
+}
+
+export function quotaKeys(motorBlockId: string, accountId: string, now: Date): string[] {
+  const b = `quota:block:{${motorBlockId}}`;
+  const a = `quota:acct:{${accountId}}`;
+  return [
+    `${b}:m:${windowStart(now, WINDOWS.burst)}`,
+    `${b}:h:${windowStart(now, WINDOWS.hourly)}`,
+    `${b}:d:${windowStart(now, WINDOWS.daily)}`,
+    `${a}:h:${windowStart(now, WINDOWS.hourly)}`,
+    `${a}:d:${windowStart(now, WINDOWS.daily)}`,
+  ];
+}
+
+// KEYS: burst, hourly, daily, acctHourly, acctDaily
+// ARGV: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay
+// Returns {1, b, h, d, ah, ad} after charging, or {0, index, used} for the first ceiling that refuses.
+const CONSUME = `
+local n = tonumber(ARGV[1])
+local used = {}
+for i = 1, 5 do used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
+for i = 1, 3 do
+  if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
+end
+if ARGV[7] == '1' then
+  for i = 4, 5 do
+    if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
+  end
+end
+local ttl = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[9]), tonumber(ARGV[10])}
+for i = 1, 5 do
+  used[i] = redis.call('INCRBY', KEYS[i], n)
+  if used[i] == n then redis.call('EXPIRE', KEYS[i], ttl[i]) end
+end
+return {1, used[1], used[2], used[3], used[4], used[5]}
+`;
+
+const REFUND = `
+for i = 1, #KEYS do
+  local v = redis.call('DECRBY', KEYS[i], tonumber(ARGV[1]))
+  if v < 0 then redis.call('SET', KEYS[i], 0, 'KEEPTTL') end
+end
+return 1
+`;
+
+const READ = `
+local out = {}
+for i = 1, #KEYS do out[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
+return out
+`;
+
+const DIMENSIONS: QuotaDimension[] = ['burst', 'hourly', 'daily', 'acct_hourly', 'acct_daily'];
+const DIM_SECONDS: Record<QuotaDimension, number> = { burst: 60, hourly: 3600, daily: 86400, acct_hourly: 3600, acct_daily: 86400 };
+
+export class SendQuota {
+  constructor(private readonly redis: Redis) {}
+
+  async consume(req: QuotaRequest): Promise<QuotaDecision> {
+    const keys = quotaKeys(req.motorBlockId, req.accountId, req.now);
+    let reply: number[];
+    try {
+      reply = (await this.redis.eval(
+        CONSUME, 5, ...keys,
+        req.count, req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily,
+        req.enforceAccount ? '1' : '0',
+        // TTLs outlive their window a little so a reader near the boundary still sees the count.
+        WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
+      )) as number[];
+    } catch {
+      return { kind: 'unavailable' };
+    }
+    if (reply[0] === 0) {
+      const dimension = DIMENSIONS[reply[1] - 1];
+      const limits = [req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily];
+      return { kind: 'denied', dimension, used: reply[2], limit: limits[reply[1] - 1], retryAfterSeconds: resetIn(req.now, DIM_SECONDS[dimension]) };
+    }
+    const reading = (used: number, limit: number, seconds: number): BucketReading => ({
+      used, limit, remaining: Math.max(0, limit - used), resetIn: resetIn(req.now, seconds),
+    });
+    return {
+      kind: 'allowed',
+      block: {
+        burst: reading(reply[1], req.block.burst, WINDOWS.burst),
+        hourly: reading(reply[2], req.block.hourly, WINDOWS.hourly),
+        daily: reading(reply[3], req.block.daily, WINDOWS.daily),
+      },
+      account: { hourly: reading(reply[4], req.account.hourly, WINDOWS.hourly), daily: reading(reply[5], req.account.daily, WINDOWS.daily) },
+    };
+  }
+
+  /** Gives back a charge whose send was not committed (store down, lost an idempotency race). */
+  async refund(motorBlockId: string, accountId: string, count: number, chargedAt: Date): Promise<void> {
+    try {
+      await this.redis.eval(REFUND, 5, ...quotaKeys(motorBlockId, accountId, chargedAt), count);
+    } catch {
+      // Best effort: an unrefunded charge expires with its window.
+    }
+  }
+
+  /** Current counters without charging (rate-limits routes). Null when Redis is unavailable. */
+  async read(motorBlockId: string, accountId: string, now: Date): Promise<{ burst: number; hourly: number; daily: number; acctHourly: number; acctDaily: number } | null> {
+    try {
+      const r = (await this.redis.eval(READ, 5, ...quotaKeys(motorBlockId, accountId, now))) as number[];
+      return { burst: r[0], hourly: r[1], daily: r[2], acctHourly: r[3], acctDaily: r[4] };
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,143 @@
+import { createHash } from 'node:crypto';
+import type { EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { fail } from '../../domain/errors';
+import { toEventData, type MessageAccepted } from '../../domain/events';
+import { uuidV5, newId } from '../../domain/ids';
+import { acceptMessage, initialMessageState } from '../../domain/message/message';
+import { domainOf, validateSendRequest, type SendRequestBody, type ValidSendRequest } from '../../domain/message/sendRules';
+import type { Config } from '../../infra/config';
+import type { BlockRecord, DomainRecord } from '../../projections/directory/queries';
+import type { DirectoryCache } from '../directoryCache';
+import type { QuotaDecision, SendQuota } from '../quota/sendQuota';
+
+/**
+ * The AcceptMessage command handler shared by POST /v1/send and SMTP submission: the checks in
+ * the order the spec lists them (block, request, sender domain, DNS), then the quota, then one
+ * append. The caller gets success only after MessageAccepted is committed.
+ */
+
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
+
+export interface SendDeps {
+  store: EventStore;
+  directory: DirectoryCache;
+  quota: SendQuota;
+  config: Pick<Config, 'defaultPlan' | 'enforceAccountLimit' | 'hostname'>;
+}
+
+export interface SendCommand {
+  motorBlockId: string;
+  body: SendRequestBody;
+  idempotencyKey: string | null;
+  source: 'http' | 'smtp';
+  now: Date;
+  /** SMTP: the submitted message and its Message-ID (the HTTP path builds its own). */
+  raw?: string;
+  smtpMessageId?: string;
+  /** SMTP: the request was already validated from the envelope and headers. */
+  validated?: ValidSendRequest;
+}
+
+export type SendResult =
+  | { kind: 'validated'; request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }
+  | { kind: 'accepted'; messageId: string; request: ValidSendRequest; acceptedAt: Date; quota: QuotaDecision }
+  | { kind: 'replayed'; messageId: string; accepted: MessageAccepted };
+
+/** Loads the block and domain and applies every rule that does not need the quota. */
+export async function checkSend(deps: SendDeps, cmd: SendCommand): Promise<{ request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }> {
+  const block = await deps.directory.block(cmd.motorBlockId);
+  if (!block) throw fail('invalid_api_key', 401, 'Invalid API key format');
+  if (block.type === 'marketing') {
+    throw fail('use_comms_api', 403, 'Marketing blocks send through the communications API, not /v1/send or SMTP', {
+      nextAction: 'Use the communications API (campaigns) for marketing mail',
+    });
+  }
+  if (block.status !== 'active') {
+    throw fail('motor_block_inactive', 403, 'This Motor Block is deactivated; sends are refused until it is reactivated', {
+      nextAction: 'Reactivate the block: POST /api/public/v1/account/motor-blocks/{id}/reactivate',
+    });
+  }
+  const request = cmd.validated ?? validateSendRequest(cmd.body);
+  const domain = await deps.directory.domain(block.domainId);
+  if (!domain || domainOf(request.from) !== domain.name.toLowerCase()) {
+    throw fail('from_domain_mismatch', 403, `From address domain does not match the block's domain${domain ? ` (${domain.name})` : ''}`, {
+      nextAction: domain ? `Send from an address @${domain.name}` : 'Assign a verified domain to this block',
+    });
+  }
+  if (!domain.spfConfigured || !domain.dkimConfigured) {
+    const missing = [!domain.spfConfigured && 'SPF', !domain.dkimConfigured && 'DKIM'].filter(Boolean).join(' and ');
+    throw fail('DOMAIN_DNS_INCOMPLETE', 403, `Domain DNS setup incomplete: ${missing} not configured for ${domain.name}`, {
+      nextAction: `Publish the DNS records of ${domain.name}, then run check-dns`,
+    });
+  }
+  return { request, block, domain };
+}
+
+/** The id a (block, Idempotency-Key) pair maps to, generation n (a key reused after 24 h moves on). */
+const idempotentMessageId = (motorBlockId: string, key: string, generation: number): string =>
+  uuidV5(`send:${motorBlockId}:${createHash('sha256').update(key).digest('hex')}:${generation}`);
+
+async function readAccepted(store: EventStore, messageId: string): Promise<MessageAccepted | null> {
+  const events = await store.readStream(streamName('message', messageId), { maxCount: 1 });
+  return events[0]?.type === 'MessageAccepted' ? (events[0].data as MessageAccepted) : null;
+}
+
+export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<SendResult> {
+  const { request, block, domain } = await checkSend(deps, cmd);
+  if (request.dryRun) return { kind: 'validated', request, block, domain };
+
+  // Idempotency: the key decides the message id, so the event store's optimistic concurrency
+  // guarantees one message per key however many requests race.
+  let messageId = newId();
+  if (cmd.idempotencyKey !== null) {
+    for (let generation = 0; ; generation++) {
+      messageId = idempotentMessageId(block.id, cmd.idempotencyKey, generation);
+      const existing = await readAccepted(deps.store, messageId);
+      if (!existing) break;
+      if (cmd.now.getTime() - Date.parse(existing.acceptedAt) < IDEMPOTENCY_WINDOW_MS) return { kind: 'replayed', messageId, accepted: existing };
+    }
+  }
+
+  const account = await deps.directory.account(block.accountId);
+  const plan = deps.config.defaultPlan;
+  const quota = await deps.quota.consume({
+    motorBlockId: block.id,
+    accountId: block.accountId,
+    count: request.to.length,
+    block: { burst: block.limits.burst ?? plan.burst, hourly: block.limits.hourly ?? plan.hourly, daily: block.limits.daily ?? plan.daily },
+    account: { hourly: plan.accountHourly, daily: plan.accountDaily },
+    enforceAccount: deps.config.enforceAccountLimit && account !== null,
+    now: cmd.now,
+  });
+  if (quota.kind === 'denied') {
+    const accountWide = quota.dimension.startsWith('acct_');
+    throw fail(accountWide ? 'rate_limited_account' : 'rate_limited_block', 429,
+      `${accountWide ? 'Account-wide' : 'Motor Block'} send limit exceeded (${quota.dimension}): ${quota.used}/${quota.limit}. Retry in ${quota.retryAfterSeconds}s.`,
+      { details: { retryAfterSeconds: quota.retryAfterSeconds, dimension: quota.dimension, rateLimit: { limit: quota.limit, remaining: 0, reset: quota.retryAfterSeconds } } },
+    );
+  }
+
+  const smtpMessageId = cmd.smtpMessageId ?? `${messageId}@${domain.name}`;
+  const events = acceptMessage(initialMessageState(), {
+    messageId, request, motorBlockId: block.id, accountId: block.accountId, domainId: domain.id, smtpMessageId,
+    idempotencyKey: cmd.idempotencyKey, source: cmd.source, raw: cmd.raw, now: cmd.now,
+  });
+  try {
+    await deps.store.append(
+      streamName('message', messageId),
+      // One event id per request: a retry of this very append is harmless, while a concurrent
+      // request with the same Idempotency-Key (same stream, other id) loses and replays the winner.
+      events.map((e) => toEventData(newId(), e, { actor: `motorBlock:${block.id}` })),
+      { expectedRevision: 'no_stream' },
+    );
+  } catch (err) {
+    if (quota.kind === 'allowed') await deps.quota.refund(block.id, block.accountId, request.to.length, cmd.now);
+    if (err instanceof WrongExpectedRevisionError && cmd.idempotencyKey !== null) {
+      const winner = await readAccepted(deps.store, messageId);
+      if (winner) return { kind: 'replayed', messageId, accepted: winner };
+    }
+    throw err;
+  }
+  return { kind: 'accepted', messageId, request, acceptedAt: cmd.now, quota };
+}

@@ -1,0 +1,121 @@
+/**
+ * The event store port. Two adapters implement it and pass one contract suite
+ * (test/infra/eventstore/contract.ts): PostgreSQL (default, infra/eventstore/postgres) and
+ * EventStoreDB/KurrentDB (infra/eventstore/kurrentdb, selected by EVENTSTORE_URL).
+ *
+ * Streams are named `category-<id>` (message-<uuid>, motorBlock-<uuid>, ...). Revisions are
+ * 0-based positions inside a stream, as in EventStoreDB.
+ */
+
+/** Expected state of a stream for an optimistic-concurrency append. */
+export type ExpectedRevision = 'any' | 'no_stream' | 'stream_exists' | bigint;
+
+export interface EventMetadata {
+  /** Id of the request or job that caused the event (for tracing). */
+  correlationId?: string;
+  causationId?: string;
+  /** Who did it: `apiKey:<id>`, `cli`, `worker`, ... */
+  actor?: string;
+  [key: string]: unknown;
+}
+
+/** An event to append. `id` makes a retried append harmless: same ids at the same place = success. */
+export interface EventData<Type extends string = string, Data = unknown> {
+  id: string;
+  type: Type;
+  /** Schema version of `data` for this type (see domain/events.ts). */
+  version: number;
+  data: Data;
+  metadata?: EventMetadata;
+}
+
+/**
+ * A position in the global log. Opaque to everything but the adapter that made it: the PostgreSQL
+ * adapter encodes `<transactionId>:<globalPosition>`, the KurrentDB adapter `<commit>:<prepare>`.
+ * Persist it as a string; never compare two positions outside the adapter.
+ */
+export type GlobalPosition = string;
+
+export interface RecordedEvent<Type extends string = string, Data = unknown> {
+  id: string;
+  type: Type;
+  version: number;
+  data: Data;
+  metadata: EventMetadata;
+  streamId: string;
+  revision: bigint;
+  position: GlobalPosition;
+  createdAt: Date;
+}
+
+export interface AppendResult {
+  /** Revision of the last event now in the stream (pass it as the next expectedRevision). */
+  nextExpectedRevision: bigint;
+  position: GlobalPosition;
+}
+
+export interface ReadStreamOptions {
+  fromRevision?: bigint;
+  maxCount?: number;
+}
+
+export interface ReadAllOptions {
+  /** Exclusive lower bound; null or undefined = from the beginning of the log. */
+  after?: GlobalPosition | null;
+  maxCount: number;
+}
+
+export interface SubscribeOptions {
+  after?: GlobalPosition | null;
+  /** Largest batch handed to the consumer at once. */
+  batchSize?: number;
+  signal: AbortSignal;
+}
+
+export interface EventStore {
+  /** Appends atomically or not at all. Throws WrongExpectedRevisionError on a concurrency conflict. */
+  append(streamId: string, events: EventData[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult>;
+  /** Events of one stream in revision order; [] when the stream does not exist. */
+  readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  /**
+   * The global log after a position, in a stable total order. Never returns an event while an
+   * event that sorts before it may still commit: a consumer that advances its checkpoint to the
+   * last event it saw can never skip one.
+   */
+  readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
+  /**
+   * Batches of the global log after `after`, forever (until the signal aborts): catches up, then
+   * waits for new events (LISTEN/NOTIFY or a server push, with a polling fallback).
+   */
+  subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]>;
+  /**
+   * Removes every event of the given streams (the "forget" of a deleted block's history).
+   * Adapters without physical deletion soft-delete (tombstone/truncate) and document it.
+   */
+  deleteStreams(streamIds: string[]): Promise<void>;
+  /** Cheap liveness probe for /v1/status and readiness. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class WrongExpectedRevisionError extends Error {
+  constructor(
+    readonly streamId: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: bigint | 'no_stream',
+  ) {
+    super(`Wrong expected revision on ${streamId}: expected ${String(expected)}, actual ${String(actual)}`);
+    this.name = 'WrongExpectedRevisionError';
+  }
+}
+
+/** The store is unreachable or failed: the edges answer 503 `event_store_unavailable`. */
+export class EventStoreUnavailableError extends Error {
+  constructor(message: string, override readonly cause?: unknown) {
+    super(message);
+    this.name = 'EventStoreUnavailableError';
+  }
+}
+
+export const streamName = (category: string, id: string): string => `${category}-${id}`;
+export const streamCategory = (streamId: string): string => streamId.slice(0, streamId.indexOf('-'));

@@ -1,0 +1,141 @@
+/**
+ * The event catalogue: every event Motor appends, with its stream category, schema version and
+ * payload type. Adding a field that old readers can ignore keeps the version; anything else bumps
+ * it and the projections learn both. Timestamps are ISO 8601 strings (UTC).
+ */
+
+export type Iso = string;
+
+// ---------------------------------------------------------------- account-<uuid>
+export interface AccountCreated { accountId: string; email: string; plan: string; createdAt: Iso }
+
+// ---------------------------------------------------------------- sendingDomain-<uuid>
+export type DkimAlgorithm = 'rsa-sha256' | 'ed25519-sha256';
+export interface DomainAdded {
+  domainId: string; accountId: string; name: string;
+  dkimSelector: string; dkimAlgorithm: DkimAlgorithm; dkimPublicKey: string;
+  /** Key material lives in the key store (infra/keys), never in the log: only its id is here. */
+  dkimKeyId: string;
+  addedAt: Iso;
+}
+export interface DomainOwnershipVerified { domainId: string; method: 'dns' | 'trusted'; verifiedAt: Iso }
+export interface DomainDnsChecked {
+  domainId: string; method: 'dns' | 'trusted';
+  spfConfigured: boolean; dkimConfigured: boolean; dmarcConfigured: boolean;
+  checkedAt: Iso;
+}
+
+// ---------------------------------------------------------------- motorBlock-<uuid>
+export type MotorBlockType = 'transactional' | 'general_purpose' | 'sandbox' | 'marketing' | 'portal';
+export interface RateLimits { burst: number; hourly: number; daily: number }
+export interface MotorBlockCreated {
+  motorBlockId: string; accountId: string; name: string; type: MotorBlockType; description?: string;
+  domainId: string; smtpUsername: string; authMethod: 'smtp_password' | 'api_key' | 'oauth2' | 'mtls';
+  createdAt: Iso;
+}
+export interface MotorBlockLimitsSet { motorBlockId: string; limits: RateLimits; setAt: Iso }
+export interface MotorBlockDeactivated { motorBlockId: string; at: Iso }
+export interface MotorBlockReactivated { motorBlockId: string; at: Iso }
+
+// ---------------------------------------------------------------- apiKey-<uuid>
+export interface ApiKeyCreated {
+  keyId: string; kind: 'block' | 'account'; accountId: string; motorBlockId?: string;
+  /** Public lookup part of the key (`mk_live_<prefix>_...`). */
+  prefix: string;
+  /** SHA-256 of the secret, hex. The secret itself is shown once and never stored. */
+  secretHash: string;
+  /** Scopes this key may grant when minting tokens (account keys). */
+  scopes: string[];
+  createdAt: Iso;
+}
+export interface ApiKeyRevoked { keyId: string; revokedAt: Iso }
+
+// ---------------------------------------------------------------- message-<uuid>
+export interface MessageAccepted {
+  messageId: string; motorBlockId: string; accountId: string; domainId: string;
+  from: string; fromName: string | null; to: string[]; subject: string;
+  text: string | null; html: string | null;
+  /** Custom headers as given (validated, never a reserved name). */
+  headers: Record<string, string>;
+  /** RFC 5322 Message-ID, without angle brackets. */
+  smtpMessageId: string;
+  idempotencyKey: string | null;
+  source: 'http' | 'smtp';
+  /** Free-form metadata searchable in logs as metadata.<key>:<value>. */
+  metadata: Record<string, string>;
+  /** For SMTP submissions: the submitted RFC 5322 message (headers the service owns already replaced). */
+  raw?: string;
+  acceptedAt: Iso;
+}
+interface RecipientOutcome { messageId: string; recipient: string; at: Iso }
+interface SmtpReply { smtpCode: string | null; smtpResponse: string | null; enhancedCode?: string | null; mx?: string | null; attempt: number }
+/** A delivery worker took the recipient's delivery in hand (outcome `processed`). */
+export interface DeliveryStarted extends RecipientOutcome { attempt: number }
+/** 2xx at the recipient's MX (outcome `delivered`). */
+export interface DeliverySucceeded extends RecipientOutcome, SmtpReply {}
+/** 4xx or no connection; another attempt is due at `nextAttemptAt` (outcome `deferred`). */
+export interface DeliveryDeferred extends RecipientOutcome, SmtpReply { nextAttemptAt: Iso }
+/** 5xx at the MX (outcome `bounced`). */
+export interface DeliveryBounced extends RecipientOutcome, SmtpReply {}
+/** Gave up: lifetime exceeded, no MX, permanent local error (outcome `failed`). */
+export interface DeliveryFailed extends RecipientOutcome, SmtpReply { reason: string }
+/** A feedback-loop report (outcome `complained`). */
+export interface ComplaintReceived extends RecipientOutcome { feedbackType: string | null }
+
+export interface EventCatalogue {
+  AccountCreated: AccountCreated;
+  DomainAdded: DomainAdded;
+  DomainOwnershipVerified: DomainOwnershipVerified;
+  DomainDnsChecked: DomainDnsChecked;
+  MotorBlockCreated: MotorBlockCreated;
+  MotorBlockLimitsSet: MotorBlockLimitsSet;
+  MotorBlockDeactivated: MotorBlockDeactivated;
+  MotorBlockReactivated: MotorBlockReactivated;
+  ApiKeyCreated: ApiKeyCreated;
+  ApiKeyRevoked: ApiKeyRevoked;
+  MessageAccepted: MessageAccepted;
+  DeliveryStarted: DeliveryStarted;
+  DeliverySucceeded: DeliverySucceeded;
+  DeliveryDeferred: DeliveryDeferred;
+  DeliveryBounced: DeliveryBounced;
+  DeliveryFailed: DeliveryFailed;
+  ComplaintReceived: ComplaintReceived;
+}
+
+export type EventType = keyof EventCatalogue;
+
+/** Category (stream prefix) and current schema version of every event type. */
+export const EVENT_TYPES: { [T in EventType]: { category: string; version: number } } = {
+  AccountCreated: { category: 'account', version: 1 },
+  DomainAdded: { category: 'sendingDomain', version: 1 },
+  DomainOwnershipVerified: { category: 'sendingDomain', version: 1 },
+  DomainDnsChecked: { category: 'sendingDomain', version: 1 },
+  MotorBlockCreated: { category: 'motorBlock', version: 1 },
+  MotorBlockLimitsSet: { category: 'motorBlock', version: 1 },
+  MotorBlockDeactivated: { category: 'motorBlock', version: 1 },
+  MotorBlockReactivated: { category: 'motorBlock', version: 1 },
+  ApiKeyCreated: { category: 'apiKey', version: 1 },
+  ApiKeyRevoked: { category: 'apiKey', version: 1 },
+  MessageAccepted: { category: 'message', version: 1 },
+  DeliveryStarted: { category: 'message', version: 1 },
+  DeliverySucceeded: { category: 'message', version: 1 },
+  DeliveryDeferred: { category: 'message', version: 1 },
+  DeliveryBounced: { category: 'message', version: 1 },
+  DeliveryFailed: { category: 'message', version: 1 },
+  ComplaintReceived: { category: 'message', version: 1 },
+};
+
+/** A typed event as the domain sees it (what deciders return and evolve folds). */
+export type DomainEvent<T extends EventType = EventType> = T extends EventType ? { type: T; data: EventCatalogue[T] } : never;
+
+export const isEventType = (t: string): t is EventType => Object.prototype.hasOwnProperty.call(EVENT_TYPES, t);
+
+/** Narrows a recorded event to a typed one when its type is in the catalogue. */
+export function asDomainEvent(e: { type: string; data: unknown }): DomainEvent | null {
+  return isEventType(e.type) ? ({ type: e.type, data: e.data } as DomainEvent) : null;
+}
+
+/** Builds the EventData to append for a domain event (id given by the caller: stable ids make retries harmless). */
+export function toEventData<T extends EventType>(id: string, event: DomainEvent<T>, metadata?: Record<string, unknown>) {
+  return { id, type: event.type, version: EVENT_TYPES[event.type].version, data: event.data, metadata };
+}

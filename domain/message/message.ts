@@ -1,0 +1,210 @@
+import { fail } from '../errors';
+import type { DomainEvent, Iso, MessageAccepted } from '../events';
+import type { ValidSendRequest } from './sendRules';
+
+/**
+ * The message aggregate (stream `message-<uuid>`): one accepted send and the delivery outcome of
+ * each of its recipients. `evolve` folds events into the state the deciders need; deciders are
+ * pure and get time and ids as arguments.
+ */
+
+export type Outcome = 'queued' | 'processed' | 'deferred' | 'delivered' | 'bounced' | 'failed' | 'complained';
+export const TERMINAL_OUTCOMES: ReadonlySet<Outcome> = new Set(['delivered', 'bounced', 'failed', 'complained']);
+
+export interface RecipientState {
+  outcome: Outcome;
+  terminal: boolean;
+  /** Attempts made so far (a DeliveryStarted increments it). */
+  attempts: number;
+  nextAttemptAt: Iso | null;
+  /** When the attempt in flight started (outcome `processed`); null otherwise. */
+  startedAt: Iso | null;
+}
+
+export type MessageState =
+  | { status: 'none' }
+  | {
+      status: 'accepted';
+      accepted: MessageAccepted;
+      recipients: Record<string, RecipientState>;
+    };
+
+export type MessageEvent = Extract<
+  DomainEvent,
+  { type: 'MessageAccepted' | 'DeliveryStarted' | 'DeliverySucceeded' | 'DeliveryDeferred' | 'DeliveryBounced' | 'DeliveryFailed' | 'ComplaintReceived' }
+>;
+
+export const initialMessageState = (): MessageState => ({ status: 'none' });
+
+const recipientKey = (addr: string): string => addr.toLowerCase();
+
+export function evolve(state: MessageState, event: MessageEvent): MessageState {
+  if (event.type === 'MessageAccepted') {
+    if (state.status !== 'none') return state;
+    const recipients: Record<string, RecipientState> = {};
+    for (const r of event.data.to) recipients[recipientKey(r)] = { outcome: 'queued', terminal: false, attempts: 0, nextAttemptAt: null, startedAt: null };
+    return { status: 'accepted', accepted: event.data, recipients };
+  }
+  if (state.status !== 'accepted') return state;
+  const key = recipientKey(event.data.recipient);
+  const current = state.recipients[key];
+  if (!current) return state;
+  const next = ((): RecipientState => {
+    switch (event.type) {
+      case 'DeliveryStarted':
+        return current.terminal ? current : { ...current, outcome: 'processed', attempts: current.attempts + 1, nextAttemptAt: null, startedAt: event.data.at };
+      case 'DeliveryDeferred':
+        return current.terminal ? current : { ...current, outcome: 'deferred', nextAttemptAt: event.data.nextAttemptAt, startedAt: null };
+      case 'DeliverySucceeded':
+        return current.terminal ? current : { ...current, outcome: 'delivered', terminal: true, nextAttemptAt: null };
+      case 'DeliveryBounced':
+        return current.terminal ? current : { ...current, outcome: 'bounced', terminal: true, nextAttemptAt: null };
+      case 'DeliveryFailed':
+        return current.terminal ? current : { ...current, outcome: 'failed', terminal: true, nextAttemptAt: null };
+      case 'ComplaintReceived':
+        // A complaint arrives after delivery and supersedes it.
+        return { ...current, outcome: 'complained', terminal: true, nextAttemptAt: null };
+    }
+  })();
+  return { ...state, recipients: { ...state.recipients, [key]: next } };
+}
+
+export const fold = (events: Iterable<MessageEvent>, from: MessageState = initialMessageState()): MessageState => {
+  let s = from;
+  for (const e of events) s = evolve(s, e);
+  return s;
+};
+
+// ------------------------------------------------------------------------------------ commands
+
+export interface AcceptMessage {
+  messageId: string;
+  request: ValidSendRequest;
+  motorBlockId: string;
+  accountId: string;
+  domainId: string;
+  smtpMessageId: string;
+  idempotencyKey: string | null;
+  source: 'http' | 'smtp';
+  raw?: string;
+  now: Date;
+}
+
+export function acceptMessage(state: MessageState, cmd: AcceptMessage): [DomainEvent<'MessageAccepted'>] {
+  if (state.status !== 'none') throw fail('message_exists', 409, `Message ${cmd.messageId} already exists`);
+  const r = cmd.request;
+  return [{
+    type: 'MessageAccepted',
+    data: {
+      messageId: cmd.messageId, motorBlockId: cmd.motorBlockId, accountId: cmd.accountId, domainId: cmd.domainId,
+      from: r.from, fromName: r.fromName, to: r.to, subject: r.subject, text: r.text, html: r.html,
+      headers: r.headers, smtpMessageId: cmd.smtpMessageId, idempotencyKey: cmd.idempotencyKey,
+      source: cmd.source, metadata: r.metadata, ...(cmd.raw !== undefined ? { raw: cmd.raw } : {}),
+      acceptedAt: cmd.now.toISOString(),
+    },
+  }];
+}
+
+/**
+ * How long an attempt may stay in flight (`processed` without an outcome) before it is presumed
+ * lost with a crashed worker and taken again. Longer than the slowest possible attempt.
+ */
+export const IN_FLIGHT_STALE_MS = 10 * 60 * 1000;
+
+/** What a delivery round should do now. */
+export type DuePlan =
+  | { kind: 'due'; recipients: string[] }
+  /** Nothing due yet; the earliest recipient becomes due at `at` (a deferral, or an in-flight attempt going stale). */
+  | { kind: 'wait'; at: Date }
+  | { kind: 'done' };
+
+/** Recipients a delivery attempt should handle now: not terminal, and queued, due for retry, or stale in flight. */
+export function planDelivery(state: MessageState, now: Date): DuePlan {
+  if (state.status !== 'accepted') return { kind: 'done' };
+  const due: string[] = [];
+  let wait = Infinity;
+  for (const addr of state.accepted.to) {
+    const r = state.recipients[recipientKey(addr)];
+    if (!r || r.terminal) continue;
+    const dueAt =
+      r.outcome === 'processed' && r.startedAt !== null ? Date.parse(r.startedAt) + IN_FLIGHT_STALE_MS
+      : r.nextAttemptAt !== null ? Date.parse(r.nextAttemptAt)
+      : -Infinity;
+    if (dueAt <= now.getTime()) due.push(addr);
+    else wait = Math.min(wait, dueAt);
+  }
+  if (due.length > 0) return { kind: 'due', recipients: due };
+  return Number.isFinite(wait) ? { kind: 'wait', at: new Date(wait) } : { kind: 'done' };
+}
+
+export function startDelivery(state: MessageState, cmd: { recipients: string[]; now: Date }): DomainEvent<'DeliveryStarted'>[] {
+  if (state.status !== 'accepted') throw fail('message_not_found', 404, 'No such message');
+  const at = cmd.now.toISOString();
+  return cmd.recipients
+    .filter((addr) => state.recipients[recipientKey(addr)] && !state.recipients[recipientKey(addr)].terminal)
+    .map((recipient) => ({
+      type: 'DeliveryStarted' as const,
+      data: { messageId: state.accepted.messageId, recipient, at, attempt: state.recipients[recipientKey(recipient)].attempts + 1 },
+    }));
+}
+
+export interface AttemptResult {
+  recipient: string;
+  outcome: 'delivered' | 'deferred' | 'bounced' | 'failed';
+  smtpCode: string | null;
+  enhancedCode: string | null;
+  smtpResponse: string | null;
+  mx: string | null;
+  /** Why a `failed` result failed (no_mx, null_mx, ...). */
+  reason?: string;
+}
+
+export interface RecordAttempt {
+  results: AttemptResult[];
+  now: Date;
+  /** Give up on deferrals once this many seconds have passed since acceptance. */
+  lifetimeSeconds: number;
+  /** Delay before the next attempt, given the attempt number just made (1-based). */
+  retryDelaySeconds: (attempt: number) => number;
+}
+
+type OutcomeEvent = DomainEvent<'DeliverySucceeded' | 'DeliveryDeferred' | 'DeliveryBounced' | 'DeliveryFailed'>;
+
+/** Turns one attempt's per-recipient results into outcome events; a deferral past the lifetime fails. */
+export function recordAttempt(state: MessageState, cmd: RecordAttempt): OutcomeEvent[] {
+  if (state.status !== 'accepted') throw fail('message_not_found', 404, 'No such message');
+  const at = cmd.now.toISOString();
+  const messageId = state.accepted.messageId;
+  const events: OutcomeEvent[] = [];
+  for (const r of cmd.results) {
+    const current = state.recipients[recipientKey(r.recipient)];
+    if (!current || current.terminal) continue;
+    const attempt = Math.max(current.attempts, 1);
+    const reply = { smtpCode: r.smtpCode, smtpResponse: r.smtpResponse, enhancedCode: r.enhancedCode, mx: r.mx, attempt };
+    const base = { messageId, recipient: r.recipient, at, ...reply };
+    switch (r.outcome) {
+      case 'delivered':
+        events.push({ type: 'DeliverySucceeded', data: base });
+        break;
+      case 'bounced':
+        events.push({ type: 'DeliveryBounced', data: base });
+        break;
+      case 'failed':
+        events.push({ type: 'DeliveryFailed', data: { ...base, reason: r.reason ?? 'permanent_failure' } });
+        break;
+      case 'deferred': {
+        // Past the lifetime the deferral becomes a failure; otherwise the next attempt is due after
+        // the retry delay, but never later than the end of the lifetime (a last try at the deadline).
+        const deadline = Date.parse(state.accepted.acceptedAt) + cmd.lifetimeSeconds * 1000;
+        if (cmd.now.getTime() >= deadline) {
+          events.push({ type: 'DeliveryFailed', data: { ...base, reason: 'lifetime_exceeded' } });
+        } else {
+          const nextAt = new Date(Math.min(cmd.now.getTime() + cmd.retryDelaySeconds(attempt) * 1000, deadline));
+          events.push({ type: 'DeliveryDeferred', data: { ...base, nextAttemptAt: nextAt.toISOString() } });
+        }
+        break;
+      }
+    }
+  }
+  return events;
+}

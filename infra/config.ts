@@ -1,0 +1,174 @@
+/**
+ * Configuration: read once from the environment at an entry point, validated, typed, and passed
+ * down. Nothing below scripts/ reads process.env.
+ */
+
+/** A plan tier: default block ceilings, account-wide ceilings and data retention. */
+export interface PlanLimits {
+  name: string;
+  burst: number; hourly: number; daily: number;
+  accountHourly: number; accountDaily: number;
+  retentionDays: number;
+}
+
+export interface Config {
+  port: number;
+  /** Unset = embedded PostgreSQL under ./var/postgres. */
+  databaseUrl: string | null;
+  /** Unset = 127.0.0.1:6379, else a redis-server started by Motor. */
+  redisUrl: string | null;
+  /** Set = the KurrentDB/EventStoreDB adapter instead of PostgreSQL. */
+  eventstoreUrl: string | null;
+  /** host:port resolvers for every MX/TXT/A lookup; empty = the system's resolvers. */
+  dnsServers: string[];
+  /** Port used to reach recipient MX hosts (25 in production; tests run an MX on loopback). */
+  mxPort: number;
+  /** smtp(s)://user:pass@host:port: deliver everything through this smart host. */
+  smtpRelayUrl: string | null;
+  /** HS256 key for public bearer tokens. */
+  tokenSecret: string;
+  /** Encrypts private keys (DKIM) at rest in the key store. */
+  keyEncryptionKey: string;
+  /** Refuse sends over the account-wide ceiling (SPEC: rolling out; measured only when off). */
+  enforceAccountLimit: boolean;
+  /** Ceilings of accounts without an active plan (`source: fallback`). */
+  accountFallback: { hourly: number; daily: number };
+  tokenIssuer: string;
+  tokenAudience: string;
+  /** Host name this instance announces in EHLO and in generated Message-IDs. */
+  hostname: string;
+  /** The service's own domain: SPF include host, sandbox namespace (<handle>.sandbox.<domain>). */
+  serviceDomain: string;
+  publicBaseUrl: string;
+  logLevel: string;
+  /** Requests per minute per credential (X-RateLimit-*). */
+  apiRequestLimit: number;
+  /** Give up on a deferred recipient after this many seconds (RFC 5321 says 4-5 days). */
+  deliveryLifetimeSeconds: number;
+  /** Override of the retry delays in seconds, by attempt (DELIVERY_RETRY_SCHEDULE, e.g. "60,300,900"); null = docs/DELIVERY.md's schedule. */
+  deliveryRetrySchedule: number[] | null;
+  /** Concurrent delivery jobs per worker process. */
+  deliveryConcurrency: number;
+  /** Ceilings of the default plan: block limits default to these. */
+  defaultPlan: PlanLimits;
+  /** Directory for embedded PostgreSQL data, generated keys and certificates. */
+  dataDir: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const str = (name: string, fallback: string | null): string | null => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? fallback : v.trim();
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = str(name, null);
+    if (raw === null) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return n;
+  };
+  const url = (name: string, protocols: string[]): string | null => {
+    const raw = str(name, null);
+    if (raw === null) return null;
+    try {
+      const u = new URL(raw);
+      if (!protocols.includes(u.protocol.replace(/:$/, ''))) problems.push(`${name} must use one of ${protocols.join(', ')} (got ${u.protocol})`);
+    } catch {
+      problems.push(`${name} is not a valid URL`);
+    }
+    return raw;
+  };
+
+  const dnsServers = (str('DNS_SERVERS', '') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const s of dnsServers) {
+    if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(s)) problems.push(`DNS_SERVERS entry "${s}" is not host[:port] with an IP host`);
+  }
+
+  let tokenSecret = str('TOKEN_SECRET', null);
+  if (tokenSecret === null) {
+    if (env.NODE_ENV === 'production') problems.push('TOKEN_SECRET is required in production (32+ random characters)');
+    tokenSecret = 'motor-development-token-secret-change-me';
+  } else if (tokenSecret.length < 32) {
+    problems.push('TOKEN_SECRET must be at least 32 characters');
+  }
+
+  let keyEncryptionKey = str('KEY_ENCRYPTION_KEY', null);
+  if (keyEncryptionKey === null) {
+    if (env.NODE_ENV === 'production') problems.push('KEY_ENCRYPTION_KEY is required in production (32+ random characters)');
+    keyEncryptionKey = 'motor-development-key-encryption-key-change-me';
+  } else if (keyEncryptionKey.length < 32) {
+    problems.push('KEY_ENCRYPTION_KEY must be at least 32 characters');
+  }
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = str(name, null);
+    if (raw === null) return fallback;
+    if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
+    if (['0', 'false', 'no', 'off'].includes(raw.toLowerCase())) return false;
+    problems.push(`${name} must be true or false (got "${raw}")`);
+    return fallback;
+  };
+
+  const port = int('PORT', 3000, 0, 65535);
+  const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
+  const config: Config = {
+    port,
+    databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
+    redisUrl: url('REDIS_URL', ['redis', 'rediss']),
+    eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
+    dnsServers,
+    mxPort: int('MX_PORT', 25, 1, 65535),
+    smtpRelayUrl: url('SMTP_RELAY_URL', ['smtp', 'smtps']),
+    tokenSecret,
+    keyEncryptionKey,
+    enforceAccountLimit: bool('ENFORCE_ACCOUNT_LIMIT', false),
+    accountFallback: {
+      hourly: int('ACCOUNT_FALLBACK_HOURLY', 1_000, 1, 100_000_000),
+      daily: int('ACCOUNT_FALLBACK_DAILY', 10_000, 1, 1_000_000_000),
+    },
+    tokenIssuer: str('TOKEN_ISSUER', publicBaseUrl)!,
+    tokenAudience: str('TOKEN_AUDIENCE', `${publicBaseUrl}/api/public/v1`)!,
+    hostname: str('MOTOR_HOSTNAME', 'localhost')!,
+    serviceDomain: (str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase(),
+    publicBaseUrl,
+    logLevel: str('LOG_LEVEL', 'info')!,
+    apiRequestLimit: int('API_REQUEST_LIMIT', 600, 1, 1_000_000),
+    deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
+    deliveryRetrySchedule: ((): number[] | null => {
+      const raw = str('DELIVERY_RETRY_SCHEDULE', null);
+      if (raw === null) return null;
+      const list = raw.split(',').map((x) => Number(x.trim()));
+      if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n < 1 || n > 86400)) {
+        problems.push('DELIVERY_RETRY_SCHEDULE must be a comma-separated list of whole seconds (1..86400)');
+        return null;
+      }
+      return list;
+    })(),
+    deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    defaultPlan: {
+      name: str('PLAN_DEFAULT_NAME', 'default')!,
+      accountHourly: int('PLAN_DEFAULT_ACCOUNT_HOURLY', 50_000, 1, 100_000_000),
+      accountDaily: int('PLAN_DEFAULT_ACCOUNT_DAILY', 500_000, 1, 1_000_000_000),
+      burst: int('PLAN_DEFAULT_BURST', 300, 1, 1_000_000),
+      hourly: int('PLAN_DEFAULT_HOURLY', 10_000, 1, 100_000_000),
+      daily: int('PLAN_DEFAULT_DAILY', 100_000, 1, 1_000_000_000),
+      retentionDays: int('PLAN_DEFAULT_RETENTION_DAYS', 30, 1, 3650),
+    },
+    dataDir: str('MOTOR_DATA_DIR', './var')!,
+  };
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}

@@ -1,0 +1,455 @@
+import pg from 'pg';
+import {
+  EventStoreUnavailableError,
+  WrongExpectedRevisionError,
+  type AppendResult,
+  type EventData,
+  type EventStore,
+  type ExpectedRevision,
+  type GlobalPosition,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  type SubscribeOptions,
+} from '../../../domain/eventStore.js';
+import { executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
+import { isUnavailable, toStoreError } from './errors.js';
+import { NOTIFY_CHANNEL, ensureSchema } from './schema.js';
+
+export interface PostgresEventStoreOptions {
+  /** Connections in the store's own pool. Default 10. */
+  poolSize?: number;
+  applicationName?: string;
+  /** Subscribers re-read at least this often when no NOTIFY arrives. Default 1000 ms. */
+  pollIntervalMs?: number;
+  /** Coalesce concurrent appends into one transaction. Default true. */
+  groupCommit?: boolean;
+  /** Most events in one group-commit transaction. Default 1000. */
+  maxBatchEvents?: number;
+  /** Group-commit transactions running at once. Default 1 (more measured slower on 2 cores). */
+  maxInFlightBatches?: number;
+}
+
+interface Pending {
+  req: AppendRequest;
+  attempts: number;
+  resolve: (result: AppendResult) => void;
+  reject: (err: unknown) => void;
+}
+
+interface EventRow {
+  event_id: string; type: string; version: number; data: unknown; metadata: Record<string, unknown>;
+  stream_id: string; stream_revision: string; tx_id: string; global_position: string; created_at: Date;
+}
+
+interface Cursor { txId: string; globalPosition: string }
+
+// Selected as text (bigint and xid8 exceed JS numbers); ORDER BY must name the table's columns (e.),
+// not these text output columns of the same names.
+const COLUMNS = 'e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.tx_id::text, e.global_position::text, e.created_at';
+
+// Only transactions older than every running one are final: nothing can commit before them later.
+const READ_ALL_SQL = `
+SELECT ${COLUMNS} FROM events e
+WHERE e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (e.tx_id, e.global_position) > ($1::xid8, $2::bigint)
+ORDER BY e.tx_id, e.global_position
+LIMIT $3`;
+
+// Committed events that READ_ALL_SQL still holds back because an older transaction is running.
+const HELD_BACK_SQL = `
+SELECT EXISTS (
+  SELECT 1 FROM events
+  WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot()) AND (tx_id, global_position) > ($1::xid8, $2::bigint)
+) AS held`;
+
+const READ_STREAM_SQL = `
+SELECT ${COLUMNS} FROM events e
+WHERE e.stream_id = $1 AND e.stream_revision >= $2
+ORDER BY e.stream_revision
+LIMIT $3`;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_APPEND_ATTEMPTS = 20;
+const HELD_BACK_MIN_MS = 5;
+const HELD_BACK_MAX_MS = 250;
+const START: Cursor = { txId: '0', globalPosition: '0' };
+
+/**
+ * The event store on PostgreSQL (table `events`, created by init()). Positions are
+ * `<transaction id>:<global position>`; the global log is ordered by both, see READ_ALL_SQL.
+ */
+export class PostgresEventStore implements EventStore {
+  private readonly pool: pg.Pool;
+  private readonly pollIntervalMs: number;
+  private readonly groupCommit: boolean;
+  private readonly maxBatchEvents: number;
+  private readonly maxInFlightBatches: number;
+  private readonly applicationName: string;
+
+  private queue: Pending[] = [];
+  private inFlightBatches = 0;
+  private readonly inFlightStreams = new Set<string>();
+  private drainWaiters: Array<() => void> = [];
+
+  private listener: pg.Client | null = null;
+  private listenerConnecting: Promise<void> | null = null;
+  private listenerRetryAt = 0;
+  private wakeCount = 0;
+  private readonly waiters = new Set<() => void>();
+
+  private closed = false;
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly connectionString: string, options: PostgresEventStoreOptions = {}) {
+    this.applicationName = options.applicationName ?? 'motor-eventstore';
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.groupCommit = options.groupCommit ?? true;
+    this.maxBatchEvents = options.maxBatchEvents ?? 1000;
+    this.maxInFlightBatches = options.maxInFlightBatches ?? 1;
+    this.pool = new pg.Pool({
+      connectionString,
+      max: options.poolSize ?? 10,
+      application_name: this.applicationName,
+      connectionTimeoutMillis: 10_000,
+    });
+    // An idle connection dropped by the server must not crash the process; the next query reports it.
+    this.pool.on('error', () => undefined);
+  }
+
+  /** Creates the schema if needed (idempotent, safe from concurrent processes). */
+  async init(): Promise<void> {
+    try {
+      const client = await this.pool.connect();
+      try {
+        await ensureSchema(client);
+      } finally {
+        client.release();
+      }
+    } catch (err) {
+      throw toStoreError(err);
+    }
+  }
+
+  append(streamId: string, events: EventData[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+    const expected = options.expectedRevision ?? 'any';
+    try {
+      validateAppend(streamId, events, expected);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.closed) return Promise.reject(new EventStoreUnavailableError('The event store is closed'));
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.submit({
+        req: { streamId, events, ids: events.map((e) => e.id.toLowerCase()), expected },
+        attempts: 0,
+        resolve,
+        reject,
+      });
+    });
+  }
+
+  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    const from = options.fromRevision ?? 0n;
+    if (from < 0n) throw new RangeError('fromRevision must be >= 0');
+    const res = await this.query<EventRow>('motor_es_read_stream', READ_STREAM_SQL, [streamId, from.toString(), options.maxCount ?? null]);
+    return res.rows.map(toRecorded);
+  }
+
+  async readAll(options: ReadAllOptions): Promise<RecordedEvent[]> {
+    if (!Number.isInteger(options.maxCount) || options.maxCount < 1) throw new RangeError('maxCount must be a positive integer');
+    return this.readAfter(parsePosition(options.after), options.maxCount);
+  }
+
+  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]> {
+    const { signal } = options;
+    const batchSize = options.batchSize ?? 500;
+    let cursor = parsePosition(options.after);
+    let heldBackDelay = HELD_BACK_MIN_MS;
+    let errorDelay = 100;
+    while (!signal.aborted && !this.closed) {
+      this.ensureListener();
+      const seenWakes = this.wakeCount;
+      let batch: RecordedEvent[];
+      let heldBack = false;
+      try {
+        batch = await this.readAfter(cursor, batchSize);
+        if (batch.length < batchSize) heldBack = await this.hasHeldBack(batch.length > 0 ? parsePosition(batch[batch.length - 1].position) : cursor);
+        errorDelay = 100;
+      } catch (err) {
+        if (signal.aborted || this.closed) return;
+        if (!isUnavailable(err)) throw err;
+        await this.sleep(errorDelay, signal); // a subscription outlives a database restart
+        errorDelay = Math.min(errorDelay * 2, 5000);
+        continue;
+      }
+      if (batch.length > 0) {
+        cursor = parsePosition(batch[batch.length - 1].position);
+        heldBackDelay = HELD_BACK_MIN_MS;
+        yield batch;
+        if (batch.length === batchSize) continue;
+      }
+      if (this.wakeCount !== seenWakes) continue;
+      if (heldBack) {
+        // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
+        // the cluster) keeps its events behind the horizon and may never notify: re-poll soon.
+        await this.sleep(heldBackDelay, signal);
+        heldBackDelay = Math.min(heldBackDelay * 2, HELD_BACK_MAX_MS);
+      } else {
+        await this.sleep(this.pollIntervalMs, signal);
+      }
+    }
+  }
+
+  /**
+   * Physically deletes every event of these streams. Global positions of all other events are
+   * unaffected (positions are never renumbered; a gap is invisible to readers and checkpoints).
+   */
+  async deleteStreams(streamIds: string[]): Promise<void> {
+    if (streamIds.length === 0) return;
+    await this.query('motor_es_delete_streams', 'DELETE FROM events WHERE stream_id = ANY($1::text[])', [streamIds]);
+  }
+
+  async ping(): Promise<void> {
+    await this.query(undefined, 'SELECT 1', []);
+  }
+
+  /** Lets queued appends finish, ends active subscriptions, the LISTEN connection and the pool. */
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.closed = true;
+      this.wake();
+      this.closing = (async () => {
+        await new Promise<void>((resolve) => {
+          if (this.queue.length === 0 && this.inFlightBatches === 0) resolve();
+          else this.drainWaiters.push(resolve);
+        });
+        if (this.listenerConnecting) await this.listenerConnecting;
+        const listener = this.listener;
+        this.listener = null;
+        await listener?.end().catch(() => undefined);
+        await this.pool.end();
+      })();
+    }
+    return this.closing;
+  }
+
+  // ------------------------------------------------------------------ appends
+
+  private submit(p: Pending): void {
+    if (!this.groupCommit) {
+      this.inFlightBatches++;
+      void this.runBatch([p]).finally(() => this.batchDone([p]));
+      return;
+    }
+    this.queue.push(p);
+    this.flush();
+  }
+
+  private flush(): void {
+    while (this.inFlightBatches < this.maxInFlightBatches && this.queue.length > 0) {
+      const batch = this.takeBatch();
+      if (batch.length === 0) return; // everything queued waits for a stream already in flight
+      this.inFlightBatches++;
+      for (const p of batch) this.inFlightStreams.add(p.req.streamId);
+      void this.runBatch(batch).finally(() => this.batchDone(batch));
+    }
+  }
+
+  private batchDone(batch: Pending[]): void {
+    this.inFlightBatches--;
+    for (const p of batch) this.inFlightStreams.delete(p.req.streamId);
+    this.flush();
+    if (this.queue.length === 0 && this.inFlightBatches === 0) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  /** Oldest first, at most one append per stream (executeBatch needs it) and maxBatchEvents events. */
+  private takeBatch(): Pending[] {
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const streams = new Set<string>();
+    let events = 0;
+    for (const p of this.queue) {
+      const n = p.req.events.length;
+      const fits = batch.length === 0 || events + n <= this.maxBatchEvents;
+      if (fits && !streams.has(p.req.streamId) && !this.inFlightStreams.has(p.req.streamId)) {
+        batch.push(p);
+        streams.add(p.req.streamId);
+        events += n;
+      } else {
+        rest.push(p);
+      }
+    }
+    this.queue = rest;
+    return batch;
+  }
+
+  /** Runs one transaction for the batch and settles every append in it; never throws. */
+  private async runBatch(batch: Pending[]): Promise<void> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      for (const p of batch) p.reject(toStoreError(err));
+      return;
+    }
+    let broken: Error | undefined;
+    let outcomes: AppendOutcome[];
+    try {
+      outcomes = await executeBatch(client, batch.map((p) => p.req));
+    } catch (err) {
+      if (isUnavailable(err) || batch.length === 1) {
+        if (isUnavailable(err)) broken = err as Error;
+        outcomes = batch.map(() => singleFailure(err));
+      } else {
+        // A request PostgreSQL refuses (bad input, deadlock...) must not fail its neighbours.
+        outcomes = [];
+        for (const p of batch) {
+          if (broken) {
+            outcomes.push({ kind: 'failed', error: broken });
+            continue;
+          }
+          try {
+            outcomes.push(...(await executeBatch(client, [p.req])));
+          } catch (e) {
+            if (isUnavailable(e)) broken = e as Error;
+            outcomes.push(singleFailure(e));
+          }
+        }
+      }
+    } finally {
+      client.release(broken);
+    }
+    batch.forEach((p, i) => {
+      const outcome = outcomes[i];
+      if (outcome.kind === 'ok') p.resolve(outcome.result);
+      else if (outcome.kind === 'failed') p.reject(toStoreError(outcome.error));
+      else if (++p.attempts < MAX_APPEND_ATTEMPTS && !this.closed) this.requeue(p);
+      else p.reject(new WrongExpectedRevisionError(p.req.streamId, p.req.expected, 'no_stream'));
+    });
+  }
+
+  private requeue(p: Pending): void {
+    if (this.groupCommit) {
+      this.queue.unshift(p); // flushed by batchDone
+    } else {
+      this.submit(p);
+    }
+  }
+
+  // ------------------------------------------------------------------ reads and wake-ups
+
+  private async readAfter(cursor: Cursor, maxCount: number): Promise<RecordedEvent[]> {
+    const res = await this.query<EventRow>('motor_es_read_all', READ_ALL_SQL, [cursor.txId, cursor.globalPosition, maxCount]);
+    return res.rows.map(toRecorded);
+  }
+
+  private async hasHeldBack(cursor: Cursor): Promise<boolean> {
+    const res = await this.query<{ held: boolean }>('motor_es_held_back', HELD_BACK_SQL, [cursor.txId, cursor.globalPosition]);
+    return res.rows[0].held;
+  }
+
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(name: string | undefined, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(name ? { name, text, values } : { text, values });
+    } catch (err) {
+      throw toStoreError(err);
+    }
+  }
+
+  /** One LISTEN connection per store, shared by its subscriptions; (re)connected lazily. */
+  private ensureListener(): void {
+    if (this.closed || this.listener || this.listenerConnecting || Date.now() < this.listenerRetryAt) return;
+    const client = new pg.Client({ connectionString: this.connectionString, application_name: `${this.applicationName}-listen` });
+    const drop = (): void => {
+      if (this.listener === client) this.listener = null;
+      this.listenerRetryAt = Date.now() + 1000;
+      client.end().catch(() => undefined);
+    };
+    client.on('error', drop);
+    client.on('notification', () => this.wake());
+    this.listenerConnecting = (async () => {
+      try {
+        await client.connect();
+        await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+        if (this.closed) {
+          await client.end();
+          return;
+        }
+        this.listener = client;
+        client.on('end', drop);
+        this.wake(); // appends made while nobody listened
+      } catch {
+        drop();
+      } finally {
+        this.listenerConnecting = null;
+      }
+    })();
+  }
+
+  private wake(): void {
+    this.wakeCount++;
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const w of waiters) w();
+  }
+
+  /** Waits `ms`, or less when a NOTIFY arrives, the signal aborts or the store closes. */
+  private sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted || this.closed) return resolve();
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done);
+      this.waiters.add(done);
+    });
+  }
+}
+
+function singleFailure(err: unknown): AppendOutcome {
+  const code = (err as { code?: unknown }).code;
+  if (code === '40P01' || code === '40001') return { kind: 'retry' }; // deadlock / serialization: try again
+  return { kind: 'failed', error: err as Error };
+}
+
+function validateAppend(streamId: string, events: EventData[], expected: ExpectedRevision): void {
+  if (typeof streamId !== 'string' || streamId.length === 0) throw new TypeError('streamId must be a non-empty string');
+  if (!Array.isArray(events) || events.length === 0) throw new TypeError('append needs at least one event');
+  for (const e of events) {
+    if (typeof e.id !== 'string' || !UUID.test(e.id)) throw new TypeError(`Event id must be a UUID: ${String(e.id)}`);
+    if (typeof e.type !== 'string' || e.type.length === 0) throw new TypeError('Event type must be a non-empty string');
+    if (!Number.isInteger(e.version)) throw new TypeError('Event version must be an integer');
+  }
+  if (typeof expected === 'bigint' ? expected < 0n : !['any', 'no_stream', 'stream_exists'].includes(expected)) {
+    throw new TypeError(`Invalid expected revision: ${String(expected)}`);
+  }
+}
+
+function parsePosition(position: GlobalPosition | null | undefined): Cursor {
+  if (position === null || position === undefined) return START;
+  const m = /^(\d+):(\d+)$/.exec(position);
+  if (!m) throw new TypeError(`Not a PostgreSQL event store position: ${position}`);
+  return { txId: m[1], globalPosition: m[2] };
+}
+
+function toRecorded(row: EventRow): RecordedEvent {
+  return {
+    id: row.event_id,
+    type: row.type,
+    version: row.version,
+    data: row.data,
+    metadata: row.metadata,
+    streamId: row.stream_id,
+    revision: BigInt(row.stream_revision),
+    position: `${row.tx_id}:${row.global_position}`,
+    createdAt: row.created_at,
+  };
+}

@@ -1,0 +1,54 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+
+/**
+ * Private key material (DKIM signing keys) lives here, never in the event log: events carry only
+ * the key id and the public half. Keys are encrypted at rest with AES-256-GCM under
+ * KEY_ENCRYPTION_KEY. This table is state, not a projection: back it up with the database.
+ */
+
+const SCHEMA = 'motor_keys';
+
+export interface StoredPrivateKey { id: string; algorithm: string; privateKeyPem: string }
+
+export class KeyStore {
+  private readonly aesKey: Buffer;
+  private readonly cache = new Map<string, StoredPrivateKey>();
+
+  constructor(private readonly db: Knex, keyEncryptionKey: string) {
+    this.aesKey = createHash('sha256').update(keyEncryptionKey, 'utf8').digest();
+  }
+
+  async init(): Promise<void> {
+    await this.db.raw(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
+    await this.db.raw(`
+      CREATE TABLE IF NOT EXISTS ${SCHEMA}.private_keys (
+        id uuid PRIMARY KEY,
+        algorithm text NOT NULL,
+        ciphertext bytea NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      )`);
+  }
+
+  async put(id: string, algorithm: string, privateKeyPem: string): Promise<void> {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.aesKey, iv);
+    const body = Buffer.concat([cipher.update(privateKeyPem, 'utf8'), cipher.final()]);
+    const ciphertext = Buffer.concat([iv, cipher.getAuthTag(), body]);
+    await this.db.withSchema(SCHEMA).table('private_keys').insert({ id, algorithm, ciphertext }).onConflict('id').ignore();
+  }
+
+  async get(id: string): Promise<StoredPrivateKey | null> {
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const row = await this.db.withSchema(SCHEMA).table('private_keys').where({ id }).first();
+    if (!row) return null;
+    const buf: Buffer = row.ciphertext;
+    const decipher = createDecipheriv('aes-256-gcm', this.aesKey, buf.subarray(0, 12));
+    decipher.setAuthTag(buf.subarray(12, 28));
+    const pem = Buffer.concat([decipher.update(buf.subarray(28)), decipher.final()]).toString('utf8');
+    const key = { id, algorithm: row.algorithm, privateKeyPem: pem };
+    this.cache.set(id, key);
+    return key;
+  }
+}

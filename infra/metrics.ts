@@ -1,0 +1,31 @@
+import client from 'prom-client';
+
+/**
+ * Prometheus metrics (served at /metrics). One registry per process; every component records
+ * through this object rather than importing prom-client itself.
+ */
+export function createMetrics() {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+  const m = {
+    registry,
+    sendsAccepted: new client.Counter({ name: 'motor_sends_accepted_total', help: 'Sends accepted (HTTP and SMTP)', labelNames: ['source'] as const, registers: [registry] }),
+    sendsRefused: new client.Counter({ name: 'motor_sends_refused_total', help: 'Sends refused, by error code', labelNames: ['source', 'code'] as const, registers: [registry] }),
+    deliveries: new client.Counter({ name: 'motor_deliveries_total', help: 'Recipient delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    httpDuration: new client.Histogram({
+      name: 'motor_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['method', 'route', 'status'] as const,
+      buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [registry],
+    }),
+    deliveryDuration: new client.Histogram({
+      name: 'motor_delivery_attempt_duration_seconds', help: 'Time of one delivery attempt (all recipients of a message)',
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry],
+    }),
+    queueDepth: new client.Gauge({ name: 'motor_delivery_queue_depth', help: 'Jobs waiting or delayed in the delivery queue', labelNames: ['state'] as const, registers: [registry] }),
+    projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
+    projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),
+    projectionSkipped: new client.Counter({ name: 'motor_projection_skipped_events_total', help: 'Events a projection did not handle', labelNames: ['projection'] as const, registers: [registry] }),
+  };
+  return m;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,12 @@
+/** Registry of the read models: what `npm run replay -- <name>` and the projector role can run. */
+import { directoryProjection } from './directory/projection.js';
+import { messagesProjection } from './messages/projection.js';
+import type { Projection } from './runner.js';
+
+export function allProjections(): Projection[] {
+  return [directoryProjection, messagesProjection];
+}
+
+export function findProjection(name: string): Projection | undefined {
+  return allProjections().find((p) => p.name === name);
+}

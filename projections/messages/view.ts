@@ -1,0 +1,418 @@
+/**
+ * The message read model as a pure fold. The same reducer serves the batch projector (rows loaded,
+ * folded in memory, written back) and the read-your-writes fallback (a message's own stream folded
+ * with foldMessageView when the projection has not caught up yet).
+ *
+ * Every field is merged with an order-insensitive rule (earliest time for "first reached", latest
+ * time for "latest reply", a total order for the outcome), so applying an event twice or late
+ * changes nothing it should not: the fold is idempotent per event and tolerates out-of-order `at`s.
+ * See docs/PROJECTIONS.md for the outcome collapse rule.
+ */
+import type {
+  ComplaintReceived,
+  DeliveryBounced,
+  DeliveryDeferred,
+  DeliveryFailed,
+  DeliveryStarted,
+  DeliverySucceeded,
+  MessageAccepted,
+} from '../../domain/events.js';
+
+export const OUTCOMES = ['queued', 'processed', 'deferred', 'delivered', 'bounced', 'failed', 'complained'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+export const isOutcome = (s: string): s is Outcome => (OUTCOMES as readonly string[]).includes(s);
+
+const TERMINAL: ReadonlySet<Outcome> = new Set<Outcome>(['delivered', 'bounced', 'failed', 'complained']);
+export const isTerminalOutcome = (o: Outcome): boolean => TERMINAL.has(o);
+
+/** The event types this read model folds and the outcome each one means. */
+export const MESSAGE_EVENT_OUTCOME = {
+  MessageAccepted: 'queued',
+  DeliveryStarted: 'processed',
+  DeliveryDeferred: 'deferred',
+  DeliverySucceeded: 'delivered',
+  DeliveryBounced: 'bounced',
+  DeliveryFailed: 'failed',
+  ComplaintReceived: 'complained',
+} as const satisfies Record<string, Outcome>;
+export type MessageEventType = keyof typeof MESSAGE_EVENT_OUTCOME;
+export const MESSAGE_EVENT_TYPES = Object.keys(MESSAGE_EVENT_OUTCOME) as MessageEventType[];
+
+type RecipientEventData = DeliveryStarted | DeliverySucceeded | DeliveryDeferred | DeliveryBounced | DeliveryFailed | ComplaintReceived;
+
+/** What the fold needs from an event: the recorded envelope is optional (pure tests pass `{type, data}`). */
+export interface MessageEventInput {
+  id?: string;
+  type: string;
+  data: unknown;
+  createdAt?: Date;
+  revision?: bigint;
+}
+
+export interface RecipientView {
+  /** Address as addressed, with the domain part lower-cased. */
+  recipient: string;
+  domain: string;
+  /** Order in the send's `to` list (recipients seen only in later events come after). */
+  ordinal: number;
+  outcome: Outcome;
+  isTerminal: boolean;
+  /** `at` of the event that set the current outcome. */
+  outcomeAt: Date;
+  attempts: number;
+  smtpCode: string | null;
+  enhancedCode: string | null;
+  smtpResponse: string | null;
+  mx: string | null;
+  /** `at` of the event that carried the current smtp* fields. */
+  replyAt: Date | null;
+  lastEventAt: Date;
+  /** Set while the outcome is deferred. */
+  nextAttemptAt: Date | null;
+}
+
+export interface MessageView {
+  id: string;
+  /** False while only delivery events were seen (cannot happen in one stream; kept for safety). */
+  accepted: boolean;
+  motorBlockId: string | null;
+  accountId: string | null;
+  domainId: string | null;
+  from: string | null;
+  fromName: string | null;
+  subject: string | null;
+  /** Without angle brackets. */
+  smtpMessageId: string | null;
+  recipients: string[];
+  recipientDomains: string[];
+  expectedCount: number;
+  currentOutcome: Outcome;
+  isTerminal: boolean;
+  queuedAt: Date;
+  processedAt: Date | null;
+  deliveredAt: Date | null;
+  bouncedAt: Date | null;
+  smtpCode: string | null;
+  smtpResponse: string | null;
+  smtpAt: Date | null;
+  metadata: Record<string, string>;
+  source: 'http' | 'smtp' | null;
+  /** Latest recorded time (createdAt, else `at`) of the events folded in. */
+  updatedAt: Date;
+  recipientStates: RecipientView[];
+}
+
+export interface TimelineEntry {
+  eventId: string;
+  messageId: string;
+  /** Null for MessageAccepted (the whole send). */
+  recipient: string | null;
+  type: MessageEventType;
+  outcome: Outcome;
+  at: Date;
+  revision: bigint | null;
+  attempt: number | null;
+  smtpCode: string | null;
+  enhancedCode: string | null;
+  smtpResponse: string | null;
+  mx: string | null;
+  nextAttemptAt: Date | null;
+  reason: string | null;
+  feedbackType: string | null;
+}
+
+// ------------------------------------------------------------------------------------ helpers
+
+export function normalizeAddress(address: string): string {
+  const a = address.trim();
+  const at = a.lastIndexOf('@');
+  return at < 0 ? a : `${a.slice(0, at)}@${a.slice(at + 1).toLowerCase()}`;
+}
+export const domainOf = (address: string): string => {
+  const at = address.lastIndexOf('@');
+  return at < 0 ? '' : address.slice(at + 1).trim().toLowerCase();
+};
+export const stripAngleBrackets = (id: string): string => id.trim().replace(/^<+/, '').replace(/>+$/, '').trim();
+
+const RANK: Record<Outcome, number> = { queued: 0, processed: 1, deferred: 2, delivered: 3, bounced: 4, failed: 5, complained: 6 };
+const cls = (o: Outcome): number => (o === 'complained' ? 2 : TERMINAL.has(o) ? 1 : 0);
+
+/**
+ * Total order on (outcome, at) used to pick a recipient's outcome: complained beats everything,
+ * any terminal beats any non-terminal, then the later `at`, then the further outcome. Taking the
+ * maximum is associative, commutative and idempotent: replays, duplicates and late events agree.
+ */
+function outcomeWins(o: Outcome, at: Date, cur: Outcome, curAt: Date): boolean {
+  if (cls(o) !== cls(cur)) return cls(o) > cls(cur);
+  if (at.getTime() !== curAt.getTime()) return at.getTime() > curAt.getTime();
+  return RANK[o] >= RANK[cur];
+}
+
+const minDate = (a: Date | null, b: Date): Date => (a === null || b.getTime() < a.getTime() ? b : a);
+const maxDate = (a: Date | null, b: Date): Date => (a === null || b.getTime() > a.getTime() ? b : a);
+
+const toDate = (iso: string | null | undefined): Date | null => {
+  if (iso === null || iso === undefined) return null;
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? null : d;
+};
+
+/**
+ * One row for the whole send: while any recipient is in flight, the least advanced in-flight state
+ * (queued < processed < deferred); once all are terminal: complained if any complained, else
+ * delivered if all delivered, else bounced if any bounced, else failed.
+ */
+export function collapseOutcome(recipients: readonly Pick<RecipientView, 'outcome'>[]): { outcome: Outcome; isTerminal: boolean } {
+  if (recipients.length === 0) return { outcome: 'queued', isTerminal: false };
+  let least: Outcome | null = null;
+  for (const r of recipients) {
+    if (!TERMINAL.has(r.outcome) && (least === null || RANK[r.outcome] < RANK[least])) least = r.outcome;
+  }
+  if (least !== null) return { outcome: least, isTerminal: false };
+  const outs = recipients.map((r) => r.outcome);
+  if (outs.includes('complained')) return { outcome: 'complained', isTerminal: true };
+  if (outs.every((o) => o === 'delivered')) return { outcome: 'delivered', isTerminal: true };
+  if (outs.includes('bounced')) return { outcome: 'bounced', isTerminal: true };
+  return { outcome: 'failed', isTerminal: true };
+}
+
+function emptyView(id: string, at: Date): MessageView {
+  return {
+    id,
+    accepted: false,
+    motorBlockId: null,
+    accountId: null,
+    domainId: null,
+    from: null,
+    fromName: null,
+    subject: null,
+    smtpMessageId: null,
+    recipients: [],
+    recipientDomains: [],
+    expectedCount: 0,
+    currentOutcome: 'queued',
+    isTerminal: false,
+    queuedAt: at,
+    processedAt: null,
+    deliveredAt: null,
+    bouncedAt: null,
+    smtpCode: null,
+    smtpResponse: null,
+    smtpAt: null,
+    metadata: {},
+    source: null,
+    updatedAt: at,
+    recipientStates: [],
+  };
+}
+
+interface Reply {
+  smtpCode: string | null;
+  smtpResponse: string | null;
+  enhancedCode: string | null;
+  mx: string | null;
+}
+
+function replyOf(type: MessageEventType, data: RecipientEventData): Reply | null {
+  if (type === 'DeliveryStarted' || type === 'ComplaintReceived') return null;
+  const d = data as DeliverySucceeded;
+  if ((d.smtpCode ?? null) === null && (d.smtpResponse ?? null) === null) return null;
+  return { smtpCode: d.smtpCode ?? null, smtpResponse: d.smtpResponse ?? null, enhancedCode: d.enhancedCode ?? null, mx: d.mx ?? null };
+}
+
+/** Applies one recipient-level outcome to a recipient (pure). */
+function evolveRecipient(r: RecipientView, outcome: Outcome, at: Date, type: MessageEventType, data: RecipientEventData | null): RecipientView {
+  const next: RecipientView = { ...r, lastEventAt: maxDate(r.lastEventAt, at) };
+  if (outcomeWins(outcome, at, r.outcome, r.outcomeAt)) {
+    next.outcome = outcome;
+    next.outcomeAt = at;
+    next.isTerminal = TERMINAL.has(outcome);
+    next.nextAttemptAt = outcome === 'deferred' && data ? toDate((data as DeliveryDeferred).nextAttemptAt) : null;
+  }
+  if (data) {
+    const attempt = (data as { attempt?: number }).attempt;
+    if (typeof attempt === 'number' && attempt > next.attempts) next.attempts = attempt;
+    const reply = replyOf(type, data);
+    if (reply && (next.replyAt === null || at.getTime() >= next.replyAt.getTime())) {
+      Object.assign(next, reply);
+      next.replyAt = at;
+    }
+  }
+  return next;
+}
+
+function newRecipient(address: string, ordinal: number, at: Date): RecipientView {
+  const recipient = normalizeAddress(address);
+  return {
+    recipient,
+    domain: domainOf(recipient),
+    ordinal,
+    outcome: 'queued',
+    isTerminal: false,
+    outcomeAt: at,
+    attempts: 0,
+    smtpCode: null,
+    enhancedCode: null,
+    smtpResponse: null,
+    mx: null,
+    replyAt: null,
+    lastEventAt: at,
+    nextAttemptAt: null,
+  };
+}
+
+function withDerived(v: MessageView): MessageView {
+  let states = v.recipientStates;
+  for (let i = 1; i < states.length; i++) {
+    if (states[i - 1].ordinal > states[i].ordinal) {
+      states = [...states].sort((a, b) => a.ordinal - b.ordinal);
+      break;
+    }
+  }
+  const { outcome, isTerminal } = collapseOutcome(states);
+  const domains = [...new Set(states.map((r) => r.domain).filter((d) => d !== ''))];
+  return {
+    ...v,
+    recipientStates: states,
+    recipients: states.map((r) => r.recipient),
+    recipientDomains: domains,
+    expectedCount: Math.max(v.expectedCount, states.length),
+    currentOutcome: outcome,
+    isTerminal,
+  };
+}
+
+/** The message a recipient-level event belongs to, or null when the event is not one of ours. */
+export function messageIdOf(event: MessageEventInput): string | null {
+  if (!(event.type in MESSAGE_EVENT_OUTCOME)) return null;
+  const id = (event.data as { messageId?: unknown } | null)?.messageId;
+  return typeof id === 'string' ? id : null;
+}
+
+// ------------------------------------------------------------------------------------ reducer
+
+/** Folds one event into the view. Events of other types (or malformed ones) return the view unchanged. */
+export function evolveMessageView(view: MessageView | null, event: MessageEventInput): MessageView | null {
+  const messageId = messageIdOf(event);
+  if (messageId === null || (view !== null && view.id !== messageId)) return view;
+  const type = event.type as MessageEventType;
+
+  if (type === 'MessageAccepted') {
+    const d = event.data as MessageAccepted;
+    const at = toDate(d.acceptedAt) ?? event.createdAt ?? new Date(0);
+    const base = view ?? emptyView(messageId, at);
+    const states = [...base.recipientStates];
+    const distinct = new Set<string>();
+    const index = new Map(states.map((r, i) => [r.recipient, i]));
+    for (const address of d.to ?? []) {
+      const key = normalizeAddress(address);
+      if (distinct.has(key)) continue;
+      const ordinal = distinct.size;
+      distinct.add(key);
+      const i = index.get(key);
+      if (i === undefined) states.push(newRecipient(key, ordinal, at));
+      else states[i] = evolveRecipient({ ...states[i], ordinal }, 'queued', at, type, null);
+    }
+    // Recipients seen before acceptance (not in `to`) keep their place after the addressed ones.
+    if (!base.accepted) {
+      for (let i = 0; i < states.length; i++) {
+        if (!distinct.has(states[i].recipient)) states[i] = { ...states[i], ordinal: distinct.size + states[i].ordinal };
+      }
+    }
+    return withDerived({
+      ...base,
+      accepted: true,
+      motorBlockId: d.motorBlockId,
+      accountId: d.accountId,
+      domainId: d.domainId ?? null,
+      from: d.from,
+      fromName: d.fromName ?? null,
+      subject: d.subject,
+      smtpMessageId: d.smtpMessageId ? stripAngleBrackets(d.smtpMessageId) : null,
+      metadata: { ...(d.metadata ?? {}) },
+      source: d.source ?? null,
+      expectedCount: distinct.size,
+      queuedAt: at,
+      updatedAt: maxDate(base.updatedAt, event.createdAt ?? at),
+      recipientStates: states,
+    });
+  }
+
+  const d = event.data as RecipientEventData;
+  const at = toDate(d.at);
+  if (at === null || typeof d.recipient !== 'string') return view;
+  const outcome: Outcome = MESSAGE_EVENT_OUTCOME[type];
+  const base = view ?? emptyView(messageId, at);
+  const key = normalizeAddress(d.recipient);
+  const states = [...base.recipientStates];
+  let i = states.findIndex((r) => r.recipient === key);
+  if (i < 0) {
+    states.push(newRecipient(key, states.length === 0 ? 0 : Math.max(...states.map((r) => r.ordinal)) + 1, base.accepted ? base.queuedAt : at));
+    i = states.length - 1;
+  }
+  states[i] = evolveRecipient(states[i], outcome, at, type, d);
+
+  const next: MessageView = { ...base, recipientStates: states, updatedAt: maxDate(base.updatedAt, event.createdAt ?? at) };
+  if (type === 'DeliveryStarted') next.processedAt = minDate(base.processedAt, at);
+  if (type === 'DeliverySucceeded') next.deliveredAt = minDate(base.deliveredAt, at);
+  if (type === 'DeliveryBounced') next.bouncedAt = minDate(base.bouncedAt, at);
+  const reply = replyOf(type, d);
+  if (reply && (base.smtpAt === null || at.getTime() >= base.smtpAt.getTime())) {
+    next.smtpCode = reply.smtpCode;
+    next.smtpResponse = reply.smtpResponse;
+    next.smtpAt = at;
+  }
+  return withDerived(next);
+}
+
+/** Folds a message's own stream (read-your-writes fallback). Null when the stream holds no MessageAccepted-or-delivery event. */
+export function foldMessageView(events: Iterable<MessageEventInput>): MessageView | null {
+  let view: MessageView | null = null;
+  for (const e of events) view = evolveMessageView(view, e);
+  return view;
+}
+
+/** The timeline row an event contributes (null for events this read model ignores). */
+export function timelineEntryOf(event: MessageEventInput & { id: string }): TimelineEntry | null {
+  const messageId = messageIdOf(event);
+  if (messageId === null) return null;
+  const type = event.type as MessageEventType;
+  const outcome = MESSAGE_EVENT_OUTCOME[type];
+  if (type === 'MessageAccepted') {
+    const d = event.data as MessageAccepted;
+    return {
+      eventId: event.id, messageId, recipient: null, type, outcome,
+      at: toDate(d.acceptedAt) ?? event.createdAt ?? new Date(0), revision: event.revision ?? null,
+      attempt: null, smtpCode: null, enhancedCode: null, smtpResponse: null, mx: null, nextAttemptAt: null, reason: null, feedbackType: null,
+    };
+  }
+  const d = event.data as RecipientEventData;
+  const at = toDate(d.at);
+  if (at === null || typeof d.recipient !== 'string') return null;
+  const reply = replyOf(type, d);
+  return {
+    eventId: event.id,
+    messageId,
+    recipient: normalizeAddress(d.recipient),
+    type,
+    outcome,
+    at,
+    revision: event.revision ?? null,
+    attempt: typeof (d as { attempt?: number }).attempt === 'number' ? (d as { attempt: number }).attempt : null,
+    smtpCode: reply?.smtpCode ?? null,
+    enhancedCode: reply?.enhancedCode ?? null,
+    smtpResponse: reply?.smtpResponse ?? null,
+    mx: reply?.mx ?? null,
+    nextAttemptAt: type === 'DeliveryDeferred' ? toDate((d as DeliveryDeferred).nextAttemptAt) : null,
+    reason: type === 'DeliveryFailed' ? (d as DeliveryFailed).reason ?? null : null,
+    feedbackType: type === 'ComplaintReceived' ? (d as ComplaintReceived).feedbackType ?? null : null,
+  };
+}
+
+/** Timeline order: by time, then log order within the message stream. */
+export function compareTimeline(a: TimelineEntry, b: TimelineEntry): number {
+  const t = a.at.getTime() - b.at.getTime();
+  if (t !== 0) return t;
+  if (a.revision !== null && b.revision !== null && a.revision !== b.revision) return a.revision < b.revision ? -1 : 1;
+  return a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
+}

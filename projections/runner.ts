@@ -1,0 +1,429 @@
+/**
+ * The projection framework. Every read model is a `Projection`: its own PostgreSQL schema
+ * `rm_<name>` (tables, knex migration bookkeeping and checkpoint all inside it, so renaming the
+ * schema swaps all of them at once), the event types it handles, and a batch handler.
+ *
+ * A batch is applied in ONE transaction that (1) takes a transaction-scoped advisory lock keyed by
+ * the projection's live schema name, (2) re-reads the checkpoint FOR UPDATE and compares it with
+ * the position the events were read after (compare-and-set: a mismatch means another runner or a
+ * rebuild moved it, the batch is dropped and reading restarts from the new checkpoint), (3) applies
+ * the handled events, (4) writes the checkpoint = position of the batch's last event. Read-model
+ * rows and checkpoint commit together, so a crash anywhere replays at most the uncommitted batch.
+ *
+ * See docs/PROJECTIONS.md.
+ */
+import type { Knex } from 'knex';
+import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore.js';
+
+/** One forward-only migration of a projection's schema; `schema` is where to create things. */
+export interface ProjectionMigration {
+  name: string;
+  up(knex: Knex, schema: string): Promise<void>;
+}
+
+export interface Projection {
+  /** Lower-case identifier: the schema is `rm_<name>`. */
+  name: string;
+  migrations: readonly ProjectionMigration[];
+  /** Event types applyBatch receives; every other type is skipped and counted. */
+  handles: readonly string[];
+  /** Applies events (only handled types, in log order) inside the runner's transaction. */
+  applyBatch(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void>;
+}
+
+/** pino-compatible subset. */
+export interface ProjectionLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface BatchReport {
+  projection: string;
+  schema: string;
+  /** Events handed to applyBatch. */
+  applied: number;
+  /** Events of types the projection does not handle. */
+  skipped: number;
+  /** True when the checkpoint moved under us and the batch was dropped. */
+  conflict: boolean;
+  durationMs: number;
+  position: GlobalPosition | null;
+  lastEventCreatedAt: Date | null;
+}
+
+export interface RunnerOptions {
+  batchSize?: number;
+  logger?: ProjectionLogger;
+  /** Called after every batch transaction (metrics hook). */
+  onBatch?: (report: BatchReport) => void;
+  /** Defaults to `rm_<name>`; rebuild() points a runner at `rm_<name>__next`. */
+  schema?: string;
+  /** Delay before retrying after an error in run(). */
+  retryDelayMs?: number;
+  /**
+   * `synchronous_commit = off` for batch transactions. Safe for consistency (rows and checkpoint are
+   * lost or kept together, and lost batches are replayed); rebuild() uses it for its bulk replay.
+   */
+  asyncCommit?: boolean;
+}
+
+export interface RunnerStats {
+  projection: string;
+  schema: string;
+  eventsApplied: number;
+  eventsSkipped: number;
+  batches: number;
+  conflicts: number;
+  errors: number;
+  position: GlobalPosition | null;
+  /** createdAt of the last event this runner committed (null before the first batch). */
+  lastEventCreatedAt: Date | null;
+  /** True when the last read from the store came back empty (caught up at that moment). */
+  caughtUp: boolean;
+}
+
+export interface Lag {
+  /** Events after the checkpoint (counted up to `max`). */
+  eventsBehind: number;
+  /** True when there are at least `max` events behind (eventsBehind is a lower bound). */
+  capped: boolean;
+  /** Age of the oldest event not yet applied, by its createdAt; 0 when caught up. */
+  secondsBehind: number;
+}
+
+export const schemaFor = (projectionName: string): string => {
+  if (!/^[a-z][a-z0-9_]{0,40}$/.test(projectionName)) throw new Error(`Invalid projection name "${projectionName}"`);
+  return `rm_${projectionName}`;
+};
+
+const CHECKPOINT_TABLE = 'projection_checkpoint';
+
+/** The framework's own first migration: the checkpoint row lives in the projection's schema. */
+const checkpointMigration: ProjectionMigration = {
+  name: '000_projection_checkpoint',
+  async up(knex, schema) {
+    await knex.schema.withSchema(schema).createTable(CHECKPOINT_TABLE, (t) => {
+      t.smallint('id').primary();
+      t.text('position');
+      t.bigInteger('events_applied').notNullable().defaultTo(0);
+      t.bigInteger('events_skipped').notNullable().defaultTo(0);
+      t.timestamp('last_event_at', { useTz: true });
+      t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+    });
+    await knex.withSchema(schema).table(CHECKPOINT_TABLE).insert({ id: 1, position: null });
+  },
+};
+
+const quoteIdent = (s: string): string => `"${s.replace(/"/g, '""')}"`;
+
+async function schemaExists(db: Knex | Knex.Transaction, schema: string): Promise<boolean> {
+  const r = await db.raw('select 1 from pg_namespace where nspname = ?', [schema]);
+  return r.rows.length > 0;
+}
+
+/** Creates the schema if needed and runs the projection's pending migrations (tracked inside the schema). */
+export async function migrateProjection(db: Knex, projection: Projection, schema: string = schemaFor(projection.name)): Promise<void> {
+  const all = [checkpointMigration, ...projection.migrations];
+  const source: Knex.MigrationSource<ProjectionMigration> = {
+    getMigrations: async () => all,
+    getMigrationName: (m) => m.name,
+    getMigration: async (m) => ({ up: (knex: Knex) => m.up(knex, schema), down: async () => {} }),
+  };
+  // Two processes starting together race on CREATE SCHEMA and on knex's migration lock: retry.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await db.raw(`create schema if not exists ${quoteIdent(schema)}`);
+      await db.migrate.latest({ migrationSource: source, schemaName: schema, tableName: 'knex_migrations' });
+      return;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      await sleep(100 + Math.random() * 200);
+    }
+  }
+}
+
+/** The lock every writer of a projection's live schema takes (runners and the rebuild swap). */
+const lockKey = (schema: string): string => `motor.projection:${schema}`;
+
+async function lock(trx: Knex.Transaction, schema: string): Promise<void> {
+  await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [lockKey(schema)]);
+}
+
+async function readCheckpointRow(db: Knex | Knex.Transaction, schema: string, forUpdate: boolean) {
+  let q = db.withSchema(schema).table(CHECKPOINT_TABLE).where({ id: 1 }).first('position');
+  if (forUpdate) q = q.forUpdate();
+  const row = (await q) as { position: string | null } | undefined;
+  if (!row) throw new Error(`Checkpoint row missing in ${schema}`);
+  return row.position;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done);
+  });
+}
+
+type ApplyResult = { ok: true; position: GlobalPosition } | { ok: false; position: GlobalPosition | null };
+
+export class ProjectionRunner {
+  readonly schema: string;
+  private readonly batchSize: number;
+  private readonly handled: ReadonlySet<string>;
+  private readonly counters: RunnerStats;
+  /** The schema whose lock this runner takes: rebuild's __next schema locks itself, the live one its own name. */
+  private readonly lockSchema: string;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly store: EventStore,
+    readonly projection: Projection,
+    private readonly opts: RunnerOptions = {},
+  ) {
+    this.schema = opts.schema ?? schemaFor(projection.name);
+    this.lockSchema = this.schema;
+    this.batchSize = opts.batchSize ?? 500;
+    this.handled = new Set(projection.handles);
+    this.counters = {
+      projection: projection.name,
+      schema: this.schema,
+      eventsApplied: 0,
+      eventsSkipped: 0,
+      batches: 0,
+      conflicts: 0,
+      errors: 0,
+      position: null,
+      lastEventCreatedAt: null,
+      caughtUp: false,
+    };
+  }
+
+  /** Creates the schema and runs pending migrations. Safe to call from several processes. */
+  async init(): Promise<void> {
+    await migrateProjection(this.db, this.projection, this.schema);
+  }
+
+  async checkpoint(): Promise<GlobalPosition | null> {
+    return readCheckpointRow(this.db, this.schema, false);
+  }
+
+  /** Counters since this runner was created (for metrics). */
+  stats(): RunnerStats {
+    return { ...this.counters };
+  }
+
+  /** Probes the store for the events after the checkpoint (reads up to `max` events). */
+  async lag(max = 10_000): Promise<Lag> {
+    const after = await this.checkpoint();
+    const events = await this.store.readAll({ after, maxCount: max });
+    return {
+      eventsBehind: events.length,
+      capped: events.length >= max,
+      secondsBehind: events.length === 0 ? 0 : Math.max(0, (Date.now() - events[0].createdAt.getTime()) / 1000),
+    };
+  }
+
+  /** Applies batches until the store has nothing after the checkpoint. Returns events consumed (applied + skipped). */
+  async catchUp(): Promise<number> {
+    let consumed = 0;
+    let after = await this.checkpoint();
+    for (;;) {
+      const events = await this.store.readAll({ after, maxCount: this.batchSize });
+      if (events.length === 0) {
+        this.counters.caughtUp = true;
+        return consumed;
+      }
+      this.counters.caughtUp = false;
+      const r = await this.applyEvents(after, events);
+      if (r.ok) consumed += events.length;
+      after = r.position;
+    }
+  }
+
+  /** Follows the log from the checkpoint until the signal aborts; retries after errors. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await this.init();
+        let after = await this.checkpoint();
+        const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal });
+        for await (const events of sub) {
+          if (signal.aborted) break;
+          if (events.length === 0) continue;
+          const r = await this.applyEvents(after, events);
+          // On conflict leave the subscription: it is positioned after events we did not apply.
+          if (!r.ok) break;
+          after = r.position;
+        }
+      } catch (err) {
+        if (signal.aborted) break;
+        this.counters.errors++;
+        this.opts.logger?.error({ err, projection: this.projection.name, schema: this.schema }, 'projection batch failed; retrying');
+        await sleep(this.opts.retryDelayMs ?? 1000, signal);
+      }
+    }
+  }
+
+  /**
+   * One batch in one transaction with the checkpoint compare-and-set. `expected` is the checkpoint
+   * the events were read after. Returns the checkpoint to continue from.
+   */
+  async applyEvents(expected: GlobalPosition | null, events: RecordedEvent[]): Promise<ApplyResult> {
+    const started = performance.now();
+    const result = await this.db.transaction(async (trx) => {
+      if (this.opts.asyncCommit) await trx.raw('set local synchronous_commit = off');
+      return applyInTransaction(trx, this.schema, this.lockSchema, this.projection, this.handled, expected, events);
+    });
+    const durationMs = performance.now() - started;
+    const last = events[events.length - 1];
+    if (result.ok) {
+      this.counters.batches++;
+      this.counters.eventsApplied += result.applied;
+      this.counters.eventsSkipped += result.skipped;
+      this.counters.position = last.position;
+      this.counters.lastEventCreatedAt = last.createdAt;
+    } else {
+      this.counters.conflicts++;
+      this.opts.logger?.warn({ projection: this.projection.name, expected, actual: result.position }, 'checkpoint moved: batch dropped');
+    }
+    this.opts.onBatch?.({
+      projection: this.projection.name,
+      schema: this.schema,
+      applied: result.ok ? result.applied : 0,
+      skipped: result.ok ? result.skipped : 0,
+      conflict: !result.ok,
+      durationMs,
+      position: result.ok ? last.position : result.position,
+      lastEventCreatedAt: result.ok ? last.createdAt : null,
+    });
+    return result.ok ? { ok: true, position: last.position } : { ok: false, position: result.position };
+  }
+}
+
+type TxResult = { ok: true; applied: number; skipped: number } | { ok: false; position: GlobalPosition | null };
+
+async function applyInTransaction(
+  trx: Knex.Transaction,
+  schema: string,
+  lockSchema: string,
+  projection: Projection,
+  handled: ReadonlySet<string>,
+  expected: GlobalPosition | null,
+  events: RecordedEvent[],
+): Promise<TxResult> {
+  await lock(trx, lockSchema);
+  const current = await readCheckpointRow(trx, schema, true);
+  if (current !== expected) return { ok: false, position: current };
+  const mine = events.filter((e) => handled.has(e.type));
+  if (mine.length > 0) await projection.applyBatch(trx, schema, mine);
+  const last = events[events.length - 1];
+  await trx.withSchema(schema).table(CHECKPOINT_TABLE).where({ id: 1 }).update({
+    position: last.position,
+    events_applied: trx.raw('events_applied + ?', [mine.length]),
+    events_skipped: trx.raw('events_skipped + ?', [events.length - mine.length]),
+    last_event_at: last.createdAt,
+    updated_at: trx.fn.now(),
+  });
+  return { ok: true, applied: mine.length, skipped: events.length - mine.length };
+}
+
+// ---------------------------------------------------------------------------------- rebuild
+
+export interface RebuildProgress {
+  phase: 'replay' | 'swap' | 'done';
+  /** Events consumed so far (applied + skipped). */
+  done: number;
+  /** Events in the log when known (an adapter exposing countAll()), else null. */
+  total: number | null;
+  eventsPerSecond: number;
+  elapsedMs: number;
+}
+
+export interface RebuildOptions {
+  batchSize?: number;
+  onProgress?: (p: RebuildProgress) => void;
+  logger?: ProjectionLogger;
+}
+
+export interface RebuildResult {
+  events: number;
+  applied: number;
+  skipped: number;
+  durationMs: number;
+  position: GlobalPosition | null;
+}
+
+/** Optional adapter capability used only for the progress total. */
+interface CountableStore {
+  countAll?(): Promise<number>;
+}
+
+/**
+ * Rebuilds a read model into `rm_<name>__next` from the start of the log, then swaps it in: one
+ * transaction holding the live runners' lock applies the events appended meanwhile, renames
+ * rm_<name> → rm_<name>__old and rm_<name>__next → rm_<name>, and drops the old schema. Readers keep
+ * answering from the old schema until that transaction commits (schema renames are transactional).
+ */
+export async function rebuild(db: Knex, store: EventStore, projection: Projection, opts: RebuildOptions = {}): Promise<RebuildResult> {
+  const live = schemaFor(projection.name);
+  const next = `${live}__next`;
+  const old = `${live}__old`;
+  const batchSize = opts.batchSize ?? 5000;
+  const started = performance.now();
+  const countable = store as EventStore & CountableStore;
+  const total = typeof countable.countAll === 'function' ? await countable.countAll() : null;
+
+  await db.raw(`drop schema if exists ${quoteIdent(next)} cascade`);
+  await db.raw(`drop schema if exists ${quoteIdent(old)} cascade`);
+  await migrateProjection(db, projection, next);
+
+  let applied = 0;
+  let skipped = 0;
+  const progress = (phase: RebuildProgress['phase']) => {
+    const elapsedMs = performance.now() - started;
+    opts.onProgress?.({ phase, done: applied + skipped, total, eventsPerSecond: elapsedMs > 0 ? ((applied + skipped) * 1000) / elapsedMs : 0, elapsedMs });
+  };
+  const runner = new ProjectionRunner(db, store, projection, {
+    batchSize,
+    schema: next,
+    asyncCommit: true,
+    logger: opts.logger,
+    onBatch: (b) => {
+      applied += b.applied;
+      skipped += b.skipped;
+      progress('replay');
+    },
+  });
+  // Two unlocked passes: the second one shortens what the locked swap has to apply.
+  await runner.catchUp();
+  await runner.catchUp();
+  progress('swap');
+
+  const handled = new Set(projection.handles);
+  const position = await db.transaction(async (trx) => {
+    await lock(trx, live);
+    let after = await readCheckpointRow(trx, next, true);
+    for (;;) {
+      const events = await store.readAll({ after, maxCount: batchSize });
+      if (events.length === 0) break;
+      const r = await applyInTransaction(trx, next, live, projection, handled, after, events);
+      if (!r.ok) throw new Error(`Checkpoint of ${next} moved during rebuild`);
+      applied += r.applied;
+      skipped += r.skipped;
+      after = events[events.length - 1].position;
+    }
+    if (await schemaExists(trx, live)) await trx.raw(`alter schema ${quoteIdent(live)} rename to ${quoteIdent(old)}`);
+    await trx.raw(`alter schema ${quoteIdent(next)} rename to ${quoteIdent(live)}`);
+    await trx.raw(`drop schema if exists ${quoteIdent(old)} cascade`);
+    return after;
+  });
+  progress('done');
+  return { events: applied + skipped, applied, skipped, durationMs: performance.now() - started, position };
+}

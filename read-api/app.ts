@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import swaggerUi from 'swagger-ui-express';
+import './http/express-augment';
+import type { HttpContext } from './http/context';
+import { errorMiddleware, notFoundMiddleware } from './http/errors';
+import { RegisterRoutes } from './generated/routes';
+
+/** Largest JSON body accepted (a send's text + html + headers are capped at 10 MiB inside it). */
+export const MAX_JSON_BODY = '12mb';
+
+function loadOpenApi(): unknown {
+  return JSON.parse(readFileSync(join(__dirname, 'generated', 'openapi.json'), 'utf8'));
+}
+
+/** The HTTP surface: tsoa routes (send, tokens, public API), OpenAPI, docs, metrics, health. */
+export function createApp(ctx: HttpContext): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', 'loopback');
+  app.locals.ctx = ctx;
+  const openapi = loadOpenApi();
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.headers['x-request-id'];
+    req.id = typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    res.setHeader('X-Request-Id', req.id);
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (req.route?.path as string | undefined) ?? 'unmatched';
+      ctx.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
+      if (res.statusCode >= 500) ctx.logger.error({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request failed');
+      else ctx.logger.debug({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request');
+    });
+    next();
+  });
+
+  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
+
+  app.get('/healthz', (_req, res) => { res.json({ ok: true }); });
+  app.get('/readyz', async (_req, res) => {
+    const report = await ctx.health();
+    res.status(report.ok ? 200 : 503).json(report);
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('Content-Type', ctx.metrics.registry.contentType);
+    res.send(await ctx.metrics.registry.metrics());
+  });
+  app.get('/api/public/openapi.json', (_req, res) => { res.json(openapi); });
+  app.use('/api/public/docs', swaggerUi.serve, swaggerUi.setup(undefined, { swaggerOptions: { url: '/api/public/openapi.json' }, customSiteTitle: 'Motor API reference' }));
+
+  RegisterRoutes(app);
+
+  app.use(notFoundMiddleware);
+  app.use(errorMiddleware);
+  return app;
+}

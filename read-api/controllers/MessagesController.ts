@@ -1,0 +1,77 @@
+import type { Request as ExpressRequest } from 'express';
+import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
+import { fail } from '../../domain/errors';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import { getMessageBySmtpId } from '../../projections/messages';
+import { piiAllowed, requireBlock } from '../http/authorize';
+import { ctxOf, principalOf } from '../http/context';
+import { readMessage, readRecipients, readTimeline } from '../messages/messageReads';
+import { messageDto, recipientsDto, timelineDto, type MessageDto, type RecipientsDto, type TimelineEventDto } from '../messages/present';
+
+export interface MessageResponse { success: true; data: MessageDto; pii_masked: boolean }
+export interface RecipientsResponse { success: true; data: RecipientsDto }
+export interface TimelineResponse { success: true; data: { messageId: string; events: TimelineEventDto[]; pii_masked: boolean } }
+
+const notFound = () => fail('message_not_found', 404, 'Message not found');
+
+@Route('api/public/v1/messages')
+@Tags('Messages')
+@Security('publicBearer', ['logs.read'])
+@Response<ErrorResponse>(401, 'Token missing, invalid or expired')
+@Response<ErrorResponse>(403, 'Scope missing, token bound to another block, or includePII without logs.pii')
+export class MessagesController extends Controller {
+  /** Looks a message up by its RFC Message-ID (with or without angle brackets). Not a collection. */
+  @Get()
+  @Response<ErrorResponse>(404, 'Message not found')
+  public async bySmtpMessageId(@Request() req: ExpressRequest, @Query() smtpMessageId: string, @Query() includePII?: boolean): Promise<MessageResponse> {
+    const ctx = ctxOf(req);
+    const p = principalOf(req);
+    const unmasked = piiAllowed(p, includePII);
+    if (p.kind !== 'publicBearer') throw fail('invalid_token', 401, 'Bearer token missing or invalid');
+    if (smtpMessageId.trim() === '' || smtpMessageId.length > 998) throw fail('invalid_query', 400, 'smtpMessageId is required');
+    const m = await getMessageBySmtpId(ctx.db, { motorBlockIds: [p.motorBlockId] }, smtpMessageId.trim());
+    if (!m) throw notFound();
+    return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
+  }
+
+  /** One message by its send id; a multi-recipient send collapses to one row. */
+  @Get('{id}')
+  @Response<ErrorResponse>(404, 'Message not found')
+  public async get(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<MessageResponse> {
+    const ctx = ctxOf(req);
+    const p = principalOf(req);
+    const unmasked = piiAllowed(p, includePII);
+    const m = await readMessage(ctx.db, ctx.store, id);
+    if (!m) throw notFound();
+    requireBlock(p, m.motorBlockId ?? '');
+    return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
+  }
+
+  /** Lifecycle events of the message, from queued to its final result, oldest first. */
+  @Get('{id}/events')
+  @Response<ErrorResponse>(404, 'Message not found')
+  public async events(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<TimelineResponse> {
+    const ctx = ctxOf(req);
+    const p = principalOf(req);
+    const unmasked = piiAllowed(p, includePII);
+    const m = await readMessage(ctx.db, ctx.store, id);
+    if (!m) throw notFound();
+    requireBlock(p, m.motorBlockId ?? '');
+    const events = await readTimeline(ctx.db, ctx.store, id);
+    return { success: true, data: { messageId: id, events: timelineDto(events, unmasked), pii_masked: !unmasked } };
+  }
+
+  /** Per-recipient outcomes: the only view that shows each recipient of a multi-recipient send. */
+  @Get('{id}/recipients')
+  @Response<ErrorResponse>(404, 'Message not found')
+  public async recipients(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<RecipientsResponse> {
+    const ctx = ctxOf(req);
+    const p = principalOf(req);
+    const unmasked = piiAllowed(p, includePII);
+    const r = await readRecipients(ctx.db, ctx.store, id);
+    const m = r ? await readMessage(ctx.db, ctx.store, id) : null;
+    if (!r || !m) throw notFound();
+    requireBlock(p, m.motorBlockId ?? '');
+    return { success: true, data: recipientsDto(r, unmasked, `/api/public/v1/messages/${id}/recipients?includePII=true`) };
+  }
+}

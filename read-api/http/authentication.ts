@@ -1,0 +1,82 @@
+import type { Request } from 'express';
+import { authenticateApiKey, extractApiKey } from '../../commands/credentials/apiKeyAuth';
+import { verifyPublicToken } from '../../commands/tokens/publicTokens';
+import { hasScopes } from '../../domain/credentials/scopes';
+import { fail } from '../../domain/errors';
+import { ctxOf, type HttpContext } from './context';
+import { credentialId, type Principal } from './principal';
+
+/**
+ * The one authentication function of every tsoa route (tsoa calls it for @Security). It decides
+ * the credential type and the scope; block ownership is checked by `requireBlock` in
+ * read-api/http/authorize.ts once the route knows which block is asked for. It also applies the
+ * API request limit per credential and sets the X-RateLimit-* headers.
+ *
+ * Security names: blockApiKey (POST /v1/send, /v1/test-email), accountApiKey (token minting),
+ * publicBearer (all of /api/public/v1; the listed scopes are ALL required).
+ */
+export async function expressAuthentication(request: Request, securityName: string, scopes: string[] = []): Promise<Principal> {
+  const ctx = ctxOf(request);
+  const principal = await identify(ctx, request, securityName, scopes);
+  await applyRequestLimit(ctx, request, principal);
+  return principal;
+}
+
+async function identify(ctx: HttpContext, request: Request, securityName: string, scopes: string[]): Promise<Principal> {
+  switch (securityName) {
+    case 'blockApiKey': {
+      const key = await authenticateApiKey(ctx.directory, extractApiKey(request.headers), 'block');
+      if (!key.motorBlockId) throw fail('invalid_api_key', 401, 'Invalid API key format');
+      return { kind: 'blockApiKey', keyId: key.id, accountId: key.accountId, motorBlockId: key.motorBlockId };
+    }
+    case 'accountApiKey': {
+      const key = await authenticateApiKey(ctx.directory, extractApiKey(request.headers), 'account');
+      return { kind: 'accountApiKey', keyId: key.id, accountId: key.accountId, scopes: key.scopes };
+    }
+    case 'publicBearer': {
+      const token = bearerToken(request);
+      if (token === null) throw fail('invalid_token', 401, 'Bearer token missing or invalid', { nextAction: 'Send Authorization: Bearer <token> minted at POST /api/public/token/account-key' });
+      const claims = verifyPublicToken(
+        { secret: ctx.config.tokenSecret, issuer: ctx.config.tokenIssuer, audience: ctx.config.tokenAudience },
+        token,
+        ctx.clock.now(),
+      );
+      if (!hasScopes(claims.scopes, scopes)) {
+        throw fail('insufficient_scope', 403, `This route needs the scope${scopes.length > 1 ? 's' : ''} ${scopes.join(', ')}`, {
+          nextAction: 'Mint a token that includes the missing scopes',
+          details: { requiredScopes: scopes },
+        });
+      }
+      return { kind: 'publicBearer', ...claims };
+    }
+    default:
+      throw new Error(`Unknown security scheme ${securityName}`);
+  }
+}
+
+/** `Authorization: Bearer <token>`; anything else (an API key, Basic) is not a bearer token. */
+export function bearerToken(request: Request): string | null {
+  const auth = request.headers.authorization;
+  if (typeof auth !== 'string') return null;
+  const m = /^Bearer\s+([A-Za-z0-9_\-.]+)\s*$/i.exec(auth);
+  return m ? m[1] : null;
+}
+
+async function applyRequestLimit(ctx: HttpContext, request: Request, principal: Principal): Promise<void> {
+  const reading = await ctx.limiter.hit(credentialId(principal), ctx.clock.now());
+  const res = request.res;
+  if (!res) return;
+  res.setHeader('X-RateLimit-Limit', String(reading.limit));
+  if (reading.kind === 'unavailable') {
+    res.setHeader('X-RateLimit-Remaining', 'unknown');
+    return;
+  }
+  res.setHeader('X-RateLimit-Remaining', String(reading.remaining));
+  res.setHeader('X-RateLimit-Reset', String(reading.resetSeconds));
+  if (reading.kind === 'exceeded') {
+    throw fail('rate_limited', 429, `API request limit of ${reading.limit} per minute exceeded for this credential`, {
+      details: { retryAfterSeconds: reading.resetSeconds },
+      nextAction: `Retry after ${reading.resetSeconds} seconds`,
+    });
+  }
+}

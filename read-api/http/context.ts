@@ -1,0 +1,34 @@
+import type { Request } from 'express';
+import type { Knex } from 'knex';
+import type { Clock } from '../../domain/ids';
+import type { EventStore } from '../../domain/eventStore';
+import type { Config } from '../../infra/config';
+import type { Logger } from '../../infra/logger';
+import type { Metrics } from '../../infra/metrics';
+import type { DirectoryCache } from '../../commands/directoryCache';
+import type { SendQuota } from '../../commands/quota/sendQuota';
+import type { RequestLimiter } from '../../commands/quota/requestLimiter';
+import type { Principal } from './principal';
+
+/** Everything an HTTP controller may use, built once by the composition root (scripts/main.ts). */
+export interface HttpContext {
+  config: Config;
+  db: Knex;
+  store: EventStore;
+  quota: SendQuota;
+  limiter: RequestLimiter;
+  directory: DirectoryCache;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  /** Health of the dependencies, for /v1/status and readiness. */
+  health(): Promise<HealthReport>;
+}
+
+export interface HealthReport {
+  ok: boolean;
+  components: Record<string, { ok: boolean; latencyMs?: number; error?: string }>;
+}
+
+export const ctxOf = (req: Request): HttpContext => req.app.locals.ctx as HttpContext;
+export const principalOf = <P extends Principal = Principal>(req: Request): P => (req as Request & { user: P }).user;

@@ -1,0 +1,88 @@
+import type { NextFunction, Request, Response } from 'express';
+import { ValidateError } from '@tsoa/runtime';
+import { EventStoreUnavailableError } from '../../domain/eventStore';
+import { isDomainError } from '../../domain/errors';
+import { ctxOf } from './context';
+
+/**
+ * The HTTP error table: every error becomes one envelope
+ *   { success: false, error, code, message, nextAction?, ...details }
+ * where `error` is the text the spec names for that failure (e.g. "Invalid API key format") and
+ * `code` the stable machine code (docs/ERRORS.md). Nothing else writes error bodies.
+ */
+const ERROR_TEXT: Record<string, string> = {
+  invalid_api_key: 'Invalid API key format',
+  from_domain_mismatch: 'From address domain does not match',
+  DOMAIN_DNS_INCOMPLETE: 'Domain DNS setup incomplete',
+  validation_error: 'Validation error',
+  DISALLOWED_HEADERS: 'Disallowed headers',
+  invalid_token: 'Unauthorized',
+  token_expired: 'Unauthorized',
+  insufficient_scope: 'Forbidden',
+  motor_block_forbidden: 'Forbidden',
+  not_found: 'Not found',
+  event_store_unavailable: 'Service unavailable',
+  internal_error: 'Internal error',
+};
+
+export function errorBody(code: string, message: string, extra: { nextAction?: string; details?: Record<string, unknown> } = {}) {
+  return {
+    success: false as const,
+    error: ERROR_TEXT[code] ?? code,
+    code,
+    message,
+    ...(extra.nextAction ? { nextAction: extra.nextAction } : {}),
+    ...(extra.details ?? {}),
+  };
+}
+
+interface RateLimitDetails { limit: number; remaining: number; reset: number }
+
+// Express recognises error middleware by its four parameters.
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
+export function errorMiddleware(err: unknown, req: Request, res: Response, _next: NextFunction): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  if (isDomainError(err)) {
+    const { rateLimit, ...details } = (err.details ?? {}) as { rateLimit?: RateLimitDetails; retryAfterSeconds?: number };
+    if (typeof details.retryAfterSeconds === 'number') res.setHeader('Retry-After', String(details.retryAfterSeconds));
+    if (rateLimit) {
+      res.setHeader('RateLimit-Limit', String(rateLimit.limit));
+      res.setHeader('RateLimit-Remaining', String(rateLimit.remaining));
+      res.setHeader('RateLimit-Reset', String(rateLimit.reset));
+    }
+    res.status(err.status).json(errorBody(err.code, err.message, { nextAction: err.nextAction, details }));
+    return;
+  }
+  if (err instanceof ValidateError) {
+    const fields = Object.entries(err.fields).map(([field, v]) => ({ field: field.replace(/^(requestBody|body)\.?/, '') || 'body', message: v.message }));
+    res.status(422).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
+    return;
+  }
+  const e = err as { type?: string; status?: number; message?: string };
+  if (e?.type === 'entity.parse.failed') {
+    res.status(400).json(errorBody('invalid_json', 'Request body is not valid JSON'));
+    return;
+  }
+  if (e?.type === 'entity.too.large') {
+    res.status(413).json(errorBody('payload_too_large', 'Request body is too large'));
+    return;
+  }
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
+    res.status(415).json(errorBody('unsupported_encoding', e.message ?? 'Unsupported body encoding'));
+    return;
+  }
+  if (err instanceof EventStoreUnavailableError) {
+    res.setHeader('Retry-After', '5');
+    res.status(503).json(errorBody('event_store_unavailable', 'The event store is unavailable; nothing was accepted. Retry shortly.'));
+    return;
+  }
+  ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');
+  res.status(500).json(errorBody('internal_error', 'Internal error'));
+}
+
+export function notFoundMiddleware(req: Request, res: Response): void {
+  res.status(404).json(errorBody('not_found', `No route ${req.method} ${req.path}`));
+}

@@ -1,0 +1,149 @@
+/**
+ * Operator CLI: `npm run cli -- <command>`. Uses DATABASE_URL (or the embedded PostgreSQL of
+ * `npm start`) and EVENTSTORE_URL like the service. Every command prints JSON with --json.
+ *
+ *   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
+ *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
+ *   block list [--json]
+ */
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../infra/config';
+import { createDb } from '../infra/db';
+import { startEmbeddedPostgres } from '../infra/embedded';
+import { createEventStore } from '../infra/eventstore';
+import { KeyStore } from '../infra/keys/keyStore';
+import { createLogger } from '../infra/logger';
+import { isDomainError } from '../domain/errors';
+import { isUuid } from '../domain/ids';
+import { bootstrap, setBlockLimits } from '../commands/admin/bootstrap';
+import { directoryProjection } from '../projections/directory/projection';
+import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
+import { ProjectionRunner, migrateProjection } from '../projections/runner';
+
+const USAGE = `Usage: npm run cli -- <command>
+
+  bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
+      Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
+      account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
+  block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
+      Sets the block's configured send limits (per minute, hour, UTC day).
+  block list [--json]
+      Lists every Motor Block with its account, domain and status.
+`;
+
+class UsageError extends Error {}
+
+async function withServices<T>(config: Config, fn: (s: Services) => Promise<T>): Promise<T> {
+  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn');
+  const databaseUrl = config.databaseUrl ?? (await startEmbeddedPostgres(config.dataDir, logger)).url;
+  const db = createDb(databaseUrl, { pool: { min: 0, max: 4 }, applicationName: 'motor-cli' });
+  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const keys = new KeyStore(db, config.keyEncryptionKey);
+  try {
+    await keys.init();
+    await migrateProjection(db, directoryProjection);
+    const catchUp = () => new ProjectionRunner(db, store, directoryProjection).catchUp();
+    return await fn({ db, store, keys, catchUp });
+  } finally {
+    await store.close();
+    await db.destroy();
+  }
+}
+interface Services {
+  db: ReturnType<typeof createDb>;
+  store: Awaited<ReturnType<typeof createEventStore>>;
+  keys: KeyStore;
+  catchUp: () => Promise<number>;
+}
+
+function positiveInt(name: string, v: string | undefined): number {
+  const n = Number(v);
+  if (v === undefined || !Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
+  return n;
+}
+
+async function run(argv: string[], config: Config): Promise<unknown> {
+  const [command, sub, ...rest] = argv;
+  if (command === 'bootstrap') {
+    const { values } = parseArgs({
+      args: argv.slice(1),
+      options: {
+        email: { type: 'string' }, domain: { type: 'string' }, 'trust-dns': { type: 'boolean', default: false },
+        dkim: { type: 'string', default: 'rsa' }, 'block-name': { type: 'string' }, json: { type: 'boolean', default: false },
+      },
+      strict: true,
+    });
+    if (!values.email || !values.domain) throw new UsageError('bootstrap needs --email and --domain');
+    if (values.dkim !== 'rsa' && values.dkim !== 'ed25519') throw new UsageError('--dkim is rsa or ed25519');
+    return withServices(config, async (s) => {
+      const result = await bootstrap(s.store, s.keys, {
+        email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
+        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
+      });
+      await s.catchUp();
+      return result;
+    });
+  }
+  if (command === 'block' && sub === 'set-limits') {
+    const { values, positionals } = parseArgs({
+      args: rest,
+      options: { burst: { type: 'string' }, hourly: { type: 'string' }, daily: { type: 'string' }, json: { type: 'boolean', default: false } },
+      allowPositionals: true,
+      strict: true,
+    });
+    const id = positionals[0];
+    if (!isUuid(id)) throw new UsageError('block set-limits needs a Motor Block id (uuid)');
+    const limits = { burst: positiveInt('burst', values.burst), hourly: positiveInt('hourly', values.hourly), daily: positiveInt('daily', values.daily) };
+    return withServices(config, async (s) => {
+      await setBlockLimits(s.store, id, limits, new Date());
+      await s.catchUp();
+      return { motorBlockId: id, limits };
+    });
+  }
+  if (command === 'block' && sub === 'list') {
+    return withServices(config, async (s) => {
+      await s.catchUp();
+      const rows = await s.db.withSchema(DIRECTORY_SCHEMA).table('motor_blocks as b')
+        .join(s.db.raw('?? as d', [`${DIRECTORY_SCHEMA}.domains`]), 'd.id', 'b.domain_id')
+        .select('b.id', 'b.account_id', 'b.name', 'b.type', 'b.status', 'd.name as domain', 'b.limit_burst', 'b.limit_hourly', 'b.limit_daily')
+        .orderBy('b.created_at');
+      return rows.map((r) => ({
+        motorBlockId: r.id, accountId: r.account_id, name: r.name, type: r.type, status: r.status, domain: r.domain,
+        limits: { burst: r.limit_burst ?? config.defaultPlan.burst, hourly: r.limit_hourly ?? config.defaultPlan.hourly, daily: r.limit_daily ?? config.defaultPlan.daily },
+      }));
+    });
+  }
+  throw new UsageError(command ? `Unknown command: ${[command, sub].filter(Boolean).join(' ')}` : 'No command given');
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.length === 0 || argv[0] === 'help' || argv.includes('--help')) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const json = argv.includes('--json');
+  try {
+    const config = loadConfig(process.env);
+    const result = await run(argv, config);
+    process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${JSON.stringify(result, null, 2)}\n`);
+  } catch (e) {
+    const err = e as Error;
+    if (e instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      process.stderr.write(`${err.message}\n\n${USAGE}`);
+      process.exitCode = 2;
+    } else if (e instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = 2;
+    } else if (isDomainError(e)) {
+      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message })}\n`);
+      else process.stderr.write(`${e.code}: ${e.message}\n`);
+      process.exitCode = 1;
+    } else {
+      process.stderr.write(`${err.stack ?? err.message}\n`);
+      process.exitCode = 1;
+    }
+  }
+}
+
+void main();

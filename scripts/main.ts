@@ -1,0 +1,58 @@
+/**
+ * `npm start`: runs Motor. All roles in one process by default (API, projectors, delivery
+ * workers); `--role api|projector|worker` (comma-separated) runs only some, so roles can be split
+ * across processes and scaled (two worker processes share the queue without double delivery).
+ */
+import { ConfigError, loadConfig } from '../infra/config';
+import { resolveRedis, startEmbeddedPostgres } from '../infra/embedded';
+import { createLogger } from '../infra/logger';
+import { createRuntime, parseRoles, startRoles } from './runtime';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const roles = parseRoles(process.argv.slice(2));
+  const logger = createLogger(config.logLevel, { roles: roles.join(',') });
+
+  const stops: (() => Promise<void>)[] = [];
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    const pg = await startEmbeddedPostgres(config.dataDir, logger);
+    databaseUrl = pg.url;
+    stops.push(pg.stop);
+  }
+  const redis = await resolveRedis(config.redisUrl, config.dataDir, logger);
+  stops.push(redis.stop);
+
+  const rt = await createRuntime(config, { databaseUrl, redisUrl: redis.url, logger });
+  const started = await startRoles(rt, roles);
+  logger.info({ roles, port: started.port }, 'Motor started');
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: draining in-flight work');
+    const force = setTimeout(() => { logger.error('shutdown took over 30 s; exiting'); process.exit(1); }, 30_000);
+    await started.stop();
+    await rt.close();
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    clearTimeout(force);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.stack ?? err.message : err);
+  process.exit(1);
+});

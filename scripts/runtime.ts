@@ -1,0 +1,204 @@
+/**
+ * The composition root: builds every service of a Motor process from the validated Config and
+ * starts the roles (api, projector, worker). `npm start`, the CLI, the replay script, tests and
+ * benchmarks all assemble Motor through here, so there is one wiring.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Knex } from 'knex';
+import type { Redis } from 'ioredis';
+import type { Queue, Worker } from 'bullmq';
+import type { EventStore } from '../domain/eventStore';
+import { systemClock, type Clock } from '../domain/ids';
+import type { Config } from '../infra/config';
+import { createDb } from '../infra/db';
+import { createEventStore } from '../infra/eventstore';
+import { KeyStore } from '../infra/keys/keyStore';
+import { createLogger, type Logger } from '../infra/logger';
+import { createMetrics, type Metrics } from '../infra/metrics';
+import { createFastRedis } from '../infra/redis';
+import { DirectoryCache } from '../commands/directoryCache';
+import { RequestLimiter } from '../commands/quota/requestLimiter';
+import { SendQuota } from '../commands/quota/sendQuota';
+import { allProjections } from '../projections';
+import { ProjectionRunner, migrateProjection } from '../projections/runner';
+import { createApp } from '../read-api/app';
+import type { HealthReport, HttpContext } from '../read-api/http/context';
+import { createResolver, type DnsResolver } from '../workers/delivery/dns';
+import { DeliveryEnqueuer, initEnqueuerSchema } from '../workers/enqueuer';
+import { startDeliveryWorker, type DeliveryDeps } from '../workers/deliveryWorker';
+import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
+
+export type Role = 'api' | 'projector' | 'worker';
+export const ALL_ROLES: Role[] = ['api', 'projector', 'worker'];
+
+export interface Runtime {
+  config: Config;
+  /** Resolved connection strings (after embedded defaults). */
+  databaseUrl: string;
+  redisUrl: string;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  db: Knex;
+  store: EventStore;
+  redis: Redis;
+  keys: KeyStore;
+  directory: DirectoryCache;
+  quota: SendQuota;
+  limiter: RequestLimiter;
+  resolver: DnsResolver;
+  queue: Queue<DeliveryJob>;
+  queuePrefix: string;
+  http: HttpContext;
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  databaseUrl: string;
+  redisUrl: string;
+  logger?: Logger;
+  clock?: Clock;
+  /** Directory cache lifetime (tests use 0 to read their own writes at once). */
+  directoryTtlMs?: number;
+  /** Redis key prefix of the delivery queue (QUEUE_PREFIX; tests use one per run). */
+  queuePrefix?: string;
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
+  const t = Date.now();
+  try {
+    await Promise.race([fn(), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000))]);
+    return { ok: true, latencyMs: Date.now() - t };
+  } catch (e) {
+    return { ok: false, latencyMs: Date.now() - t, error: (e as Error).message };
+  }
+}
+
+export async function createRuntime(config: Config, opts: RuntimeOptions): Promise<Runtime> {
+  const logger = opts.logger ?? createLogger(config.logLevel);
+  const metrics = createMetrics();
+  const clock = opts.clock ?? systemClock;
+  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 } });
+  const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const redis = createFastRedis(opts.redisUrl);
+  redis.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
+  const keys = new KeyStore(db, config.keyEncryptionKey);
+  await keys.init();
+  for (const p of allProjections()) await migrateProjection(db, p);
+  await initEnqueuerSchema(db);
+  const directory = new DirectoryCache(db, opts.directoryTtlMs ?? 2000);
+  const quota = new SendQuota(redis);
+  const limiter = new RequestLimiter(redis, config.apiRequestLimit);
+  const resolver = createResolver(config.dnsServers);
+  const queuePrefix = opts.queuePrefix ?? 'motor';
+  const queue = createDeliveryQueue(opts.redisUrl, queuePrefix);
+
+  const health = async (): Promise<HealthReport> => {
+    const [eventStore, database, redisCheck, queueCheck] = await Promise.all([
+      timed(() => store.ping()),
+      timed(() => db.raw('select 1')),
+      timed(() => redis.ping()),
+      timed(async () => { await queue.getJobCounts('waiting'); }),
+    ]);
+    const components = { eventStore, database, redis: redisCheck, deliveryQueue: queueCheck };
+    // Redis down degrades quotas to "unknown" but sends still work; the store and database are essential.
+    return { ok: eventStore.ok && database.ok, components };
+  };
+
+  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health };
+  return {
+    config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
+    quota, limiter, resolver, queue, queuePrefix, http,
+    async close() {
+      await queue.close().catch(() => {});
+      redis.disconnect();
+      await store.close().catch(() => {});
+      await db.destroy().catch(() => {});
+    },
+  };
+}
+
+export interface StartedRoles {
+  server: Server | null;
+  port: number | null;
+  workers: Worker<DeliveryJob>[];
+  stop(): Promise<void>;
+}
+
+/** Starts the given roles in this process; stop() drains in-flight work, then returns. */
+export async function startRoles(rt: Runtime, roles: Role[], opts: { port?: number; host?: string } = {}): Promise<StartedRoles> {
+  const abort = new AbortController();
+  const background: Promise<unknown>[] = [];
+  let server: Server | null = null;
+  let port: number | null = null;
+  const workers: Worker<DeliveryJob>[] = [];
+
+  if (roles.includes('projector')) {
+    for (const p of allProjections()) {
+      const runner = new ProjectionRunner(rt.db, rt.store, p, {
+        logger: rt.logger,
+        onBatch: (r) => {
+          if (r.skipped > 0) rt.metrics.projectionSkipped.inc({ projection: r.projection }, r.skipped);
+          if (r.lastEventCreatedAt) rt.metrics.projectionLagSeconds.set({ projection: r.projection }, Math.max(0, (Date.now() - r.lastEventCreatedAt.getTime()) / 1000));
+        },
+      });
+      background.push(runner.run(abort.signal));
+    }
+  }
+  if (roles.includes('worker')) {
+    const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger);
+    background.push(enqueuer.run(abort.signal));
+    const deps: DeliveryDeps = {
+      store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics,
+      settings: {
+        mxPort: rt.config.mxPort, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
+        lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
+      },
+    };
+    workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix));
+    const depth = setInterval(async () => {
+      try {
+        const c = await rt.queue.getJobCounts('waiting', 'delayed', 'active');
+        for (const [state, n] of Object.entries(c)) rt.metrics.queueDepth.set({ state }, n);
+      } catch { /* redis down: keep the last reading */ }
+    }, 5000);
+    depth.unref();
+    abort.signal.addEventListener('abort', () => clearInterval(depth));
+  }
+  if (roles.includes('api')) {
+    const app = createApp(rt.http);
+    server = createServer(app);
+    server.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      server!.once('error', reject);
+      server!.listen(opts.port ?? rt.config.port, opts.host ?? '0.0.0.0', () => resolve());
+    });
+    port = (server.address() as AddressInfo).port;
+    rt.logger.info({ port }, 'HTTP API listening');
+  }
+
+  return {
+    server, port, workers,
+    async stop() {
+      if (server) {
+        const s = server;
+        await new Promise<void>((resolve) => { s.close(() => resolve()); s.closeIdleConnections(); setTimeout(() => { s.closeAllConnections(); }, 5000).unref(); });
+      }
+      abort.abort();
+      // Workers finish the jobs they hold before closing.
+      await Promise.all(workers.map((w) => w.close()));
+      await Promise.allSettled(background);
+    },
+  };
+}
+
+export function parseRoles(argv: string[]): Role[] {
+  const i = argv.indexOf('--role');
+  if (i === -1) return ALL_ROLES;
+  const raw = argv[i + 1] ?? '';
+  const roles = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  const bad = roles.filter((r) => !(ALL_ROLES as string[]).includes(r));
+  if (roles.length === 0 || bad.length > 0) throw new Error(`--role takes a comma-separated list of ${ALL_ROLES.join('|')} (got "${raw}")`);
+  return roles as Role[];
+}

@@ -1,0 +1,84 @@
+import { expect } from 'chai';
+import { isDomainError } from '../../domain/errors';
+import {
+  acceptMessage, fold, initialMessageState, planDelivery, recordAttempt, startDelivery, IN_FLIGHT_STALE_MS,
+  type AttemptResult, type MessageEvent, type MessageState,
+} from '../../domain/message/message';
+import { validateSendRequest } from '../../domain/message/sendRules';
+
+const T0 = new Date('2026-11-22T10:00:00Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const request = validateSendRequest({ from: 'app@example.com', to: ['a@x.org', 'b@y.org'], subject: 'Hi', text: 'Hello' });
+const accepted = acceptMessage(initialMessageState(), {
+  messageId: '3f1e2d4c-5b6a-4978-8a9b-0c1d2e3f4a5b', request, motorBlockId: 'b', accountId: 'acct', domainId: 'd',
+  smtpMessageId: 'm@example.com', idempotencyKey: null, source: 'http', now: T0,
+});
+
+/** given(events) → state */
+const given = (...events: MessageEvent[][]): MessageState => fold(events.flat());
+const result = (recipient: string, outcome: AttemptResult['outcome'], smtpCode: string | null = null): AttemptResult =>
+  ({ recipient, outcome, smtpCode, enhancedCode: null, smtpResponse: smtpCode ? `${smtpCode} reply` : null, mx: 'mx.test' });
+const retry = () => 60;
+
+describe('message aggregate (unit, given/when/then)', () => {
+  it('AcceptMessage on no stream → MessageAccepted with every recipient queued', () => {
+    expect(accepted).to.have.length(1);
+    expect(accepted[0].data.to).to.deep.equal(['a@x.org', 'b@y.org']);
+    const s = given(accepted);
+    expect(s.status).to.equal('accepted');
+    if (s.status === 'accepted') expect(Object.values(s.recipients).map((r) => r.outcome)).to.deep.equal(['queued', 'queued']);
+  });
+
+  it('AcceptMessage on an existing message → message_exists', () => {
+    try {
+      acceptMessage(given(accepted), { messageId: 'x', request, motorBlockId: 'b', accountId: 'a', domainId: 'd', smtpMessageId: 'm', idempotencyKey: null, source: 'http', now: T0 });
+      expect.fail('should throw');
+    } catch (e) {
+      expect(isDomainError(e) && e.code).to.equal('message_exists');
+    }
+  });
+
+  it('StartDelivery → one DeliveryStarted per due recipient, attempt 1', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org', 'b@y.org'], now: at(1000) });
+    expect(started.map((e) => [e.type, e.data.recipient, e.data.attempt])).to.deep.equal([['DeliveryStarted', 'a@x.org', 1], ['DeliveryStarted', 'b@y.org', 1]]);
+  });
+
+  it('RecordAttempt: 2xx → DeliverySucceeded, 5xx → DeliveryBounced, 4xx → DeliveryDeferred with nextAttemptAt', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org', 'b@y.org'], now: at(1000) });
+    const out = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'delivered', '250'), result('b@y.org', 'deferred', '450')], now: at(2000), lifetimeSeconds: 3600, retryDelaySeconds: retry });
+    expect(out.map((e) => e.type)).to.deep.equal(['DeliverySucceeded', 'DeliveryDeferred']);
+    expect(out[1].type === 'DeliveryDeferred' && out[1].data.nextAttemptAt).to.equal(at(62_000).toISOString());
+    const bounced = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'bounced', '550')], now: at(2000), lifetimeSeconds: 3600, retryDelaySeconds: retry });
+    expect(bounced[0].type).to.equal('DeliveryBounced');
+  });
+
+  it('a deferral near the end of the lifetime gets a last try at the deadline; past it → DeliveryFailed lifetime_exceeded', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org'], now: at(0) });
+    const late = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'deferred', '451')], now: at(50_000), lifetimeSeconds: 100, retryDelaySeconds: retry });
+    expect(late[0].type === 'DeliveryDeferred' && late[0].data.nextAttemptAt).to.equal(at(100_000).toISOString());
+    const out = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'deferred', '451')], now: at(100_000), lifetimeSeconds: 100, retryDelaySeconds: retry });
+    expect(out[0].type).to.equal('DeliveryFailed');
+    expect(out[0].type === 'DeliveryFailed' && out[0].data.reason).to.equal('lifetime_exceeded');
+  });
+
+  it('terminal recipients get no further events; a complaint still supersedes delivered', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org'], now: at(0) });
+    const done = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'delivered', '250')], now: at(1), lifetimeSeconds: 100, retryDelaySeconds: retry });
+    const s = given(accepted, started, done);
+    expect(startDelivery(s, { recipients: ['a@x.org'], now: at(2) })).to.deep.equal([]);
+    expect(recordAttempt(s, { results: [result('a@x.org', 'bounced', '550')], now: at(3), lifetimeSeconds: 100, retryDelaySeconds: retry })).to.deep.equal([]);
+    const complained = fold([{ type: 'ComplaintReceived', data: { messageId: 'x', recipient: 'A@X.ORG', at: at(4).toISOString(), feedbackType: 'abuse' } }], s);
+    expect(complained.status === 'accepted' && complained.recipients['a@x.org'].outcome).to.equal('complained');
+  });
+
+  it('planDelivery: queued are due; deferred wait until nextAttemptAt; in-flight wait until stale', () => {
+    expect(planDelivery(given(accepted), T0)).to.deep.equal({ kind: 'due', recipients: ['a@x.org', 'b@y.org'] });
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org', 'b@y.org'], now: T0 });
+    const plan = planDelivery(given(accepted, started), at(1000));
+    expect(plan).to.deep.equal({ kind: 'wait', at: at(IN_FLIGHT_STALE_MS) });
+    expect(planDelivery(given(accepted, started), at(IN_FLIGHT_STALE_MS))).to.deep.equal({ kind: 'due', recipients: ['a@x.org', 'b@y.org'] });
+    const out = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'delivered', '250'), result('b@y.org', 'deferred', '421')], now: at(1000), lifetimeSeconds: 3600, retryDelaySeconds: retry });
+    expect(planDelivery(given(accepted, started, out), at(2000))).to.deep.equal({ kind: 'wait', at: at(61_000) });
+    expect(planDelivery(given(accepted, started, out), at(61_000))).to.deep.equal({ kind: 'due', recipients: ['b@y.org'] });
+  });
+});

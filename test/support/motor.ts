@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfig, type Config } from '../../infra/config';
+import { createLogger } from '../../infra/logger';
+import { bootstrap, setBlockLimits, type BootstrapResult } from '../../commands/admin/bootstrap';
+import { directoryProjection } from '../../projections/directory/projection';
+import { ProjectionRunner } from '../../projections/runner';
+import { createRuntime, startRoles, type Role, type Runtime, type StartedRoles } from '../../scripts/runtime';
+import { createTestDatabase, TEST_REDIS_URL } from './db';
+
+/**
+ * A whole Motor (API, projectors, delivery workers) on a fresh database, the machine's Redis (a
+ * queue prefix of its own) and an ephemeral HTTP port, configured like production through
+ * loadConfig. Tests talk to it over real HTTP.
+ */
+export interface TestMotor {
+  baseUrl: string;
+  rt: Runtime;
+  started: StartedRoles;
+  config: Config;
+  /** `npm run cli -- bootstrap` equivalent; directory caught up on return. */
+  bootstrap(opts?: { email?: string; domain?: string; trustDns?: boolean; dkim?: 'rsa' | 'ed25519' }): Promise<BootstrapResult>;
+  setLimits(motorBlockId: string, limits: { burst: number; hourly: number; daily: number }): Promise<void>;
+  /** Mints a public bearer token with the account key. */
+  token(b: BootstrapResult, scopes?: string[], ttlSeconds?: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[] } = {}): Promise<TestMotor> {
+  const db = await createTestDatabase('motor');
+  const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', ...opts.env });
+  const logger = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const rt = await createRuntime(config, {
+    databaseUrl: db.url, redisUrl: process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
+    queuePrefix: `motor-test-${randomBytes(4).toString('hex')}`,
+  });
+  const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: 0, host: '127.0.0.1' });
+  const baseUrl = `http://127.0.0.1:${started.port}`;
+  const catchUp = () => new ProjectionRunner(rt.db, rt.store, directoryProjection).catchUp();
+  return {
+    baseUrl, rt, started, config,
+    async bootstrap(b = {}) {
+      const result = await bootstrap(rt.store, rt.keys, {
+        email: b.email ?? 'owner@example.test', domain: b.domain ?? `d${randomBytes(4).toString('hex')}.example.test`,
+        trustDns: b.trustDns ?? true, dkimAlgorithm: b.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
+        plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
+      });
+      await catchUp();
+      return result;
+    },
+    async setLimits(id, limits) {
+      await setBlockLimits(rt.store, id, limits, new Date());
+      await catchUp();
+    },
+    async token(b, scopes, ttlSeconds) {
+      const res = await fetch(`${baseUrl}/api/public/token/account-key`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `ApiKey ${b.accountApiKey}` },
+        body: JSON.stringify({ motorBlockId: b.motorBlockId, ...(scopes ? { scopes } : {}), ...(ttlSeconds ? { ttlSeconds } : {}) }),
+      });
+      const body = (await res.json()) as { data?: { token: string } };
+      if (!res.ok || !body.data) throw new Error(`token minting failed: ${res.status} ${JSON.stringify(body)}`);
+      return body.data.token;
+    },
+    async close() {
+      await started.stop();
+      await rt.close();
+      await db.drop();
+    },
+  };
+}
+
+/** POST JSON and return status, headers and parsed body. */
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  try { json = JSON.parse(text); } catch { json = text; }
+  return { status: res.status, headers: res.headers, body: json };
+}
+
+export async function getJson(url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  let json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  try { json = JSON.parse(text); } catch { json = text; }
+  return { status: res.status, headers: res.headers, body: json };
+}
+
+/** Polls until fn returns a truthy value (or throws after timeoutMs). */
+export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

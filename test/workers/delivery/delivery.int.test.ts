@@ -1,0 +1,391 @@
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { expect } from 'chai';
+import { authenticate } from 'mailauth';
+import { simpleParser } from 'mailparser';
+import { startDnsServer, type TestDnsServer } from '../../support/dnsServer.js';
+import { startSmtpSink, testCertificate, type SmtpSink, type SmtpSinkOptions } from '../../support/smtpSink.js';
+import { createResolver, mailauthResolver, type DnsResolver } from '../../../workers/delivery/dns.js';
+import { generateDkimKey, signMessage, type DkimAlgorithm, type DkimKey } from '../../../workers/delivery/dkim.js';
+import { buildMime } from '../../../workers/delivery/mime.js';
+import { deliverMessage, deliverToDomain, deliverViaRelay, type RecipientResult } from '../../../workers/delivery/smtpClient.js';
+
+const timeouts = { connectMs: 2000, greetingMs: 2000, socketMs: 5000 };
+const HOSTNAME = 'out.motor.test';
+const SENDER_DOMAIN = 'sender.test';
+
+describe('delivery end to end (loopback DNS + SMTP sink)', function () {
+  this.timeout(20_000);
+
+  let dns: TestDnsServer;
+  let resolver: DnsResolver;
+  const keys = {} as Record<DkimAlgorithm, DkimKey>;
+  const sinks: SmtpSink[] = [];
+  const sink = async (opts?: SmtpSinkOptions): Promise<SmtpSink> => {
+    const s = await startSmtpSink(opts);
+    sinks.push(s);
+    return s;
+  };
+
+  before(async () => {
+    keys['rsa-sha256'] = await generateDkimKey('rsa-sha256');
+    keys['ed25519-sha256'] = await generateDkimKey('ed25519-sha256');
+    dns = await startDnsServer({
+      'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+      'mx.rcpt.test': { A: ['127.0.0.1'] },
+      'other.test': { MX: [{ exchange: 'mx.other.test', priority: 5 }] },
+      'mx.other.test': { A: ['127.0.0.1'] },
+      'bare.test': { A: ['127.0.0.1'] },
+      'nullmx.test': { MX: [{ exchange: '.', priority: 0 }] },
+      'failover.test': {
+        MX: [
+          { exchange: 'down.failover.test', priority: 10 },
+          { exchange: 'up.failover.test', priority: 20 },
+        ],
+      },
+      // 127.0.0.2 is loopback too, but nothing listens there: connection refused.
+      'down.failover.test': { A: ['127.0.0.2'] },
+      'up.failover.test': { A: ['127.0.0.1'] },
+      'alldown.test': { MX: [{ exchange: 'down.failover.test', priority: 10 }] },
+      'ghostmx.test': { MX: [{ exchange: 'ghost.ghostmx.test', priority: 10 }] },
+      'relay.test': { A: ['127.0.0.1'] },
+      'rsa._domainkey.sender.test': { TXT: [keys['rsa-sha256'].dnsTxtValue] },
+      'ed._domainkey.sender.test': { TXT: [keys['ed25519-sha256'].dnsTxtValue] },
+    });
+    resolver = createResolver([dns.address], { timeoutMs: 300, tries: 1 });
+  });
+  after(() => dns.close());
+  afterEach(async () => {
+    await Promise.all(sinks.splice(0).map((s) => s.close()));
+  });
+
+  async function signedMessage(opts: { to: string[]; algorithm?: DkimAlgorithm; fromName?: string | null; headers?: Record<string, string> }): Promise<Buffer> {
+    const algorithm = opts.algorithm ?? 'rsa-sha256';
+    const raw = await buildMime({
+      from: `news@${SENDER_DOMAIN}`,
+      fromName: opts.fromName ?? null,
+      to: opts.to,
+      subject: 'Your receipt',
+      text: 'Thanks for your order.',
+      html: '<p>Thanks for your order.</p>',
+      headers: opts.headers ?? {},
+      messageId: `m-${Date.now()}@${SENDER_DOMAIN}`,
+      date: new Date(),
+    });
+    return signMessage(raw, {
+      domain: SENDER_DOMAIN,
+      selector: algorithm === 'rsa-sha256' ? 'rsa' : 'ed',
+      privateKeyPem: keys[algorithm].privateKeyPem,
+      algorithm,
+    });
+  }
+
+  const deliver = (s: SmtpSink, raw: Buffer, recipients: string[]): Promise<RecipientResult[]> =>
+    deliverMessage({ raw, envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients, resolver, mxPort: s.port, hostname: HOSTNAME, timeouts });
+
+  const byRecipient = (results: RecipientResult[]) => Object.fromEntries(results.map((r) => [r.recipient, r]));
+
+  for (const algorithm of ['rsa-sha256', 'ed25519-sha256'] as DkimAlgorithm[]) {
+    it(`delivers to two recipients of one domain over ONE connection, and the ${algorithm} DKIM signature verifies as pass`, async () => {
+      const s = await sink();
+      const raw = await signedMessage({ to: ['alice@rcpt.test', 'bob@rcpt.test'], algorithm });
+      const results = await deliver(s, raw, ['alice@rcpt.test', 'bob@rcpt.test']);
+
+      expect(results).to.have.length(2);
+      for (const r of results) {
+        expect(r).to.include({ outcome: 'delivered', smtpCode: '250', mx: 'mx.rcpt.test', detail: null });
+        expect(r.smtpResponse).to.match(/^250 /);
+      }
+      expect(s.connections).to.equal(1);
+      const [received] = await s.waitFor(1);
+      expect(s.messages).to.have.length(1);
+      expect(received.envelope).to.deep.equal({ mailFrom: `bounces@${SENDER_DOMAIN}`, rcptTo: ['alice@rcpt.test', 'bob@rcpt.test'] });
+      expect(received.heloName).to.equal(HOSTNAME);
+
+      const auth = await authenticate(received.raw, {
+        ip: '127.0.0.1',
+        helo: HOSTNAME,
+        sender: `bounces@${SENDER_DOMAIN}`,
+        mta: 'mx.rcpt.test',
+        resolver: mailauthResolver(resolver),
+        disableArc: true,
+        disableBimi: true,
+      });
+      expect(auth.dkim.results).to.have.length(1);
+      expect(auth.dkim.results[0].status.result).to.equal('pass');
+      expect(auth.dkim.results[0].signingDomain).to.equal(SENDER_DOMAIN);
+      expect(auth.dkim.results[0].info).to.include(`header.a=${algorithm}`);
+    });
+  }
+
+  it('sends a non-ASCII display name as an RFC 2047 From, and custom headers arrive covered by the signature', async () => {
+    const s = await sink();
+    const raw = await signedMessage({
+      to: ['alice@rcpt.test'],
+      algorithm: 'ed25519-sha256',
+      fromName: 'Zoë Ångström',
+      headers: { 'X-Order-Id': 'A-1001', 'List-Unsubscribe': '<https://sender.test/u/1>' },
+    });
+    await deliver(s, raw, ['alice@rcpt.test']);
+    const [received] = await s.waitFor(1);
+    const text = received.raw.toString('utf8');
+
+    expect(text).to.match(/^From: =\?UTF-8\?[QB]\?.+\?= <news@sender\.test>$/m);
+    const parsed = await simpleParser(received.raw);
+    expect(parsed.from?.value[0]).to.deep.include({ name: 'Zoë Ångström', address: 'news@sender.test' });
+    expect(text).to.match(/^X-Order-Id: A-1001$/m);
+    expect(text).to.match(/^List-Unsubscribe: <https:\/\/sender\.test\/u\/1>$/m);
+
+    const signature = text.split(/\r\n(?=\S)/).find((l) => l.startsWith('DKIM-Signature:'))!.replace(/\r\n\s+/g, ' ');
+    const h = /\bh=([^;]+)/.exec(signature)![1].split(':').map((x) => x.trim().toLowerCase());
+    expect(h).to.include.members(['from', 'x-order-id', 'list-unsubscribe']);
+
+    const auth = await authenticate(received.raw, { ip: '127.0.0.1', helo: HOSTNAME, sender: `bounces@${SENDER_DOMAIN}`, resolver: mailauthResolver(resolver), disableArc: true, disableBimi: true });
+    expect(auth.dkim.results[0].status.result).to.equal('pass');
+  });
+
+  it('uses STARTTLS when the MX offers it, and delivers in plain text when it does not', async () => {
+    const tls = await sink({ starttls: true });
+    await deliver(tls, await signedMessage({ to: ['alice@rcpt.test'] }), ['alice@rcpt.test']);
+    expect((await tls.waitFor(1))[0].secure).to.equal(true);
+
+    const plain = await sink({ starttls: false });
+    const results = await deliver(plain, await signedMessage({ to: ['alice@rcpt.test'] }), ['alice@rcpt.test']);
+    expect(results[0].outcome).to.equal('delivered');
+    expect((await plain.waitFor(1))[0].secure).to.equal(false);
+  });
+
+  it('retries in plain text, on a new connection, when the STARTTLS handshake fails', async () => {
+    const s = await sink({ brokenStarttls: true });
+    const [r] = await deliver(s, await signedMessage({ to: ['alice@rcpt.test'] }), ['alice@rcpt.test']);
+    expect(r).to.include({ outcome: 'delivered', smtpCode: '250' });
+    expect(s.connections).to.equal(2);
+    expect((await s.waitFor(1))[0].secure).to.equal(false);
+  });
+
+  it('defers on a 4xx RCPT reply, keeping the code and the response', async () => {
+    const s = await sink({ rcpt: () => ({ code: 450, message: '4.2.0 Greylisted, come back later' }) });
+    const [r] = await deliver(s, await signedMessage({ to: ['alice@rcpt.test'] }), ['alice@rcpt.test']);
+    expect(r).to.deep.equal({
+      recipient: 'alice@rcpt.test',
+      outcome: 'deferred',
+      smtpCode: '450',
+      enhancedCode: '4.2.0',
+      smtpResponse: '450 4.2.0 Greylisted, come back later',
+      mx: 'mx.rcpt.test',
+      detail: null,
+    });
+    expect(s.messages).to.have.length(0);
+  });
+
+  it('bounces on a 5xx RCPT reply', async () => {
+    const s = await sink({ rcpt: () => ({ code: 550, message: '5.1.1 No such user' }) });
+    const [r] = await deliver(s, await signedMessage({ to: ['ghost@rcpt.test'] }), ['ghost@rcpt.test']);
+    expect(r).to.include({ outcome: 'bounced', smtpCode: '550', enhancedCode: '5.1.1', smtpResponse: '550 5.1.1 No such user' });
+    expect(s.messages).to.have.length(0);
+  });
+
+  it('keeps per-recipient replies apart: one accepted, one deferred, one bounced, in one session', async () => {
+    const s = await sink({
+      rcpt: (r) => (r.startsWith('later@') ? { code: 451, message: '4.7.1 Try again' } : r.startsWith('gone@') ? { code: 550, message: '5.1.1 Unknown' } : 250),
+    });
+    const recipients = ['ok@rcpt.test', 'later@rcpt.test', 'gone@rcpt.test'];
+    const results = byRecipient(await deliver(s, await signedMessage({ to: recipients }), recipients));
+    expect(results['ok@rcpt.test']).to.include({ outcome: 'delivered', smtpCode: '250' });
+    expect(results['later@rcpt.test']).to.include({ outcome: 'deferred', smtpCode: '451', enhancedCode: '4.7.1' });
+    expect(results['gone@rcpt.test']).to.include({ outcome: 'bounced', smtpCode: '550', enhancedCode: '5.1.1' });
+    expect(s.connections).to.equal(1);
+    expect(s.rcptAttempts).to.deep.equal(recipients);
+    const [received] = await s.waitFor(1);
+    expect(received.envelope.rcptTo).to.deep.equal(['ok@rcpt.test']);
+  });
+
+  it('applies a refusal after DATA to every accepted recipient (5xx bounced, 4xx deferred), keeping RCPT refusals', async () => {
+    const hard = await sink({ rcpt: (r) => (r.startsWith('gone@') ? { code: 550, message: '5.1.1 Unknown' } : 250), data: () => ({ code: 554, message: '5.7.1 Message rejected as spam' }) });
+    const results = byRecipient(await deliver(hard, await signedMessage({ to: ['a@rcpt.test'] }), ['a@rcpt.test', 'b@rcpt.test', 'gone@rcpt.test']));
+    expect(results['a@rcpt.test']).to.include({ outcome: 'bounced', smtpCode: '554', enhancedCode: '5.7.1' });
+    expect(results['b@rcpt.test']).to.include({ outcome: 'bounced', smtpCode: '554' });
+    expect(results['gone@rcpt.test']).to.include({ outcome: 'bounced', smtpCode: '550' });
+
+    const soft = await sink({ data: () => ({ code: 451, message: '4.3.0 Local error, try later' }) });
+    const [r] = await deliver(soft, await signedMessage({ to: ['a@rcpt.test'] }), ['a@rcpt.test']);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: '451', enhancedCode: '4.3.0' });
+  });
+
+  it('bounces every recipient when MAIL FROM is refused', async () => {
+    const s = await sink({ mailFrom: () => ({ code: 553, message: '5.7.1 Sender not allowed' }) });
+    const results = await deliver(s, await signedMessage({ to: ['a@rcpt.test'] }), ['a@rcpt.test', 'b@rcpt.test']);
+    expect(results.map((r) => [r.outcome, r.smtpCode])).to.deep.equal([
+      ['bounced', '553'],
+      ['bounced', '553'],
+    ]);
+  });
+
+  it('delivers to the domain itself when it has no MX but an A record', async () => {
+    const s = await sink();
+    const [r] = await deliver(s, await signedMessage({ to: ['x@bare.test'] }), ['x@bare.test']);
+    expect(r).to.include({ outcome: 'delivered', mx: 'bare.test' });
+    expect((await s.waitFor(1))[0].envelope.rcptTo).to.deep.equal(['x@bare.test']);
+  });
+
+  it('fails permanently, without connecting, for a null MX, a nonexistent domain or MX hosts without address', async () => {
+    const s = await sink();
+    const results = byRecipient(await deliver(s, await signedMessage({ to: ['x@nullmx.test'] }), ['x@nullmx.test', 'y@nowhere.test', 'z@ghostmx.test']));
+    expect(results['x@nullmx.test']).to.include({ outcome: 'failed', smtpCode: null, smtpResponse: null, mx: null });
+    expect(results['x@nullmx.test'].detail).to.match(/null MX/);
+    expect(results['y@nowhere.test']).to.include({ outcome: 'failed', mx: null });
+    expect(results['y@nowhere.test'].detail).to.match(/does not exist/);
+    expect(results['z@ghostmx.test']).to.include({ outcome: 'failed', mx: 'ghost.ghostmx.test' });
+    expect(s.connections).to.equal(0);
+  });
+
+  it('defers when DNS fails temporarily (SERVFAIL, no answer)', async () => {
+    const s = await sink();
+    dns.setFailure('sick.test', 'servfail');
+    dns.setFailure('silent.test', 'timeout');
+    const results = byRecipient(await deliver(s, await signedMessage({ to: ['a@sick.test'] }), ['a@sick.test', 'b@silent.test']));
+    expect(results['a@sick.test']).to.include({ outcome: 'deferred', smtpCode: null, mx: null });
+    expect(results['a@sick.test'].detail).to.match(/ESERVFAIL/);
+    expect(results['b@silent.test']).to.include({ outcome: 'deferred', smtpCode: null });
+    expect(results['b@silent.test'].detail).to.match(/ETIMEOUT/);
+    expect(s.connections).to.equal(0);
+  });
+
+  it('moves on to the next MX when the preferred one cannot be reached', async () => {
+    const s = await sink();
+    const [r] = await deliver(s, await signedMessage({ to: ['a@failover.test'] }), ['a@failover.test']);
+    expect(r).to.include({ outcome: 'delivered', mx: 'up.failover.test' });
+    expect(s.connections).to.equal(1);
+  });
+
+  it('defers with the connection error when no MX can be reached', async () => {
+    const s = await sink();
+    const [r] = await deliver(s, await signedMessage({ to: ['a@alldown.test'] }), ['a@alldown.test']);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'down.failover.test' });
+    expect(r.detail).to.match(/ECONNREFUSED|ECONNECTION/);
+  });
+
+  it('defers when the MX accepts the connection but never greets (greeting timeout)', async () => {
+    const sockets: Socket[] = [];
+    const mute: Server = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', resolve));
+    try {
+      const started = Date.now();
+      const [r] = await deliverToDomain({
+        domain: 'rcpt.test',
+        recipients: ['a@rcpt.test'],
+        raw: await signedMessage({ to: ['a@rcpt.test'] }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        resolver,
+        mxPort: (mute.address() as AddressInfo).port,
+        hostname: HOSTNAME,
+        timeouts: { connectMs: 1000, greetingMs: 300, socketMs: 1000 },
+      });
+      expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
+      expect(r.detail).to.match(/ETIMEDOUT|timeout/i);
+      expect(Date.now() - started).to.be.below(5000);
+    } finally {
+      sockets.forEach((sk) => sk.destroy());
+      await new Promise((resolve) => mute.close(resolve));
+    }
+  });
+
+  it('delivers to several domains in parallel, one session per domain', async () => {
+    const s = await sink();
+    const recipients = ['a@rcpt.test', 'b@other.test', 'c@rcpt.test'];
+    const results = await deliver(s, await signedMessage({ to: recipients }), recipients);
+    expect(results.map((r) => [r.recipient, r.outcome, r.mx])).to.have.deep.members([
+      ['a@rcpt.test', 'delivered', 'mx.rcpt.test'],
+      ['c@rcpt.test', 'delivered', 'mx.rcpt.test'],
+      ['b@other.test', 'delivered', 'mx.other.test'],
+    ]);
+    await s.waitFor(2);
+    expect(s.connections).to.equal(2);
+    expect(s.messages.map((m) => m.envelope.rcptTo).sort()).to.deep.equal([['a@rcpt.test', 'c@rcpt.test'], ['b@other.test']]);
+  });
+
+  describe('relay mode (SMTP_RELAY_URL)', () => {
+    const { cert } = testCertificate();
+
+    it('sends everything through the smart host in one authenticated STARTTLS session, without MX lookups', async () => {
+      const s = await sink({ auth: { user: 'motor', pass: 'p@ss:word' } });
+      const queriesBefore = dns.queries.length;
+      const recipients = ['a@far.test', 'b@elsewhere.test'];
+      const results = await deliverMessage({
+        raw: await signedMessage({ to: recipients }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        recipients,
+        resolver,
+        mxPort: 25,
+        relayUrl: `smtp://motor:${encodeURIComponent('p@ss:word')}@relay.test:${s.port}`,
+        relayTls: { ca: cert },
+        hostname: HOSTNAME,
+        timeouts,
+      });
+      expect(results.map((r) => [r.recipient, r.outcome, r.mx])).to.deep.equal([
+        ['a@far.test', 'delivered', 'relay.test'],
+        ['b@elsewhere.test', 'delivered', 'relay.test'],
+      ]);
+      const [received] = await s.waitFor(1);
+      expect(received).to.deep.include({ secure: true, user: 'motor' });
+      expect(received.envelope.rcptTo).to.deep.equal(recipients);
+      expect(s.connections).to.equal(1);
+      expect(dns.queries.slice(queriesBefore).filter((q) => q.type === 'MX')).to.deep.equal([]);
+    });
+
+    it('defers with the 535 reply when the relay refuses the credentials', async () => {
+      const s = await sink({ auth: { user: 'motor', pass: 'right' } });
+      const [r] = await deliverViaRelay(`smtp://motor:wrong@relay.test:${s.port}`, {
+        raw: await signedMessage({ to: ['a@far.test'] }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        recipients: ['a@far.test'],
+        resolver,
+        hostname: HOSTNAME,
+        timeouts,
+        tls: { ca: cert },
+      });
+      expect(r).to.include({ outcome: 'deferred', smtpCode: '535', mx: 'relay.test' });
+      expect(s.messages).to.have.length(0);
+    });
+
+    it('never sends credentials to a relay that cannot STARTTLS', async () => {
+      const s = await sink({ auth: { user: 'motor', pass: 'secret' }, starttls: false });
+      const [r] = await deliverViaRelay(`smtp://motor:secret@relay.test:${s.port}`, {
+        raw: await signedMessage({ to: ['a@far.test'] }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        recipients: ['a@far.test'],
+        resolver,
+        hostname: HOSTNAME,
+        timeouts,
+        tls: { ca: cert },
+      });
+      expect(r).to.include({ outcome: 'deferred', mx: 'relay.test' });
+      expect(r.detail).to.match(/STARTTLS/);
+      expect(s.messages).to.have.length(0);
+    });
+
+    it('speaks implicit TLS for smtps:// and verifies the relay certificate', async () => {
+      const s = await sink({ secure: true, auth: { user: 'u', pass: 'p' } });
+      const opts = {
+        raw: await signedMessage({ to: ['a@far.test'] }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        recipients: ['a@far.test'],
+        resolver,
+        hostname: HOSTNAME,
+        timeouts,
+      };
+      const url = `smtps://u:p@relay.test:${s.port}`;
+      const [ok] = await deliverViaRelay(url, { ...opts, tls: { ca: cert } });
+      expect(ok).to.include({ outcome: 'delivered', smtpCode: '250' });
+      expect((await s.waitFor(1))[0].secure).to.equal(true);
+
+      // By IP: the certificate is checked against its IP address entry, without SNI.
+      const [byIp] = await deliverViaRelay(`smtps://u:p@127.0.0.1:${s.port}`, { ...opts, tls: { ca: cert } });
+      expect(byIp).to.include({ outcome: 'delivered', mx: '127.0.0.1' });
+
+      const [untrusted] = await deliverViaRelay(url, opts);
+      expect(untrusted).to.include({ outcome: 'deferred', smtpCode: null });
+      expect(untrusted.detail).to.match(/self[- ]signed|certificate/i);
+      expect(s.messages).to.have.length(2);
+    });
+  });
+});

@@ -1,0 +1,24 @@
+import { expect } from 'chai';
+import { groupByDomain, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
+
+describe('smtpClient (pure parts)', () => {
+  it('groupByDomain groups case-insensitively by domain, keeping order and the addresses as given', () => {
+    const groups = groupByDomain(['a@Example.com', 'b@other.org', 'c@example.COM', 'nodomain']);
+    expect([...groups]).to.deep.equal([
+      ['example.com', ['a@Example.com', 'c@example.COM']],
+      ['other.org', ['b@other.org']],
+      ['', ['nodomain']],
+    ]);
+  });
+
+  it('parseReply extracts the code and the enhanced status code', () => {
+    expect(parseReply('450 4.2.0 Greylisted, try later')).to.deep.equal({ code: '450', enhancedCode: '4.2.0', response: '450 4.2.0 Greylisted, try later' });
+    expect(parseReply('250-2.0.0 first\n250 2.0.0 Ok: queued')).to.include({ code: '250', enhancedCode: '2.0.0' });
+    expect(parseReply('550 No such user')).to.include({ code: '550', enhancedCode: null });
+    expect(parseReply('554 5.7.1')).to.include({ code: '554', enhancedCode: '5.7.1' });
+  });
+
+  it('outcomeForCode maps 2xx/4xx/5xx to delivered/deferred/bounced', () => {
+    expect(['250', '251', '421', '450', '550', '554'].map(outcomeForCode)).to.deep.equal(['delivered', 'delivered', 'deferred', 'deferred', 'bounced', 'bounced']);
+  });
+});

@@ -1,0 +1,82 @@
+import { isIP } from 'node:net';
+import { classifyDnsError, type DnsResolver } from './dns.js';
+
+export interface MxHost {
+  exchange: string;
+  priority: number;
+}
+
+/** Why a domain cannot receive mail at all (permanent) or not right now (temporary). */
+export type MxFailureReason = 'null_mx' | 'no_such_domain' | 'no_mail_host' | 'dns_temporary';
+
+export type MxResolution =
+  | { kind: 'hosts'; hosts: MxHost[]; /** true when no MX exists and the domain itself is the host (RFC 5321 §5.1) */ implicit: boolean }
+  | { kind: 'permanent'; reason: Exclude<MxFailureReason, 'dns_temporary'>; message: string }
+  | { kind: 'temporary'; reason: 'dns_temporary'; message: string };
+
+export type AddressResolution =
+  | { kind: 'addresses'; addresses: string[] }
+  | { kind: 'permanent'; message: string }
+  | { kind: 'temporary'; message: string };
+
+const normalize = (name: string): string => name.trim().replace(/\.$/, '').toLowerCase();
+
+/**
+ * The hosts to try for `domain`, best first: MX records by priority, shuffled among equal
+ * priorities so load spreads as the domain's owner intends. Without MX records the domain's own
+ * A/AAAA is the implicit MX; a null MX (`0 .`, RFC 7505) means the domain takes no mail.
+ * `random` is injectable so tests can pin the order.
+ */
+export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts: { random?: () => number } = {}): Promise<MxResolution> {
+  const name = normalize(domain);
+  const random = opts.random ?? Math.random;
+  let records: MxHost[];
+  try {
+    records = await resolver.resolveMx(name);
+  } catch (err) {
+    const kind = classifyDnsError(err);
+    if (kind === 'temporary') return { kind: 'temporary', reason: 'dns_temporary', message: `MX lookup for ${name} failed: ${errMessage(err)}` };
+    if (kind === 'nxdomain') return { kind: 'permanent', reason: 'no_such_domain', message: `Domain ${name} does not exist` };
+    records = [];
+  }
+
+  const hosts = records.map((r) => ({ exchange: normalize(r.exchange), priority: r.priority }));
+  if (hosts.some((h) => h.exchange === '')) {
+    // RFC 7505 §3: a null MX must be the only record; either way the domain declares it takes no mail.
+    return { kind: 'permanent', reason: 'null_mx', message: `Domain ${name} does not accept mail (null MX)` };
+  }
+
+  if (hosts.length === 0) {
+    const addresses = await resolveHostAddresses(resolver, name);
+    if (addresses.kind === 'temporary') return { kind: 'temporary', reason: 'dns_temporary', message: addresses.message };
+    if (addresses.kind === 'permanent') return { kind: 'permanent', reason: 'no_mail_host', message: `Domain ${name} has no MX and no A/AAAA record` };
+    return { kind: 'hosts', hosts: [{ exchange: name, priority: 0 }], implicit: true };
+  }
+
+  const keyed = hosts.map((h) => ({ h, k: random() }));
+  keyed.sort((a, b) => a.h.priority - b.h.priority || a.k - b.k);
+  return { kind: 'hosts', hosts: keyed.map((x) => x.h), implicit: false };
+}
+
+/**
+ * The IP addresses of an MX host (IPv4 first, then IPv6). Delivery connects to these directly:
+ * nodemailer's own lookup ignores the configured DNS servers.
+ */
+export async function resolveHostAddresses(resolver: DnsResolver, host: string): Promise<AddressResolution> {
+  const name = normalize(host);
+  const literal = name.replace(/^\[(.*)\]$/, '$1');
+  if (isIP(literal)) return { kind: 'addresses', addresses: [literal] };
+
+  const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+  const addresses = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+  if (addresses.length > 0) return { kind: 'addresses', addresses };
+
+  const failures = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+  const temporary = failures.find((e) => classifyDnsError(e) === 'temporary');
+  if (temporary) return { kind: 'temporary', message: `Address lookup for ${name} failed: ${errMessage(temporary)}` };
+  return { kind: 'permanent', message: `Host ${name} has no A/AAAA record` };
+}
+
+function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

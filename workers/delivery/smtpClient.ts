@@ -1,0 +1,389 @@
+import { isIP } from 'node:net';
+import type { ConnectionOptions as TlsOptions } from 'node:tls';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import type { DnsResolver } from './dns.js';
+import { resolveHostAddresses, resolveMxHosts } from './mx.js';
+
+/**
+ * Outbound SMTP: one message, its recipients, straight to each domain's MX (or through one smart
+ * host). Knows nothing of events or queues: it returns one result per recipient and the caller
+ * records them. Nothing here throws for a delivery problem; a throw is a bug.
+ */
+
+export type DeliveryOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed';
+
+export interface RecipientResult {
+  recipient: string;
+  /** 2xx delivered, 4xx or no usable connection deferred, 5xx bounced, undeliverable domain failed. */
+  outcome: DeliveryOutcome;
+  /** The three-digit reply code ("250", "450"...), null when no server answered. */
+  smtpCode: string | null;
+  /** RFC 3463 enhanced status code from the reply ("4.2.0"), when the server gave one. */
+  enhancedCode: string | null;
+  /** The server's reply as received, null when no server answered. */
+  smtpResponse: string | null;
+  /** The MX host name (or relay host) the result came from; null when none was reached. */
+  mx: string | null;
+  /** What went wrong when there is no SMTP reply to show (DNS, connection, TLS, null MX). */
+  detail: string | null;
+}
+
+export interface DeliveryTimeouts {
+  /** TCP connect, ms (default 30 s). */
+  connectMs?: number;
+  /** Wait for the 220 greeting, ms (default 60 s). */
+  greetingMs?: number;
+  /** Inactivity on an open session, ms (default 5 min; RFC 5321 §4.5.3.2 allows 10 min after DATA). */
+  socketMs?: number;
+}
+
+export interface DomainDeliveryOptions {
+  domain: string;
+  /** All of one message, all at `domain`. */
+  recipients: string[];
+  /** The signed RFC 5322 message. */
+  raw: Buffer;
+  /** MAIL FROM address ("" for the null sender). */
+  envelopeFrom: string;
+  resolver: DnsResolver;
+  /** 25 in production; tests point it at a loopback sink. */
+  mxPort: number;
+  /** Our name in EHLO. */
+  hostname: string;
+  timeouts?: DeliveryTimeouts;
+  /** Tie-break among equal-priority MX hosts (default Math.random). */
+  random?: () => number;
+  /** At most this many connection attempts (host addresses) per domain (default 6). */
+  maxConnectionAttempts?: number;
+}
+
+export interface RelayDeliveryOptions {
+  recipients: string[];
+  raw: Buffer;
+  envelopeFrom: string;
+  /** Resolves the relay host name (nodemailer's own lookup would bypass DNS_SERVERS). */
+  resolver: DnsResolver;
+  hostname: string;
+  timeouts?: DeliveryTimeouts;
+  /** TLS settings for the relay; certificates are verified unless told otherwise. */
+  tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
+}
+
+export interface DeliverMessageOptions {
+  raw: Buffer;
+  envelopeFrom: string;
+  recipients: string[];
+  resolver: DnsResolver;
+  mxPort: number;
+  /** SMTP_RELAY_URL: when set, everything goes through that smart host. */
+  relayUrl?: string | null;
+  hostname: string;
+  timeouts?: DeliveryTimeouts;
+  /** Domains delivered at the same time (default 5). */
+  concurrency?: number;
+  relayTls?: RelayDeliveryOptions['tls'];
+  random?: () => number;
+}
+
+const DEFAULT_TIMEOUTS: Required<DeliveryTimeouts> = { connectMs: 30_000, greetingMs: 60_000, socketMs: 300_000 };
+
+/** Recipients grouped by their domain (lower-cased), in first-seen order. */
+export function groupByDomain(recipients: string[]): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const recipient of recipients) {
+    const at = recipient.lastIndexOf('@');
+    const domain = at === -1 ? '' : recipient.slice(at + 1).trim().toLowerCase();
+    const group = groups.get(domain);
+    if (group) group.push(recipient);
+    else groups.set(domain, [recipient]);
+  }
+  return groups;
+}
+
+/** Delivers one message to all its recipients, per domain in parallel (bounded), or via the relay. */
+export async function deliverMessage(opts: DeliverMessageOptions): Promise<RecipientResult[]> {
+  const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts };
+  if (opts.relayUrl) return deliverViaRelay(opts.relayUrl, { ...common, recipients: opts.recipients, tls: opts.relayTls });
+
+  const groups = [...groupByDomain(opts.recipients)];
+  const results: RecipientResult[][] = new Array(groups.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < groups.length) {
+      const i = next++;
+      const [domain, recipients] = groups[i];
+      results[i] = domain
+        ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, random: opts.random })
+        : recipients.map((r) => noReply(r, 'failed', null, 'Recipient address has no domain'));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(opts.concurrency ?? 5, groups.length) }, worker));
+  return results.flat();
+}
+
+/**
+ * Delivers to one domain: MX hosts in order, each address of a host in turn, until one session
+ * gets as far as MAIL FROM. That session's replies are final for this attempt; a host that cannot
+ * be reached, greets with an error or drops the session before the message is through moves on to
+ * the next host. STARTTLS is used whenever offered, without certificate checks (opportunistic
+ * MTA-to-MTA TLS, RFC 7435); a host whose TLS handshake fails is retried once in plain text.
+ */
+export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
+  const mx = await resolveMxHosts(opts.resolver, opts.domain, { random: opts.random });
+  if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
+  if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
+
+  let budget = opts.maxConnectionAttempts ?? 6;
+  let lastFailure: HostFailure | null = null;
+  let everyHostUnresolvable = true;
+  for (const host of mx.hosts) {
+    if (budget <= 0) break;
+    const addresses = await resolveHostAddresses(opts.resolver, host.exchange);
+    if (addresses.kind !== 'addresses') {
+      if (addresses.kind === 'temporary') everyHostUnresolvable = false;
+      lastFailure = { mx: host.exchange, detail: addresses.message, reply: null };
+      continue;
+    }
+    everyHostUnresolvable = false;
+    for (const address of addresses.addresses.slice(0, 2)) {
+      if (budget-- <= 0) break;
+      const base = {
+        host: address,
+        port: opts.mxPort,
+        servername: host.exchange,
+        hostname: opts.hostname,
+        timeouts: opts.timeouts,
+        envelopeFrom: opts.envelopeFrom,
+        recipients: opts.recipients,
+        raw: opts.raw,
+      };
+      let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
+      if (session.kind === 'host_failed' && session.tlsFailed) session = await smtpSession({ ...base, tlsMode: 'none' });
+      if (session.kind === 'done') return session.results;
+      lastFailure = session.failure;
+    }
+  }
+
+  if (everyHostUnresolvable && lastFailure) {
+    // Exim's rule: every MX names a host that does not exist, so the domain cannot take mail.
+    return opts.recipients.map((r) => noReply(r, 'failed', lastFailure!.mx, `No MX host of ${opts.domain} has an address (${lastFailure!.detail})`));
+  }
+  return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
+}
+
+/**
+ * Delivers everything through one smart host (SMTP_RELAY_URL: smtp://user:pass@host:port with
+ * STARTTLS, or smtps:// for implicit TLS; port 587 / 465 when not given), authenticating when
+ * credentials are given. The relay's certificate is verified; with credentials STARTTLS is
+ * required, so they never go out in clear text.
+ */
+export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptions): Promise<RecipientResult[]> {
+  const url = new URL(relayUrl);
+  const secure = url.protocol === 'smtps:';
+  const hostName = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = url.port ? Number(url.port) : secure ? 465 : 587;
+  const auth = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
+
+  const addresses = await resolveHostAddresses(opts.resolver, hostName);
+  if (addresses.kind !== 'addresses') return opts.recipients.map((r) => noReply(r, 'deferred', hostName, `Relay ${addresses.message}`));
+
+  let failure: HostFailure | null = null;
+  for (const address of addresses.addresses.slice(0, 2)) {
+    const session = await smtpSession({
+      host: address,
+      port,
+      servername: hostName,
+      hostname: opts.hostname,
+      timeouts: opts.timeouts,
+      envelopeFrom: opts.envelopeFrom,
+      recipients: opts.recipients,
+      raw: opts.raw,
+      tlsMode: secure ? 'implicit' : 'starttls-verified',
+      tls: opts.tls,
+      auth,
+    });
+    if (session.kind === 'done') return session.results;
+    failure = session.failure;
+  }
+  return opts.recipients.map((r) => fromHostFailure(r, failure));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface SmtpReply {
+  code: string;
+  enhancedCode: string | null;
+  response: string;
+}
+
+interface HostFailure {
+  mx: string;
+  detail: string;
+  /** The reply that ended the session (421 greeting, 535 AUTH...), if one came. */
+  reply: SmtpReply | null;
+}
+
+type SessionResult = { kind: 'done'; results: RecipientResult[] } | { kind: 'host_failed'; failure: HostFailure; tlsFailed: boolean };
+
+interface SessionOptions {
+  host: string;
+  port: number;
+  servername: string;
+  hostname: string;
+  timeouts?: DeliveryTimeouts;
+  envelopeFrom: string;
+  recipients: string[];
+  raw: Buffer;
+  /** opportunistic: STARTTLS if offered, any certificate; none: plain text; starttls-verified / implicit: relay. */
+  tlsMode: 'opportunistic' | 'none' | 'starttls-verified' | 'implicit';
+  tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
+  auth?: { user: string; pass: string };
+}
+
+/** The part of a nodemailer error this module reads. */
+interface SmtpError extends Error {
+  code?: string;
+  response?: string;
+  responseCode?: number;
+  command?: string;
+  recipient?: string;
+  rejectedErrors?: SmtpError[];
+}
+
+/** nodemailer keeps the per-recipient RCPT replies on its private envelope; read, never written. */
+interface EnvelopeState {
+  rejectedErrors?: SmtpError[];
+}
+
+/** One SMTP session: connect, EHLO, STARTTLS, AUTH (relay), one MAIL FROM, RCPT each, DATA once. */
+async function smtpSession(o: SessionOptions): Promise<SessionResult> {
+  const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
+  const verified = o.tlsMode === 'starttls-verified' || o.tlsMode === 'implicit';
+  // SNI takes host names only; for an IP the certificate is checked against the IP itself.
+  const sni = isIP(o.servername) ? undefined : o.servername;
+  const conn = new SMTPConnection({
+    host: o.host,
+    port: o.port,
+    name: o.hostname,
+    servername: sni,
+    secure: o.tlsMode === 'implicit',
+    ignoreTLS: o.tlsMode === 'none',
+    opportunisticTLS: o.tlsMode === 'opportunistic',
+    // Credentials never travel in clear text: a relay that cannot STARTTLS gets no AUTH.
+    requireTLS: o.tlsMode === 'starttls-verified' && !!o.auth,
+    tls: {
+      servername: sni,
+      rejectUnauthorized: verified ? (o.tls?.rejectUnauthorized ?? true) : false,
+      ...(o.tls?.ca ? { ca: o.tls.ca } : {}),
+    },
+    connectionTimeout: t.connectMs,
+    greetingTimeout: t.greetingMs,
+    socketTimeout: t.socketMs,
+    socketCloseTimeout: 1000,
+    logger: false,
+  });
+  // Errors are also delivered through the callbacks below; this keeps a late one from crashing.
+  conn.on('error', () => undefined);
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      conn.once('error', reject);
+      conn.connect((err) => (err ? reject(err) : resolve()));
+    });
+    if (o.auth) {
+      await new Promise<void>((resolve, reject) => conn.login({ user: o.auth!.user, pass: o.auth!.pass }, (err) => (err ? reject(err) : resolve())));
+    }
+  } catch (err) {
+    conn.close();
+    const e = err as SmtpError;
+    return {
+      kind: 'host_failed',
+      failure: { mx: o.servername, detail: describe(e), reply: e.response ? parseReply(e.response) : null },
+      // A failed handshake surfaces as ETLS or as a socket error while `upgrading` is still set.
+      tlsFailed: o.tlsMode === 'opportunistic' && (e.code === 'ETLS' || conn.upgrading === true),
+    };
+  }
+
+  const eightBit = o.raw.some((b) => b > 0x7f);
+  const sent = await new Promise<{ err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null }>((resolve) => {
+    conn.send(
+      { from: o.envelopeFrom, to: o.recipients, size: o.raw.length, use8BitMime: eightBit },
+      o.raw,
+      (err, info) => resolve({ err: (err as SmtpError) ?? null, info: info ?? null }),
+    );
+  });
+  const envelope = (conn as unknown as { _envelope?: EnvelopeState })._envelope ?? {};
+  if (sent.err) conn.close();
+  else conn.quit();
+
+  const mx = o.servername;
+  if (sent.info) {
+    const dataReply = parseReply(sent.info.response);
+    return {
+      kind: 'done',
+      results: o.recipients.map((r) => {
+        const rejected = sent.info!.rejectedErrors?.find((e) => (e as SmtpError).recipient === r) as SmtpError | undefined;
+        return rejected?.response ? fromReply(r, parseReply(rejected.response), mx) : fromReply(r, dataReply, mx);
+      }),
+    };
+  }
+
+  const err = sent.err!;
+  if (!err.responseCode || !err.response) {
+    // The session died without a verdict (reset, timeout): nothing was accepted, try elsewhere.
+    return { kind: 'host_failed', failure: { mx, detail: describe(err), reply: null }, tlsFailed: false };
+  }
+  const verdict = parseReply(err.response);
+  // A refused MAIL FROM decides for everyone: with PIPELINING the RCPT replies that follow it are
+  // only "503 bad sequence" echoes of that refusal.
+  const rejectedErrors = err.command === 'MAIL FROM' ? [] : (err.rejectedErrors ?? envelope.rejectedErrors ?? []);
+  return {
+    kind: 'done',
+    results: o.recipients.map((r) => {
+      const rejected = rejectedErrors.find((e) => e.recipient === r);
+      if (rejected?.response) return fromReply(r, parseReply(rejected.response), mx);
+      // MAIL FROM refused, or DATA / end of data refused for the recipients RCPT had accepted.
+      return fromReply(r, verdict, mx);
+    }),
+  };
+}
+
+/** "450-4.2.0 first line\n450 4.2.0 last" → code 450, enhanced 4.2.0, the text as received. */
+export function parseReply(response: string): SmtpReply {
+  const m = /^([2-5]\d\d)[ -]?(?:([245]\.\d{1,3}\.\d{1,3})(?=\s|$))?/.exec(response.trim());
+  return { code: m?.[1] ?? '', enhancedCode: m?.[2] ?? null, response: response.trim() };
+}
+
+/** 2xx delivered, 4xx deferred, 5xx bounced (RFC 5321 §4.2.1). */
+export function outcomeForCode(code: string): DeliveryOutcome {
+  if (code.startsWith('2')) return 'delivered';
+  if (code.startsWith('5')) return 'bounced';
+  return 'deferred';
+}
+
+function fromReply(recipient: string, reply: SmtpReply, mx: string): RecipientResult {
+  return { recipient, outcome: outcomeForCode(reply.code), smtpCode: reply.code || null, enhancedCode: reply.enhancedCode, smtpResponse: reply.response, mx, detail: null };
+}
+
+function noReply(recipient: string, outcome: DeliveryOutcome, mx: string | null, detail: string): RecipientResult {
+  return { recipient, outcome, smtpCode: null, enhancedCode: null, smtpResponse: null, mx, detail };
+}
+
+/** No host gave a verdict: deferred, keeping the last reply seen (a 421 greeting, say). */
+function fromHostFailure(recipient: string, failure: HostFailure | null): RecipientResult {
+  if (!failure) return noReply(recipient, 'deferred', null, 'No MX host could be tried');
+  const reply = failure.reply;
+  return {
+    recipient,
+    outcome: 'deferred',
+    smtpCode: reply?.code || null,
+    enhancedCode: reply?.enhancedCode ?? null,
+    smtpResponse: reply?.response ?? null,
+    mx: failure.mx,
+    detail: failure.detail,
+  };
+}
+
+function describe(err: SmtpError): string {
+  return `${err.code ?? 'ERROR'}: ${err.message}`;
+}

@@ -1,0 +1,169 @@
+import { DelayedError, Worker, type Job } from 'bullmq';
+import type { EventStore, RecordedEvent } from '../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
+import { toEventData, type DomainEvent } from '../domain/events';
+import { uuidV5 } from '../domain/ids';
+import { fold, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import type { KeyStore } from '../infra/keys/keyStore';
+import type { Logger } from '../infra/logger';
+import type { Metrics } from '../infra/metrics';
+import { bullConnection } from '../infra/redis';
+import type { DirectoryCache } from '../commands/directoryCache';
+import type { DnsResolver } from './delivery/dns';
+import { signMessage } from './delivery/dkim';
+import { buildMime } from './delivery/mime';
+import { nextAttemptDelay } from './delivery/retrySchedule';
+import { deliverMessage, type DeliveryTimeouts } from './delivery/smtpClient';
+import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
+
+/**
+ * One delivery round for one message: fold its stream, take the recipients that are due, record
+ * DeliveryStarted (guarded by the stream revision, so two workers never run the same round),
+ * build and DKIM-sign the MIME message, deliver per recipient domain, record each recipient's
+ * outcome. Every event id is derived from (type, message, recipient, attempt): a retried job
+ * appends nothing twice.
+ */
+
+export interface DeliveryDeps {
+  store: EventStore;
+  directory: DirectoryCache;
+  keys: KeyStore;
+  resolver: DnsResolver;
+  logger: Logger;
+  metrics: Metrics;
+  settings: {
+    mxPort: number;
+    relayUrl: string | null;
+    hostname: string;
+    lifetimeSeconds: number;
+    timeouts?: DeliveryTimeouts;
+    /** Retry delays by attempt (seconds); null = the documented schedule with jitter. */
+    retrySchedule?: number[] | null;
+    /** Deliveries to relays with self-signed certificates (tests). */
+    relayTls?: { rejectUnauthorized: boolean };
+  };
+  now?: () => Date;
+  /** Source of retry jitter, in [0, 1) like Math.random; injectable for tests. */
+  random?: () => number;
+}
+
+/** Recipients whose retry is due within this margin are taken now (a delayed job may fire a little early). */
+const DUE_MARGIN_MS = 5000;
+
+const eventId = (e: DomainEvent, messageId: string, attempt: number): string =>
+  uuidV5(`${e.type}:${messageId}:${'recipient' in e.data ? String(e.data.recipient).toLowerCase() : ''}:${attempt}`);
+
+function lastRevision(events: RecordedEvent[]): bigint {
+  return events[events.length - 1].revision;
+}
+
+export type RoundResult =
+  | { kind: 'no_message' | 'done' | 'attempted' }
+  /** Nothing due now: run again at `at`. Also returned when another worker won the round. */
+  | { kind: 'wait'; at: Date };
+
+export async function deliverRound(deps: DeliveryDeps, messageId: string): Promise<RoundResult> {
+  const now = deps.now ?? (() => new Date());
+  const stream = streamName('message', messageId);
+  const recorded = await deps.store.readStream(stream);
+  if (recorded.length === 0) return { kind: 'no_message' };
+  let state: MessageState = fold(recorded.map((e) => ({ type: e.type, data: e.data }) as MessageEvent));
+  if (state.status !== 'accepted') return { kind: 'no_message' };
+
+  const plan = planDelivery(state, new Date(now().getTime() + DUE_MARGIN_MS));
+  if (plan.kind !== 'due') return plan.kind === 'wait' ? plan : { kind: 'done' };
+  const due = plan.recipients;
+
+  const started = startDelivery(state, { recipients: due, now: now() });
+  const attemptOf = (e: DomainEvent<'DeliveryStarted'>) => e.data.attempt;
+  let revision: bigint;
+  try {
+    const r = await deps.store.append(stream, started.map((e) => toEventData(eventId(e, messageId, attemptOf(e)), e, { actor: 'worker' })), {
+      expectedRevision: lastRevision(recorded),
+    });
+    revision = r.nextExpectedRevision;
+  } catch (err) {
+    // Someone else appended first (another worker took this round): look again shortly.
+    if (err instanceof WrongExpectedRevisionError) return { kind: 'wait', at: new Date(now().getTime() + 2000) };
+    throw err;
+  }
+  state = fold(started as MessageEvent[], state);
+  if (state.status !== 'accepted') return { kind: 'no_message' };
+  const accepted = state.accepted;
+
+  const domain = await deps.directory.domain(accepted.domainId);
+  const key = domain ? await deps.keys.get(domain.dkimKeyId) : null;
+  const t0 = process.hrtime.bigint();
+  let results;
+  if (!domain || !key) {
+    results = due.map((recipient) => ({
+      recipient, outcome: 'deferred' as const, smtpCode: null, enhancedCode: null, mx: null,
+      smtpResponse: `Sending domain or its DKIM key is not available (${accepted.domainId})`,
+    }));
+  } else {
+    const raw = accepted.raw !== undefined
+      ? Buffer.from(accepted.raw, 'utf8')
+      : await buildMime({
+          from: accepted.from, fromName: accepted.fromName, to: accepted.to, subject: accepted.subject, text: accepted.text,
+          html: accepted.html, headers: accepted.headers, messageId: accepted.smtpMessageId, date: new Date(accepted.acceptedAt),
+          hostname: deps.settings.hostname,
+        });
+    const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
+    results = await deliverMessage({
+      raw: signed, envelopeFrom: accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+      relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
+    });
+  }
+  deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
+
+  const random = deps.random ?? Math.random;
+  const outcomes = recordAttempt(state, {
+    results: results.map((r) => ({
+      recipient: r.recipient, outcome: r.outcome, smtpCode: r.smtpCode, enhancedCode: r.enhancedCode, mx: r.mx,
+      smtpResponse: r.smtpResponse ?? ('detail' in r ? (r.detail as string | null) : null),
+      reason: r.outcome === 'failed' ? ('detail' in r && r.detail ? String(r.detail) : 'permanent_failure') : undefined,
+    })),
+    now: now(),
+    lifetimeSeconds: deps.settings.lifetimeSeconds,
+    retryDelaySeconds: (attempt) => {
+      const schedule = deps.settings.retrySchedule;
+      return schedule && schedule.length > 0 ? schedule[Math.min(attempt, schedule.length) - 1] : nextAttemptDelay(attempt, random() * 2 - 1);
+    },
+  });
+  for (const o of outcomes) {
+    deps.metrics.deliveries.inc({ outcome: o.type });
+  }
+  if (outcomes.length > 0) {
+    await deps.store.append(stream, outcomes.map((e) => toEventData(eventId(e, messageId, e.data.attempt), e, { actor: 'worker' })), {
+      expectedRevision: revision,
+    });
+  }
+  return { kind: 'attempted' };
+}
+
+export function startDeliveryWorker(deps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor'): Worker<DeliveryJob> {
+  const worker = new Worker<DeliveryJob>(
+    DELIVERY_QUEUE,
+    async (job: Job<DeliveryJob>, token?: string) => {
+      const result = await deliverRound(deps, job.data.messageId);
+      if (result.kind === 'wait') {
+        // Not due yet (in flight elsewhere, or raced): park this job until then instead of completing it.
+        await job.moveToDelayed(result.at.getTime(), token);
+        throw new DelayedError();
+      }
+      return result.kind;
+    },
+    {
+      connection: bullConnection(redisUrl),
+      prefix,
+      concurrency,
+      // A worker that dies mid-job leaves it stalled; it must come back, not fail.
+      maxStalledCount: 50,
+      stalledInterval: 15_000,
+      lockDuration: 60_000,
+    },
+  );
+  worker.on('failed', (job, err) => deps.logger.warn({ err, messageId: job?.data.messageId, attemptsMade: job?.attemptsMade }, 'delivery job failed'));
+  worker.on('error', (err) => deps.logger.error({ err }, 'delivery worker error'));
+  return worker;
+}

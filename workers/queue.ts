@@ -1,0 +1,27 @@
+import { Queue } from 'bullmq';
+import { bullConnection } from '../infra/redis';
+
+/** The delivery queue: one job per (message, attempt round); job ids are stable (see jobIdFor). */
+export const DELIVERY_QUEUE = 'motor-delivery';
+
+export interface DeliveryJob { messageId: string }
+
+/** `prefix` namespaces the queue's Redis keys (one Redis can serve several Motor installations or test runs). */
+export function createDeliveryQueue(redisUrl: string, prefix = 'motor'): Queue<DeliveryJob> {
+  return new Queue<DeliveryJob>(DELIVERY_QUEUE, {
+    connection: bullConnection(redisUrl),
+    prefix,
+    defaultJobOptions: {
+      // A job that throws (store or DNS trouble, not a delivery outcome) is retried with backoff.
+      attempts: 8,
+      backoff: { type: 'exponential', delay: 2000 },
+      // Kept for a week so a replayed event finds its job id taken and enqueues nothing twice.
+      removeOnComplete: { age: 7 * 24 * 3600, count: 1_000_000 },
+      removeOnFail: { age: 30 * 24 * 3600 },
+    },
+  });
+}
+
+/** First attempt: the message id; a retry after a deferral: message id + attempt number. */
+export const jobIdFor = (messageId: string, retryOfAttempt?: number): string =>
+  retryOfAttempt === undefined ? messageId : `${messageId}-retry-${retryOfAttempt}`;
