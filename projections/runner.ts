@@ -336,6 +336,19 @@ async function applyInTransaction(
 
 // ---------------------------------------------------------------------------------- rebuild
 
+/** Drops the non-unique indexes of a schema and returns their definitions (CREATE INDEX statements). */
+async function dropSecondaryIndexes(db: Knex, schema: string): Promise<string[]> {
+  const r = await db.raw(
+    `select i.relname as name, pg_get_indexdef(x.indexrelid) as def
+       from pg_index x join pg_class i on i.oid = x.indexrelid join pg_namespace n on n.oid = i.relnamespace
+      where n.nspname = ? and not x.indisunique and not x.indisprimary`,
+    [schema],
+  );
+  const rows = r.rows as Array<{ name: string; def: string }>;
+  for (const { name } of rows) await db.raw(`drop index ${quoteIdent(schema)}.${quoteIdent(name)}`);
+  return rows.map((x) => x.def);
+}
+
 export interface RebuildProgress {
   phase: 'replay' | 'swap' | 'done';
   /** Events consumed so far (applied + skipped). */
@@ -380,6 +393,30 @@ export async function rebuild(db: Knex, store: EventStore, projection: Projectio
   const countable = store as EventStore & CountableStore;
   const total = typeof countable.countAll === 'function' ? await countable.countAll() : null;
 
+  // One rebuild per projection at a time: a session lock on a connection held for the whole run
+  // (released by PostgreSQL if this process dies, so a crashed rebuild never blocks the next one).
+  const guard = (await db.client.acquireConnection()) as { query(sql: string, params: unknown[]): Promise<{ rows: Array<{ ok: boolean }> }> };
+  try {
+    const { rows } = await guard.query('select pg_try_advisory_lock(hashtext($1)) as ok', [`motor.rebuild:${live}`]);
+    if (!rows[0].ok) throw new Error(`Another rebuild of ${projection.name} is running`);
+    try {
+      return await rebuildLocked(db, store, projection, opts, { live, next, old, batchSize, started, total });
+    } finally {
+      await guard.query('select pg_advisory_unlock(hashtext($1)) as ok', [`motor.rebuild:${live}`]).catch(() => undefined);
+    }
+  } finally {
+    await db.client.releaseConnection(guard);
+  }
+}
+
+async function rebuildLocked(
+  db: Knex,
+  store: EventStore,
+  projection: Projection,
+  opts: RebuildOptions,
+  ctx: { live: string; next: string; old: string; batchSize: number; started: number; total: number | null },
+): Promise<RebuildResult> {
+  const { live, next, old, batchSize, started, total } = ctx;
   await db.raw(`drop schema if exists ${quoteIdent(next)} cascade`);
   await db.raw(`drop schema if exists ${quoteIdent(old)} cascade`);
   await migrateProjection(db, projection, next);
@@ -401,8 +438,13 @@ export async function rebuild(db: Knex, store: EventStore, projection: Projectio
       progress('replay');
     },
   });
+  // Secondary indexes are built once after the bulk load instead of row by row (much faster);
+  // unique ones stay, upserts need them.
+  const deferred = await dropSecondaryIndexes(db, next);
   // Two unlocked passes: the second one shortens what the locked swap has to apply.
   await runner.catchUp();
+  await runner.catchUp();
+  for (const def of deferred) await db.raw(def);
   await runner.catchUp();
   progress('swap');
 

@@ -17,7 +17,9 @@ import { isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
 import { bootstrap, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
-import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
+import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock } from '../projections/directory/queries';
+import { parseApiKey } from '../domain/credentials/apiKeys';
+import { catchUpUntil } from './runtime';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 
 const USAGE = `Usage: npm run cli -- <command>
@@ -42,8 +44,8 @@ async function withServices<T>(config: Config, fn: (s: Services) => Promise<T>):
   try {
     await keys.init();
     await migrateProjection(db, directoryProjection);
-    const catchUp = () => new ProjectionRunner(db, store, directoryProjection).catchUp();
-    return await fn({ db, store, keys, catchUp });
+    const runner = new ProjectionRunner(db, store, directoryProjection);
+    return await fn({ db, store, keys, catchUp: () => runner.catchUp(), until: (done) => catchUpUntil(runner, done) });
   } finally {
     await store.close();
     await db.destroy();
@@ -54,6 +56,8 @@ interface Services {
   store: Awaited<ReturnType<typeof createEventStore>>;
   keys: KeyStore;
   catchUp: () => Promise<number>;
+  /** Catches the directory up until `done` holds (read-your-writes). */
+  until: (done: () => Promise<boolean>) => Promise<void>;
 }
 
 function positiveInt(name: string, v: string | undefined): number {
@@ -80,7 +84,8 @@ async function run(argv: string[], config: Config): Promise<unknown> {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
         blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
       });
-      await s.catchUp();
+      const prefix = parseApiKey(result.accountApiKey)!.prefix;
+      await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);
       return result;
     });
   }
@@ -96,7 +101,7 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     const limits = { burst: positiveInt('burst', values.burst), hourly: positiveInt('hourly', values.hourly), daily: positiveInt('daily', values.daily) };
     return withServices(config, async (s) => {
       await setBlockLimits(s.store, id, limits, new Date());
-      await s.catchUp();
+      await s.until(async () => (await getBlock(s.db, id))?.limits.daily === limits.daily);
       return { motorBlockId: id, limits };
     });
   }
@@ -126,7 +131,8 @@ async function main(): Promise<void> {
   try {
     const config = loadConfig(process.env);
     const result = await run(argv, config);
-    process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${JSON.stringify(result, null, 2)}\n`);
+    // Output is JSON either way; --json is accepted so scripts can say what they rely on.
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } catch (e) {
     const err = e as Error;
     if (e instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {

@@ -34,7 +34,7 @@ async function main(): Promise<void> {
 
   const rt = await createRuntime(config, { databaseUrl, redisUrl: redis.url, logger });
   const started = await startRoles(rt, roles);
-  logger.info({ roles, port: started.port }, 'Motor started');
+  logger.info({ port: started.port }, 'Motor started');
 
   let stopping = false;
   const shutdown = async (signal: string) => {

@@ -4,7 +4,9 @@ import { createLogger } from '../../infra/logger';
 import { bootstrap, setBlockLimits, type BootstrapResult } from '../../commands/admin/bootstrap';
 import { directoryProjection } from '../../projections/directory/projection';
 import { ProjectionRunner } from '../../projections/runner';
-import { createRuntime, startRoles, type Role, type Runtime, type StartedRoles } from '../../scripts/runtime';
+import { catchUpUntil, createRuntime, startRoles, type Role, type Runtime, type StartedRoles } from '../../scripts/runtime';
+import { findApiKeyByPrefix, getBlock } from '../../projections/directory/queries';
+import { parseApiKey } from '../../domain/credentials/apiKeys';
 import { createTestDatabase, TEST_REDIS_URL } from './db';
 
 /**
@@ -35,7 +37,7 @@ export async function startTestMotor(opts: { env?: Record<string, string>; roles
   });
   const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: 0, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${started.port}`;
-  const catchUp = () => new ProjectionRunner(rt.db, rt.store, directoryProjection).catchUp();
+  const runner = new ProjectionRunner(rt.db, rt.store, directoryProjection);
   return {
     baseUrl, rt, started, config,
     async bootstrap(b = {}) {
@@ -44,12 +46,13 @@ export async function startTestMotor(opts: { env?: Record<string, string>; roles
         trustDns: b.trustDns ?? true, dkimAlgorithm: b.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
         plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
       });
-      await catchUp();
+      const prefix = parseApiKey(result.accountApiKey)!.prefix;
+      await catchUpUntil(runner, async () => (await findApiKeyByPrefix(rt.db, prefix)) !== null);
       return result;
     },
     async setLimits(id, limits) {
       await setBlockLimits(rt.store, id, limits, new Date());
-      await catchUp();
+      await catchUpUntil(runner, async () => (await getBlock(rt.db, id))?.limits.burst === limits.burst);
     },
     async token(b, scopes, ttlSeconds) {
       const res = await fetch(`${baseUrl}/api/public/token/account-key`, {

@@ -1,0 +1,261 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import pg from 'pg';
+import {
+  EventStoreUnavailableError,
+  WrongExpectedRevisionError,
+  type EventData,
+  type RecordedEvent,
+} from '../../../domain/eventStore.js';
+import { PostgresEventStore, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
+import { createTestDatabase } from '../../support/db.js';
+import { eventStoreContract, type ContractSubject } from './contract.js';
+
+const HOLD_TRIGGER_SQL = `
+CREATE OR REPLACE FUNCTION motor_test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep((NEW.metadata->>'holdMs')::int / 1000.0);
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS motor_test_hold ON events;
+CREATE TRIGGER motor_test_hold AFTER INSERT ON events
+  FOR EACH ROW WHEN (NEW.metadata ? 'holdMs') EXECUTE FUNCTION motor_test_hold();`;
+
+function postgresSubject(label: string, options: PostgresEventStoreOptions): () => Promise<ContractSubject> {
+  return async () => {
+    const db = await createTestDatabase(label);
+    return {
+      open: async () => {
+        const store = new PostgresEventStore(db.url, { poolSize: 3, ...options });
+        await store.init();
+        return store;
+      },
+      deletesPhysically: true,
+      enableHeldTransactions: async () => {
+        const c = new pg.Client({ connectionString: db.url });
+        await c.connect();
+        await c.query(HOLD_TRIGGER_SQL).finally(() => c.end());
+      },
+      inspectConcurrentLog: (log) => {
+        // Late commits happened: some event follows one with a higher sequence number, so a reader
+        // ordering by global_position alone (or checkpointing it) would have skipped it.
+        const sequence = log.map((e) => BigInt(e.position.split(':')[1]));
+        const overtaken = sequence.filter((gp, i) => i > 0 && gp < sequence[i - 1]).length;
+        expect(overtaken, 'late commits in the concurrency test').to.be.greaterThan(0);
+      },
+      teardown: db.drop,
+    };
+  };
+}
+
+eventStoreContract('PostgreSQL, group commit', postgresSubject('es_group', {}));
+eventStoreContract('PostgreSQL, one transaction per append', postgresSubject('es_single', { groupCommit: false }));
+
+const ev = (data: unknown = {}): EventData => ({ id: randomUUID(), type: 'ThingHappened', version: 1, data });
+
+describe('PostgresEventStore', function () {
+  this.timeout(30_000);
+  let db: { url: string; drop: () => Promise<void> };
+  const stores: PostgresEventStore[] = [];
+  const clients: pg.Client[] = [];
+  const open = async (options: PostgresEventStoreOptions = {}): Promise<PostgresEventStore> => {
+    const s = new PostgresEventStore(db.url, { poolSize: 3, ...options });
+    stores.push(s);
+    await s.init();
+    return s;
+  };
+  const rawClient = async (): Promise<pg.Client> => {
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    db = await createTestDatabase('es_pg');
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
+    await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
+    await db.drop();
+  });
+
+  it('init() is idempotent and safe from concurrent processes', async () => {
+    const fresh = await createTestDatabase('es_init');
+    try {
+      const many = Array.from({ length: 5 }, () => new PostgresEventStore(fresh.url, { poolSize: 1 }));
+      await Promise.all(many.map((s) => s.init()));
+      await many[0].init();
+      await many[0].append(`init-${randomUUID()}`, [ev()]);
+      await Promise.all(many.map((s) => s.close()));
+    } finally {
+      await fresh.drop();
+    }
+  });
+
+  it('does not show an event while an older transaction is open, and shows the late commit first', async () => {
+    const store = await open();
+    const late = await rawClient();
+    const s = `late-${randomUUID()}`;
+    const start = await store.append(`late-start-${randomUUID()}`, [ev()]);
+    await late.query('BEGIN');
+    await late.query('SELECT pg_current_xact_id()'); // takes its transaction id now, commits later
+    const early = await store.append(s, [ev({ n: 'committed first' })]);
+    expect(await store.readAll({ after: start.position, maxCount: 10 })).to.deep.equal([]);
+
+    const lateId = randomUUID();
+    await late.query(
+      `INSERT INTO events (stream_id, stream_revision, event_id, type, version, data) VALUES ($1, 0, $2, 'ThingHappened', 1, '{}')`,
+      [`late-other-${randomUUID()}`, lateId],
+    );
+    await late.query('COMMIT');
+    let log = await store.readAll({ after: start.position, maxCount: 10 });
+    // Other suites' transactions on the same server may hold the horizon a little longer.
+    for (let i = 0; i < 200 && log.length < 2; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      log = await store.readAll({ after: start.position, maxCount: 10 });
+    }
+    expect(log.map((e) => e.id)).to.deep.equal([lateId, (await store.readStream(s))[0].id]);
+    expect(log[1].position).to.equal(early.position);
+  });
+
+  it('wakes a subscriber by NOTIFY, well before the polling interval', async () => {
+    const store = await open({ pollIntervalMs: 20_000 });
+    const s = `notify-${randomUUID()}`;
+    const ac = new AbortController();
+    const seen: RecordedEvent[] = [];
+    const done = (async () => {
+      for await (const batch of store.subscribeToAll({ signal: ac.signal })) seen.push(...batch.filter((e) => e.streamId === s));
+    })();
+    await new Promise((r) => setTimeout(r, 300)); // caught up and waiting
+    const t0 = Date.now();
+    await (await open()).append(s, [ev()]);
+    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
+    const elapsed = Date.now() - t0;
+    ac.abort();
+    await done;
+    expect(seen).to.have.length(1);
+    expect(elapsed).to.be.below(3000); // typically a few ms; the polling interval is 20 s
+  });
+
+  it('re-polls soon when a NOTIFY arrives but an unrelated older transaction holds the horizon', async () => {
+    const store = await open({ pollIntervalMs: 20_000 });
+    const blocker = await rawClient();
+    const s = `horizon-${randomUUID()}`;
+    const ac = new AbortController();
+    const seen: RecordedEvent[] = [];
+    const done = (async () => {
+      for await (const batch of store.subscribeToAll({ signal: ac.signal })) seen.push(...batch.filter((e) => e.streamId === s));
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT pg_current_xact_id()');
+    await (await open()).append(s, [ev()]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(seen).to.have.length(0);
+    const t0 = Date.now();
+    await blocker.query('COMMIT'); // commits nothing to events: no NOTIFY
+    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
+    const elapsed = Date.now() - t0;
+    ac.abort();
+    await done;
+    expect(seen).to.have.length(1);
+    expect(elapsed).to.be.below(3000); // typically a few ms; the polling interval is 20 s
+  });
+
+  it('coalesces concurrent appends into fewer transactions', async () => {
+    const store = await open();
+    const results = await Promise.all(Array.from({ length: 50 }, () => store.append(`message-${randomUUID()}`, [ev()], { expectedRevision: 'no_stream' })));
+    const transactions = new Set(results.map((r) => r.position.split(':')[0]));
+    expect(transactions.size).to.be.below(50);
+  });
+
+  it("a retried 'any' append returns the original result", async () => {
+    const store = await open();
+    const s = `retry-${randomUUID()}`;
+    const events = [ev(), ev()];
+    const r = await store.append(s, events);
+    await store.append(s, [ev()]);
+    expect(await store.append(s, events)).to.deep.equal(r);
+  });
+
+  it('refuses event ids already stored elsewhere', async () => {
+    const store = await open();
+    const e = ev();
+    await store.append(`ids-${randomUUID()}`, [e]);
+    const other = `ids-${randomUUID()}`;
+    try {
+      await store.append(other, [e], { expectedRevision: 'no_stream' });
+      expect.fail('should have thrown');
+    } catch (err) {
+      expect(err).to.be.instanceOf(WrongExpectedRevisionError);
+    }
+    expect(await store.readStream(other)).to.deep.equal([]);
+  });
+
+  it('fails one invalid append alone in a group', async () => {
+    const store = await open();
+    const results = await Promise.allSettled([
+      ...Array.from({ length: 10 }, () => store.append(`g-${randomUUID()}`, [ev()])),
+      store.append(`g-${randomUUID()}`, [{ ...ev(), data: { bad: '\u0000' } }]), // PostgreSQL jsonb refuses NUL
+      ...Array.from({ length: 10 }, () => store.append(`g-${randomUUID()}`, [ev()])),
+    ]);
+    expect(results.filter((r) => r.status === 'rejected')).to.have.length(1);
+    expect(results[10].status).to.equal('rejected');
+  });
+
+  it('deleteStreams leaves other positions unchanged', async () => {
+    const store = await open();
+    const keep = `keep-${randomUUID()}`;
+    const gone = `gone-${randomUUID()}`;
+    await store.append(gone, [ev()]);
+    const kept = await store.append(keep, [ev()]);
+    await store.deleteStreams([gone]);
+    expect((await store.readStream(keep))[0].position).to.equal(kept.position);
+    expect((await store.append(gone, [ev()], { expectedRevision: 'no_stream' })).nextExpectedRevision).to.equal(0n);
+  });
+
+  it('rejects malformed input before touching the database', async () => {
+    const store = await open();
+    for (const bad of [
+      () => store.append('x-1', []),
+      () => store.append('x-1', [{ ...ev(), id: 'not-a-uuid' }]),
+      () => store.append('x-1', [ev()], { expectedRevision: -1n }),
+      () => store.readAll({ after: 'nonsense', maxCount: 1 }),
+    ]) {
+      try {
+        await bad();
+        expect.fail('should have thrown');
+      } catch (err) {
+        expect(err).to.be.instanceOf(TypeError);
+      }
+    }
+  });
+
+  it('maps an unreachable server to EventStoreUnavailableError', async () => {
+    const store = new PostgresEventStore('postgres://postgres@127.0.0.1:1/nowhere', { poolSize: 1 });
+    try {
+      for (const call of [() => store.ping(), () => store.append(`u-${randomUUID()}`, [ev()]), () => store.init()]) {
+        try {
+          await call();
+          expect.fail('should have thrown');
+        } catch (err) {
+          expect(err).to.be.instanceOf(EventStoreUnavailableError);
+        }
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('appends after close() are refused as unavailable', async () => {
+    const store = await open();
+    await store.close();
+    try {
+      await store.append(`c-${randomUUID()}`, [ev()]);
+      expect.fail('should have thrown');
+    } catch (err) {
+      expect(err).to.be.instanceOf(EventStoreUnavailableError);
+    }
+  });
+});
