@@ -24,6 +24,7 @@ export class DirectoryCache {
   apiKeyByPrefix(prefix: string) { return this.cached(`k:${prefix}`, () => q.findApiKeyByPrefix(this.db, prefix)); }
   block(id: string) { return this.cached(`b:${id}`, () => q.getBlock(this.db, id)); }
   domain(id: string) { return this.cached(`d:${id}`, () => q.getDomain(this.db, id)); }
+  blockBySmtpUsername(username: string) { return this.cached(`u:${username}`, () => q.findBlockBySmtpUsername(this.db, username)); }
   account(id: string) { return this.cached(`a:${id}`, () => q.getAccount(this.db, id)); }
 
   /** Forget everything (tests and the CLI call it after writing). */

@@ -35,6 +35,8 @@ export interface MotorBlockCreated {
 }
 export interface MotorBlockLimitsSet { motorBlockId: string; limits: RateLimits; setAt: Iso }
 export interface MotorBlockDeactivated { motorBlockId: string; at: Iso }
+/** A new SMTP password (generated, shown once); only its SHA-256 is recorded. Replaces the previous one. */
+export interface SmtpPasswordSet { motorBlockId: string; passwordHash: string; setAt: Iso }
 export interface MotorBlockReactivated { motorBlockId: string; at: Iso }
 
 // ---------------------------------------------------------------- apiKey-<uuid>
@@ -91,6 +93,7 @@ export interface EventCatalogue {
   MotorBlockLimitsSet: MotorBlockLimitsSet;
   MotorBlockDeactivated: MotorBlockDeactivated;
   MotorBlockReactivated: MotorBlockReactivated;
+  SmtpPasswordSet: SmtpPasswordSet;
   ApiKeyCreated: ApiKeyCreated;
   ApiKeyRevoked: ApiKeyRevoked;
   MessageAccepted: MessageAccepted;
@@ -114,6 +117,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   MotorBlockLimitsSet: { category: 'motorBlock', version: 1 },
   MotorBlockDeactivated: { category: 'motorBlock', version: 1 },
   MotorBlockReactivated: { category: 'motorBlock', version: 1 },
+  SmtpPasswordSet: { category: 'motorBlock', version: 1 },
   ApiKeyCreated: { category: 'apiKey', version: 1 },
   ApiKeyRevoked: { category: 'apiKey', version: 1 },
   MessageAccepted: { category: 'message', version: 1 },

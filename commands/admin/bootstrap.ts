@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
-import { generateApiKey } from '../../domain/credentials/apiKeys';
+import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import { toEventData, type DkimAlgorithm, type DomainEvent, type RateLimits } from '../../domain/events';
@@ -34,6 +34,9 @@ export interface BootstrapResult {
   motorBlockId: string;
   apiKey: string;
   accountApiKey: string;
+  /** SMTP submission credentials of the block; the password is shown once and stored hashed. */
+  smtpUsername: string;
+  smtpPassword: string;
   dnsRecords: DnsRecord[];
 }
 
@@ -85,13 +88,15 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
     );
   }
   await append(streamName('sendingDomain', domainId), domainEvents);
-  await append(streamName('motorBlock', motorBlockId), [{
-    type: 'MotorBlockCreated',
-    data: {
-      motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId,
-      smtpUsername: newSmtpUsername(), authMethod: 'smtp_password', createdAt: at,
+  const smtpUsername = newSmtpUsername();
+  const smtp = generateSmtpPassword();
+  await append(streamName('motorBlock', motorBlockId), [
+    {
+      type: 'MotorBlockCreated',
+      data: { motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId, smtpUsername, authMethod: 'smtp_password', createdAt: at },
     },
-  }]);
+    { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt: at } },
+  ]);
   await append(streamName('apiKey', blockKeyId), [{
     type: 'ApiKeyCreated',
     data: { keyId: blockKeyId, kind: 'block', accountId, motorBlockId, prefix: blockKey.prefix, secretHash: blockKey.secretHash, scopes: [], createdAt: at },
@@ -101,7 +106,10 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
     data: { keyId: accountKeyId, kind: 'account', accountId, prefix: accountKey.prefix, secretHash: accountKey.secretHash, scopes: [...SCOPES], createdAt: at },
   }]);
 
-  return { accountId, domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain) };
+  return {
+    accountId, domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
+    dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain),
+  };
 }
 
 export async function setBlockLimits(store: EventStore, motorBlockId: string, limits: RateLimits, now: Date): Promise<void> {

@@ -54,3 +54,9 @@ export function secretMatches(secret: string, storedHash: string): boolean {
 
 /** What list views show: never usable as a key (parseApiKey rejects it). */
 export const maskApiKey = (kind: ApiKeyKind, prefix: string): string => `${KIND_TAG[kind]}_live_${prefix}_${'*'.repeat(8)}`;
+
+/** A generated SMTP password: 32 base62 characters (190 bits), stored as hashSecret(password). */
+export function generateSmtpPassword(): { password: string; passwordHash: string } {
+  const password = base62(32);
+  return { password, passwordHash: hashSecret(password) };
+}

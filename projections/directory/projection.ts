@@ -61,11 +61,19 @@ export const DIRECTORY_MIGRATIONS = [
       });
     },
   },
+  {
+    name: '002_smtp_password',
+    async up(knex: Knex, schema: string) {
+      await knex.schema.withSchema(schema).alterTable('motor_blocks', (t) => {
+        t.text('smtp_password_hash');
+      });
+    },
+  },
 ];
 
 export const DIRECTORY_EVENTS = [
   'AccountCreated', 'DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked',
-  'MotorBlockCreated', 'MotorBlockLimitsSet', 'MotorBlockDeactivated', 'MotorBlockReactivated',
+  'MotorBlockCreated', 'MotorBlockLimitsSet', 'MotorBlockDeactivated', 'MotorBlockReactivated', 'SmtpPasswordSet',
   'ApiKeyCreated', 'ApiKeyRevoked',
 ] as const;
 
@@ -117,6 +125,9 @@ async function apply(trx: Knex.Transaction, schema: string, event: DomainEvent):
       return;
     case 'MotorBlockReactivated':
       await t('motor_blocks').where({ id: event.data.motorBlockId }).update({ status: 'active' });
+      return;
+    case 'SmtpPasswordSet':
+      await t('motor_blocks').where({ id: event.data.motorBlockId }).update({ smtp_password_hash: event.data.passwordHash });
       return;
     case 'ApiKeyCreated': {
       const d = event.data;

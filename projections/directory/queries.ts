@@ -7,6 +7,8 @@ export const DIRECTORY_SCHEMA = 'rm_directory';
 export interface BlockRecord {
   id: string; accountId: string; name: string; type: string; description: string | null;
   domainId: string; smtpUsername: string; authMethod: string; status: 'active' | 'inactive';
+  /** SHA-256 (hex) of the current SMTP password; null before one is generated. */
+  smtpPasswordHash: string | null;
   limits: { burst: number | null; hourly: number | null; daily: number | null };
   createdAt: Date;
 }
@@ -23,7 +25,7 @@ export interface ApiKeyRecord {
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const toBlock = (r: any): BlockRecord => ({
   id: r.id, accountId: r.account_id, name: r.name, type: r.type, description: r.description, domainId: r.domain_id,
-  smtpUsername: r.smtp_username, authMethod: r.auth_method, status: r.status,
+  smtpUsername: r.smtp_username, authMethod: r.auth_method, status: r.status, smtpPasswordHash: r.smtp_password_hash ?? null,
   limits: { burst: r.limit_burst, hourly: r.limit_hourly, daily: r.limit_daily }, createdAt: r.created_at,
 });
 const toDomain = (r: any): DomainRecord => ({
@@ -46,6 +48,10 @@ export async function findApiKeyByPrefix(db: Knex, prefix: string): Promise<ApiK
 }
 export async function getBlock(db: Knex, id: string): Promise<BlockRecord | null> {
   const r = await tbl(db, 'motor_blocks').where({ id }).first();
+  return r ? toBlock(r) : null;
+}
+export async function findBlockBySmtpUsername(db: Knex, smtpUsername: string): Promise<BlockRecord | null> {
+  const r = await tbl(db, 'motor_blocks').where({ smtp_username: smtpUsername }).first();
   return r ? toBlock(r) : null;
 }
 export async function listBlocksOfAccount(db: Knex, accountId: string): Promise<BlockRecord[]> {
