@@ -234,15 +234,25 @@ export class ProjectionRunner {
   async catchUp(): Promise<number> {
     let consumed = 0;
     let after = await this.checkpoint();
+    // The next batch is read while the current one is applied (the store and the read models may
+    // be different servers; on one server they still use two backends).
+    const read = (from: GlobalPosition | null) => {
+      const p = this.store.readAll({ after: from, maxCount: this.batchSize });
+      p.catch(() => undefined); // awaited below; this only keeps an early rejection from being "unhandled"
+      return p;
+    };
+    let pending = read(after);
     for (;;) {
-      const events = await this.store.readAll({ after, maxCount: this.batchSize });
+      const events = await pending;
       if (events.length === 0) {
         this.counters.caughtUp = true;
         return consumed;
       }
       this.counters.caughtUp = false;
+      pending = read(events[events.length - 1].position);
       const r = await this.applyEvents(after, events);
       if (r.ok) consumed += events.length;
+      else pending = read(r.position);
       after = r.position;
     }
   }
@@ -262,6 +272,8 @@ export class ProjectionRunner {
           if (!r.ok) break;
           after = r.position;
         }
+        // Subscription left (conflict) or ended by the adapter: resubscribe from the checkpoint, without spinning.
+        if (!signal.aborted) await sleep(20, signal);
       } catch (err) {
         if (signal.aborted) break;
         this.counters.errors++;
@@ -291,7 +303,7 @@ export class ProjectionRunner {
       this.counters.lastEventCreatedAt = last.createdAt;
     } else {
       this.counters.conflicts++;
-      this.opts.logger?.warn({ projection: this.projection.name, expected, actual: result.position }, 'checkpoint moved: batch dropped');
+      this.opts.logger?.info({ projection: this.projection.name, expected, actual: result.position }, 'checkpoint moved (another runner or a rebuild): batch dropped');
     }
     this.opts.onBatch?.({
       projection: this.projection.name,

@@ -26,6 +26,7 @@ import { createApp } from '../read-api/app';
 import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
 import { DeliveryEnqueuer, initEnqueuerSchema } from '../workers/enqueuer';
+import { DeliverySweeper } from '../workers/sweeper';
 import { startDeliveryWorker, type DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 
@@ -144,11 +145,20 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: { port?: numb
         },
       });
       background.push(runner.run(abort.signal));
+      const lag = setInterval(async () => {
+        try {
+          const l = await runner.lag();
+          rt.metrics.projectionLagEvents.set({ projection: p.name }, l.eventsBehind);
+        } catch { /* database busy or down: keep the last reading */ }
+      }, 5000);
+      lag.unref();
+      abort.signal.addEventListener('abort', () => clearInterval(lag));
     }
   }
   if (roles.includes('worker')) {
     const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger);
     background.push(enqueuer.run(abort.signal));
+    background.push(new DeliverySweeper(rt.db, rt.queue, rt.logger).run(abort.signal));
     const deps: DeliveryDeps = {
       store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics,
       settings: {

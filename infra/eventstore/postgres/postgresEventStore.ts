@@ -213,6 +213,12 @@ export class PostgresEventStore implements EventStore {
     await this.query(undefined, 'SELECT 1', []);
   }
 
+  /** Events currently in the log (progress totals of a rebuild). */
+  async countAll(): Promise<number> {
+    const r = await this.query(undefined, 'SELECT count(*)::bigint AS n FROM events', []);
+    return Number((r.rows[0] as { n: string }).n);
+  }
+
   /** Lets queued appends finish, ends active subscriptions, the LISTEN connection and the pool. */
   close(): Promise<void> {
     if (!this.closing) {

@@ -1,0 +1,75 @@
+import { expect } from 'chai';
+import { DomainError } from '../../domain/errors.js';
+import { parseLogQuery, parseStatusFilter, outcomesOf } from '../../projections/messages/logQuery.js';
+import { decodeCursor, encodeCursor } from '../../projections/messages/queries.js';
+import { maskEmail } from '../../projections/messages/pii.js';
+
+const codeOf = (fn: () => unknown): string | undefined => {
+  try {
+    fn();
+  } catch (e) {
+    return e instanceof DomainError ? `${e.code}/${e.status}` : 'not a DomainError';
+  }
+  return undefined;
+};
+
+describe('log query syntax', () => {
+  it('empty query = no filter', () => {
+    expect(parseLogQuery('')).to.deep.equal({ recipients: [], domains: [], statuses: [], metadata: [] });
+    expect(parseLogQuery(null)).to.deep.equal({ recipients: [], domains: [], statuses: [], metadata: [] });
+    expect(parseLogQuery('   ')).to.deep.equal({ recipients: [], domains: [], statuses: [], metadata: [] });
+  });
+
+  it('parses every term kind, ANDed', () => {
+    expect(parseLogQuery('recipient:Jane@Example.COM domain:Gmail.com status:bounced metadata.orderId:42 metadata.tier:gold')).to.deep.equal({
+      recipients: ['Jane@example.com'],
+      domains: ['gmail.com'],
+      statuses: ['bounced'],
+      metadata: [{ key: 'orderId', value: '42' }, { key: 'tier', value: 'gold' }],
+    });
+  });
+
+  it('accepts quoted values with escapes and several terms of one kind', () => {
+    const q = parseLogQuery('metadata.note:"two words \\"quoted\\"" recipient:a@x.test recipient:b@y.test status:sent');
+    expect(q.metadata).to.deep.equal([{ key: 'note', value: 'two words "quoted"' }]);
+    expect(q.recipients).to.deep.equal(['a@x.test', 'b@y.test']);
+    expect(q.statuses).to.deep.equal(['sent']);
+  });
+
+  it('keys are case-insensitive, metadata keys keep their case', () => {
+    expect(parseLogQuery('Status:DELIVERED METADATA.Key:v')).to.deep.equal({ recipients: [], domains: [], statuses: ['delivered'], metadata: [{ key: 'Key', value: 'v' }] });
+  });
+
+  for (const bad of ['hello', 'recipient:jane', 'status:lost', 'color:red', 'domain:', 'metadata.:x', 'recipient:a@x.test free', 'metadata.k:"open', ':x', 'domain:a@b.c']) {
+    it(`rejects ${JSON.stringify(bad)} with invalid_query/400`, () => {
+      expect(codeOf(() => parseLogQuery(bad))).to.equal('invalid_query/400');
+    });
+  }
+
+  it('sent means processed or later and not failed', () => {
+    expect(outcomesOf('sent')).to.have.members(['processed', 'deferred', 'delivered', 'bounced', 'complained']);
+    expect(outcomesOf(parseStatusFilter('queued'))).to.deep.equal(['queued']);
+  });
+});
+
+describe('logs cursor', () => {
+  it('round-trips (µs timestamps kept as text)', () => {
+    const c = encodeCursor('2026-01-01T00:00:00.123456+00:00', '11111111-1111-4111-8111-111111111111');
+    expect(c).to.match(/^[A-Za-z0-9_-]+$/);
+    expect(decodeCursor(c)).to.deep.equal({ queuedAt: '2026-01-01T00:00:00.123456+00:00', id: '11111111-1111-4111-8111-111111111111' });
+  });
+  it('rejects garbage with invalid_cursor/400', () => {
+    expect(codeOf(() => decodeCursor('nope'))).to.equal('invalid_cursor/400');
+    expect(codeOf(() => decodeCursor(Buffer.from('["x","y"]').toString('base64url')))).to.equal('invalid_cursor/400');
+  });
+});
+
+describe('maskEmail', () => {
+  it('keeps the first letters and the TLD', () => {
+    expect(maskEmail('john.doe@example.com')).to.equal('j***@e***.com');
+    expect(maskEmail('a@mail.example.co.uk')).to.equal('a***@m***.uk');
+    expect(maskEmail('x@localhost')).to.equal('x***@l***');
+    expect(maskEmail('nobody')).to.equal('n***');
+    expect(maskEmail('')).to.equal('');
+  });
+});
