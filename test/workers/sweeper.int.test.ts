@@ -1,0 +1,62 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { createDb } from '../../infra/db';
+import { createEventStore } from '../../infra/eventstore';
+import { createLogger } from '../../infra/logger';
+import type { EventStore } from '../../domain/eventStore';
+import { messagesProjection } from '../../projections/messages/projection';
+import { ProjectionRunner, migrateProjection } from '../../projections/runner';
+import { DeliverySweeper } from '../../workers/sweeper';
+import { createDeliveryQueue } from '../../workers/queue';
+import { catchUpUntil } from '../../scripts/runtime';
+import { getMessage } from '../../projections/messages/queries';
+import { createTestDatabase, TEST_REDIS_URL } from '../support/db';
+import { acceptedEvent, recipientEvent } from '../projections/fixtures';
+
+describe('delivery sweeper (integration)', () => {
+  let drop: () => Promise<void>;
+  let db: Knex;
+  let store: EventStore;
+  const queue = createDeliveryQueue(TEST_REDIS_URL, `motor-sweep-${randomBytes(4).toString('hex')}`);
+
+  before(async () => {
+    const t = await createTestDatabase('sweeper');
+    drop = t.drop;
+    db = createDb(t.url);
+    store = await createEventStore({ databaseUrl: t.url, eventstoreUrl: null });
+    await migrateProjection(db, messagesProjection);
+  });
+  after(async () => {
+    await queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+    await store.close();
+    await db.destroy();
+    await drop();
+  });
+
+  it('re-queues only messages whose recipients stalled, once per sweep window', async () => {
+    const block = randomUUID();
+    const stalled = randomUUID();
+    const delivered = randomUUID();
+    const fresh = randomUUID();
+    await store.append(`message-${stalled}`, [acceptedEvent(stalled, block, ['a@x.test'], 0)]);
+    await store.append(`message-${delivered}`, [acceptedEvent(delivered, block, ['b@x.test'], 0), recipientEvent('DeliverySucceeded', delivered, 'b@x.test', 1000)]);
+    const freshEvent = acceptedEvent(fresh, block, ['c@x.test'], 0);
+    (freshEvent.data as { acceptedAt: string }).acceptedAt = new Date().toISOString();
+    await store.append(`message-${fresh}`, [freshEvent]);
+    const runner = new ProjectionRunner(db, store, messagesProjection);
+    await catchUpUntil(runner, async () => (await getMessage(db, fresh)) !== null);
+
+    const sweeper = new DeliverySweeper(db, queue, createLogger('silent'), { everyMs: 60_000, stalledAfterMs: 15 * 60_000 });
+    const now = new Date();
+    expect(await sweeper.sweepOnce(now)).to.equal(1);
+    const window = Math.floor(now.getTime() / 60_000);
+    expect(await queue.getJob(`${stalled}-sweep-${window}`)).to.not.equal(undefined);
+    expect(await queue.getJob(`${delivered}-sweep-${window}`)).to.equal(undefined);
+    expect(await queue.getJob(`${fresh}-sweep-${window}`)).to.equal(undefined);
+    // A second sweep in the same window adds nothing new.
+    await sweeper.sweepOnce(now);
+    expect(await queue.getJobCountByTypes('waiting', 'delayed')).to.equal(1);
+  });
+});
