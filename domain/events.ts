@@ -48,6 +48,8 @@ export interface ApiKeyCreated {
   secretHash: string;
   /** Scopes this key may grant when minting tokens (account keys). */
   scopes: string[];
+  /** Label given at creation (dashboard); absent on keys made by the CLI. */
+  name?: string;
   createdAt: Iso;
 }
 export interface ApiKeyRevoked { keyId: string; revokedAt: Iso }
@@ -84,6 +86,60 @@ export interface DeliveryFailed extends RecipientOutcome, SmtpReply { reason: st
 /** A feedback-loop report (outcome `complained`). */
 export interface ComplaintReceived extends RecipientOutcome { feedbackType: string | null }
 
+// ---------------------------------------------------------------- smtpAuth-<motorBlockId | 'unknown'>
+export type SmtpAuthFailureReason =
+  | 'unknown_user' | 'bad_password' | 'no_password_set' | 'auth_method_mismatch' | 'authzid_mismatch' | 'locked_out';
+/** An SMTP AUTH attempt was refused (the block's owner sees these; unknown usernames go to `smtpAuth-unknown`). */
+export interface SmtpAuthFailed {
+  motorBlockId: string | null;
+  /** The username as given, truncated to 128 characters. */
+  username: string;
+  mechanism: 'PLAIN' | 'LOGIN';
+  remoteAddress: string;
+  reason: SmtpAuthFailureReason;
+  at: Iso;
+}
+
+// ---------------------------------------------------------------- smtpSubmission-<motorBlockId>
+/** An authenticated SMTP submission was refused after DATA (quota, sender domain, DNS, block state, content). */
+export interface SmtpSubmissionRefused {
+  motorBlockId: string;
+  /** The DomainError code (`rate_limited_block`, `from_domain_mismatch`, ...) or an SMTP-level one (`invalid_message`). */
+  code: string;
+  /** The reply the client got, e.g. `451 4.7.1 Rate limit exceeded (burst): 3/3. Retry in 42s.` */
+  reply: string;
+  envelopeFrom: string;
+  recipientCount: number;
+  remoteAddress: string;
+  at: Iso;
+}
+
+// ---------------------------------------------------------------- user-<uuid> (onboarding, login; docs/AUTH.md)
+/** Someone asked to register with this address (the user id is derived from the address). */
+export interface AccountRegistered { userId: string; accountId: string; email: string; registeredAt: Iso }
+/** A 6-digit code was mailed; only its HMAC is recorded. */
+export interface VerificationCodeIssued { userId: string; codeHash: string; expiresAt: Iso; issuedAt: Iso }
+/** A wrong code was presented (`failures` counts the current code's failures). */
+export interface VerificationCodeRejected { userId: string; failures: number; at: Iso }
+/** The right code: the address is proven and a single-use setup token (hash only) was issued. */
+export interface EmailVerified { userId: string; setupTokenHash: string; setupTokenExpiresAt: Iso; verifiedAt: Iso }
+/** A password was set with the setup token (scrypt hash, never the password). */
+export interface PasswordSet { userId: string; accountId: string; passwordHash: string; channel: string; setAt: Iso }
+export interface LoginSucceeded { userId: string; sessionId: string; at: Iso }
+export interface LoginFailed { userId: string; failures: number; remoteAddress: string | null; at: Iso }
+/** Too many failures: login (or code verification) is refused until `until`. */
+export interface UserLockedOut { userId: string; reason: 'login' | 'verification'; until: Iso; at: Iso }
+
+// ---------------------------------------------------------------- authSession-<uuid> (one refresh-token family)
+export interface SessionStarted { sessionId: string; userId: string; accountId: string; channel: string; refreshTokenHash: string; refreshExpiresAt: Iso; startedAt: Iso }
+export interface RefreshTokenRotated { sessionId: string; previousHash: string; refreshTokenHash: string; refreshExpiresAt: Iso; at: Iso }
+/** The family is dead: a spent refresh token was presented again (`refresh_token_reuse`) or the user logged out. */
+export interface SessionRevoked { sessionId: string; reason: 'refresh_token_reuse' | 'logout'; at: Iso }
+
+// ---------------------------------------------------------------- webHandoff-<uuid>
+export interface WebHandoffIssued { handoffId: string; userId: string; accountId: string; codeHash: string; redirectPath: string; expiresAt: Iso; issuedAt: Iso }
+export interface WebHandoffRedeemed { handoffId: string; sessionId: string; at: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -103,6 +159,21 @@ export interface EventCatalogue {
   DeliveryBounced: DeliveryBounced;
   DeliveryFailed: DeliveryFailed;
   ComplaintReceived: ComplaintReceived;
+  SmtpAuthFailed: SmtpAuthFailed;
+  SmtpSubmissionRefused: SmtpSubmissionRefused;
+  AccountRegistered: AccountRegistered;
+  VerificationCodeIssued: VerificationCodeIssued;
+  VerificationCodeRejected: VerificationCodeRejected;
+  EmailVerified: EmailVerified;
+  PasswordSet: PasswordSet;
+  LoginSucceeded: LoginSucceeded;
+  LoginFailed: LoginFailed;
+  UserLockedOut: UserLockedOut;
+  SessionStarted: SessionStarted;
+  RefreshTokenRotated: RefreshTokenRotated;
+  SessionRevoked: SessionRevoked;
+  WebHandoffIssued: WebHandoffIssued;
+  WebHandoffRedeemed: WebHandoffRedeemed;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -127,6 +198,21 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   DeliveryBounced: { category: 'message', version: 1 },
   DeliveryFailed: { category: 'message', version: 1 },
   ComplaintReceived: { category: 'message', version: 1 },
+  SmtpAuthFailed: { category: 'smtpAuth', version: 1 },
+  SmtpSubmissionRefused: { category: 'smtpSubmission', version: 1 },
+  AccountRegistered: { category: 'user', version: 1 },
+  VerificationCodeIssued: { category: 'user', version: 1 },
+  VerificationCodeRejected: { category: 'user', version: 1 },
+  EmailVerified: { category: 'user', version: 1 },
+  PasswordSet: { category: 'user', version: 1 },
+  LoginSucceeded: { category: 'user', version: 1 },
+  LoginFailed: { category: 'user', version: 1 },
+  UserLockedOut: { category: 'user', version: 1 },
+  SessionStarted: { category: 'authSession', version: 1 },
+  RefreshTokenRotated: { category: 'authSession', version: 1 },
+  SessionRevoked: { category: 'authSession', version: 1 },
+  WebHandoffIssued: { category: 'webHandoff', version: 1 },
+  WebHandoffRedeemed: { category: 'webHandoff', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

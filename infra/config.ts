@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+
 /**
  * Configuration: read once from the environment at an entry point, validated, typed, and passed
  * down. Nothing below scripts/ reads process.env.
@@ -9,6 +11,29 @@ export interface PlanLimits {
   burst: number; hourly: number; daily: number;
   accountHourly: number; accountDaily: number;
   retentionDays: number;
+}
+
+/**
+ * The plan tiers an account can be on (AccountCreated.plan). The default plan (PLAN_DEFAULT_*, named
+ * PLAN_DEFAULT_NAME) is added to these, and overrides a tier of the same name.
+ */
+export const PLAN_TIERS: Readonly<Record<string, PlanLimits>> = {
+  free: { name: 'free', burst: 10, hourly: 100, daily: 1_000, accountHourly: 200, accountDaily: 2_000, retentionDays: 7 },
+  starter: { name: 'starter', burst: 60, hourly: 2_000, daily: 20_000, accountHourly: 10_000, accountDaily: 100_000, retentionDays: 30 },
+  pro: { name: 'pro', burst: 300, hourly: 10_000, daily: 100_000, accountHourly: 50_000, accountDaily: 500_000, retentionDays: 90 },
+  enterprise: { name: 'enterprise', burst: 1_000, hourly: 100_000, daily: 1_000_000, accountHourly: 500_000, accountDaily: 5_000_000, retentionDays: 365 },
+};
+
+/**
+ * The plan of an account: `source: 'plan'` when the account exists and its plan is a known tier;
+ * otherwise `fallback` (SPEC "Account rate limits": account without an active product), with the
+ * default plan's block ceilings and retention and the ACCOUNT_FALLBACK_* account ceilings.
+ */
+export function planOf(config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback'>, planName: string | null | undefined): { plan: PlanLimits; source: 'plan' | 'fallback' } {
+  const tier = planName ? config.plans?.[planName] : undefined;
+  if (tier) return { plan: tier, source: 'plan' };
+  const d = config.defaultPlan;
+  return { plan: { ...d, accountHourly: config.accountFallback.hourly, accountDaily: config.accountFallback.daily }, source: 'fallback' };
 }
 
 export interface Config {
@@ -43,6 +68,10 @@ export interface Config {
   logLevel: string;
   /** Requests per minute per credential (X-RateLimit-*). */
   apiRequestLimit: number;
+  /** Requests per minute per client IP on routes without a credential (onboarding, email validation). */
+  anonymousRequestLimit: number;
+  /** Sender of the service's own mail (verification codes, links), delivered through the normal pipeline (docs/AUTH.md). */
+  systemMailFrom: string;
   /** Give up on a deferred recipient after this many seconds (RFC 5321 says 4-5 days). */
   deliveryLifetimeSeconds: number;
   /** Override of the retry delays in seconds, by attempt (DELIVERY_RETRY_SCHEDULE, e.g. "60,300,900"); null = docs/DELIVERY.md's schedule. */
@@ -51,8 +80,28 @@ export interface Config {
   deliveryConcurrency: number;
   /** Ceilings of the default plan: block limits default to these. */
   defaultPlan: PlanLimits;
+  /** Every plan tier by name (the default plan included): ceilings and retention of an account's plan. */
+  plans: Record<string, PlanLimits>;
+  /** Refuse sends of a warming-up domain over its daily warm-up cap (`rate_limited_warmup`; SPEC: rolling out). */
+  enforceWarmup: boolean;
   /** Directory for embedded PostgreSQL data, generated keys and certificates. */
   dataDir: string;
+  /** SMTP submission listener (smtp/). */
+  smtp: SmtpConfig;
+}
+
+export interface SmtpConfig {
+  /** STARTTLS submission port (SMTP_PORT, SPEC {smtp_host}: 2587). */
+  port: number;
+  /** Implicit TLS submission port (SMTPS_PORT, SPEC: 2465). */
+  securePort: number;
+  /** PEM certificate chain and key files; both null = a generated self-signed certificate (development). */
+  tlsCertPath: string | null;
+  tlsKeyPath: string | null;
+  /** Largest message accepted, in bytes (advertised as SIZE; over it: 552). */
+  maxMessageBytes: number;
+  /** Most RCPT TO per transaction (over it: 452). */
+  maxRecipients: number;
 }
 
 export class ConfigError extends Error {
@@ -134,6 +183,7 @@ export function loadConfig(env: Env = process.env): Config {
     tokenSecret,
     keyEncryptionKey,
     enforceAccountLimit: bool('ENFORCE_ACCOUNT_LIMIT', false),
+    enforceWarmup: bool('ENFORCE_WARMUP', false),
     accountFallback: {
       hourly: int('ACCOUNT_FALLBACK_HOURLY', 1_000, 1, 100_000_000),
       daily: int('ACCOUNT_FALLBACK_DAILY', 10_000, 1, 1_000_000_000),
@@ -145,6 +195,8 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl,
     logLevel: str('LOG_LEVEL', 'info')!,
     apiRequestLimit: int('API_REQUEST_LIMIT', 600, 1, 1_000_000),
+    anonymousRequestLimit: int('ANONYMOUS_REQUEST_LIMIT', 60, 1, 1_000_000),
+    systemMailFrom: (str('SYSTEM_MAIL_FROM', null) ?? `no-reply@${(str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase()}`).toLowerCase(),
     deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
     deliveryRetrySchedule: ((): number[] | null => {
       const raw = str('DELIVERY_RETRY_SCHEDULE', null);
@@ -166,9 +218,25 @@ export function loadConfig(env: Env = process.env): Config {
       daily: int('PLAN_DEFAULT_DAILY', 100_000, 1, 1_000_000_000),
       retentionDays: int('PLAN_DEFAULT_RETENTION_DAYS', 30, 1, 3650),
     },
+    plans: {},
     dataDir: str('MOTOR_DATA_DIR', './var')!,
+    smtp: {
+      port: int('SMTP_PORT', 2587, 0, 65535),
+      securePort: int('SMTPS_PORT', 2465, 0, 65535),
+      tlsCertPath: str('SMTP_TLS_CERT', null),
+      tlsKeyPath: str('SMTP_TLS_KEY', null),
+      maxMessageBytes: int('SMTP_MAX_MESSAGE_BYTES', 10 * 1024 * 1024, 1024, 100 * 1024 * 1024),
+      maxRecipients: int('SMTP_MAX_RECIPIENTS', 50, 1, 1000),
+    },
   };
+  config.plans = { ...PLAN_TIERS, [config.defaultPlan.name]: config.defaultPlan };
+  if ((config.smtp.tlsCertPath === null) !== (config.smtp.tlsKeyPath === null)) problems.push('SMTP_TLS_CERT and SMTP_TLS_KEY must be set together');
+  for (const [name, path] of [['SMTP_TLS_CERT', config.smtp.tlsCertPath], ['SMTP_TLS_KEY', config.smtp.tlsKeyPath]] as const) {
+    if (path !== null && !existsSync(path)) problems.push(`${name} names a file that does not exist (${path})`);
+  }
+  if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);
+  if (!/^[^@\s]+@[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(config.systemMailFrom)) problems.push(`SYSTEM_MAIL_FROM must be a bare address (got "${config.systemMailFrom}")`);
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }

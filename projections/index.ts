@@ -1,10 +1,12 @@
 /** Registry of the read models: what `npm run replay -- <name>` and the projector role can run. */
+import { accountsProjection } from './accounts/projection.js';
+import { analyticsProjection } from './analytics/projection.js';
 import { directoryProjection } from './directory/projection.js';
 import { messagesProjection } from './messages/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

@@ -10,6 +10,8 @@ import { RegisterRoutes } from './generated/routes';
 
 /** Largest JSON body accepted (a send's text + html + headers are capped at 10 MiB inside it). */
 export const MAX_JSON_BODY = '12mb';
+/** Largest body of the account, onboarding and email-validation routes (a full validation batch fits). */
+export const MAX_ACCOUNT_JSON_BODY = '64kb';
 
 function loadOpenApi(): unknown {
   return JSON.parse(readFileSync(join(__dirname, 'generated', 'openapi.json'), 'utf8'));
@@ -38,6 +40,8 @@ export function createApp(ctx: HttpContext): Express {
     next();
   });
 
+  // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
+  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });

@@ -33,10 +33,41 @@ function convertSchema(node: Json): Json {
   return out;
 }
 
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/** First sentence of an operation's description (tsoa puts the JSDoc there and sets no summary). */
+function summaryOf(op: Json): string {
+  const text = String(op.description ?? '').replace(/\s+/g, ' ').trim();
+  const first = /^(.+?)[.:](\s|$)/.exec(text)?.[1] ?? text;
+  if (first) return first.length > 100 ? `${first.slice(0, 97)}...` : first;
+  return String(op.operationId ?? '').replace(/([a-z])([A-Z])/g, '$1 $2');
+}
+
 export function toOpenApi31(spec30: Json): Json {
   const spec = convertSchema(spec30);
   spec.openapi = '3.1.0';
-  spec.info = { ...spec.info, title: 'Motor API', version: '1.2.0' };
+  const { contact, ...info } = spec.info ?? {};
+  // 3.1 licenses name an SPDX identifier (or a url); an empty contact object says nothing.
+  spec.info = {
+    ...info, ...(contact && Object.keys(contact).length > 0 ? { contact } : {}), title: 'Motor API', version: '1.2.0',
+    ...(info.license ? { license: { identifier: info.license.name, ...info.license } } : {}),
+  };
+  const ops = Object.entries<Json>(spec.paths ?? {}).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method] })));
+  for (const { op } of ops) if (!op.summary) op.summary = summaryOf(op);
+  // tsoa names an operation after its controller method, so two controllers' `list` collide, and
+  // operationIds must be unique: a shared one is qualified with its path (MotorBlocksApiKeysList).
+  const uses = new Map<string, number>();
+  for (const { op } of ops) if (op.operationId) uses.set(op.operationId, (uses.get(op.operationId) ?? 0) + 1);
+  const taken = new Set(ops.map(({ op }) => op.operationId).filter((id) => uses.get(id) === 1));
+  for (const { path, method, op } of ops) {
+    if (!op.operationId || uses.get(op.operationId) === 1) continue;
+    const qualifier = path.split('/').filter((seg) => seg && !seg.startsWith('{') && !['api', 'public', 'v1'].includes(seg))
+      .map((seg) => seg.split(/[^A-Za-z0-9]+/).map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('')).join('');
+    let id = `${qualifier}${op.operationId}`;
+    if (taken.has(id)) id = `${id}${method.charAt(0).toUpperCase()}${method.slice(1)}`;
+    taken.add(id);
+    op.operationId = id;
+  }
   spec.jsonSchemaDialect = 'https://spec.openapis.org/oas/3.1/dialect/base';
   spec.servers = [{ url: '/', description: 'This Motor instance' }];
   // tsoa's examples inside media types stay as `example` (allowed in 3.1); only schemas were rewritten.

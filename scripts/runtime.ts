@@ -29,9 +29,11 @@ import { DeliveryEnqueuer, initEnqueuerSchema } from '../workers/enqueuer';
 import { DeliverySweeper } from '../workers/sweeper';
 import { startDeliveryWorker, type DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
+import { startSmtpListeners, type SmtpListeners, type SmtpSettings } from '../smtp/listener';
+import { loadTlsMaterial } from '../smtp/tls';
 
-export type Role = 'api' | 'projector' | 'worker';
-export const ALL_ROLES: Role[] = ['api', 'projector', 'worker'];
+export type Role = 'api' | 'projector' | 'worker' | 'smtp';
+export const ALL_ROLES: Role[] = ['api', 'projector', 'worker', 'smtp'];
 
 export interface Runtime {
   config: Config;
@@ -94,6 +96,8 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const resolver = createResolver(config.dnsServers);
   const queuePrefix = opts.queuePrefix ?? 'motor';
   const queue = createDeliveryQueue(opts.redisUrl, queuePrefix);
+  // Without a listener BullMQ prints every reconnect failure to stderr; Redis outages are visible in /v1/status.
+  queue.on('error', (err) => logger.debug({ err: err.message }, 'delivery queue connection error'));
 
   const health = async (): Promise<HealthReport> => {
     const [eventStore, database, redisCheck, queueCheck] = await Promise.all([
@@ -124,11 +128,23 @@ export interface StartedRoles {
   server: Server | null;
   port: number | null;
   workers: Worker<DeliveryJob>[];
+  /** SMTP submission listeners (role smtp), with the ports actually bound. */
+  smtp: SmtpListeners | null;
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  port?: number;
+  host?: string;
+  /** Override SMTP_PORT / SMTPS_PORT (tests pass 0 for free ports). */
+  smtpPort?: number;
+  smtpsPort?: number;
+  /** Extra settings of the SMTP listeners (tests shorten timeouts). */
+  smtp?: Partial<Omit<SmtpSettings, 'port' | 'securePort' | 'host' | 'tls'>>;
+}
+
 /** Starts the given roles in this process; stop() drains in-flight work, then returns. */
-export async function startRoles(rt: Runtime, roles: Role[], opts: { port?: number; host?: string } = {}): Promise<StartedRoles> {
+export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions = {}): Promise<StartedRoles> {
   const abort = new AbortController();
   const background: Promise<unknown>[] = [];
   let server: Server | null = null;
@@ -187,10 +203,24 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: { port?: numb
     port = (server.address() as AddressInfo).port;
     rt.logger.info({ port }, 'HTTP API listening');
   }
+  let smtp: SmtpListeners | null = null;
+  if (roles.includes('smtp')) {
+    const c = rt.config;
+    const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
+    if (tls.selfSigned) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
+    smtp = await startSmtpListeners(
+      { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock },
+      {
+        hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: opts.smtpPort ?? c.smtp.port, securePort: opts.smtpsPort ?? c.smtp.securePort,
+        tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp,
+      },
+    );
+  }
 
   return {
-    server, port, workers,
+    server, port, workers, smtp,
     async stop() {
+      const smtpClosed = smtp ? smtp.close() : Promise.resolve();
       if (server) {
         const s = server;
         await new Promise<void>((resolve) => { s.close(() => resolve()); s.closeIdleConnections(); setTimeout(() => { s.closeAllConnections(); }, 5000).unref(); });
@@ -199,6 +229,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: { port?: numb
       // Workers finish the jobs they hold before closing.
       await Promise.all(workers.map((w) => w.close()));
       await Promise.allSettled(background);
+      await smtpClosed;
     },
   };
 }

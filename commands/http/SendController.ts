@@ -1,6 +1,7 @@
 import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Get, Header, Post, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
-import { fail } from '../../domain/errors';
+import { EventStoreUnavailableError } from '../../domain/eventStore';
+import { fail, isDomainError } from '../../domain/errors';
 import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
 import { sendMessage } from '../send/sendMessage';
@@ -17,8 +18,8 @@ export interface SendRequest {
   html?: string;
   /** Custom headers (DKIM-signed). Reserved names are refused with DISALLOWED_HEADERS. */
   headers?: { [name: string]: string };
-  /** Free-form key/value pairs, searchable in logs as metadata.<key>:<value>. */
-  metadata?: { [key: string]: string };
+  /** Up to 20 key/value pairs (values stored as strings, max 256 chars), searchable in logs as metadata.<key>:<value>. */
+  metadata?: { [key: string]: string | number | boolean };
   /** Validate everything and create nothing. */
   dryRun?: boolean;
 }
@@ -89,7 +90,7 @@ export class SendController extends Controller {
   @Response<ErrorResponse>(401, 'Invalid API key format')
   @Response<ErrorResponse>(403, 'From address domain does not match, DOMAIN_DNS_INCOMPLETE, use_comms_api, motor_block_inactive')
   @Response<ErrorResponse>(422, 'Validation error')
-  @Response<ErrorResponse>(429, 'rate_limited_block, rate_limited_account or rate_limited_warmup')
+  @Response<ErrorResponse>(429, 'rate_limited_block, rate_limited_account or rate_limited_warmup (send quota); rate_limited (API request limit)')
   @Response<ErrorResponse>(503, 'event_store_unavailable: nothing was accepted')
   public async send(
     @Request() req: ExpressRequest,
@@ -109,7 +110,8 @@ export class SendController extends Controller {
         { motorBlockId: principal.motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now },
       );
     } catch (err) {
-      ctx.metrics.sendsRefused.inc({ source: 'http', code: (err as { code?: string }).code ?? 'internal_error' });
+      const code = err instanceof EventStoreUnavailableError ? 'event_store_unavailable' : isDomainError(err) ? err.code : 'internal_error';
+      ctx.metrics.sendsRefused.inc({ source: 'http', code });
       throw err;
     }
     switch (result.kind) {

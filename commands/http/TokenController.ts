@@ -34,6 +34,7 @@ export class TokenController extends Controller {
   @Response<ErrorResponse>(401, 'Credential missing or invalid')
   @Response<ErrorResponse>(403, 'motor_block_not_authorized: the block is not in this account')
   @Response<ErrorResponse>(422, 'Validation error')
+  @Response<ErrorResponse>(429, 'rate_limited: API request limit of this key exceeded')
   public async mintWithAccountKey(@Request() req: ExpressRequest, @Body() body: MintTokenRequest): Promise<MintTokenResponse> {
     const ctx = ctxOf(req);
     const principal = principalOf<PrincipalOf<'accountApiKey'>>(req);

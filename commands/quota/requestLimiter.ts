@@ -19,6 +19,9 @@ return v
 export class RequestLimiter {
   constructor(private readonly redis: Redis, readonly limitPerMinute: number) {}
 
+  /** The same counters with another limit (client-IP limiting of routes without a credential). */
+  withLimit(limitPerMinute: number): RequestLimiter { return new RequestLimiter(this.redis, limitPerMinute); }
+
   async hit(credentialId: string, now: Date): Promise<RequestLimitReading> {
     const window = Math.floor(now.getTime() / 60000);
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));

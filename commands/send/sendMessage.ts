@@ -7,6 +7,7 @@ import { uuidV5, newId } from '../../domain/ids';
 import { acceptMessage, initialMessageState } from '../../domain/message/message';
 import { domainOf, validateSendRequest, type SendRequestBody, type ValidSendRequest } from '../../domain/message/sendRules';
 import type { Config } from '../../infra/config';
+import { ReputationCache, loadSendPolicy } from '../../projections/analytics/sendPolicy';
 import type { BlockRecord, DomainRecord } from '../../projections/directory/queries';
 import type { DirectoryCache } from '../directoryCache';
 import type { QuotaDecision, SendQuota } from '../quota/sendQuota';
@@ -23,8 +24,23 @@ export interface SendDeps {
   store: EventStore;
   directory: DirectoryCache;
   quota: SendQuota;
-  config: Pick<Config, 'defaultPlan' | 'enforceAccountLimit' | 'hostname'>;
+  config: Pick<Config, 'defaultPlan' | 'enforceAccountLimit' | 'hostname' | 'plans' | 'accountFallback' | 'enforceWarmup'>;
+  /** Reputation per block for the throttle; default: one cache per database, 30 s per block. */
+  reputation?: ReputationCache;
 }
+
+const reputationCaches = new WeakMap<object, ReputationCache>();
+function reputationCacheOf(deps: SendDeps): ReputationCache {
+  if (deps.reputation) return deps.reputation;
+  let cache = reputationCaches.get(deps.directory.db);
+  if (!cache) {
+    cache = new ReputationCache(deps.directory.db);
+    reputationCaches.set(deps.directory.db, cache);
+  }
+  return cache;
+}
+
+const secondsToNextUtcDay = (now: Date): number => Math.max(1, Math.ceil((Math.floor(now.getTime() / 86_400_000 + 1) * 86_400_000 - now.getTime()) / 1000));
 
 export interface SendCommand {
   motorBlockId: string;
@@ -100,21 +116,34 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
   }
 
   const account = await deps.directory.account(block.accountId);
-  const plan = deps.config.defaultPlan;
+  // Effective ceilings: configured (else the account's plan), lowered by the reputation throttle
+  // and, when ENFORCE_WARMUP is on, by the domain's warm-up cap (projections/analytics/sendPolicy.ts).
+  const policy = await loadSendPolicy(
+    deps.directory.db, deps.config, { block, accountPlan: account?.plan ?? null, domainAddedAt: domain.addedAt ?? null }, cmd.now, reputationCacheOf(deps),
+  );
   const quota = await deps.quota.consume({
     motorBlockId: block.id,
     accountId: block.accountId,
     count: request.to.length,
-    block: { burst: block.limits.burst ?? plan.burst, hourly: block.limits.hourly ?? plan.hourly, daily: block.limits.daily ?? plan.daily },
-    account: { hourly: plan.accountHourly, daily: plan.accountDaily },
+    block: policy.block.effective,
+    account: policy.account,
+    // Always measured (every send charges the account counters); refused only behind the switch.
     enforceAccount: deps.config.enforceAccountLimit && account !== null,
     now: cmd.now,
   });
   if (quota.kind === 'denied') {
+    if (quota.dimension === 'daily' && policy.warmupBinding && policy.warmup) {
+      const retryAfterSeconds = secondsToNextUtcDay(cmd.now);
+      // SPEC 429 contract: the warm-up refusal sets Retry-After only (no RateLimit-* headers).
+      throw fail('rate_limited_warmup', 429,
+        `Sending domain ${domain.name} is warming up (day ${policy.warmup.day}: ${policy.warmup.dailyCap} recipients per UTC day) and today's send buffer is full (${quota.used}/${quota.limit}). Retry in ${retryAfterSeconds}s.`,
+        { details: { retryAfterSeconds, warmupDay: policy.warmup.day, dailyCap: policy.warmup.dailyCap }, nextAction: 'Retry after the UTC day rolls over; see docs/ANALYTICS.md for the warm-up schedule' },
+      );
+    }
     const accountWide = quota.dimension.startsWith('acct_');
     throw fail(accountWide ? 'rate_limited_account' : 'rate_limited_block', 429,
       `${accountWide ? 'Account-wide' : 'Motor Block'} send limit exceeded (${quota.dimension}): ${quota.used}/${quota.limit}. Retry in ${quota.retryAfterSeconds}s.`,
-      { details: { retryAfterSeconds: quota.retryAfterSeconds, dimension: quota.dimension, rateLimit: { limit: quota.limit, remaining: 0, reset: quota.retryAfterSeconds } } },
+      { details: { retryAfterSeconds: quota.retryAfterSeconds, dimension: quota.dimension, ...(policy.block.throttled && !accountWide ? { throttleReason: policy.block.throttleReason } : {}), rateLimit: { limit: quota.limit, used: quota.used, remaining: 0, reset: quota.retryAfterSeconds } } },
     );
   }
 

@@ -67,7 +67,8 @@ export function signPublicToken(settings: TokenSettings, c: Omit<PublicTokenClai
   const token = jwt.sign(
     { mbid: c.motorBlockId, acct: c.accountId, scope: c.scopes.join(' '), uid: c.userId, cid: c.clientId, iat, exp: iat + ttlSeconds },
     settings.secret,
-    { algorithm: 'HS256', issuer: settings.issuer, audience: settings.audience, jwtid: tokenId, noTimestamp: true },
+    // iat comes from the injected clock; jsonwebtoken keeps a payload iat (noTimestamp would drop it).
+    { algorithm: 'HS256', issuer: settings.issuer, audience: settings.audience, jwtid: tokenId },
   );
   return { token, claims: { ...c, tokenId, expiresAt: new Date((iat + ttlSeconds) * 1000) } };
 }

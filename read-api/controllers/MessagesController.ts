@@ -2,10 +2,10 @@ import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import { fail } from '../../domain/errors';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { getMessageBySmtpId } from '../../projections/messages';
+import { stripAngleBrackets } from '../../projections/messages';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
-import { readMessage, readRecipients, readTimeline } from '../messages/messageReads';
+import { readMessage, readMessageBySmtpId, readRecipients, readTimeline } from '../messages/messageReads';
 import { messageDto, recipientsDto, timelineDto, type MessageDto, type RecipientsDto, type TimelineEventDto } from '../messages/present';
 
 export interface MessageResponse { success: true; data: MessageDto; pii_masked: boolean }
@@ -18,7 +18,9 @@ const notFound = () => fail('message_not_found', 404, 'Message not found');
 @Tags('Messages')
 @Security('publicBearer', ['logs.read'])
 @Response<ErrorResponse>(401, 'Token missing, invalid or expired')
+@Response<ErrorResponse>(400, 'invalid_query: a query parameter is malformed')
 @Response<ErrorResponse>(403, 'Scope missing, token bound to another block, or includePII without logs.pii')
+@Response<ErrorResponse>(429, 'rate_limited: API request limit of this token exceeded')
 export class MessagesController extends Controller {
   /** Looks a message up by its RFC Message-ID (with or without angle brackets). Not a collection. */
   @Get()
@@ -28,8 +30,8 @@ export class MessagesController extends Controller {
     const p = principalOf(req);
     const unmasked = piiAllowed(p, includePII);
     if (p.kind !== 'publicBearer') throw fail('invalid_token', 401, 'Bearer token missing or invalid');
-    if (smtpMessageId.trim() === '' || smtpMessageId.length > 998) throw fail('invalid_query', 400, 'smtpMessageId is required');
-    const m = await getMessageBySmtpId(ctx.db, { motorBlockIds: [p.motorBlockId] }, smtpMessageId.trim());
+    if (stripAngleBrackets(smtpMessageId) === '' || smtpMessageId.length > 998) throw fail('invalid_query', 400, 'smtpMessageId is required');
+    const m = await readMessageBySmtpId(ctx.db, ctx.store, p.motorBlockId, smtpMessageId);
     if (!m) throw notFound();
     return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
   }

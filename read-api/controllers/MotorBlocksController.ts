@@ -1,9 +1,12 @@
 import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
+import { fail } from '../../domain/errors';
+import { planOf } from '../../infra/config';
 import { searchLogs } from '../../projections/messages';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
+import { retentionRange } from '../http/retention';
 import { messageDto, type MessageDto } from '../messages/present';
 
 export interface MotorBlockSummary {
@@ -30,6 +33,7 @@ export interface LogsResponse { success: true; data: LogsPage }
 @Tags('Motor Blocks')
 @Response<ErrorResponse>(401, 'Token missing, invalid or expired')
 @Response<ErrorResponse>(403, 'Scope missing or token bound to another block')
+@Response<ErrorResponse>(429, 'rate_limited: API request limit of this token exceeded')
 export class MotorBlocksController extends Controller {
   /** The Motor Blocks this token may access (a public token is bound to one block). Any scope. */
   @Get()
@@ -56,6 +60,8 @@ export class MotorBlocksController extends Controller {
    * @param limit 1 to 1000, default 100
    * @param status queued, processed, deferred, delivered, bounced, failed, complained or sent; a comma-separated list is ORed
    * @param currentOutcome alias of status
+   * @param from ISO 8601; inside the plan's retention window (default: the window's start)
+   * @param to ISO 8601
    */
   @Get('{id}/logs')
   @Security('publicBearer', ['logs.read'])
@@ -76,7 +82,12 @@ export class MotorBlocksController extends Controller {
     const p = principalOf(req);
     requireBlock(p, id);
     const unmasked = piiAllowed(p, includePII);
-    const page = await searchLogs(ctx.db, { motorBlockId: id, from, to, query, status: status ?? currentOutcome, limit, cursor });
+    if (status !== undefined && currentOutcome !== undefined && status !== currentOutcome) {
+      throw fail('invalid_query', 400, 'status and currentOutcome are the same filter: give one of them');
+    }
+    const account = p.kind === 'publicBearer' ? await ctx.directory.account(p.accountId) : null;
+    const range = retentionRange({ from, to }, planOf(ctx.config, account?.plan ?? null).plan.retentionDays, ctx.clock.now());
+    const page = await searchLogs(ctx.db, { motorBlockId: id, from: range.from, to: range.to, query, status: status ?? currentOutcome, limit, cursor });
     return { success: true, data: { items: page.items.map((m) => messageDto(m, unmasked)), nextCursor: page.nextCursor, limit: limit ?? 100, pii_masked: !unmasked } };
   }
 }

@@ -1,8 +1,10 @@
 import type { Request } from 'express';
 import { authenticateApiKey, extractApiKey } from '../../commands/credentials/apiKeyAuth';
 import { verifyPublicToken } from '../../commands/tokens/publicTokens';
+import { dashboardTokenSettings, verifyDashboardToken } from '../../commands/auth/dashboardTokens';
 import { hasScopes } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
+import type { RequestLimiter } from '../../commands/quota/requestLimiter';
 import { ctxOf, type HttpContext } from './context';
 import { credentialId, type Principal } from './principal';
 
@@ -13,7 +15,9 @@ import { credentialId, type Principal } from './principal';
  * API request limit per credential and sets the X-RateLimit-* headers.
  *
  * Security names: blockApiKey (POST /v1/send, /v1/test-email), accountApiKey (token minting),
- * publicBearer (all of /api/public/v1; the listed scopes are ALL required).
+ * publicBearer (all of /api/public/v1; the listed scopes are ALL required), dashboardJwt (the
+ * dashboard routes: onboarding's web-handoff, token minting, credential management; a dashboard
+ * user acts on its whole account, so no scopes).
  */
 export async function expressAuthentication(request: Request, securityName: string, scopes: string[] = []): Promise<Principal> {
   const ctx = ctxOf(request);
@@ -49,6 +53,12 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
       }
       return { kind: 'publicBearer', ...claims };
     }
+    case 'dashboardJwt': {
+      const token = bearerToken(request);
+      if (token === null) throw fail('invalid_token', 401, 'Dashboard token missing or invalid', { nextAction: 'Send Authorization: Bearer <token> from POST /api/auth/login' });
+      const claims = verifyDashboardToken(dashboardTokenSettings(ctx.config), token, ctx.clock.now());
+      return { kind: 'dashboard', ...claims };
+    }
     default:
       throw new Error(`Unknown security scheme ${securityName}`);
   }
@@ -62,8 +72,27 @@ export function bearerToken(request: Request): string | null {
   return m ? m[1] : null;
 }
 
+/**
+ * Routes without a credential (onboarding, POST /api/email/validate) are limited per client IP,
+ * at ANONYMOUS_REQUEST_LIMIT per minute, with the same X-RateLimit-* headers and 429.
+ */
+const anonymousLimiters = new WeakMap<HttpContext, RequestLimiter>();
+export async function applyClientIpLimit(request: Request): Promise<void> {
+  const ctx = ctxOf(request);
+  let limiter = anonymousLimiters.get(ctx);
+  if (!limiter) {
+    limiter = ctx.limiter.withLimit(ctx.config.anonymousRequestLimit);
+    anonymousLimiters.set(ctx, limiter);
+  }
+  await applyLimit(limiter, ctx, request, `ip:${request.ip ?? 'unknown'}`);
+}
+
 async function applyRequestLimit(ctx: HttpContext, request: Request, principal: Principal): Promise<void> {
-  const reading = await ctx.limiter.hit(credentialId(principal), ctx.clock.now());
+  await applyLimit(ctx.limiter, ctx, request, credentialId(principal));
+}
+
+async function applyLimit(limiter: RequestLimiter, ctx: HttpContext, request: Request, id: string): Promise<void> {
+  const reading = await limiter.hit(id, ctx.clock.now());
   const res = request.res;
   if (!res) return;
   res.setHeader('X-RateLimit-Limit', String(reading.limit));

@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { ValidateError } from '@tsoa/runtime';
 import { EventStoreUnavailableError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
+import { isUnavailable } from '../../infra/eventstore/postgres/errors';
 import { ctxOf } from './context';
 
 /**
@@ -22,6 +23,7 @@ const ERROR_TEXT: Record<string, string> = {
   motor_block_forbidden: 'Forbidden',
   not_found: 'Not found',
   event_store_unavailable: 'Service unavailable',
+  database_unavailable: 'Service unavailable',
   internal_error: 'Internal error',
 };
 
@@ -57,7 +59,20 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     return;
   }
   if (err instanceof ValidateError) {
+    // A bad query or path parameter of a read is a bad request (400 invalid_query, SPEC "Public
+    // API errors"); 422 is for request bodies (send and token-minting validation). tsoa's field
+    // names do not reliably say body from query (array items lose the prefix), the method does.
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      const fields = Object.entries(err.fields).map(([field, v]) => ({ field, message: v.message }));
+      res.status(400).json(errorBody('invalid_query', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request parameters', { details: { fields } }));
+      return;
+    }
     const fields = Object.entries(err.fields).map(([field, v]) => ({ field: field.replace(/^(requestBody|body)\.?/, '') || 'body', message: v.message }));
+    // Account and dashboard routes (/api/... outside /api/public) answer 400 for a bad body (docs/AUTH.md).
+    if (req.path.startsWith('/api/') && !req.path.startsWith('/api/public/')) {
+      res.status(400).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
+      return;
+    }
     res.status(422).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
     return;
   }
@@ -74,9 +89,16 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     res.status(415).json(errorBody('unsupported_encoding', e.message ?? 'Unsupported body encoding'));
     return;
   }
-  if (err instanceof EventStoreUnavailableError) {
+  // A PostgreSQL that cannot be reached fails the directory lookup of authentication before the
+  // append is tried: with the default store that database IS the event store, so it is the same
+  // 503 (never a 500, never a 200). With EVENTSTORE_URL only the read models are down.
+  const knexTimeout = (err as { name?: string })?.name === 'KnexTimeoutError';
+  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || knexTimeout) {
+    const store = err instanceof EventStoreUnavailableError || !ctxOf(req).config.eventstoreUrl;
+    const what = store ? 'The event store is unavailable' : 'The database is unavailable';
     res.setHeader('Retry-After', '5');
-    res.status(503).json(errorBody('event_store_unavailable', 'The event store is unavailable; nothing was accepted. Retry shortly.'));
+    res.status(503).json(errorBody(store ? 'event_store_unavailable' : 'database_unavailable',
+      `${what}; ${req.method === 'GET' || req.method === 'HEAD' ? 'retry shortly' : 'nothing was accepted. Retry shortly'}.`));
     return;
   }
   ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { isUuid } from '../../domain/ids';
 import {
-  foldMessageView, getMessage, getMessageEvents, getRecipients, messageRecordOf, recipientsRecordOf, timelineEntryOf,
+  foldMessageView, getMessage, getMessageBySmtpId, getMessageEvents, getRecipients, messageRecordOf, recipientsRecordOf, stripAngleBrackets, timelineEntryOf,
   type MessageRecord, type RecipientsRecord, type TimelineEntry,
 } from '../../projections/messages';
 
@@ -25,6 +25,20 @@ export async function readMessage(db: Knex, store: EventStore, id: string): Prom
   if (row) return row;
   const view = foldMessageView(asInputs(await stream(store, id)));
   return view && view.accepted ? messageRecordOf(view) : null;
+}
+
+/**
+ * Lookup by RFC Message-ID inside one block. Motor's own Message-IDs are `<send id>@<domain>`, so a
+ * message accepted a moment ago is found in its stream too.
+ */
+export async function readMessageBySmtpId(db: Knex, store: EventStore, motorBlockId: string, smtpMessageId: string): Promise<MessageRecord | null> {
+  const row = await getMessageBySmtpId(db, { motorBlockIds: [motorBlockId] }, smtpMessageId);
+  if (row) return row;
+  const sid = stripAngleBrackets(smtpMessageId);
+  const local = sid.slice(0, sid.lastIndexOf('@'));
+  if (!isUuid(local)) return null;
+  const m = await readMessage(db, store, local.toLowerCase());
+  return m && m.motorBlockId === motorBlockId && m.smtpMessageId === sid ? m : null;
 }
 
 export async function readRecipients(db: Knex, store: EventStore, id: string): Promise<RecipientsRecord | null> {

@@ -1,0 +1,112 @@
+import type { EventStore } from '../../domain/eventStore';
+import { streamName } from '../../domain/eventStore';
+import { generateApiKey, generateSmtpPassword, maskApiKey, type ApiKeyKind } from '../../domain/credentials/apiKeys';
+import { SCOPES, isScope } from '../../domain/credentials/scopes';
+import { fail } from '../../domain/errors';
+import { asDomainEvent, type ApiKeyCreated, type MotorBlockCreated } from '../../domain/events';
+import { isUuid, newId } from '../../domain/ids';
+import { appendEvents } from './streams';
+
+/**
+ * Credential management for a signed-in dashboard user (docs/AUTH.md): account API keys, a
+ * block's API keys, the block's SMTP password. Secrets are returned once and only their SHA-256
+ * enters the log. Ownership is read from the streams themselves (no projection lag), and anything
+ * outside the caller's account answers 404, so ids of other accounts do not leak.
+ */
+
+const validation = (message: string, field: string) => fail('validation_error', 400, message, { details: { field } });
+const blockNotFound = () => fail('motor_block_not_found', 404, 'No such Motor Block in this account');
+const keyNotFound = () => fail('api_key_not_found', 404, 'No such API key');
+
+export function checkName(name: unknown): string | undefined {
+  if (name === undefined) return undefined;
+  if (typeof name !== 'string' || name.trim().length === 0 || name.length > 100 || /[\u0000-\u001f]/.test(name)) throw validation('name must be 1 to 100 printable characters', 'name');
+  return name.trim();
+}
+
+export function checkScopes(scopes: unknown): string[] {
+  if (scopes === undefined) return [...SCOPES];
+  if (!Array.isArray(scopes) || scopes.length === 0 || scopes.some((s) => typeof s !== 'string')) throw validation('scopes must be a non-empty array of scope names', 'scopes');
+  const unknown = scopes.filter((s) => !isScope(s));
+  if (unknown.length > 0) throw validation(`Unknown scopes: ${unknown.join(', ')}`, 'scopes');
+  return [...new Set(scopes as string[])].sort();
+}
+
+/** The block as created, when it is the caller's; 404 otherwise (also for a malformed id: 400). */
+export async function ownedBlock(store: EventStore, accountId: string, motorBlockId: string): Promise<{ created: MotorBlockCreated; revision: bigint }> {
+  if (!isUuid(motorBlockId)) throw fail('invalid_id', 400, 'Motor Block id must be a uuid');
+  const events = await store.readStream(streamName('motorBlock', motorBlockId));
+  const first = events[0] ? asDomainEvent(events[0]) : null;
+  if (!first || first.type !== 'MotorBlockCreated' || first.data.accountId !== accountId) throw blockNotFound();
+  return { created: first.data, revision: events[events.length - 1].revision };
+}
+
+async function ownedKey(store: EventStore, accountId: string, keyId: string, kind: ApiKeyKind, motorBlockId?: string) {
+  if (!isUuid(keyId)) throw fail('invalid_id', 400, 'API key id must be a uuid');
+  const events = await store.readStream(streamName('apiKey', keyId));
+  const typed = events.map(asDomainEvent);
+  const created = typed[0]?.type === 'ApiKeyCreated' ? typed[0].data : null;
+  if (!created || created.accountId !== accountId || created.kind !== kind || (motorBlockId !== undefined && created.motorBlockId !== motorBlockId)) throw keyNotFound();
+  const revoked = typed.find((e) => e?.type === 'ApiKeyRevoked');
+  return { created, revokedAt: revoked?.type === 'ApiKeyRevoked' ? revoked.data.revokedAt : null, revision: events[events.length - 1].revision };
+}
+
+export interface CreatedKey { id: string; kind: ApiKeyKind; key: string; masked: string; prefix: string; name: string | null; scopes: string[]; motorBlockId: string | null; createdAt: string }
+
+async function createKey(store: EventStore, actor: string, data: Omit<ApiKeyCreated, 'keyId' | 'prefix' | 'secretHash'>): Promise<CreatedKey> {
+  const keyId = newId();
+  const k = generateApiKey(data.kind);
+  await appendEvents(store, streamName('apiKey', keyId), [{ type: 'ApiKeyCreated', data: { ...data, keyId, prefix: k.prefix, secretHash: k.secretHash } }], 'no_stream', actor);
+  return { id: keyId, kind: data.kind, key: k.key, masked: maskApiKey(data.kind, k.prefix), prefix: k.prefix, name: data.name ?? null, scopes: data.scopes, motorBlockId: data.motorBlockId ?? null, createdAt: data.createdAt };
+}
+
+export interface Actor { userId: string; accountId: string }
+const actorOf = (a: Actor) => `user:${a.userId}`;
+
+export async function createAccountKey(store: EventStore, a: Actor, body: { name?: unknown; scopes?: unknown }, now: Date): Promise<CreatedKey> {
+  const name = checkName(body.name);
+  const scopes = checkScopes(body.scopes);
+  return createKey(store, actorOf(a), { kind: 'account', accountId: a.accountId, scopes, ...(name ? { name } : {}), createdAt: now.toISOString() });
+}
+
+export async function revokeAccountKey(store: EventStore, a: Actor, keyId: string, now: Date): Promise<{ id: string; revokedAt: string }> {
+  return revoke(store, a, await ownedKey(store, a.accountId, keyId, 'account'), now);
+}
+
+async function revoke(store: EventStore, a: Actor, k: Awaited<ReturnType<typeof ownedKey>>, now: Date) {
+  // Revoking twice is harmless: the first revocation stands.
+  if (k.revokedAt) return { id: k.created.keyId, revokedAt: k.revokedAt };
+  const revokedAt = now.toISOString();
+  await appendEvents(store, streamName('apiKey', k.created.keyId), [{ type: 'ApiKeyRevoked', data: { keyId: k.created.keyId, revokedAt } }], 'any', actorOf(a));
+  return { id: k.created.keyId, revokedAt };
+}
+
+export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: string, body: { name?: unknown }, now: Date): Promise<CreatedKey> {
+  const name = checkName(body?.name);
+  await ownedBlock(store, a.accountId, motorBlockId);
+  return createKey(store, actorOf(a), { kind: 'block', accountId: a.accountId, motorBlockId, scopes: [], ...(name ? { name } : {}), createdAt: now.toISOString() });
+}
+
+export async function revokeBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date) {
+  await ownedBlock(store, a.accountId, motorBlockId);
+  return revoke(store, a, await ownedKey(store, a.accountId, keyId, 'block', motorBlockId), now);
+}
+
+/** A new key replaces the old one: created first, then the old one revoked (a crash in between leaves two valid keys, never none). */
+export async function rotateBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date): Promise<CreatedKey & { replaces: string }> {
+  await ownedBlock(store, a.accountId, motorBlockId);
+  const old = await ownedKey(store, a.accountId, keyId, 'block', motorBlockId);
+  if (old.revokedAt) throw fail('api_key_revoked', 409, 'This key is revoked; create a new one instead');
+  const created = await createKey(store, actorOf(a), { kind: 'block', accountId: a.accountId, motorBlockId, scopes: [], ...(old.created.name ? { name: old.created.name } : {}), createdAt: now.toISOString() });
+  await revoke(store, a, old, now);
+  return { ...created, replaces: keyId };
+}
+
+/** Generates the block's SMTP password (shown once; replaces the previous one at once). */
+export async function resetSmtpPassword(store: EventStore, a: Actor, motorBlockId: string, now: Date) {
+  const { created } = await ownedBlock(store, a.accountId, motorBlockId);
+  const smtp = generateSmtpPassword();
+  const setAt = now.toISOString();
+  await appendEvents(store, streamName('motorBlock', motorBlockId), [{ type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt } }], 'any', actorOf(a));
+  return { motorBlockId, smtpUsername: created.smtpUsername, password: smtp.password, setAt };
+}

@@ -1,0 +1,242 @@
+import type { Knex } from 'knex';
+import type { EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { fail, type DomainError } from '../../domain/errors';
+import { newId, uuidV5, type Clock } from '../../domain/ids';
+import { foldSession, refresh as decideRefresh, startSession, invalidRefreshToken, type SessionEvent } from '../../domain/account/session';
+import {
+  USER_RULES, checkLoginAllowed, foldUser, login as decideLogin, register as decideRegister, setPassword as decideSetPassword,
+  verifyCode as decideVerifyCode, type UserEvent,
+} from '../../domain/account/user';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import { isValidAddress } from '../../domain/message/sendRules';
+import type { Config } from '../../infra/config';
+import type { KeyStore } from '../../infra/keys/keyStore';
+import type { SendQuota } from '../quota/sendQuota';
+import { dashboardTokenSettings, signDashboardToken } from './dashboardTokens';
+import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPassword } from './passwords';
+import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
+import { appendEvents, decideAndAppend, load } from './streams';
+import { sendSystemMail } from './systemMail';
+
+/**
+ * Onboarding and session command handlers (SPEC "Onboarding routes"). Every step is an event on
+ * the user's stream (`user-<v5(email)>`), a session's stream (`authSession-<uuid>`) or a handoff's
+ * stream (`webHandoff-<uuid>`); the decisions are the pure functions of domain/account/. Single-use
+ * secrets are spent under the stream's expected revision, so two racing requests cannot both win.
+ */
+
+export interface AuthDeps {
+  store: EventStore;
+  db: Knex;
+  keys: KeyStore;
+  quota: SendQuota;
+  config: Config;
+}
+
+const USER_TYPES: readonly string[] = ['AccountRegistered', 'VerificationCodeIssued', 'VerificationCodeRejected', 'EmailVerified', 'PasswordSet', 'LoginSucceeded', 'LoginFailed', 'UserLockedOut'];
+const SESSION_TYPES: readonly string[] = ['SessionStarted', 'RefreshTokenRotated', 'SessionRevoked'];
+
+export const userIdOf = (email: string): string => uuidV5(`user:${email}`);
+const userStream = (email: string) => streamName('user', userIdOf(email));
+/** The code pepper: HMAC key derived from TOKEN_SECRET (never stored). */
+const pepperOf = (config: Config) => sha256Hex(`motor.verification-code.v1:${config.tokenSecret}`);
+
+const validation = (message: string, field: string) => fail('validation_error', 400, message, { details: { field } });
+
+/** Bodies are checked here too (tsoa already refused unknown fields and wrong types). */
+export function normalizeEmail(raw: unknown): string {
+  if (typeof raw !== 'string') throw validation('email is required', 'email');
+  const email = raw.trim();
+  if (email.length === 0 || email.length > 254 || !isValidAddress(email)) throw fail('invalid_email', 400, 'email is not a valid address', { details: { field: 'email' } });
+  const at = email.lastIndexOf('@');
+  return `${email.slice(0, at)}@${email.slice(at + 1).toLowerCase()}`.toLowerCase();
+}
+
+// ------------------------------------------------------------------------------ register
+export async function register(deps: AuthDeps, rawEmail: unknown, now: Date): Promise<{ email: string; expiresInSeconds: number }> {
+  const email = normalizeEmail(rawEmail);
+  const userId = userIdOf(email);
+  const code = generateCode();
+  const issued = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
+    const events = decideRegister(s, { userId, accountId: s.accountId ?? newId(), email, codeHash: codeHash(pepperOf(deps.config), userId, code), now });
+    return { events: events as UserEvent[], result: events[events.length - 1].data as { issuedAt: string } };
+  }, 'anonymous');
+  const base = deps.config.publicBaseUrl.replace(/\/+$/, '');
+  const minutes = USER_RULES.codeTtlMs / 60_000;
+  await sendSystemMail(deps, {
+    to: email,
+    subject: `${code} is your Motor verification code`,
+    text: [
+      `Your Motor verification code is ${code}`,
+      '',
+      `It expires in ${minutes} minutes and works once. Enter it where you signed up, or continue at:`,
+      `${base}/dashboard/verify?email=${encodeURIComponent(email)}`,
+      '',
+      'If you did not ask for this code, ignore this mail.',
+    ].join('\n'),
+    purpose: 'verification_code',
+    idempotencyKey: `verification-code:${userId}:${issued.issuedAt}`,
+  }, now);
+  return { email, expiresInSeconds: USER_RULES.codeTtlMs / 1000 };
+}
+
+// ------------------------------------------------------------------------------ verify-code
+export async function verifyCode(deps: AuthDeps, body: { email?: unknown; code?: unknown }, now: Date) {
+  const email = normalizeEmail(body.email);
+  if (typeof body.code !== 'string' || !/^\d{6}$/.test(body.code)) throw validation('code must be the 6 digits from the mail', 'code');
+  const userId = userIdOf(email);
+  const token = setupToken();
+  const { error } = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
+    const d = decideVerifyCode(s, { codeHash: codeHash(pepperOf(deps.config), userId, body.code as string), setupTokenHash: sha256Hex(token), now });
+    return { events: d.events, result: { error: d.error } };
+  }, 'anonymous');
+  if (error) throw error;
+  return { setupToken: token, expiresInSeconds: USER_RULES.setupTtlMs / 1000, expiresAt: new Date(now.getTime() + USER_RULES.setupTtlMs).toISOString() };
+}
+
+// ------------------------------------------------------------------------------ sessions
+export interface SessionTokens {
+  token: string; tokenType: 'Bearer'; expiresIn: number; expiresAt: string;
+  refreshToken: string; refreshExpiresAt: string;
+  userId: string; accountId: string;
+}
+
+async function openSession(deps: AuthDeps, user: { userId: string; accountId: string }, channel: string, now: Date, sessionId = newId()): Promise<SessionTokens> {
+  const secret = randomSecret();
+  const refreshToken = opaqueToken('rt', sessionId, secret);
+  const events = startSession(foldSession([]), { sessionId, userId: user.userId, accountId: user.accountId, channel, refreshTokenHash: sha256Hex(secret), now });
+  await appendEvents(deps.store, streamName('authSession', sessionId), events, 'no_stream', `user:${user.userId}`);
+  return tokensFor(deps, user, sessionId, refreshToken, (events[0] as Extract<SessionEvent, { type: 'SessionStarted' }>).data.refreshExpiresAt, now);
+}
+
+function tokensFor(deps: AuthDeps, user: { userId: string; accountId: string }, sessionId: string, refreshToken: string, refreshExpiresAt: string, now: Date): SessionTokens {
+  const jwt = signDashboardToken(dashboardTokenSettings(deps.config), { ...user, sessionId }, now);
+  return {
+    token: jwt.token, tokenType: 'Bearer', expiresIn: jwt.expiresIn, expiresAt: jwt.expiresAt.toISOString(),
+    refreshToken, refreshExpiresAt, userId: user.userId, accountId: user.accountId,
+  };
+}
+
+// ------------------------------------------------------------------------------ set-password
+export function checkPassword(password: unknown): string {
+  if (typeof password !== 'string') throw validation('password is required', 'password');
+  const chars = [...password];
+  if (chars.length < PASSWORD_MIN || chars.length > PASSWORD_MAX || password.trim().length === 0 || /[\u0000-\u001f\u007f]/.test(password)) {
+    throw fail('weak_password', 400, `password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters, without control characters`, { details: { field: 'password' } });
+  }
+  return password;
+}
+
+export function checkChannel(channel: unknown): string {
+  if (channel === undefined) return 'web';
+  if (typeof channel !== 'string' || !/^[a-z][a-z0-9_-]{0,31}$/.test(channel)) throw validation('channel must be a short lower-case name such as agent or web', 'channel');
+  return channel;
+}
+
+export async function setPassword(deps: AuthDeps, body: { email?: unknown; password?: unknown; setupToken?: unknown; channel?: unknown }, now: Date): Promise<SessionTokens> {
+  const email = normalizeEmail(body.email);
+  const password = checkPassword(body.password);
+  const channel = checkChannel(body.channel);
+  if (!isSetupTokenShape(body.setupToken)) throw fail('invalid_setup_token', 401, 'The setup token is invalid or was already used', { details: { field: 'setupToken' } });
+  const presented = sha256Hex(body.setupToken);
+  const passwordHash = await hashPassword(password);
+  // The account exists in the directory from the first password on (an unverified address never makes one).
+  const { state } = await load(deps.store, userStream(email), USER_TYPES, foldUser);
+  decideSetPassword(state, { setupTokenHash: presented, passwordHash, channel, now });
+  if (state.passwordHash === null && state.accountId) {
+    try {
+      await deps.store.append(streamName('account', state.accountId), [toEventData(newId(), {
+        type: 'AccountCreated', data: { accountId: state.accountId, email, plan: deps.config.defaultPlan.name, createdAt: now.toISOString() },
+      } as DomainEvent, { actor: `user:${state.userId}` })], { expectedRevision: 'no_stream' });
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError)) throw err;
+    }
+  }
+  const user = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => ({
+    events: decideSetPassword(s, { setupTokenHash: presented, passwordHash, channel, now }),
+    result: { userId: s.userId!, accountId: s.accountId! },
+  }), `user:${state.userId}`);
+  return openSession(deps, user, channel, now);
+}
+
+// ------------------------------------------------------------------------------ login
+export async function login(deps: AuthDeps, body: { email?: unknown; password?: unknown }, remoteAddress: string | null, clock: Clock): Promise<SessionTokens> {
+  const started = clock.now();
+  const email = normalizeEmail(body.email);
+  if (typeof body.password !== 'string' || body.password.length === 0 || body.password.length > 1024) throw validation('password is required', 'password');
+  const password = body.password;
+  const sessionId = newId();
+  const first = await load(deps.store, userStream(email), USER_TYPES, foldUser);
+  checkLoginAllowed(first.state, started);
+  const ok = first.state.passwordHash !== null ? await verifyPassword(password, first.state.passwordHash) : await burnPasswordCheck(password);
+  // The slowdown counts from when the failure was known, not from when the (slow) check began.
+  const now = clock.now();
+  const { error, user } = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
+    // Another attempt landed meanwhile: decide on the fresh state (the password check stays valid
+    // unless the password itself changed, in which case this attempt fails).
+    const passwordOk = ok && s.passwordHash === first.state.passwordHash;
+    const d = decideLogin(s, { passwordOk, sessionId, remoteAddress, now });
+    return { events: d.events, result: { error: d.error as DomainError | undefined, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' } } };
+  }, 'anonymous');
+  if (error) throw error;
+  return openSession(deps, user, 'login', now, sessionId);
+}
+
+// ------------------------------------------------------------------------------ refresh
+export async function refreshSession(deps: AuthDeps, body: { refreshToken?: unknown }, now: Date): Promise<SessionTokens> {
+  if (typeof body.refreshToken !== 'string') throw validation('refreshToken is required', 'refreshToken');
+  const parsed = parseOpaqueToken('rt', body.refreshToken);
+  if (!parsed) throw invalidRefreshToken();
+  const secret = randomSecret();
+  const next = opaqueToken('rt', parsed.id, secret);
+  const r = await decideAndAppend(deps.store, streamName('authSession', parsed.id), SESSION_TYPES, foldSession, (s) => {
+    const d = decideRefresh(s, { presentedHash: sha256Hex(parsed.secret), nextHash: sha256Hex(secret), now });
+    const rotated = d.events.find((e) => e.type === 'RefreshTokenRotated') as Extract<SessionEvent, { type: 'RefreshTokenRotated' }> | undefined;
+    return { events: d.events, result: { error: d.error, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' }, refreshExpiresAt: rotated?.data.refreshExpiresAt ?? '' } };
+  }, 'anonymous');
+  if (r.error) throw r.error;
+  return tokensFor(deps, r.user, parsed.id, next, r.refreshExpiresAt, now);
+}
+
+// ------------------------------------------------------------------------------ web handoff
+export const HANDOFF_TTL_SECONDS = 60;
+
+export function checkRedirectPath(v: unknown): string {
+  if (v === undefined) return '/dashboard';
+  if (typeof v !== 'string' || !/^\/(?![/\\])[\x21-\x7e]{0,512}$/.test(v)) throw validation('redirectPath must be a path on this site starting with a single /', 'redirectPath');
+  return v;
+}
+
+export async function issueWebHandoff(deps: AuthDeps, user: { userId: string; accountId: string }, body: { redirectPath?: unknown }, now: Date) {
+  const redirectPath = checkRedirectPath(body?.redirectPath);
+  const handoffId = newId();
+  const secret = randomSecret();
+  const code = opaqueToken('wh', handoffId, secret);
+  const expiresAt = new Date(now.getTime() + HANDOFF_TTL_SECONDS * 1000).toISOString();
+  await appendEvents(deps.store, streamName('webHandoff', handoffId), [{
+    type: 'WebHandoffIssued', data: { handoffId, userId: user.userId, accountId: user.accountId, codeHash: sha256Hex(secret), redirectPath, expiresAt, issuedAt: now.toISOString() },
+  }], 'no_stream', `user:${user.userId}`);
+  const base = deps.config.publicBaseUrl.replace(/\/+$/, '');
+  // The code travels in the fragment: browsers never send it to a server or put it in a Referer.
+  return { url: `${base}/dashboard/handoff#code=${code}`, code, expiresIn: HANDOFF_TTL_SECONDS, expiresAt };
+}
+
+const invalidHandoff = () => fail('invalid_handoff', 401, 'The handoff code is invalid, expired or already used', { nextAction: 'Ask for a new handoff URL' });
+
+export async function redeemWebHandoff(deps: AuthDeps, body: { code?: unknown }, now: Date): Promise<SessionTokens & { redirectPath: string }> {
+  const parsed = parseOpaqueToken('wh', body.code);
+  if (!parsed) throw invalidHandoff();
+  const sessionId = newId();
+  const issued = await decideAndAppend(deps.store, streamName('webHandoff', parsed.id), ['WebHandoffIssued', 'WebHandoffRedeemed'],
+    (events: Array<Extract<DomainEvent, { type: 'WebHandoffIssued' | 'WebHandoffRedeemed' }>>) => ({
+      issued: events.find((e) => e.type === 'WebHandoffIssued')?.data as Extract<DomainEvent, { type: 'WebHandoffIssued' }>['data'] | undefined,
+      redeemed: events.some((e) => e.type === 'WebHandoffRedeemed'),
+    }),
+    (s) => {
+      if (!s.issued || s.redeemed || sha256Hex(parsed.secret) !== s.issued.codeHash || now.getTime() >= Date.parse(s.issued.expiresAt)) throw invalidHandoff();
+      return { events: [{ type: 'WebHandoffRedeemed', data: { handoffId: parsed.id, sessionId, at: now.toISOString() } }], result: s.issued };
+    }, 'anonymous');
+  const tokens = await openSession(deps, { userId: issued.userId, accountId: issued.accountId }, 'web', now, sessionId);
+  return { ...tokens, redirectPath: issued.redirectPath };
+}

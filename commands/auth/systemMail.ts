@@ -1,0 +1,122 @@
+import type { Knex } from 'knex';
+import type { EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { fail, isDomainError } from '../../domain/errors';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import { newId, uuidV5 } from '../../domain/ids';
+import type { Config } from '../../infra/config';
+import type { KeyStore } from '../../infra/keys/keyStore';
+import { getBlock, getDomain } from '../../projections/directory/queries';
+import { generateDkimKey } from '../../workers/delivery/dkim';
+import { DirectoryCache } from '../directoryCache';
+import type { SendQuota } from '../quota/sendQuota';
+import { sendMessage } from '../send/sendMessage';
+
+/**
+ * The service's own mail (verification codes, links) goes through the normal pipeline: a
+ * MessageAccepted on the service's own Motor Block, DKIM-signed and delivered by the workers like
+ * any customer's mail, visible in its logs, counted by its quota.
+ *
+ * That block is provisioned on first use, as events, with ids derived from SYSTEM_MAIL_FROM's
+ * domain (so every process derives the same ids and concurrent first uses converge: each stream
+ * is created with expectedRevision no_stream, and "already exists" is success):
+ *   account-<v5("motor.system.account")>           AccountCreated (plan "system")
+ *   sendingDomain-<v5("motor.system.domain:<d>")>  DomainAdded + ownership and DNS marked trusted
+ *   motorBlock-<v5("motor.system.block:<d>")>      MotorBlockCreated (transactional, api_key)
+ * The operator publishes the DKIM record of that domain (the public key is in DomainAdded) and
+ * the SPF include, as for any domain. See docs/AUTH.md.
+ */
+
+export interface SystemMailDeps {
+  store: EventStore;
+  db: Knex;
+  keys: KeyStore;
+  quota: SendQuota;
+  config: Config;
+}
+
+export const systemIds = (from: string) => {
+  const domain = from.slice(from.lastIndexOf('@') + 1).toLowerCase();
+  return {
+    domain,
+    accountId: uuidV5('motor.system.account'),
+    domainId: uuidV5(`motor.system.domain:${domain}`),
+    motorBlockId: uuidV5(`motor.system.block:${domain}`),
+  };
+};
+
+async function appendIfAbsent(store: EventStore, stream: string, events: DomainEvent[]): Promise<void> {
+  try {
+    await store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'system' })), { expectedRevision: 'no_stream' });
+  } catch (err) {
+    if (!(err instanceof WrongExpectedRevisionError)) throw err;
+  }
+}
+
+export async function provisionSystemBlock(deps: SystemMailDeps, now: Date): Promise<string> {
+  const ids = systemIds(deps.config.systemMailFrom);
+  const at = now.toISOString();
+  await appendIfAbsent(deps.store, streamName('account', ids.accountId), [
+    { type: 'AccountCreated', data: { accountId: ids.accountId, email: deps.config.systemMailFrom, plan: 'system', createdAt: at } },
+  ]);
+  if ((await deps.store.readStream(streamName('sendingDomain', ids.domainId), { maxCount: 1 })).length === 0) {
+    const dkim = await generateDkimKey('rsa-sha256');
+    const dkimKeyId = newId();
+    await deps.keys.put(dkimKeyId, 'rsa-sha256', dkim.privateKeyPem);
+    await appendIfAbsent(deps.store, streamName('sendingDomain', ids.domainId), [
+      { type: 'DomainAdded', data: { domainId: ids.domainId, accountId: ids.accountId, name: ids.domain, dkimSelector: 'motor', dkimAlgorithm: 'rsa-sha256', dkimPublicKey: dkim.publicKeyDnsValue, dkimKeyId, addedAt: at } },
+      { type: 'DomainOwnershipVerified', data: { domainId: ids.domainId, method: 'trusted', verifiedAt: at } },
+      { type: 'DomainDnsChecked', data: { domainId: ids.domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } },
+    ]);
+  }
+  await appendIfAbsent(deps.store, streamName('motorBlock', ids.motorBlockId), [
+    { type: 'MotorBlockCreated', data: {
+      motorBlockId: ids.motorBlockId, accountId: ids.accountId, name: 'Motor system mail', type: 'transactional', domainId: ids.domainId,
+      smtpUsername: `mb_system_${ids.motorBlockId.slice(0, 8)}`, authMethod: 'api_key', createdAt: at,
+    } },
+  ]);
+  return ids.motorBlockId;
+}
+
+const ready = new WeakMap<object, Promise<string>>();
+
+/** Provisions once per process (per store), then waits until the directory read model has the block. */
+async function systemBlock(deps: SystemMailDeps, now: Date): Promise<string> {
+  let p = ready.get(deps.store);
+  if (!p) {
+    p = (async () => {
+      const id = await provisionSystemBlock(deps, now);
+      const ids = systemIds(deps.config.systemMailFrom);
+      const deadline = Date.now() + 15_000;
+      while (!(await getBlock(deps.db, id)) || !(await getDomain(deps.db, ids.domainId))) {
+        if (Date.now() > deadline) throw new Error('the directory projection does not show the system block yet');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return id;
+    })();
+    p.catch(() => ready.delete(deps.store));
+    ready.set(deps.store, p);
+  }
+  return p;
+}
+
+export interface SystemMail { to: string; subject: string; text: string; purpose: string; idempotencyKey: string }
+
+/** Accepts a system mail for delivery; 502 email_send_failed when it cannot be accepted. */
+export async function sendSystemMail(deps: SystemMailDeps, mail: SystemMail, now: Date): Promise<string> {
+  try {
+    const motorBlockId = await systemBlock(deps, now);
+    const result = await sendMessage(
+      { store: deps.store, directory: new DirectoryCache(deps.db, 0), quota: deps.quota, config: deps.config },
+      {
+        motorBlockId, idempotencyKey: mail.idempotencyKey, source: 'http', now,
+        body: { from: deps.config.systemMailFrom, fromName: 'Motor', to: mail.to, subject: mail.subject, text: mail.text, metadata: { purpose: mail.purpose } },
+      },
+    );
+    if (result.kind === 'validated') throw new Error('unexpected dry run');
+    return result.messageId;
+  } catch (err) {
+    const code = isDomainError(err) ? err.code : 'internal';
+    throw fail('email_send_failed', 502, `The mail could not be accepted for delivery (${code})`, { nextAction: 'Retry shortly' });
+  }
+}

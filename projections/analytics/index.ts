@@ -1,0 +1,3 @@
+export { analyticsProjection, applyAnalyticsEvents } from './projection';
+export * from './queries';
+export * from './sendPolicy';

@@ -1,0 +1,64 @@
+import { fail } from '../../domain/errors';
+
+/**
+ * Time parameters of the public API (SPEC "Limits", data retention): `from` and `to` are ISO 8601
+ * timestamps inside the plan's retention window. Pure: the clock and the window length come in.
+ *
+ * - A value that is not ISO 8601 (`2026-11-22`, `2026-11-22T10:00:00Z`, `...+02:00`) is
+ *   `invalid_query` (400); a date-time without an offset is read as UTC, never as server time.
+ * - A `from` (or `to`) older than the window is `outside_retention_window` (400). A small grace
+ *   absorbs clock skew, so a client asking for exactly "the last N days" is not refused.
+ * - Without `from`, the window start applies: nothing older than the retention is ever returned.
+ */
+
+export const RETENTION_GRACE_MS = 5 * 60 * 1000;
+
+const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/;
+
+const invalid = (name: string, value: string) =>
+  fail('invalid_query', 400, `${name} must be an ISO 8601 timestamp (e.g. 2026-01-31T12:00:00Z), got "${value}"`);
+
+/** Parses an ISO 8601 date or date-time; null when it is not one (or names a day that does not exist). */
+export function parseIsoTimestamp(value: string): Date | null {
+  const m = ISO_RE.exec(value.trim());
+  if (!m) return null;
+  const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
+  const month = Number(mo);
+  const day = Number(d);
+  if (month < 1 || month > 12 || day < 1 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) return null;
+  const offset = /^[Zz]$/.test(zone) ? 'Z' : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
+  const ms = frac ? `.${frac.slice(1, 4).padEnd(3, '0')}` : '';
+  const date = new Date(`${y}-${mo}-${d}T${h}:${mi}:${s}${ms}${offset}`);
+  if (Number.isNaN(date.getTime())) return null;
+  // Date rolls 2026-02-30 over to March: reject days the month does not have.
+  const daysInMonth = new Date(Date.UTC(Number(y), month, 0)).getUTCDate();
+  return day <= daysInMonth ? date : null;
+}
+
+export interface TimeRange {
+  /** Effective lower bound: the requested `from`, or the start of the retention window. */
+  from: Date;
+  to: Date | null;
+}
+
+export function retentionRange(params: { from?: string | null; to?: string | null }, retentionDays: number, now: Date): TimeRange {
+  const parse = (name: 'from' | 'to', v: string | null | undefined): Date | null => {
+    if (v === undefined || v === null) return null;
+    const d = parseIsoTimestamp(v);
+    if (!d) throw invalid(name, v);
+    return d;
+  };
+  const from = parse('from', params.from);
+  const to = parse('to', params.to);
+  const windowStart = new Date(now.getTime() - retentionDays * 86_400_000);
+  for (const [name, d] of [['from', from], ['to', to]] as const) {
+    if (d && d.getTime() < windowStart.getTime() - RETENTION_GRACE_MS) {
+      throw fail('outside_retention_window', 400, `${name} is older than the ${retentionDays}-day retention window of this plan`, {
+        nextAction: `Ask for data at or after ${windowStart.toISOString()}`,
+        details: { retentionDays, oldestAllowed: windowStart.toISOString() },
+      });
+    }
+  }
+  if (from && to && from.getTime() > to.getTime()) throw fail('invalid_query', 400, 'from must not be after to');
+  return { from: from && from > windowStart ? from : windowStart, to };
+}

@@ -1,0 +1,93 @@
+import type { EventStore } from '../domain/eventStore';
+import { streamName } from '../domain/eventStore';
+import { toEventData, type SmtpAuthFailureReason } from '../domain/events';
+import { newId } from '../domain/ids';
+import { hashSecret, secretMatches } from '../domain/credentials/apiKeys';
+import type { BlockRecord } from '../projections/directory/queries';
+import type { AuthLimiter } from './authLimiter';
+import { reply, type SmtpReply } from './replies';
+
+/**
+ * SMTP AUTH (PLAIN, LOGIN) against a block's SMTP username and hashed password. Every refusal is a
+ * SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
+ * block's owner sees them.
+ */
+
+export interface AuthDeps {
+  store: EventStore;
+  blockBySmtpUsername(username: string): Promise<BlockRecord | null>;
+  limiter: AuthLimiter;
+  now(): Date;
+  sleep?(ms: number): Promise<void>;
+}
+
+export interface AuthAttempt {
+  mechanism: 'PLAIN' | 'LOGIN';
+  username: string;
+  password: string;
+  /** PLAIN's authorization identity: empty, or the username itself. */
+  authzid?: string;
+  remoteAddress: string;
+}
+
+export type AuthOutcome =
+  | { ok: true; block: BlockRecord }
+  | { ok: false; reason: SmtpAuthFailureReason; reply: SmtpReply };
+
+/** The user object smtp-server keeps in session.user. */
+export interface SmtpUser { motorBlockId: string; username: string }
+
+const INVALID = reply(535, '5.7.8', 'Authentication credentials invalid');
+// Compared against when the username is unknown, so an unknown name costs the same as a wrong password.
+const DUMMY_HASH = hashSecret('motor-smtp-no-such-user');
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<AuthOutcome> {
+  const gate = await deps.limiter.gate(a.remoteAddress, a.username);
+  if (gate.kind === 'locked') {
+    const r = reply(454, '4.7.0', `Too many failed authentications from this address; try again in ${gate.retryAfterSeconds}s`);
+    // The password is not looked at; the lookup only files the event where the block's owner sees it.
+    const target = a.username.length <= 256 ? await deps.blockBySmtpUsername(a.username) : null;
+    await recordFailure(deps, target?.id ?? null, a, 'locked_out');
+    return { ok: false, reason: 'locked_out', reply: r };
+  }
+  if (gate.delayMs > 0) await (deps.sleep ?? sleep)(gate.delayMs);
+
+  const block = a.username.length <= 256 ? await deps.blockBySmtpUsername(a.username) : null;
+  const passwordOk = secretMatches(a.password, block?.smtpPasswordHash ?? DUMMY_HASH) && block?.smtpPasswordHash != null;
+
+  let failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null = null;
+  if (!block) failure = { reason: 'unknown_user', reply: INVALID };
+  else if (!block.smtpPasswordHash) failure = { reason: 'no_password_set', reply: INVALID };
+  else if (!passwordOk) failure = { reason: 'bad_password', reply: INVALID };
+  else if (a.authzid && a.authzid !== a.username) failure = { reason: 'authzid_mismatch', reply: reply(535, '5.7.8', 'Authorization identity must be empty or equal the username') };
+  // Only after the password proved who is asking: say why a right password is still refused.
+  // SPEC: "A block whose auth method is API Key accepts the key on HTTP only, never as SMTP password".
+  else if (block.authMethod !== 'smtp_password') {
+    failure = {
+      reason: 'auth_method_mismatch',
+      reply: reply(535, '5.7.8', block.authMethod === 'api_key'
+        ? 'This Motor Block uses API-key authentication; SMTP AUTH is refused (send over HTTPS, or switch the block to SMTP password in the dashboard)'
+        : `This Motor Block uses ${block.authMethod} authentication, not an SMTP password`),
+    };
+  }
+
+  if (failure) {
+    await deps.limiter.recordFailure(a.remoteAddress, a.username);
+    await recordFailure(deps, block?.id ?? null, a, failure.reason);
+    return { ok: false, ...failure };
+  }
+  await deps.limiter.recordSuccess(a.remoteAddress);
+  return { ok: true, block: block! };
+}
+
+async function recordFailure(deps: AuthDeps, motorBlockId: string | null, a: AuthAttempt, reason: SmtpAuthFailureReason): Promise<void> {
+  await deps.store.append(streamName('smtpAuth', motorBlockId ?? 'unknown'), [toEventData(newId(), {
+    type: 'SmtpAuthFailed',
+    data: {
+      motorBlockId, username: a.username.slice(0, 128), mechanism: a.mechanism, remoteAddress: a.remoteAddress, reason,
+      at: deps.now().toISOString(),
+    },
+  }, { actor: `smtp:${a.remoteAddress}` })], { expectedRevision: 'any' });
+}

@@ -1,0 +1,243 @@
+import type { AddressInfo } from 'node:net';
+import type { Redis } from 'ioredis';
+import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
+import { isDomainError } from '../domain/errors';
+import type { Clock } from '../domain/ids';
+import type { SendDeps } from '../commands/send/sendMessage';
+import type { DirectoryCache } from '../commands/directoryCache';
+import type { Logger } from '../infra/logger';
+import { authenticate, type SmtpUser } from './auth';
+import { AuthLimiter, DEFAULT_AUTH_LIMITS, type AuthLimiterSettings } from './authLimiter';
+import { formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
+import { KnownClients, normalizeAddress, SubmissionServer } from './server';
+import { checkEnvelopeSender, recordRefusal, submitMessage } from './submission';
+import { isValidAddress } from '../domain/message/sendRules';
+
+/**
+ * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
+ * implicit TLS on `securePort` (2465). The hooks run in a fixed order, each with a verdict:
+ * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
+ * → MAIL FROM (block and sender-domain rules) → RCPT TO (syntax; count capped by the library)
+ * → DATA (size capped by the library, then smtp/submission.ts).
+ */
+
+export interface SmtpDeps {
+  send: SendDeps;
+  directory: DirectoryCache;
+  redis: Redis;
+  logger: Logger;
+  clock: Clock;
+}
+
+export interface SmtpSettings {
+  hostname: string;
+  host: string;
+  /** STARTTLS port (0 = any free port). */
+  port: number;
+  /** Implicit TLS port (0 = any free port). */
+  securePort: number;
+  tls: { key: Buffer; cert: Buffer };
+  maxMessageBytes: number;
+  maxRecipients: number;
+  /** Idle time allowed while the server waits for the client (ms). */
+  idleTimeoutMs?: number;
+  /** Longest command line (bytes); Postfix's line_length_limit default. */
+  maxCommandLength?: number;
+  maxClients?: number;
+  maxConnectionsPerAddress?: number;
+  /** Pregreet wait for addresses that have not authenticated recently (smtp/server.ts). */
+  unknownClientDelayMs?: number;
+  knownClientTtlMs?: number;
+  authLimits?: AuthLimiterSettings;
+  /** Redis key prefix of the AUTH failure counters (tests isolate theirs). */
+  authLimiterKeyPrefix?: string;
+  /** Failed AUTH commands in one session before it is closed. */
+  maxAuthFailuresPerSession?: number;
+  /** How long close() lets sessions in flight finish (ms). */
+  closeTimeoutMs?: number;
+  /** Deadlines of the AUTH and MAIL FROM hooks, and of the DATA hook (ms). */
+  hookTimeoutMs?: number;
+  dataTimeoutMs?: number;
+}
+
+export interface SmtpListeners {
+  port: number;
+  securePort: number;
+  known: KnownClients;
+  close(): Promise<void>;
+}
+
+type Callback = (err?: Error | null) => void;
+const userOf = (session: SMTPServerSession): SmtpUser | null => (session.user as SmtpUser | undefined) ?? null;
+const addressOf = (session: SMTPServerSession): string => normalizeAddress(session.remoteAddress);
+const asError = (r: SmtpReply) => smtpError(r);
+
+/**
+ * Every hook has a deadline (a hung store or Redis must not hold sessions forever). A DATA that
+ * times out may still commit later; the client then retries and the message can arrive twice, the
+ * duplicate RFC 1047 accepts over a lost one.
+ */
+function within<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Error(`hook timed out after ${ms} ms`)), ms); }),
+  ]);
+}
+
+export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings): Promise<SmtpListeners> {
+  const log = deps.logger.child({ component: 'smtp' });
+  const limiter = new AuthLimiter(deps.redis, settings.authLimits ?? DEFAULT_AUTH_LIMITS, settings.authLimiterKeyPrefix);
+  const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
+  const perAddress = new Map<string, number>();
+  const counted = new Set<string>();
+  const authFailures = new Map<string, number>();
+  const maxPerAddress = settings.maxConnectionsPerAddress ?? 50;
+  const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
+  const hookTimeout = settings.hookTimeoutMs ?? 15_000;
+  const dataTimeout = settings.dataTimeoutMs ?? 60_000;
+  const authDelayCap = (settings.authLimits ?? DEFAULT_AUTH_LIMITS).maxDelayMs;
+
+  const refuse = (session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
+    const r = replyFor(err);
+    const user = userOf(session);
+    if (!isDomainError(err)) log.error({ err, session: session.id }, 'SMTP submission failed');
+    else log.info({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId }, 'SMTP submission refused');
+    const code = isDomainError(err) ? err.code : 'internal_error';
+    if (user && isDomainError(err)) {
+      recordRefusal(deps.send, {
+        motorBlockId: user.motorBlockId, code, reply: r, envelopeFrom, recipientCount, remoteAddress: addressOf(session), at: deps.clock.now(),
+      }).catch((e) => log.warn({ err: e }, 'could not record SmtpSubmissionRefused'));
+    }
+    cb(asError(r));
+  };
+
+  const hooks: Partial<SMTPServerOptions> = {
+    onConnect(session, cb: Callback) {
+      const a = addressOf(session);
+      const n = (perAddress.get(a) ?? 0) + 1;
+      perAddress.set(a, n);
+      counted.add(session.id);
+      if (n > maxPerAddress) return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
+      cb();
+    },
+    onClose(session) {
+      authFailures.delete(session.id);
+      if (!counted.delete(session.id)) return;
+      const a = addressOf(session);
+      const n = (perAddress.get(a) ?? 1) - 1;
+      if (n <= 0) perAddress.delete(a);
+      else perAddress.set(a, n);
+    },
+    onAuth(auth, session, cb) {
+      const mechanism = auth.method === 'LOGIN' ? 'LOGIN' : 'PLAIN';
+      if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
+      within(hookTimeout + authDelayCap, authenticate(
+        { store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, now: () => deps.clock.now() },
+        { mechanism, username: auth.username ?? '', password: auth.password ?? '', authzid: auth.authzid, remoteAddress: addressOf(session) },
+      )).then((outcome) => {
+        if (outcome.ok) {
+          known.remember(addressOf(session));
+          const user: SmtpUser = { motorBlockId: outcome.block.id, username: outcome.block.smtpUsername };
+          return cb(null, { user });
+        }
+        const failures = (authFailures.get(session.id) ?? 0) + 1;
+        authFailures.set(session.id, failures);
+        log.info({ session: session.id, reason: outcome.reason, remoteAddress: addressOf(session) }, 'SMTP AUTH refused');
+        const r = failures >= maxAuthFailures ? reply(421, '4.7.0', `${outcome.reply.text}; too many failed authentications, closing`) : outcome.reply;
+        cb(null, { message: `${r.enhanced} ${r.text}`, responseCode: r.code });
+      }, (err) => {
+        log.error({ err }, 'SMTP AUTH failed');
+        cb(asError(reply(454, '4.7.0', 'Temporary authentication failure')));
+      });
+    },
+    onMailFrom(address, session, cb) {
+      const user = userOf(session);
+      // The library already requires AUTH for MAIL; this is the guard that never relays regardless.
+      if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
+      within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, address.address, deps.clock.now()))
+        .then(() => cb(), (err) => refuse(session, address.address, 0, err, cb));
+    },
+    onRcptTo(address, session, cb) {
+      if (!userOf(session)) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
+      if (!isValidAddress(address.address)) return cb(asError(reply(553, '5.1.3', 'Bad recipient address syntax')));
+      cb();
+    },
+    onData(stream, session, cb) {
+      // smtp-server resets session.envelope after this callback: copy it first.
+      const envelope = {
+        mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        rcptTo: session.envelope.rcptTo.map((r) => r.address),
+      };
+      const user = userOf(session);
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => {
+        // Over the limit the library answers 552 (rejectOversized); stop keeping the bytes.
+        if (!stream.sizeExceeded) chunks.push(chunk);
+      });
+      stream.on('error', () => { /* the client went away; nothing to answer */ });
+      stream.on('end', () => {
+        // Unreachable without AUTH (MAIL FROM requires it), but never answer 250 for nothing.
+        if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
+        if (stream.sizeExceeded) return cb(asError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
+        within(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: Buffer.concat(chunks), now: deps.clock.now() }))
+          .then((s) => {
+            log.debug({ session: session.id, messageId: s.messageId }, 'SMTP submission accepted');
+            cb(null, `OK: queued as ${s.messageId}`);
+          }, (err) => refuse(session, envelope.mailFrom, envelope.rcptTo.length, err, cb));
+      });
+    },
+  };
+
+  const common: SMTPServerOptions = {
+    name: settings.hostname,
+    banner: 'Motor ESMTP submission',
+    key: settings.tls.key,
+    cert: settings.tls.cert,
+    minVersion: 'TLSv1.2',
+    authMethods: ['PLAIN', 'LOGIN'],
+    size: settings.maxMessageBytes,
+    rejectOversized: true,
+    maxRecipients: settings.maxRecipients,
+    maxCommandLength: settings.maxCommandLength ?? 2048,
+    socketTimeout: settings.idleTimeoutMs ?? 60_000,
+    closeTimeout: settings.closeTimeoutMs ?? 5_000,
+    maxClients: settings.maxClients ?? 1_000,
+    disableReverseLookup: true,
+    hideENHANCEDSTATUSCODES: false,
+    hideSMTPUTF8: true,
+    hideDSN: true,
+    hideREQUIRETLS: true,
+    logger: false,
+    ...hooks,
+  };
+  const greeting = { unknownClientDelayMs: settings.unknownClientDelayMs ?? 100, known };
+  const starttls = new SubmissionServer({ ...common, secure: false }, greeting);
+  const implicit = new SubmissionServer({ ...common, secure: true }, greeting);
+  for (const s of [starttls, implicit]) s.on('error', (err) => log.debug({ err: err.message }, 'SMTP connection error'));
+
+  const listen = (s: SubmissionServer, port: number) => new Promise<number>((resolve, reject) => {
+    s.server.once('error', reject);
+    s.listen(port, settings.host, () => {
+      s.server.off('error', reject);
+      resolve((s.server.address() as AddressInfo).port);
+    });
+  });
+  const closeOne = (s: SubmissionServer) => new Promise<void>((resolve) => s.close(() => resolve()));
+  let port: number;
+  let securePort: number;
+  try {
+    port = await listen(starttls, settings.port);
+    securePort = await listen(implicit, settings.securePort);
+  } catch (err) {
+    await Promise.all([closeOne(starttls), closeOne(implicit)]).catch(() => {});
+    throw err;
+  }
+  log.info({ port, securePort }, 'SMTP submission listening');
+  return {
+    port, securePort, known,
+    async close() {
+      await Promise.all([closeOne(starttls), closeOne(implicit)]);
+    },
+  };
+}

@@ -1,0 +1,169 @@
+import { fail } from '../domain/errors';
+
+/**
+ * The submitted message as the service keeps it: line endings normalized, the header fields the
+ * service owns removed, a Message-ID and Date ensured. Pure: the clock and the id generator
+ * come in as arguments. Field text the client wrote is kept byte for byte (no re-folding, no
+ * re-encoding), so the client's MIME structure is what gets DKIM-signed and delivered.
+ */
+
+const CR = 0x0d;
+const LF = 0x0a;
+
+/**
+ * Bare LF and bare CR become CRLF (Postfix 3.9 `smtpd_forbid_bare_newline = normalize`). The
+ * end of DATA is only ever CRLF.CRLF (the parser's rule), so a `\n.\n` inside a message stays
+ * content; normalizing it here means the message cannot smuggle a second one to a downstream
+ * server that reads bare LF as a line end (SMTP smuggling, CVE-2023-51766 family) when Motor
+ * relays it.
+ */
+export function normalizeLineEndings(input: Buffer): Buffer {
+  let extra = 0;
+  for (let i = 0; i < input.length; i++) {
+    const b = input[i];
+    if (b === LF && (i === 0 || input[i - 1] !== CR)) extra++;
+    else if (b === CR && input[i + 1] !== LF) extra++;
+  }
+  if (extra === 0) return input;
+  const out = Buffer.allocUnsafe(input.length + extra);
+  let j = 0;
+  for (let i = 0; i < input.length; i++) {
+    const b = input[i];
+    if (b === LF && (i === 0 || input[i - 1] !== CR)) {
+      out[j++] = CR;
+      out[j++] = LF;
+    } else if (b === CR && input[i + 1] !== LF) {
+      out[j++] = CR;
+      out[j++] = LF;
+    } else {
+      out[j++] = b;
+    }
+  }
+  return out;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The message as the string MessageAccepted.raw holds: 7-bit or UTF-8 (the delivery worker turns
+ * it back into bytes as UTF-8). Other 8-bit content (a latin1 body sent as 8BITMIME) cannot
+ * survive that round trip and is refused rather than corrupted; NUL is refused (RFC 5322 forbids
+ * it, and PostgreSQL's jsonb cannot hold it).
+ */
+export function decodeMessage(raw: Buffer): string {
+  if (raw.includes(0)) throw fail('invalid_message', 554, 'Message contains NUL bytes');
+  try {
+    return utf8.decode(raw);
+  } catch {
+    throw fail('invalid_message', 554, 'Message is neither 7-bit nor valid UTF-8: encode 8-bit parts as quoted-printable or base64');
+  }
+}
+
+export interface HeaderField {
+  /** Lower-cased field name. */
+  name: string;
+  /** The whole field as received, folded lines and the final CRLF included. */
+  raw: string;
+  /** The unfolded value (after the colon, trimmed). */
+  value: string;
+}
+
+export interface SplitMessage {
+  fields: HeaderField[];
+  /** Everything after the header section, starting with the empty line (CRLF) that ends it. */
+  body: string;
+}
+
+const FIELD_RE = /^([\x21-\x39\x3b-\x7e]+)[ \t]*:/;
+
+/** Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2). */
+export function splitMessage(raw: string): SplitMessage {
+  const fields: HeaderField[] = [];
+  let pos = 0;
+  while (pos < raw.length) {
+    if (raw.startsWith('\r\n', pos)) return { fields, body: raw.slice(pos) };
+    const m = FIELD_RE.exec(raw.slice(pos, pos + 1000));
+    // The first line that is not a header field starts the body (what Postfix's cleanup does).
+    if (!m) return { fields, body: `\r\n${raw.slice(pos)}` };
+    let end = raw.indexOf('\r\n', pos);
+    while (end !== -1 && (raw[end + 2] === ' ' || raw[end + 2] === '\t')) end = raw.indexOf('\r\n', end + 2);
+    const stop = end === -1 ? raw.length : end + 2;
+    const text = raw.slice(pos, stop);
+    fields.push({
+      name: m[1].toLowerCase(),
+      raw: end === -1 ? `${text}\r\n` : text,
+      value: text.slice(m[0].length).replace(/\r\n(?=[ \t])/g, '').trim(),
+    });
+    pos = stop;
+  }
+  return { fields, body: '\r\n' };
+}
+
+/**
+ * Header fields the service owns on a submitted message: removed whatever the client wrote.
+ * Bcc must not travel (RFC 5321 section 7.2); Return-Path, Received, Delivered-To belong to the
+ * servers on the way; DKIM-Signature, Authentication-Results and ARC-* would be forged or broken
+ * claims; X-Service-* is Motor's namespace; Sender could name an address outside the block's
+ * domain (the From header is what the domain rule checks).
+ */
+const OWNED_EXACT = new Set(['bcc', 'return-path', 'received', 'delivered-to', 'x-original-to', 'dkim-signature', 'authentication-results', 'sender']);
+const OWNED_PREFIXES = ['arc-', 'x-service-'];
+export const isServiceOwned = (name: string): boolean => OWNED_EXACT.has(name) || OWNED_PREFIXES.some((p) => name.startsWith(p));
+
+/** RFC 5322 msg-id, pragmatically: `<left@right>`, printable, no whitespace or angle brackets inside. */
+const MSG_ID_RE = /^<([\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250})>$/;
+
+export interface PreparedMessage {
+  raw: string;
+  /** The Message-ID without angle brackets: the client's, or the one assigned. */
+  messageId: string;
+  messageIdAssigned: boolean;
+  /** Names of the fields removed (service-owned), lower case. */
+  removed: string[];
+  /** The header section as received, for parsing From and Subject. */
+  headerSection: string;
+}
+
+/** RFC 5322 date-time in UTC. */
+export const rfc5322Date = (d: Date): string => d.toUTCString().replace(/GMT$/, '+0000');
+
+export function prepareMessage(raw: string, opts: { now: Date; newMessageId: () => string }): PreparedMessage {
+  const { fields, body } = splitMessage(raw);
+  const count = (n: string) => fields.filter((f) => f.name === n).length;
+  if (count('from') !== 1) throw fail('invalid_message', 554, 'The message must have exactly one From header field');
+  for (const single of ['subject', 'date', 'to', 'cc', 'message-id']) {
+    if (count(single) > 1) throw fail('invalid_message', 554, `The message has more than one ${single} header field`);
+  }
+
+  const removed: string[] = [];
+  const kept: HeaderField[] = [];
+  for (const f of fields) {
+    if (isServiceOwned(f.name)) removed.push(f.name);
+    else kept.push(f);
+  }
+
+  const headerSection = fields.map((f) => f.raw).join('');
+  const given = kept.find((f) => f.name === 'message-id');
+  const valid = given ? MSG_ID_RE.exec(given.value) : null;
+  let messageId: string;
+  const added: string[] = [];
+  if (valid) {
+    messageId = valid[1];
+  } else {
+    if (given) {
+      kept.splice(kept.indexOf(given), 1);
+      removed.push('message-id');
+    }
+    messageId = opts.newMessageId();
+    added.push(`Message-ID: <${messageId}>\r\n`);
+  }
+  if (!kept.some((f) => f.name === 'date')) added.push(`Date: ${rfc5322Date(opts.now)}\r\n`);
+
+  return {
+    raw: kept.map((f) => f.raw).join('') + added.join('') + body,
+    messageId,
+    messageIdAssigned: !valid,
+    removed,
+    headerSection,
+  };
+}

@@ -1,0 +1,78 @@
+import { isDomainError, type DomainError } from '../domain/errors';
+
+/**
+ * The SMTP edge's one mapping table: DomainError code → reply code + enhanced status code
+ * (RFC 3463). The HTTP edge has its own (read-api/http/errors.ts); the domain never formats a
+ * reply. Tests assert on code and enhanced code, never on the text, except for the quota replies,
+ * whose text the spec fixes.
+ */
+
+export interface SmtpReply {
+  code: number;
+  enhanced: string;
+  text: string;
+}
+
+interface Mapping { code: number; enhanced: string }
+
+const TABLE: Record<string, Mapping> = {
+  // Quota: temporary, the client retries (SPEC "SMTP submission over quota").
+  rate_limited_block: { code: 451, enhanced: '4.7.1' },
+  rate_limited_account: { code: 451, enhanced: '4.7.1' },
+  rate_limited_warmup: { code: 451, enhanced: '4.7.1' },
+  // Sender not allowed for this block (Postfix: "553 5.7.1 Sender address rejected: not owned by user").
+  from_domain_mismatch: { code: 553, enhanced: '5.7.1' },
+  // The block or its domain cannot send until someone fixes it: permanent for this message.
+  DOMAIN_DNS_INCOMPLETE: { code: 554, enhanced: '5.7.1' },
+  use_comms_api: { code: 554, enhanced: '5.7.1' },
+  motor_block_inactive: { code: 554, enhanced: '5.7.1' },
+  invalid_api_key: { code: 554, enhanced: '5.7.1' },
+  recipient_not_allowed: { code: 550, enhanced: '5.7.1' },
+  // The message itself.
+  validation_error: { code: 554, enhanced: '5.6.0' },
+  DISALLOWED_HEADERS: { code: 554, enhanced: '5.6.0' },
+  invalid_message: { code: 554, enhanced: '5.6.0' },
+  message_too_big: { code: 552, enhanced: '5.3.4' },
+};
+
+/** A failure that is not a DomainError (store or Redis down, a bug): the client keeps the message and retries. */
+const TEMPORARY: Mapping = { code: 451, enhanced: '4.3.0' };
+
+function quotaText(err: DomainError): string | null {
+  const d = (err.details ?? {}) as { dimension?: string; retryAfterSeconds?: number; rateLimit?: { used?: number; limit?: number } };
+  if (!d.dimension) return null;
+  const numbers = `${d.rateLimit?.used ?? '?'}/${d.rateLimit?.limit ?? '?'}. Retry in ${d.retryAfterSeconds ?? 60}s.`;
+  if (err.code === 'rate_limited_account') return `account-wide send limit exceeded (${d.dimension}): ${numbers}`;
+  if (err.code === 'rate_limited_block') return `Rate limit exceeded (${d.dimension}): ${numbers}`;
+  return null;
+}
+
+/** One line of reply text: no CR/LF (the library also strips control characters as a backstop). */
+const oneLine = (s: string): string => s.replace(/[\r\n]+/g, ' ').slice(0, 400);
+
+export function replyFor(err: unknown): SmtpReply {
+  if (!isDomainError(err)) return { ...TEMPORARY, text: 'Temporary local problem, please try again later' };
+  const mapped = TABLE[err.code]
+    // A code not in the table: its HTTP-ish status decides temporary versus permanent.
+    ?? (err.status === 429 ? { code: 451, enhanced: '4.7.1' } : err.status >= 500 ? TEMPORARY : { code: 554, enhanced: '5.7.1' });
+  return { ...mapped, text: oneLine(quotaText(err) ?? err.message) };
+}
+
+/** `451 4.7.1 Rate limit exceeded (burst): 3/3. Retry in 42s.` */
+export const formatReply = (r: SmtpReply): string => `${r.code} ${r.enhanced} ${r.text}`;
+
+/**
+ * The error an smtp-server handler callback takes. Its message starts with the enhanced code; the
+ * listener's reply hook (smtp/server.ts) sends such a message as is instead of letting the
+ * library prepend its generic code (it would turn 451 into 451 4.3.0).
+ */
+export function smtpError(r: SmtpReply): Error & { responseCode: number } {
+  const e = new Error(`${r.enhanced} ${r.text}`) as Error & { responseCode: number };
+  e.responseCode = r.code;
+  return e;
+}
+
+export const reply = (code: number, enhanced: string, text: string): SmtpReply => ({ code, enhanced, text });
+
+/** Messages that already carry an enhanced status code (`4.7.1 ...`). */
+export const STARTS_WITH_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;

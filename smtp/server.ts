@@ -1,0 +1,116 @@
+import type net from 'node:net';
+import type tls from 'node:tls';
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { SMTPConnection, type SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
+import { STARTS_WITH_ENHANCED } from './replies';
+
+/**
+ * smtp-server with three connection-level adjustments, made on each connection as it is created
+ * (no fork, no prototype patch: other smtp-server instances in the process, such as the test MX,
+ * are untouched). Written against smtp-server 3.21.6 (pinned); test/smtp covers each one.
+ *
+ * 1. The greeting delay. smtp-server waits a fixed 100 ms before the 220 greeting to catch
+ *    clients that talk first (a pregreet test, as Postfix's postscreen does on port 25). It caps
+ *    a client that opens a connection per message at ~10 messages/s per connection. On a
+ *    submission port every client must AUTH over TLS anyway, so the test is defence in depth:
+ *    here it stays for addresses Motor does not know, and is skipped for an address that
+ *    authenticated successfully in the last `knownClientTtlMs` (KnownClients). The library's own
+ *    timer still runs and is ignored; a client that talks before the greeting still gets
+ *    "421 You talk too soon".
+ * 2. AUTH is neither advertised nor accepted before TLS (Postfix smtpd_tls_auth_only): EHLO hides
+ *    it on a cleartext session; the library already refuses the command with 538 5.7.0.
+ * 3. Reply texts that carry their own enhanced status code (`4.7.1 Rate limit ...`, from
+ *    smtp/replies.ts) are sent as they are; the library would otherwise prepend its generic code
+ *    for the reply number (451 → 4.3.0).
+ */
+
+/** Addresses that authenticated recently, in this process (bounded; oldest dropped first). */
+export class KnownClients {
+  private readonly seen = new Map<string, number>();
+
+  constructor(private readonly ttlMs = 10 * 60_000, private readonly max = 100_000, private readonly now: () => number = Date.now) {}
+
+  remember(address: string): void {
+    this.seen.delete(address);
+    this.seen.set(address, this.now() + this.ttlMs);
+    if (this.seen.size > this.max) this.seen.delete(this.seen.keys().next().value as string);
+  }
+
+  clear(): void {
+    this.seen.clear();
+  }
+
+  knows(address: string): boolean {
+    const until = this.seen.get(address);
+    if (until === undefined) return false;
+    if (until < this.now()) {
+      this.seen.delete(address);
+      return false;
+    }
+    return true;
+  }
+}
+
+export interface GreetingPolicy {
+  /** Pregreet wait for clients Motor does not know (ms); 0 turns the test off. */
+  unknownClientDelayMs: number;
+  known: KnownClients;
+}
+
+/** The IPv4-mapped prefix of a dual-stack listener removed, as smtp-server reports session.remoteAddress. */
+export const normalizeAddress = (a: string | undefined): string => (a ?? '').replace(/^::ffff:/i, '').toLowerCase();
+
+type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
+
+export class SubmissionServer extends SMTPServer {
+  constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy) {
+    super(options);
+  }
+
+  override connect(socket: net.Socket | tls.TLSSocket, socketOptions?: SMTPConnectionOptions | null): void {
+    // As SMTPServer.connect does, then the adjustments before init().
+    const connection = new SMTPConnection(this, socket, socketOptions);
+    this.connections.add(connection);
+    connection.on('error', (err: Error) => this._onError(err));
+    connection.on('connect', (data) => this._onClientConnect(data));
+    adjustReplies(connection);
+    hideAuthBeforeTls(connection);
+
+    const delayMs = this.greeting.known.knows(normalizeAddress(socket.remoteAddress)) ? 0 : this.greeting.unknownClientDelayMs;
+    const ready = connection.connectionReady.bind(connection);
+    let greeted = false;
+    // init() arms the library's fixed 100 ms timer, which calls connectionReady(): make that a no-op
+    // and greet on our own schedule.
+    connection.connectionReady = () => {};
+    connection.init();
+    const greet = () => {
+      if (greeted || connection._closing || connection._closed) return;
+      greeted = true;
+      ready();
+    };
+    if (delayMs === 0) greet();
+    else setTimeout(greet, delayMs).unref();
+  }
+}
+
+function adjustReplies(connection: SMTPConnection): void {
+  const send = connection.send.bind(connection);
+  connection.send = (code, data, context) =>
+    send(code, data, typeof data === 'string' && STARTS_WITH_ENHANCED.test(data) ? false : context);
+}
+
+function hideAuthBeforeTls(connection: SMTPConnection): void {
+  const c = connection as unknown as { handler_EHLO: Handler };
+  const ehlo = c.handler_EHLO;
+  c.handler_EHLO = function (this: SMTPConnection, command, callback) {
+    if (this.secure) return ehlo.call(this, command, callback);
+    const saved = this.session.disabledCommands;
+    // The EHLO reply is built synchronously, so the session-level switch covers exactly this reply.
+    this.session.disabledCommands = [...(saved ?? this._server.options.disabledCommands), 'AUTH'];
+    try {
+      ehlo.call(this, command, callback);
+    } finally {
+      this.session.disabledCommands = saved;
+    }
+  };
+}

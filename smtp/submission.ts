@@ -1,0 +1,83 @@
+import { simpleParser } from 'mailparser';
+import { streamName } from '../domain/eventStore';
+import { fail } from '../domain/errors';
+import { toEventData } from '../domain/events';
+import { newId } from '../domain/ids';
+import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
+import { checkSend, sendMessage, type SendDeps } from '../commands/send/sendMessage';
+import { decodeMessage, normalizeLineEndings, prepareMessage } from './message';
+import { formatReply, type SmtpReply } from './replies';
+
+/**
+ * The SMTP submission turned into the same AcceptMessage command as POST /v1/send
+ * (commands/send/sendMessage.ts): same block, sender-domain, DNS and quota rules, one append, and
+ * the 250 only once MessageAccepted is committed.
+ */
+
+export interface Envelope { mailFrom: string; rcptTo: string[] }
+
+/**
+ * MAIL FROM: the envelope sender must be an address of the block's domain, and the block must be
+ * able to send (active, not marketing, DNS configured). The same checks as the send handler's,
+ * asked early so the client learns before it transmits the message.
+ */
+export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, mailFrom: string, now: Date): Promise<void> {
+  if (mailFrom === '') throw fail('from_domain_mismatch', 403, 'The null sender is not accepted for submission');
+  if (!isValidAddress(mailFrom)) throw fail('validation_error', 422, 'Bad sender address syntax');
+  const probe: ValidSendRequest = {
+    from: mailFrom, fromName: null, to: [], subject: '', text: null, html: null, headers: {}, metadata: {}, dryRun: true, bodySize: 0,
+  };
+  await checkSend(deps, { motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now, validated: probe });
+}
+
+export interface Submitted { messageId: string; smtpMessageId: string }
+
+/** DATA: the whole message (as received, dot-unstuffed) → MessageAccepted. Throws DomainError. */
+export async function submitMessage(
+  deps: SendDeps,
+  input: { motorBlockId: string; envelope: Envelope; data: Buffer; now: Date },
+): Promise<Submitted> {
+  const text = decodeMessage(normalizeLineEndings(input.data));
+  const domain = domainOf(input.envelope.mailFrom);
+  const prepared = prepareMessage(text, { now: input.now, newMessageId: () => `${newId()}@${domain}` });
+
+  // Only the header section is parsed (for From and Subject): the body goes through untouched.
+  const parsed = await simpleParser(`${prepared.headerSection}\r\n`, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
+  const mailboxes = parsed.from?.value ?? [];
+  const from = mailboxes.length === 1 && !mailboxes[0].group ? mailboxes[0].address?.trim() ?? '' : '';
+  if (!from || !isValidAddress(from)) throw fail('invalid_message', 554, 'The From header must name exactly one valid mailbox');
+
+  const validated: ValidSendRequest = {
+    from,
+    fromName: mailboxes[0].name ? [...mailboxes[0].name].slice(0, MAX_FROM_NAME).join('') : null,
+    to: input.envelope.rcptTo,
+    subject: (parsed.subject ?? '').slice(0, 998),
+    // The message is `raw`; text/html stay null instead of doubling the event's size.
+    text: null,
+    html: null,
+    headers: {},
+    metadata: {},
+    dryRun: false,
+    bodySize: Buffer.byteLength(prepared.raw),
+  };
+  const result = await sendMessage(deps, {
+    motorBlockId: input.motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now: input.now,
+    raw: prepared.raw, smtpMessageId: prepared.messageId, validated,
+  });
+  if (result.kind !== 'accepted') throw new Error(`unexpected send result ${result.kind}`);
+  return { messageId: result.messageId, smtpMessageId: prepared.messageId };
+}
+
+/** A refused submission of an authenticated client, as an event on `smtpSubmission-<block>`. */
+export async function recordRefusal(
+  deps: Pick<SendDeps, 'store'>,
+  r: { motorBlockId: string; code: string; reply: SmtpReply; envelopeFrom: string; recipientCount: number; remoteAddress: string; at: Date },
+): Promise<void> {
+  await deps.store.append(streamName('smtpSubmission', r.motorBlockId), [toEventData(newId(), {
+    type: 'SmtpSubmissionRefused',
+    data: {
+      motorBlockId: r.motorBlockId, code: r.code, reply: formatReply(r.reply), envelopeFrom: r.envelopeFrom.slice(0, 254),
+      recipientCount: r.recipientCount, remoteAddress: r.remoteAddress, at: r.at.toISOString(),
+    },
+  }, { actor: `motorBlock:${r.motorBlockId}` })], { expectedRevision: 'any' });
+}

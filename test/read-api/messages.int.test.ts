@@ -1,0 +1,213 @@
+import { expect } from 'chai';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { newId } from '../../domain/ids';
+import { getMessage } from '../../projections/messages';
+import { messagesProjection } from '../../projections/messages/projection';
+import { ProjectionRunner } from '../../projections/runner';
+import { catchUpUntil } from '../../scripts/runtime';
+import { startTestMotor, type TestMotor } from '../support/motor';
+import { appendOutcome, getPublic, sendMail } from './publicApi';
+
+/**
+ * The message routes. The Motor runs the API only; the messages projection is caught up by hand,
+ * so each route is exercised both from the read model and from the read-your-writes fallback
+ * (the message's own stream, before the projector has applied it).
+ */
+describe('GET /messages* (int)', function () {
+  this.timeout(60_000);
+  let motor: TestMotor;
+  let a: BootstrapResult;
+  let b: BootstrapResult;
+  let token: string;
+  let piiToken: string;
+  let otherToken: string;
+  let projected: { id: string; smtpMessageId: string };
+  let multi: { id: string };
+
+  const project = async (id: string) => {
+    const runner = new ProjectionRunner(motor.rt.db, motor.rt.store, messagesProjection);
+    await catchUpUntil(runner, async () => (await getMessage(motor.rt.db, id)) !== null);
+  };
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api'] });
+    a = await motor.bootstrap();
+    b = await motor.bootstrap();
+    token = await motor.token(a, ['logs.read']);
+    piiToken = await motor.token(a, ['logs.read', 'logs.pii']);
+    otherToken = await motor.token(b, ['logs.read', 'logs.pii']);
+    const sent = await sendMail(motor, a, { to: 'person@rcpt.test' });
+    await appendOutcome(motor, sent.id, 'person@rcpt.test', 'delivered');
+    multi = await sendMail(motor, a, { to: ['one@rcpt.test', 'two@other.test'] });
+    await appendOutcome(motor, multi.id, 'one@rcpt.test', 'bounced');
+    await project(multi.id);
+    const got = await getPublic(motor, `/messages/${sent.id}`, token);
+    projected = { id: sent.id, smtpMessageId: got.body.data.smtpMessageId };
+  });
+  after(async () => { await motor?.close(); });
+
+  describe('GET /messages/{id}', () => {
+    it('200 with the outcome, masked by default', async () => {
+      const r = await getPublic(motor, `/messages/${projected.id}`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.pii_masked).to.equal(true);
+      expect(r.body.data).to.include({ id: projected.id, currentOutcome: 'delivered', isTerminal: true, smtpCode: '250', motorBlockId: a.motorBlockId });
+      expect(r.body.data.recipient).to.equal('p***@r***.test');
+      expect(JSON.stringify(r.body)).to.not.include('person@rcpt.test');
+    });
+
+    it('reads a message the projector has not applied yet (no 404 race)', async () => {
+      const fresh = await sendMail(motor, a, { to: 'fresh@rcpt.test' });
+      const r = await getPublic(motor, `/messages/${fresh.id}`, piiToken, {});
+      expect(r.status).to.equal(200);
+      expect(r.body.data).to.include({ id: fresh.id, currentOutcome: 'queued', isTerminal: false });
+      expect(r.body.data.recipient).to.not.equal('fresh@rcpt.test');
+    });
+
+    it('includePII=true needs logs.pii: 403 without, unmasked with', async () => {
+      const denied = await getPublic(motor, `/messages/${projected.id}?includePII=true`, token);
+      expect(denied.status).to.equal(403);
+      expect(denied.body).to.include({ success: false, code: 'insufficient_scope' });
+      const shown = await getPublic(motor, `/messages/${projected.id}?includePII=true`, piiToken);
+      expect(shown.status).to.equal(200);
+      expect(shown.body.pii_masked).to.equal(false);
+      expect(shown.body.data.recipient).to.equal('person@rcpt.test');
+      const masked = await getPublic(motor, `/messages/${projected.id}`, piiToken);
+      expect(masked.body.data.recipient).to.not.equal('person@rcpt.test');
+    });
+
+    it('404 for an unknown uuid and for an id that is not a uuid', async () => {
+      for (const id of [newId(), 'not-a-uuid', '12345', `${newId()}x`]) {
+        const r = await getPublic(motor, `/messages/${id}`, token);
+        expect(r.status, id).to.equal(404);
+        expect(r.body).to.include({ success: false, code: 'message_not_found' });
+      }
+    });
+
+    it('403 for a token bound to another block', async () => {
+      const r = await getPublic(motor, `/messages/${projected.id}`, otherToken);
+      expect(r.status).to.equal(403);
+      expect(r.body.code).to.equal('motor_block_forbidden');
+      const fresh = await sendMail(motor, a);
+      expect((await getPublic(motor, `/messages/${fresh.id}`, otherToken)).status).to.equal(403);
+    });
+
+    it('400 for an includePII that is not a boolean', async () => {
+      const r = await getPublic(motor, `/messages/${projected.id}?includePII=maybe`, token);
+      expect(r.status).to.equal(400);
+      expect(r.body.code).to.equal('invalid_query');
+    });
+  });
+
+  describe('GET /messages?smtpMessageId=', () => {
+    it('finds the message with and without angle brackets', async () => {
+      expect(projected.smtpMessageId).to.match(/^[^<>]+@[^<>]+$/);
+      for (const sid of [projected.smtpMessageId, `<${projected.smtpMessageId}>`, ` <${projected.smtpMessageId}> `]) {
+        const r = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(sid)}`, token);
+        expect(r.status, sid).to.equal(200);
+        expect(r.body.data.id).to.equal(projected.id);
+        expect(r.body.pii_masked).to.equal(true);
+        expect(r.body.data.recipient).to.not.equal('person@rcpt.test');
+      }
+      const shown = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(projected.smtpMessageId)}&includePII=true`, piiToken);
+      expect(shown.body.data.recipient).to.equal('person@rcpt.test');
+    });
+
+    it('finds a message the projector has not applied yet', async () => {
+      const fresh = await sendMail(motor, a);
+      const sid = (await getPublic(motor, `/messages/${fresh.id}`, token)).body.data.smtpMessageId as string;
+      const r = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(`<${sid}>`)}`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data.id).to.equal(fresh.id);
+    });
+
+    it('404 when unknown or when the message belongs to another block; 403 for includePII without logs.pii', async () => {
+      for (const sid of [`${newId()}@nowhere.test`, '<nothing@x.test>', 'no-at-sign']) {
+        const r = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(sid)}`, token);
+        expect(r.status, sid).to.equal(404);
+        expect(r.body.code).to.equal('message_not_found');
+      }
+      const foreign = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(projected.smtpMessageId)}`, otherToken);
+      expect(foreign.status).to.equal(404);
+      const denied = await getPublic(motor, `/messages?smtpMessageId=${encodeURIComponent(projected.smtpMessageId)}&includePII=true`, token);
+      expect(denied.status).to.equal(403);
+      expect(denied.body.code).to.equal('insufficient_scope');
+    });
+
+    it('400 without smtpMessageId or with a blank one', async () => {
+      for (const q of ['', '?smtpMessageId=', '?smtpMessageId=%20%20', '?smtpMessageId=%3C%3E']) {
+        const r = await getPublic(motor, `/messages${q}`, token);
+        expect(r.status, q).to.equal(400);
+        expect(r.body.code, q).to.equal('invalid_query');
+      }
+    });
+  });
+
+  describe('GET /messages/{id}/events', () => {
+    it('200 with the lifecycle, recipients masked by default', async () => {
+      const r = await getPublic(motor, `/messages/${projected.id}/events`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data.messageId).to.equal(projected.id);
+      expect(r.body.data.pii_masked).to.equal(true);
+      expect(r.body.data.events.map((e: { outcome: string }) => e.outcome)).to.deep.equal(['queued', 'processed', 'delivered']);
+      expect(JSON.stringify(r.body)).to.not.include('person@rcpt.test');
+      const shown = await getPublic(motor, `/messages/${projected.id}/events?includePII=true`, piiToken);
+      expect(shown.body.data.pii_masked).to.equal(false);
+      expect(shown.body.data.events.map((e: { recipient: string | null }) => e.recipient)).to.include('person@rcpt.test');
+    });
+
+    it('serves the timeline of a message the projector has not applied yet', async () => {
+      const fresh = await sendMail(motor, a);
+      const r = await getPublic(motor, `/messages/${fresh.id}/events`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data.events.map((e: { outcome: string }) => e.outcome)).to.deep.equal(['queued']);
+    });
+
+    it('404 unknown / non-uuid, 403 other block, 403 includePII without logs.pii', async () => {
+      for (const id of [newId(), 'not-a-uuid']) {
+        const r = await getPublic(motor, `/messages/${id}/events`, token);
+        expect(r.status, id).to.equal(404);
+        expect(r.body.code).to.equal('message_not_found');
+      }
+      expect((await getPublic(motor, `/messages/${projected.id}/events`, otherToken)).status).to.equal(403);
+      const denied = await getPublic(motor, `/messages/${projected.id}/events?includePII=true`, token);
+      expect(denied.status).to.equal(403);
+      expect(denied.body.code).to.equal('insufficient_scope');
+    });
+  });
+
+  describe('GET /messages/{id}/recipients', () => {
+    it('200 with each recipient, masked by default', async () => {
+      const r = await getPublic(motor, `/messages/${multi.id}/recipients`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data).to.include({ messageId: multi.id, expectedCount: 2, allTerminal: false, pii_masked: true });
+      expect(r.body.data.pii_unmask_path).to.include('includePII=true');
+      expect(r.body.data.recipients.map((x: { outcome: string }) => x.outcome).sort()).to.deep.equal(['bounced', 'queued']);
+      expect(JSON.stringify(r.body)).to.not.match(/one@rcpt\.test|two@other\.test/);
+      const shown = await getPublic(motor, `/messages/${multi.id}/recipients?includePII=true`, piiToken);
+      expect(shown.body.data.pii_masked).to.equal(false);
+      expect(shown.body.data.pii_unmask_path).to.equal(null);
+      expect(shown.body.data.recipients.map((x: { recipient: string }) => x.recipient).sort()).to.deep.equal(['one@rcpt.test', 'two@other.test']);
+    });
+
+    it('serves the recipients of a message the projector has not applied yet', async () => {
+      const fresh = await sendMail(motor, a, { to: ['x@rcpt.test', 'y@rcpt.test'] });
+      const r = await getPublic(motor, `/messages/${fresh.id}/recipients`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data.expectedCount).to.equal(2);
+      expect(r.body.data.recipients).to.have.length(2);
+    });
+
+    it('404 unknown / non-uuid, 403 other block, 403 includePII without logs.pii', async () => {
+      for (const id of [newId(), 'not-a-uuid']) {
+        const r = await getPublic(motor, `/messages/${id}/recipients`, token);
+        expect(r.status, id).to.equal(404);
+        expect(r.body.code).to.equal('message_not_found');
+      }
+      expect((await getPublic(motor, `/messages/${multi.id}/recipients`, otherToken)).status).to.equal(403);
+      const denied = await getPublic(motor, `/messages/${multi.id}/recipients?includePII=true`, token);
+      expect(denied.status).to.equal(403);
+      expect(denied.body.code).to.equal('insufficient_scope');
+    });
+  });
+});

@@ -1,0 +1,41 @@
+import { expect } from 'chai';
+import { toOpenApi31 } from '../../read-api/openapi31';
+
+describe('OpenAPI 3.0 → 3.1 conversion (unit)', () => {
+  const spec30 = () => ({
+    openapi: '3.0.0',
+    info: { title: 'x', version: '0', license: { name: 'Apache-2.0' }, contact: {} },
+    paths: {
+      '/api/public/v1/motor-blocks': { get: { operationId: 'List', tags: ['Motor Blocks'], description: 'The blocks. Any scope.', responses: {} } },
+      '/api/account/api-keys': { get: { operationId: 'List', tags: ['Credentials'], responses: {} } },
+      '/api/motor-blocks/{id}/api-keys': { get: { operationId: 'List', tags: ['Credentials'], description: 'Keys of a block: all of them', responses: {} } },
+      '/v1/send': { post: { operationId: 'Send', summary: 'Kept', responses: {} } },
+    },
+    components: { schemas: { A: { type: 'string', nullable: true, example: 'a' }, B: { allOf: [{ $ref: '#/components/schemas/A' }], nullable: true } } },
+  });
+
+  it('declares 3.1.0 and API version 1.2.0 with an SPDX license and no empty contact', () => {
+    const s = toOpenApi31(spec30());
+    expect(s.openapi).to.equal('3.1.0');
+    expect(s.info.version).to.equal('1.2.0');
+    expect(s.info.license).to.deep.equal({ identifier: 'Apache-2.0', name: 'Apache-2.0' });
+    expect(s.info).to.not.have.property('contact');
+  });
+
+  it('rewrites nullable and example the 3.1 way', () => {
+    const s = toOpenApi31(spec30());
+    expect(s.components.schemas.A).to.deep.equal({ type: ['string', 'null'], examples: ['a'] });
+    expect(s.components.schemas.B).to.deep.equal({ anyOf: [{ allOf: [{ $ref: '#/components/schemas/A' }] }, { type: 'null' }] });
+  });
+
+  it('gives every operation a summary and a unique operationId', () => {
+    const s = toOpenApi31(spec30());
+    expect(s.paths['/api/public/v1/motor-blocks'].get.summary).to.equal('The blocks');
+    expect(s.paths['/api/motor-blocks/{id}/api-keys'].get.summary).to.equal('Keys of a block');
+    expect(s.paths['/api/account/api-keys'].get.summary).to.equal('List');
+    expect(s.paths['/v1/send'].post.summary).to.equal('Kept');
+    const ids = ['/api/public/v1/motor-blocks', '/api/account/api-keys', '/api/motor-blocks/{id}/api-keys'].map((p) => s.paths[p].get.operationId);
+    expect(ids).to.deep.equal(['MotorBlocksList', 'AccountApiKeysList', 'MotorBlocksApiKeysList']);
+    expect(s.paths['/v1/send'].post.operationId).to.equal('Send');
+  });
+});

@@ -1,0 +1,84 @@
+import { expect } from 'chai';
+import { DomainError } from '../../domain/errors';
+import { decodeMessage, normalizeLineEndings, prepareMessage, splitMessage } from '../../smtp/message';
+
+describe('smtp/message (unit)', () => {
+  const now = new Date('2026-11-22T04:00:00Z');
+  const prepare = (raw: string) => prepareMessage(raw, { now, newMessageId: () => 'assigned-1@example.test' });
+  const codeOf = (fn: () => unknown): string | null => {
+    try {
+      fn();
+      return null;
+    } catch (e) {
+      return e instanceof DomainError ? e.code : 'not-a-domain-error';
+    }
+  };
+
+  describe('normalizeLineEndings', () => {
+    it('turns bare LF and bare CR into CRLF and leaves CRLF alone', () => {
+      expect(normalizeLineEndings(Buffer.from('a\nb\rc\r\nd\n\n')).toString()).to.equal('a\r\nb\r\nc\r\nd\r\n\r\n');
+      expect(normalizeLineEndings(Buffer.from('\nx')).toString()).to.equal('\r\nx');
+    });
+    it('returns the same buffer when there is nothing to change', () => {
+      const b = Buffer.from('a\r\nb\r\n');
+      expect(normalizeLineEndings(b)).to.equal(b);
+    });
+  });
+
+  describe('decodeMessage', () => {
+    it('accepts 7-bit and UTF-8, refuses other 8-bit content and NUL (invalid_message)', () => {
+      expect(decodeMessage(Buffer.from('Subject: é\r\n\r\nü'))).to.equal('Subject: é\r\n\r\nü');
+      expect(codeOf(() => decodeMessage(Buffer.from([0x41, 0xe9, 0x42])))).to.equal('invalid_message');
+      expect(codeOf(() => decodeMessage(Buffer.from('a\0b')))).to.equal('invalid_message');
+    });
+  });
+
+  describe('splitMessage', () => {
+    it('keeps folded fields whole and unfolds their value', () => {
+      const { fields, body } = splitMessage('Subject: a\r\n b\r\nFrom: x@y.test\r\n\r\nbody\r\n');
+      expect(fields.map((f) => [f.name, f.value])).to.deep.equal([['subject', 'a b'], ['from', 'x@y.test']]);
+      expect(fields[0].raw).to.equal('Subject: a\r\n b\r\n');
+      expect(body).to.equal('\r\nbody\r\n');
+    });
+    it('starts the body at the first line that is not a field, and handles a message without body', () => {
+      expect(splitMessage('From: x@y.test\r\nnot a header\r\n').body).to.equal('\r\nnot a header\r\n');
+      expect(splitMessage('From: x@y.test').fields[0].raw).to.equal('From: x@y.test\r\n');
+    });
+  });
+
+  describe('prepareMessage', () => {
+    const base = 'From: App <app@ex.test>\r\nTo: u@rcpt.test\r\nSubject: Hi\r\n';
+
+    it('keeps a valid Message-ID and the fields the client owns byte for byte', () => {
+      const p = prepare(`${base}Message-ID: <abc.1@client.test>\r\nDate: Sun, 22 Nov 2026 03:00:00 +0000\r\nX-Custom: v\r\n\r\nbody\r\n`);
+      expect(p.messageId).to.equal('abc.1@client.test');
+      expect(p.messageIdAssigned).to.equal(false);
+      expect(p.raw).to.equal(`${base}Message-ID: <abc.1@client.test>\r\nDate: Sun, 22 Nov 2026 03:00:00 +0000\r\nX-Custom: v\r\n\r\nbody\r\n`);
+    });
+
+    it('assigns a Message-ID when there is none or it is malformed, and a Date when there is none', () => {
+      for (const mid of ['', 'Message-ID: not-an-id\r\n', 'Message-ID: <two words@x>\r\n']) {
+        const p = prepare(`${base}${mid}\r\nbody`);
+        expect(p.messageId).to.equal('assigned-1@example.test');
+        expect(p.raw.match(/^Message-ID:/gim)).to.have.length(1);
+        expect(p.raw).to.include('Message-ID: <assigned-1@example.test>\r\n');
+        expect(p.raw).to.include('Date: Sun, 22 Nov 2026 04:00:00 +0000\r\n');
+      }
+    });
+
+    it('removes the fields the service owns, folded continuation lines included', () => {
+      const owned = ['Bcc: secret@x.test', 'Return-Path: <a@b>', 'Received: from a\r\n\tby b', 'DKIM-Signature: v=1;\r\n b=xyz', 'Authentication-Results: x; spf=pass',
+        'ARC-Seal: i=1', 'X-Service-Anything: 1', 'Sender: other@elsewhere.test', 'Delivered-To: z@z.test'];
+      const p = prepare(`${base}Message-ID: <a@b>\r\n${owned.join('\r\n')}\r\nX-Keep: yes\r\n\r\nbody`);
+      expect(p.removed).to.have.members(['bcc', 'return-path', 'received', 'dkim-signature', 'authentication-results', 'arc-seal', 'x-service-anything', 'sender', 'delivered-to']);
+      expect(p.raw).to.not.match(/secret@x\.test|\tby b|b=xyz|spf=pass|elsewhere/);
+      expect(p.raw).to.include('X-Keep: yes\r\n');
+    });
+
+    it('requires exactly one From and at most one Subject/To/Message-ID (invalid_message)', () => {
+      expect(codeOf(() => prepare('To: u@rcpt.test\r\n\r\nx'))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`${base}From: b@ex.test\r\n\r\nx`))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`${base}Subject: again\r\n\r\nx`))).to.equal('invalid_message');
+    });
+  });
+});

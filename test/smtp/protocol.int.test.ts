@@ -1,0 +1,201 @@
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { MessageAccepted } from '../../domain/events';
+import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
+
+/**
+ * The listener as a hardened MTA, driven by a raw socket (hostile cases) and swaks (pipelining,
+ * size): TLS before AUTH, no relaying, STARTTLS command injection, smuggling with bare LF, line
+ * length, recipients and size caps, idle timeout, pregreet, AUTH failure limits.
+ */
+describe('SMTP listener protocol limits (int)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+
+  before(async () => {
+    h = await startSmtpHarness({
+      env: { SMTP_MAX_MESSAGE_BYTES: '65536', SMTP_MAX_RECIPIENTS: '3' },
+      smtp: { idleTimeoutMs: 1500 },
+    });
+    block = await h.newBlock();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  /** Connected, greeted, EHLO'd, TLS (STARTTLS or implicit) and, unless told otherwise, authenticated. */
+  async function session(o: { implicit?: boolean; auth?: boolean } = {}): Promise<RawClient> {
+    const c = await RawClient.connect(o.implicit ? h.securePort : h.port, o.implicit, h.ca);
+    expect(await c.reply()).to.match(/^220 /);
+    expect(await c.command('EHLO client.test')).to.match(/^250/);
+    if (!o.implicit) {
+      expect(await c.command('STARTTLS')).to.match(/^220 /);
+      await c.startTls(h.ca);
+      expect(await c.command('EHLO client.test')).to.match(/^250/);
+    }
+    if (o.auth !== false) expect(await c.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^235 2\.7\.0/);
+    return c;
+  }
+
+  it('pregreet: an unknown client waits ~100 ms for the greeting and talking first is refused; a client that authenticated recently is greeted at once', async () => {
+    h.smtp.smtp!.known.clear();
+    const early = await RawClient.connect(h.port);
+    early.write('EHLO too.soon\r\n');
+    expect(await early.reply()).to.match(/^421 .*talk too soon/i);
+    early.end();
+
+    const greetingMs = async () => {
+      const t = process.hrtime.bigint();
+      const c = await RawClient.connect(h.port);
+      await c.reply();
+      const ms = Number(process.hrtime.bigint() - t) / 1e6;
+      c.end();
+      return ms;
+    };
+    expect(await greetingMs()).to.be.at.least(90);
+    (await session()).end();
+    expect(await greetingMs()).to.be.below(50);
+  });
+
+  it('before TLS: EHLO offers STARTTLS but not AUTH; AUTH is 538 5.7.0; MAIL is 530 5.7.0 (no relaying)', async () => {
+    const c = await RawClient.connect(h.port);
+    expect(await c.reply()).to.match(/^220 /);
+    const ehlo = (await c.command('EHLO client.test'))!;
+    expect(ehlo).to.include('STARTTLS');
+    expect(ehlo).to.not.match(/AUTH/);
+    expect(ehlo).to.include('SIZE 65536');
+    expect(ehlo).to.include('ENHANCEDSTATUSCODES');
+    expect(await c.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^538 5\.7\.0 /);
+    expect(await c.command(`MAIL FROM:<app@${block.domain}>`)).to.match(/^530 5\.7\.0 /);
+    c.end();
+  });
+
+  it('after STARTTLS: AUTH PLAIN LOGIN offered, STARTTLS no more; implicit TLS without AUTH cannot relay', async () => {
+    const c = await session({ auth: false });
+    c.end();
+    const s = await RawClient.connect(h.port);
+    await s.reply();
+    await s.command('EHLO client.test');
+    await s.command('STARTTLS');
+    await s.startTls(h.ca);
+    const ehlo = (await s.command('EHLO client.test'))!;
+    expect(ehlo).to.include('AUTH PLAIN LOGIN');
+    expect(ehlo).to.not.include('STARTTLS');
+    s.end();
+
+    const i = await session({ implicit: true, auth: false });
+    expect(await i.command(`MAIL FROM:<app@${block.domain}>`)).to.match(/^530 5\.7\.0 /);
+    expect(await i.command('RCPT TO:<victim@rcpt.test>')).to.match(/^5\d\d /);
+    i.end();
+  });
+
+  it('STARTTLS command injection: commands pipelined after STARTTLS in cleartext are discarded', async () => {
+    const c = await RawClient.connect(h.port);
+    await c.reply();
+    await c.command('EHLO client.test');
+    c.write('STARTTLS\r\nQUIT\r\n');
+    expect(await c.reply()).to.match(/^220 /);
+    await c.startTls(h.ca);
+    // Had the injected QUIT run inside TLS, this would be 221 and a closed connection.
+    expect(await c.command('NOOP')).to.match(/^250 /);
+    c.end();
+  });
+
+  it('bare LF: a smuggled end-of-data (\\n.\\n, \\n.\\r\\n, \\r\\n.\\n) stays message content, and the kept message has CRLF only', async () => {
+    const c = await session();
+    expect(await c.command(`MAIL FROM:<app@${block.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const smuggled = `MAIL FROM:<app@${block.domain}>\r\nRCPT TO:<smuggled@rcpt.test>\r\nDATA\r\nFrom: app@${block.domain}\r\n\r\nsmuggled\r\n`;
+    c.write(`From: app@${block.domain}\r\nTo: user@rcpt.test\r\nSubject: smuggling\r\n\r\nline one\n.\n${smuggled}x\n.\r\n${smuggled}y\r\n.\n${smuggled}end\r\n.\r\n`);
+    const done = (await c.reply())!;
+    expect(done).to.match(/^250 2\.6\.0 /);
+    // The next reply belongs to our NOOP: nothing of the smuggled transaction ran.
+    expect(await c.command('NOOP')).to.match(/^250 /);
+    c.end();
+    const id = /queued as ([0-9a-f-]{36})/.exec(done)![1];
+    const event = (await h.motor.rt.store.readStream(streamName('message', id)))[0].data as MessageAccepted;
+    expect(event.to).to.deep.equal(['user@rcpt.test']);
+    expect(event.raw).to.include('RCPT TO:<smuggled@rcpt.test>');
+    expect(/(?<!\r)\n/.test(event.raw!)).to.equal(false);
+    expect(/\r(?!\n)/.test(event.raw!)).to.equal(false);
+  });
+
+  it('a command line over the limit is refused and the connection closed', async () => {
+    const c = await RawClient.connect(h.port);
+    await c.reply();
+    expect(await c.command(`EHLO ${'a'.repeat(3000)}`)).to.match(/^(421|500) /);
+    expect(await c.closedWithin(3000)).to.equal(true);
+  });
+
+  it('more recipients than SMTP_MAX_RECIPIENTS: 452 4.5.3', async () => {
+    const c = await session();
+    await c.command(`MAIL FROM:<app@${block.domain}>`);
+    for (const r of ['a', 'b', 'c']) expect(await c.command(`RCPT TO:<${r}@rcpt.test>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<d@rcpt.test>')).to.match(/^452 4\.5\.3 /);
+    c.end();
+  });
+
+  it('idle timeout: a silent client gets 421 and is disconnected', async () => {
+    const c = await RawClient.connect(h.port);
+    await c.reply();
+    const t = Date.now();
+    expect(await c.reply(5000)).to.match(/^421 /);
+    expect(Date.now() - t).to.be.within(1000, 4000);
+    expect(await c.closedWithin(3000)).to.equal(true);
+  });
+
+  it('AUTH failures: the third in a session closes it (421), and further attempts from the address are slowed down', async () => {
+    const c = await session({ auth: false });
+    expect(await c.authPlain(block.smtpUsername, 'wrong-1')).to.match(/^535 5\.7\.8 /);
+    expect(await c.authPlain(block.smtpUsername, 'wrong-2')).to.match(/^535 5\.7\.8 /);
+    expect(await c.authPlain(block.smtpUsername, 'wrong-3')).to.match(/^421 4\.7\.0 /);
+    expect(await c.closedWithin(3000)).to.equal(true);
+
+    const d = await session({ auth: false });
+    const t = Date.now();
+    expect(await d.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^235 /);
+    expect(Date.now() - t).to.be.at.least(240);
+    d.end();
+  });
+
+  describe('with swaks', () => {
+    const swaks = async (args: string[]) => {
+      try {
+        const r = await promisify(execFile)('swaks', ['--server', '127.0.0.1', '--suppress-data', ...args], { timeout: 30_000 });
+        return { code: 0, out: r.stdout + r.stderr };
+      } catch (e) {
+        const err = e as { code: number; stdout: string; stderr: string };
+        return { code: err.code, out: `${err.stdout}${err.stderr}` };
+      }
+    };
+    const authArgs = () => ['--auth', 'PLAIN', '--auth-user', block.smtpUsername, '--auth-password', block.smtpPassword];
+
+    it('PIPELINING with STARTTLS and AUTH: accepted', async () => {
+      const r = await swaks(['--port', String(h.port), '--tls', '--pipeline', ...authArgs(), '--from', `app@${block.domain}`, '--to', 'pipe@rcpt.test',
+        '--header', `From: app@${block.domain}`, '--header', 'Subject: pipelined', '--body', 'pipelined body']);
+      expect(r.code, r.out).to.equal(0);
+      expect(r.out).to.match(/PIPELINING/);
+      expect(r.out).to.match(/250 2\.6\.0 /);
+    });
+
+    it('a message over SMTP_MAX_MESSAGE_BYTES: 552 5.3.4 (declared SIZE at MAIL FROM, and undeclared at DATA)', async () => {
+      const file = join(tmpdir(), `motor-big-${process.pid}.eml`);
+      writeFileSync(file, rfc822({ from: `app@${block.domain}`, to: 'big@rcpt.test', body: `${'x'.repeat(76)}\r\n`.repeat(1000) }));
+      const r = await swaks(['--port', String(h.securePort), '--tls-on-connect', ...authArgs(), '--from', `app@${block.domain}`, '--to', 'big@rcpt.test',
+        '--data', file]);
+      expect(r.code).to.not.equal(0);
+      expect(r.out).to.match(/552 5\.3\.4/);
+
+      const c = await session();
+      expect(await c.command(`MAIL FROM:<app@${block.domain}> SIZE=100000`)).to.match(/^552 5\.3\.4 /);
+      c.end();
+    });
+  });
+});

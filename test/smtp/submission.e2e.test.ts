@@ -1,0 +1,200 @@
+import { expect } from 'chai';
+import { authenticate as mailauth } from 'mailauth';
+import { simpleParser } from 'mailparser';
+import { streamName } from '../../domain/eventStore';
+import type { MessageAccepted, SmtpAuthFailed, SmtpSubmissionRefused } from '../../domain/events';
+import { toEventData } from '../../domain/events';
+import { newId } from '../../domain/ids';
+import { generateSmtpPassword } from '../../domain/credentials/apiKeys';
+import { getBlock } from '../../projections/directory/queries';
+import { createResolver, mailauthResolver } from '../../workers/delivery/dns';
+import { eventually, getJson, postJson } from '../support/motor';
+import { rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+
+/**
+ * SMTP submission end to end with real clients: nodemailer (PLAIN and LOGIN, STARTTLS and
+ * implicit TLS) → Motor's listener → MessageAccepted → delivery worker → the loopback MX, DKIM-signed.
+ */
+describe('SMTP submission (e2e)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+
+  before(async () => {
+    h = await startSmtpHarness();
+    block = await h.newBlock();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  const queuedId = (response: string): string => /queued as ([0-9a-f-]{36})/.exec(response)![1];
+  const accepted = async (id: string): Promise<MessageAccepted> => {
+    const events = await h.motor.rt.store.readStream(streamName('message', id));
+    return events[0].data as MessageAccepted;
+  };
+
+  it('STARTTLS + AUTH PLAIN: delivered to the MX DKIM-signed, Message-ID kept, owned headers replaced', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword, method: 'PLAIN' });
+    const info = await t.sendMail({
+      envelope: { from: `app@${block.domain}`, to: ['user@rcpt.test'] },
+      raw: rfc822({
+        from: `"Zoë Ops" <app@${block.domain}>`, to: 'user@rcpt.test', subject: '=?UTF-8?Q?Gr=C3=BC=C3=9Fe?=', messageId: 'keep-me.1@client.example',
+        extraHeaders: ['Bcc: hidden@elsewhere.test', 'X-Service-Tenant: spoofed', 'Received: from internal.lan', 'DKIM-Signature: v=1; forged', 'X-Campaign: spring'],
+        body: 'Hello from SMTP ✓',
+      }),
+    });
+    t.close();
+    expect(info.response).to.match(/^250 2\.6\.0 /);
+    const id = queuedId(info.response);
+
+    const event = await accepted(id);
+    expect(event.source).to.equal('smtp');
+    expect(event.smtpMessageId).to.equal('keep-me.1@client.example');
+    expect(event.subject).to.equal('Grüße');
+    expect(event.fromName).to.equal('Zoë Ops');
+    expect(event.to).to.deep.equal(['user@rcpt.test']);
+
+    const received = await eventually(async () => h.mx.messages.find((m) => m.raw.toString().includes('keep-me.1@client.example')), 20_000);
+    const parsed = await simpleParser(received.raw);
+    expect(parsed.messageId).to.equal('<keep-me.1@client.example>');
+    expect(parsed.text?.trim()).to.equal('Hello from SMTP ✓');
+    expect(parsed.headers.get('x-campaign')).to.equal('spring');
+    for (const owned of ['bcc', 'x-service-tenant', 'received']) expect(parsed.headers.has(owned), owned).to.equal(false);
+    expect(received.raw.toString()).to.not.include('hidden@elsewhere.test');
+    expect(received.envelope.mailFrom).to.equal(`app@${block.domain}`);
+
+    const auth = await mailauth(received.raw, {
+      resolver: mailauthResolver(createResolver([h.dns.address])), sender: `app@${block.domain}`, ip: '127.0.0.1', helo: 'localhost', trustReceived: false,
+    });
+    expect(auth.dkim.results).to.have.length(1);
+    expect(auth.dkim.results[0].status.result).to.equal('pass');
+    expect(auth.dkim.results[0].signingDomain).to.equal(block.domain);
+
+    const token = await h.motor.token(block, ['logs.read']);
+    const status = await eventually(async () => {
+      const r = await getJson(`${h.motor.baseUrl}/api/public/v1/messages/${id}`, { authorization: `Bearer ${token}` });
+      return r.status === 200 && r.body.data.currentOutcome === 'delivered' ? r.body.data : null;
+    }, 20_000);
+    expect(status.smtpMessageId).to.equal('keep-me.1@client.example');
+  });
+
+  it('implicit TLS + AUTH LOGIN; a message without Message-ID gets <uuid>@<sending domain>', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword, method: 'LOGIN', secure: true });
+    const info = await t.sendMail({
+      envelope: { from: `app@${block.domain}`, to: ['two@rcpt.test', 'three@rcpt.test'] },
+      raw: rfc822({ from: `app@${block.domain}`, to: 'two@rcpt.test', messageId: null }),
+    });
+    t.close();
+    expect(info.response).to.match(/^250 /);
+    const event = await accepted(queuedId(info.response));
+    expect(event.smtpMessageId).to.match(new RegExp(`^[0-9a-f-]{36}@${block.domain.replace(/\./g, '\\.')}$`));
+    expect(event.to).to.deep.equal(['two@rcpt.test', 'three@rcpt.test']);
+    expect(event.raw).to.include(`Message-ID: <${event.smtpMessageId}>`);
+    expect(event.raw).to.match(/\r\nDate: /);
+    const received = await eventually(async () => {
+      const list = h.mx.messages.filter((m) => m.raw.toString().includes(event.smtpMessageId));
+      return list.flatMap((m) => m.envelope.rcptTo).length === 2 ? list : null;
+    }, 20_000);
+    expect(received.flatMap((m) => m.envelope.rcptTo).sort()).to.deep.equal(['three@rcpt.test', 'two@rcpt.test']);
+  });
+
+  it('nodemailer composing the message (not raw) works too', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
+    const info = await t.sendMail({ from: `Ops <app@${block.domain}>`, to: 'composed@rcpt.test', subject: 'Composed', text: 'plain', html: '<p>html</p>' });
+    t.close();
+    expect(info.response).to.match(/^250 /);
+    const event = await accepted(queuedId(info.response));
+    expect(event.smtpMessageId).to.equal(info.messageId.replace(/[<>]/g, ''));
+  });
+
+  it('a wrong password is 535 5.7.8 and a SmtpAuthFailed event on the block stream; an unknown user goes to smtpAuth-unknown', async () => {
+    const bad = transport(h, { user: block.smtpUsername, pass: 'not-the-password' });
+    const err = await bad.sendMail({ from: `app@${block.domain}`, to: 'x@rcpt.test', subject: 's', text: 't' }).then(() => null, (e) => e);
+    bad.close();
+    expect(err?.responseCode).to.equal(535);
+    expect(err.response).to.match(/^535 5\.7\.8 /);
+    const failures = await h.motor.rt.store.readStream(streamName('smtpAuth', block.motorBlockId));
+    const last = failures[failures.length - 1];
+    expect(last.type).to.equal('SmtpAuthFailed');
+    expect(last.data as SmtpAuthFailed).to.deep.include({ motorBlockId: block.motorBlockId, username: block.smtpUsername, reason: 'bad_password', mechanism: 'PLAIN', remoteAddress: '127.0.0.1' });
+
+    const unknown = transport(h, { user: 'mb_nobody', pass: 'whatever' });
+    const err2 = await unknown.sendMail({ from: `app@${block.domain}`, to: 'x@rcpt.test', subject: 's', text: 't' }).then(() => null, (e) => e);
+    unknown.close();
+    expect(err2?.responseCode).to.equal(535);
+    const unk = await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'));
+    expect(unk.some((e) => (e.data as SmtpAuthFailed).username === 'mb_nobody' && (e.data as SmtpAuthFailed).reason === 'unknown_user')).to.equal(true);
+  });
+
+  it('a block whose method is API Key refuses SMTP AUTH even with the right password', async () => {
+    const motorBlockId = newId();
+    const smtpUsername = `mb_apikey${Date.now()}`;
+    const pw = generateSmtpPassword();
+    const at = new Date().toISOString();
+    await h.motor.rt.store.append(streamName('motorBlock', motorBlockId), [
+      toEventData(newId(), { type: 'MotorBlockCreated', data: { motorBlockId, accountId: block.accountId, name: 'api only', type: 'transactional', domainId: block.domainId, smtpUsername, authMethod: 'api_key', createdAt: at } }),
+      toEventData(newId(), { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: pw.passwordHash, setAt: at } }),
+    ], { expectedRevision: 'no_stream' });
+    await eventually(async () => (await getBlock(h.motor.rt.db, motorBlockId))?.smtpPasswordHash);
+
+    const t = transport(h, { user: smtpUsername, pass: pw.password });
+    const err = await t.sendMail({ from: `app@${block.domain}`, to: 'x@rcpt.test', subject: 's', text: 't' }).then(() => null, (e) => e);
+    t.close();
+    expect(err?.responseCode).to.equal(535);
+    const failures = await h.motor.rt.store.readStream(streamName('smtpAuth', motorBlockId));
+    expect((failures[0].data as SmtpAuthFailed).reason).to.equal('auth_method_mismatch');
+  });
+
+  it('sender rules: envelope sender outside the block domain is 553 5.7.1 at MAIL FROM; a From header outside it, at DATA', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
+    const env = await t.sendMail({ envelope: { from: 'app@other.test', to: ['x@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'x@rcpt.test' }) }).then(() => null, (e) => e);
+    expect(env?.responseCode).to.equal(553);
+    expect(env.response).to.match(/^553 5\.7\.1 /);
+    const hdr = await t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['x@rcpt.test'] }, raw: rfc822({ from: 'ceo@other.test', to: 'x@rcpt.test' }) }).then(() => null, (e) => e);
+    t.close();
+    expect(hdr?.responseCode).to.equal(553);
+    const refused = await h.motor.rt.store.readStream(streamName('smtpSubmission', block.motorBlockId));
+    expect(refused.map((e) => (e.data as SmtpSubmissionRefused).code)).to.include('from_domain_mismatch');
+  });
+
+  it('HTTP and SMTP draw on the same quota: the ceiling is hit at the same total, with the exact 451 text', async () => {
+    const b = await h.newBlock();
+    await h.motor.setLimits(b.motorBlockId, { burst: 4, hourly: 100, daily: 1000 });
+    const http = () => postJson(`${h.motor.baseUrl}/v1/send`, { from: `app@${b.domain}`, to: 'q@rcpt.test', subject: 'q', text: 'q' }, { 'X-Api-Key': b.apiKey });
+    const t = transport(h, { user: b.smtpUsername, pass: b.smtpPassword });
+    const smtp = () => t.sendMail({ envelope: { from: `app@${b.domain}`, to: ['q@rcpt.test'] }, raw: rfc822({ from: `app@${b.domain}`, to: 'q@rcpt.test' }) }).then((i) => i.response, (e) => e.response as string);
+
+    expect((await http()).status).to.equal(200);
+    expect(await smtp()).to.match(/^250 /);
+    expect((await http()).status).to.equal(200);
+    expect(await smtp()).to.match(/^250 /);
+    const over = await smtp();
+    expect(over).to.match(/^451 4\.7\.1 Rate limit exceeded \(burst\): 4\/4\. Retry in \d+s\.$/);
+    expect((await http()).status).to.equal(429);
+    t.close();
+    const refused = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+    expect((refused[refused.length - 1].data as SmtpSubmissionRefused)).to.deep.include({ code: 'rate_limited_block', reply: over });
+  });
+});
+
+describe('SMTP submission over the account-wide limit (e2e)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  before(async () => {
+    h = await startSmtpHarness({ env: { ENFORCE_ACCOUNT_LIMIT: 'true', PLAN_DEFAULT_ACCOUNT_HOURLY: '2' } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('replies 451 4.7.1 account-wide send limit exceeded (acct_hourly) with the numbers', async () => {
+    const b = await h.newBlock();
+    const t = transport(h, { user: b.smtpUsername, pass: b.smtpPassword, secure: true });
+    const smtp = () => t.sendMail({ envelope: { from: `app@${b.domain}`, to: ['a@rcpt.test'] }, raw: rfc822({ from: `app@${b.domain}`, to: 'a@rcpt.test' }) }).then((i) => i.response, (e) => e.response as string);
+    expect(await smtp()).to.match(/^250 /);
+    expect(await smtp()).to.match(/^250 /);
+    expect(await smtp()).to.match(/^451 4\.7\.1 account-wide send limit exceeded \(acct_hourly\): 2\/2\. Retry in \d+s\.$/);
+    t.close();
+  });
+});

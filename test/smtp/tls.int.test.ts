@@ -1,0 +1,46 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { X509Certificate } from 'node:crypto';
+import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../../infra/config';
+import { loadTlsMaterial } from '../../smtp/tls';
+import { testCertPaths } from './harness';
+
+describe('smtp/tls and SMTP configuration (int)', () => {
+  it('generates a self-signed certificate for the host name once, then reuses it', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'motor-smtp-tls-'));
+    const a = await loadTlsMaterial({ certPath: null, keyPath: null, dataDir, hostname: 'mail.example.test' });
+    expect(a.selfSigned).to.equal(true);
+    const x = new X509Certificate(a.cert);
+    expect(x.subjectAltName).to.include('DNS:mail.example.test');
+    expect(x.checkPrivateKey(await import('node:crypto').then((c) => c.createPrivateKey(a.key)))).to.equal(true);
+    const b = await loadTlsMaterial({ certPath: null, keyPath: null, dataDir, hostname: 'mail.example.test' });
+    expect(b.cert.equals(a.cert)).to.equal(true);
+  });
+
+  it('reads SMTP_TLS_CERT / SMTP_TLS_KEY files when given', async () => {
+    const p = testCertPaths();
+    const m = await loadTlsMaterial({ certPath: p.cert, keyPath: p.key, dataDir: '/nonexistent', hostname: 'localhost' });
+    expect(m.selfSigned).to.equal(false);
+    expect(m.cert.equals(readFileSync(p.cert))).to.equal(true);
+  });
+
+  it('validates the SMTP variables', () => {
+    const c = loadConfig({});
+    expect(c.smtp).to.deep.equal({ port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50 });
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    };
+    expect(problems({ SMTP_PORT: '70000' }).join()).to.include('SMTP_PORT');
+    expect(problems({ SMTP_TLS_CERT: testCertPaths().cert }).join()).to.include('together');
+    expect(problems({ SMTP_TLS_CERT: '/no/such.pem', SMTP_TLS_KEY: '/no/such.key' }).join()).to.include('does not exist');
+    expect(problems({ SMTP_MAX_RECIPIENTS: '0' }).join()).to.include('SMTP_MAX_RECIPIENTS');
+    expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
+  });
+});
