@@ -69,6 +69,8 @@ export interface MessageAccepted {
   metadata: Record<string, string>;
   /** For SMTP submissions: the submitted RFC 5322 message (headers the service owns already replaced). */
   raw?: string;
+  /** For SMTP submissions: the envelope sender (MAIL FROM) when it differs from `from` (e.g. a bounce address). */
+  envelopeFrom?: string;
   acceptedAt: Iso;
 }
 interface RecipientOutcome { messageId: string; recipient: string; at: Iso }

@@ -62,7 +62,7 @@ export async function submitMessage(
   };
   const result = await sendMessage(deps, {
     motorBlockId: input.motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now: input.now,
-    raw: prepared.raw, smtpMessageId: prepared.messageId, validated,
+    raw: prepared.raw, smtpMessageId: prepared.messageId, validated, envelopeFrom: input.envelope.mailFrom,
   });
   if (result.kind !== 'accepted') throw new Error(`unexpected send result ${result.kind}`);
   return { messageId: result.messageId, smtpMessageId: prepared.messageId };

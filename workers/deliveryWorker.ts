@@ -110,7 +110,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
         });
     const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
     results = await deliverMessage({
-      raw: signed, envelopeFrom: accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+      raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
       relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
     });
   }

@@ -51,6 +51,8 @@ export interface SendCommand {
   /** SMTP: the submitted message and its Message-ID (the HTTP path builds its own). */
   raw?: string;
   smtpMessageId?: string;
+  /** SMTP: MAIL FROM, kept as the envelope sender of the delivery when it differs from From. */
+  envelopeFrom?: string;
   /** SMTP: the request was already validated from the envelope and headers. */
   validated?: ValidSendRequest;
 }
@@ -150,7 +152,7 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
   const smtpMessageId = cmd.smtpMessageId ?? `${messageId}@${domain.name}`;
   const events = acceptMessage(initialMessageState(), {
     messageId, request, motorBlockId: block.id, accountId: block.accountId, domainId: domain.id, smtpMessageId,
-    idempotencyKey: cmd.idempotencyKey, source: cmd.source, raw: cmd.raw, now: cmd.now,
+    idempotencyKey: cmd.idempotencyKey, source: cmd.source, raw: cmd.raw, envelopeFrom: cmd.envelopeFrom, now: cmd.now,
   });
   try {
     await deps.store.append(

@@ -87,6 +87,7 @@ export interface AcceptMessage {
   idempotencyKey: string | null;
   source: 'http' | 'smtp';
   raw?: string;
+  envelopeFrom?: string;
   now: Date;
 }
 
@@ -100,6 +101,7 @@ export function acceptMessage(state: MessageState, cmd: AcceptMessage): [DomainE
       from: r.from, fromName: r.fromName, to: r.to, subject: r.subject, text: r.text, html: r.html,
       headers: r.headers, smtpMessageId: cmd.smtpMessageId, idempotencyKey: cmd.idempotencyKey,
       source: cmd.source, metadata: r.metadata, ...(cmd.raw !== undefined ? { raw: cmd.raw } : {}),
+      ...(cmd.envelopeFrom !== undefined && cmd.envelopeFrom.toLowerCase() !== r.from.toLowerCase() ? { envelopeFrom: cmd.envelopeFrom } : {}),
       acceptedAt: cmd.now.toISOString(),
     },
   }];

@@ -99,6 +99,20 @@ describe('SMTP submission (e2e)', function () {
     expect(received.flatMap((m) => m.envelope.rcptTo).sort()).to.deep.equal(['three@rcpt.test', 'two@rcpt.test']);
   });
 
+  it('a MAIL FROM other than the From header (a bounce address in the domain) stays the delivery envelope sender', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
+    const info = await t.sendMail({
+      envelope: { from: `bounces@${block.domain}`, to: ['envelope@rcpt.test'] },
+      raw: rfc822({ from: `app@${block.domain}`, to: 'envelope@rcpt.test', messageId: 'envelope.1@client.example' }),
+    });
+    t.close();
+    const event = await accepted(queuedId(info.response));
+    expect(event.from).to.equal(`app@${block.domain}`);
+    expect(event.envelopeFrom).to.equal(`bounces@${block.domain}`);
+    const received = await eventually(async () => h.mx.messages.find((m) => m.raw.toString().includes('envelope.1@client.example')), 20_000);
+    expect(received.envelope.mailFrom).to.equal(`bounces@${block.domain}`);
+  });
+
   it('nodemailer composing the message (not raw) works too', async () => {
     const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
     const info = await t.sendMail({ from: `Ops <app@${block.domain}>`, to: 'composed@rcpt.test', subject: 'Composed', text: 'plain', html: '<p>html</p>' });
