@@ -1,6 +1,6 @@
 /**
- * `npm start`: runs Motor. All roles in one process by default (API, projectors, delivery
- * workers); `--role api|projector|worker` (comma-separated) runs only some, so roles can be split
+ * `npm start`: runs Motor. All roles in one process by default (HTTP API, SMTP submission,
+ * projectors, delivery workers); `--role api|smtp|projector|worker` (comma-separated) runs only some, so roles can be split
  * across processes and scaled (two worker processes share the queue without double delivery).
  */
 import { ConfigError, loadConfig } from '../infra/config';
