@@ -3,6 +3,7 @@
  * starts the roles (api, projector, worker). `npm start`, the CLI, the replay script, tests and
  * benchmarks all assemble Motor through here, so there is one wiring.
  */
+import { setMaxListeners } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
@@ -146,6 +147,8 @@ export interface StartOptions {
 /** Starts the given roles in this process; stop() drains in-flight work, then returns. */
 export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions = {}): Promise<StartedRoles> {
   const abort = new AbortController();
+  // Every projector, the enqueuer and the sweeper listen on this one signal.
+  setMaxListeners(64, abort.signal);
   const background: Promise<unknown>[] = [];
   let server: Server | null = null;
   let port: number | null = null;
