@@ -1,0 +1,179 @@
+/**
+ * bench:deliver — messages per second from POST /v1/send to an SMTP sink on loopback (found through
+ * a DNS server on loopback, STARTTLS offered, DKIM signing included), and the time from acceptance
+ * to `delivered` (DeliverySucceeded.at − MessageAccepted.acceptedAt, read from the store; acceptedAt
+ * is taken when the request starts, so this slightly overstates the time from the 200).
+ *
+ * Per mode, on a fresh database and queue prefix:
+ *   1. saturation: N sends as fast as SEND connections allow; msg/s = N / (last delivery − first send);
+ *   2. paced: M sends at a fixed rate (default half the saturation rate); latency p50/p99 there is
+ *      what a caller sees below saturation (in phase 1 latency is mostly queueing).
+ * Baseline in the same run: the same sink receiving N already-built messages through nodemailer's
+ * SMTP pool with the same concurrency (raw SMTP throughput of this machine), and, for diagnosis,
+ * the same without a pool (one connection per message, as Motor's delivery engine does).
+ *
+ * Settings (env or --arg=value):
+ *   DELIVER_N / --n                   messages of the saturation phase (default 5000)
+ *   DELIVER_PACED_N / --paced-n       messages of the paced phase (default N/5, 0 = skip)
+ *   DELIVER_PACED_RATE / --paced-rate msg/s of the paced phase (default 50% of the measured rate)
+ *   DELIVER_MODES / --modes           "inproc" (one process, all roles), "split" (api | projector |
+ *                                     worker processes); comma-separated (default "inproc,split")
+ *   DELIVER_WORKERS / --workers       worker processes in split mode (default 1)
+ *   DELIVER_CONCURRENCY / --concurrency  DELIVERY_CONCURRENCY per worker process (default 32)
+ *   DELIVER_SEND_CONNECTIONS / --send-connections  HTTP connections sending (default 50)
+ *   DELIVER_BASELINES / --baselines   "pool,nopool" (default), "pool" or "none"
+ *   SINK_STARTTLS / --sink-starttls   1 (default) or 0
+ *   DELIVER_TIMEOUT / --timeout       seconds to wait for all deliveries of a phase (default 600)
+ *   BENCH_CPU_PROF=<dir>              --cpu-prof the Motor processes
+ */
+import { fmt, intSetting, machine, onCleanup, percentile, runBench, setting, sleep, spawnChild, table, type Child } from './lib/common';
+import { benchEnv, createFixture, motorChildEnv, type Fixture } from './lib/fixture';
+import { runLoad, sendBody } from './lib/load';
+import { startDnsServer } from '../test/support/dnsServer';
+import { startSmtpSink, type SmtpSink } from '../test/support/smtpSink';
+
+const N = intSetting('DELIVER_N', 'n', 5000);
+const PACED_N = intSetting('DELIVER_PACED_N', 'paced-n', Math.round(N / 5));
+const PACED_RATE = intSetting('DELIVER_PACED_RATE', 'paced-rate', 0);
+const MODES = setting('DELIVER_MODES', 'modes', 'inproc,split').split(',').map((s) => s.trim()).filter((s): s is 'inproc' | 'split' => s === 'inproc' || s === 'split');
+const WORKERS = Math.max(1, intSetting('DELIVER_WORKERS', 'workers', 1));
+const CONCURRENCY = Math.max(1, intSetting('DELIVER_CONCURRENCY', 'concurrency', 32));
+const SEND_CONNECTIONS = Math.max(1, intSetting('DELIVER_SEND_CONNECTIONS', 'send-connections', 50));
+const BASELINES = setting('DELIVER_BASELINES', 'baselines', 'pool,nopool').split(',').map((s) => s.trim()).filter((s) => s === 'pool' || s === 'nopool');
+const STARTTLS = setting('SINK_STARTTLS', 'sink-starttls', '1') !== '0';
+const TIMEOUT_S = intSetting('DELIVER_TIMEOUT', 'timeout', 600);
+
+const TARGET_RATE = 500;
+const TARGET_P50_MS = 100;
+
+interface PhaseResult { sent: number; sendSeconds: number; msgPerSec: number; p50: number; p90: number; p99: number; max: number; notDelivered: Record<string, number> }
+
+runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () => {
+  console.log(`bench:deliver — ${machine()}`);
+  console.log(`N=${N}, paced ${PACED_N}${PACED_RATE ? ` at ${PACED_RATE}/s` : ''}, modes ${MODES.join(',')}, DELIVERY_CONCURRENCY=${CONCURRENCY}` +
+    `${MODES.includes('split') ? `, split workers ${WORKERS}` : ''}, send connections ${SEND_CONNECTIONS}, sink STARTTLS ${STARTTLS ? 'on' : 'off'}\n`);
+
+  const dns = await startDnsServer({
+    'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+    'mx.rcpt.test': { A: ['127.0.0.1'] },
+  });
+  const sink = await startSmtpSink({ starttls: STARTTLS });
+  onCleanup('dns + sink', async () => { await sink.close(); await dns.close(); });
+  // The sink keeps every message; the benchmarks only need the count.
+  const received = () => sink.messages.length;
+
+  const rows: Array<Array<string | number>> = [];
+  let poolRate = NaN;
+
+  // ------------------------------------------------------------------ baselines
+  for (const kind of BASELINES) {
+    const conc = CONCURRENCY * (MODES.includes('split') ? Math.max(1, WORKERS) : 1);
+    const child = spawnChild('rawSmtpChild.ts', `raw-smtp-${kind}`, { RAW_SMTP_CHILD: JSON.stringify({ port: sink.port, count: N, concurrency: conc, pooled: kind === 'pool' }) });
+    await child.next('ready', 120_000);
+    const before = received();
+    child.send({ type: 'go' });
+    const done = await child.next<{ ms: number; failed: number }>('done', TIMEOUT_S * 1000);
+    await child.stop();
+    const rate = (N - done.failed) / (done.ms / 1000);
+    if (kind === 'pool') poolRate = rate;
+    console.log(`baseline ${kind}: ${N} messages in ${fmt(done.ms)} ms = ${fmt(rate)} msg/s (${done.failed} failed, sink got ${received() - before})`);
+    rows.push([`raw SMTP, nodemailer ${kind === 'pool' ? 'pool' : 'no pool (1 connection/message)'}, ${conc} at once`, fmt(rate), '', '', '', '', kind === 'pool' ? '1.00' : fmt(rate / poolRate, 2)]);
+  }
+
+  // ------------------------------------------------------------------ Motor
+  const results: Array<{ mode: string; sat: PhaseResult; paced: PhaseResult | null }> = [];
+  for (const mode of MODES) {
+    const f = await createFixture(`deliver_${mode}`, benchEnv({
+      DNS_SERVERS: dns.address, MX_PORT: String(sink.port), DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
+    }));
+    const children: Child[] = [];
+    if (mode === 'inproc') {
+      children.push(spawnChild('motorChild.ts', 'motor-all', motorChildEnv(f, ['api', 'projector', 'worker'])));
+    } else {
+      children.push(spawnChild('motorChild.ts', 'motor-api', motorChildEnv(f, ['api'])));
+      children.push(spawnChild('motorChild.ts', 'motor-projector', motorChildEnv(f, ['projector'])));
+      for (let i = 0; i < WORKERS; i++) children.push(spawnChild('motorChild.ts', `motor-worker${i + 1}`, motorChildEnv(f, ['worker'])));
+    }
+    const ready = await Promise.all(children.map((c) => c.next<{ port: number | null }>('ready')));
+    const port = ready[0].port!;
+    const url = `http://127.0.0.1:${port}/v1/send`;
+    const headers = { 'x-api-key': f.block.apiKey };
+    const body = sendBody(`app@${f.senderDomain}`);
+
+    // One message end to end first: the whole chain works before anything is timed.
+    const probe = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    if (probe.status !== 200) throw new Error(`Motor answered ${probe.status}: ${await probe.text()}`);
+    await waitDelivered(f, 1, 60);
+
+    const sat = await phase(f, sink, { url, headers, body, amount: N, label: `${mode} saturation` });
+    const rate = PACED_RATE || Math.max(1, Math.round(sat.msgPerSec * 0.5));
+    const paced = PACED_N > 0 ? await phase(f, sink, { url, headers, body, amount: PACED_N, rate, label: `${mode} paced ${rate}/s` }) : null;
+    results.push({ mode, sat, paced });
+    for (const c of children) await c.stop();
+    const procs = mode === 'inproc' ? '1 process' : `api | projector | ${WORKERS} worker process${WORKERS > 1 ? 'es' : ''}`;
+    rows.push([`Motor ${mode} (${procs}), saturated`, fmt(sat.msgPerSec), fmt(sat.sent / sat.sendSeconds), fmt(sat.p50), fmt(sat.p99), fmt(sat.max), fmt(sat.msgPerSec / poolRate, 2)]);
+    if (paced) rows.push([`Motor ${mode}, paced at ${rate}/s`, fmt(paced.msgPerSec), fmt(paced.sent / paced.sendSeconds), fmt(paced.p50), fmt(paced.p99), fmt(paced.max), '']);
+  }
+
+  console.log('\n' + table(['', 'delivered msg/s', 'sent/s', 'p50 ms', 'p99 ms', 'max ms', 'ratio to pool'], rows));
+  for (const r of results) {
+    const p50 = r.paced?.p50 ?? r.sat.p50;
+    console.log(`${r.mode}: ${fmt(r.sat.msgPerSec)} msg/s (target ≥${TARGET_RATE}) ${r.sat.msgPerSec >= TARGET_RATE ? 'met' : 'MISSED'};` +
+      ` p50 ${fmt(p50)} ms ${r.paced ? 'paced' : 'saturated'} (target <${TARGET_P50_MS}) ${p50 < TARGET_P50_MS ? 'met' : 'MISSED'}` +
+      `${Object.keys(r.sat.notDelivered).length ? `; not delivered: ${JSON.stringify(r.sat.notDelivered)}` : ''}`);
+  }
+});
+
+async function phase(f: Fixture, sink: SmtpSink, o: { url: string; headers: Record<string, string>; body: string; amount: number; rate?: number; label: string }): Promise<PhaseResult> {
+  const acceptedBefore = await f.countEvents('MessageAccepted');
+  const deliveredBefore = (await f.rt.db.raw(`select count(*)::int as n from events where type in ('DeliverySucceeded', 'DeliveryBounced', 'DeliveryFailed')`)).rows[0].n as number;
+  const since = new Date();
+  const t0 = Date.now();
+  const load = await runLoad({ url: o.url, headers: o.headers, body: o.body, connections: SEND_CONNECTIONS, amount: o.amount, overallRate: o.rate, timeoutS: 60 });
+  const sendSeconds = (Date.now() - t0) / 1000;
+  if (load.ok !== o.amount) console.log(`  ${o.label}: ${load.ok} of ${o.amount} sends answered 200 (${JSON.stringify(load.statusCodes)}, errors ${load.errors})`);
+  await sleep(200);
+  const accepted = (await f.countEvents('MessageAccepted')) - acceptedBefore;
+  await waitDelivered(f, deliveredBefore + accepted, TIMEOUT_S);
+  // Per message: accepted → DeliveryStarted (log → enqueuer → BullMQ → a worker picks it up) and
+  // DeliveryStarted → DeliverySucceeded (fold, MIME, DKIM, DNS, SMTP session).
+  const r = await f.rt.db.raw(
+    `select extract(epoch from ((s.data->>'at')::timestamptz - (a.data->>'acceptedAt')::timestamptz)) * 1000 as ms,
+            extract(epoch from ((d.data->>'at')::timestamptz - (a.data->>'acceptedAt')::timestamptz)) * 1000 as queued_ms,
+            extract(epoch from ((s.data->>'at')::timestamptz - (d.data->>'at')::timestamptz)) * 1000 as deliver_ms,
+            extract(epoch from (s.data->>'at')::timestamptz) * 1000 as at
+       from events a
+       join events s on s.stream_id = a.stream_id and s.type = 'DeliverySucceeded'
+       join events d on d.stream_id = a.stream_id and d.type = 'DeliveryStarted' and d.data->>'attempt' = s.data->>'attempt'
+      where a.type = 'MessageAccepted' and (a.data->>'acceptedAt')::timestamptz >= ?`, [since.toISOString()]);
+  const rows = r.rows as Array<{ ms: string; queued_ms: string; deliver_ms: string; at: string }>;
+  const lat = rows.map((x) => Number(x.ms)).sort((a, b) => a - b);
+  const queued = rows.map((x) => Number(x.queued_ms)).sort((a, b) => a - b);
+  const delivering = rows.map((x) => Number(x.deliver_ms)).sort((a, b) => a - b);
+  const lastAt = Math.max(...rows.map((x) => Number(x.at)));
+  const other = await f.rt.db.raw(
+    `select type, count(*)::int as n from events where type in ('DeliveryDeferred','DeliveryBounced','DeliveryFailed') and created_at >= ? group by type`, [since]);
+  const notDelivered = Object.fromEntries((other.rows as Array<{ type: string; n: number }>).map((x) => [x.type, x.n]));
+  const res: PhaseResult = {
+    sent: accepted, sendSeconds, msgPerSec: rows.length / ((lastAt - t0) / 1000),
+    p50: percentile(lat, 50), p90: percentile(lat, 90), p99: percentile(lat, 99), max: lat[lat.length - 1], notDelivered,
+  };
+  console.log(`  ${o.label}: ${accepted} accepted in ${fmt(sendSeconds, 1)} s (${fmt(accepted / sendSeconds)}/s, HTTP p50 ${load.p50} ms p99 ${load.p99} ms);` +
+    ` ${rows.length} delivered, ${fmt(res.msgPerSec)} msg/s end to end; accepted→delivered p50 ${fmt(res.p50)} ms, p90 ${fmt(res.p90)} ms, p99 ${fmt(res.p99)} ms, max ${fmt(res.max)} ms` +
+    `${Object.keys(notDelivered).length ? `; other outcomes ${JSON.stringify(notDelivered)}` : ''} (sink total ${sink.messages.length})\n` +
+    `    of which accepted→DeliveryStarted p50 ${fmt(percentile(queued, 50))} ms p99 ${fmt(percentile(queued, 99))} ms;` +
+    ` DeliveryStarted→delivered p50 ${fmt(percentile(delivering, 50))} ms p99 ${fmt(percentile(delivering, 99))} ms`);
+  return res;
+}
+
+/** Waits until `n` messages reached a terminal outcome (delivered, bounced or failed; deferrals retry). */
+async function waitDelivered(f: Fixture, n: number, timeoutS: number): Promise<void> {
+  const deadline = Date.now() + timeoutS * 1000;
+  for (;;) {
+    const r = await f.rt.db.raw(`select count(*)::int as n from events where type in ('DeliverySucceeded', 'DeliveryBounced', 'DeliveryFailed')`);
+    const got = r.rows[0].n as number;
+    if (got >= n) return;
+    if (Date.now() > deadline) throw new Error(`only ${got} of ${n} messages reached an outcome after ${timeoutS} s`);
+    await sleep(100);
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * A Motor process for the benchmarks: the roles given in MOTOR_CHILD (JSON: databaseUrl, redisUrl,
+ * queuePrefix, roles, env), assembled through scripts/runtime.ts like `npm start`, HTTP on
+ * 127.0.0.1 and an ephemeral port. Sends {type:'ready', port} and stops on {type:'stop'}.
+ */
+import { loadConfig } from '../../infra/config';
+import { createLogger } from '../../infra/logger';
+import { createRuntime, startRoles, type Role } from '../../scripts/runtime';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { childMain, percentile } from './common';
+
+/**
+ * BENCH_DIAG=1: times every event store call and the event loop delay of this process, printed
+ * (stderr) when it stops. Wraps the store object's methods, so every role sees the timed ones.
+ */
+function instrument(store: Record<string, unknown>): () => string {
+  const timings = new Map<string, number[]>();
+  for (const name of ['append', 'readStream', 'readAll']) {
+    const orig = store[name] as (...a: unknown[]) => Promise<unknown>;
+    const list: number[] = [];
+    timings.set(name, list);
+    store[name] = function (this: unknown, ...args: unknown[]) {
+      const t = performance.now();
+      const p = orig.apply(this, args);
+      p.then(() => list.push(performance.now() - t), () => list.push(performance.now() - t));
+      return p;
+    };
+  }
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  return () => {
+    const parts = [...timings].map(([n, l]) => {
+      const s = [...l].sort((a, b) => a - b);
+      return `${n} n=${s.length} p50=${percentile(s, 50).toFixed(1)} p99=${percentile(s, 99).toFixed(1)} max=${(s[s.length - 1] ?? NaN).toFixed(1)} ms`;
+    });
+    const cpu = process.cpuUsage();
+    return `${parts.join('; ')}; event loop delay p50=${(loop.percentile(50) / 1e6).toFixed(1)} p99=${(loop.percentile(99) / 1e6).toFixed(1)} max=${(loop.max / 1e6).toFixed(1)} ms; cpu user ${(cpu.user / 1e6).toFixed(1)} s sys ${(cpu.system / 1e6).toFixed(1)} s`;
+  };
+}
+
+childMain(async () => {
+  const spec = JSON.parse(process.env.MOTOR_CHILD ?? '{}') as {
+    databaseUrl: string; redisUrl: string; queuePrefix: string; roles: Role[]; env: Record<string, string>;
+  };
+  const config = loadConfig(spec.env);
+  const rt = await createRuntime(config, {
+    databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger: createLogger(config.logLevel, { roles: spec.roles.join(',') }),
+  });
+  // Experiment knob (no effect unless set): group-commit transactions in flight at once, set on the
+  // PostgreSQL store instance after construction (the product's default is 1).
+  const inflight = Number(process.env.BENCH_STORE_INFLIGHT ?? 0);
+  if (inflight > 0) (rt.store as unknown as { maxInFlightBatches: number }).maxInFlightBatches = inflight;
+  const diag = process.env.BENCH_DIAG === '1' ? instrument(rt.store as unknown as Record<string, unknown>) : null;
+  const started = await startRoles(rt, spec.roles, { port: 0, host: '127.0.0.1' });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    await started.stop();
+    await rt.close();
+    if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
+    process.exit(0);
+  };
+  process.on('message', (m: { type?: string }) => { if (m.type === 'stop') void stop(); });
+  process.on('SIGTERM', () => void stop());
+  process.send!({ type: 'ready', port: started.port });
+});
