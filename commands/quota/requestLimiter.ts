@@ -17,7 +17,13 @@ return v
 `;
 
 export class RequestLimiter {
-  constructor(private readonly redis: Redis, readonly limitPerMinute: number) {}
+  private readonly commands: { motorRequestHit(key: string, ttl: number): Promise<number> };
+
+  constructor(private readonly redis: Redis, readonly limitPerMinute: number) {
+    // Sent once, then run by SHA.
+    redis.defineCommand('motorRequestHit', { numberOfKeys: 1, lua: HIT });
+    this.commands = redis as unknown as { motorRequestHit(key: string, ttl: number): Promise<number> };
+  }
 
   /** The same counters with another limit (client-IP limiting of routes without a credential). */
   withLimit(limitPerMinute: number): RequestLimiter { return new RequestLimiter(this.redis, limitPerMinute); }
@@ -26,7 +32,7 @@ export class RequestLimiter {
     const window = Math.floor(now.getTime() / 60000);
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
     try {
-      const count = Number(await this.redis.eval(HIT, 1, `reqlimit:{${credentialId}}:${window}`, 120));
+      const count = Number(await this.commands.motorRequestHit(`reqlimit:{${credentialId}}:${window}`, 120));
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
       return { kind: 'unavailable', limit: this.limitPerMinute };

@@ -96,20 +96,34 @@ return out
 const DIMENSIONS: QuotaDimension[] = ['burst', 'hourly', 'daily', 'acct_hourly', 'acct_daily'];
 const DIM_SECONDS: Record<QuotaDimension, number> = { burst: 60, hourly: 3600, daily: 86400, acct_hourly: 3600, acct_daily: 86400 };
 
+/** The scripts as ioredis commands: sent once, then run by SHA (EVALSHA, reloaded if Redis forgot them). */
+interface QuotaCommands {
+  motorQuotaConsume(...args: (string | number)[]): Promise<number[]>;
+  motorQuotaRefund(...args: (string | number)[]): Promise<number>;
+  motorQuotaRead(...args: (string | number)[]): Promise<number[]>;
+}
+
 export class SendQuota {
-  constructor(private readonly redis: Redis) {}
+  private readonly commands: QuotaCommands;
+
+  constructor(private readonly redis: Redis) {
+    redis.defineCommand('motorQuotaConsume', { numberOfKeys: 5, lua: CONSUME });
+    redis.defineCommand('motorQuotaRefund', { numberOfKeys: 5, lua: REFUND });
+    redis.defineCommand('motorQuotaRead', { numberOfKeys: 5, lua: READ });
+    this.commands = redis as unknown as QuotaCommands;
+  }
 
   async consume(req: QuotaRequest): Promise<QuotaDecision> {
     const keys = quotaKeys(req.motorBlockId, req.accountId, req.now);
     let reply: number[];
     try {
-      reply = (await this.redis.eval(
-        CONSUME, 5, ...keys,
+      reply = await this.commands.motorQuotaConsume(
+        ...keys,
         req.count, req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily,
         req.enforceAccount ? '1' : '0',
         // TTLs outlive their window a little so a reader near the boundary still sees the count.
         WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
-      )) as number[];
+      );
     } catch {
       return { kind: 'unavailable' };
     }
@@ -135,7 +149,7 @@ export class SendQuota {
   /** Gives back a charge whose send was not committed (store down, lost an idempotency race). */
   async refund(motorBlockId: string, accountId: string, count: number, chargedAt: Date): Promise<void> {
     try {
-      await this.redis.eval(REFUND, 5, ...quotaKeys(motorBlockId, accountId, chargedAt), count);
+      await this.commands.motorQuotaRefund(...quotaKeys(motorBlockId, accountId, chargedAt), count);
     } catch {
       // Best effort: an unrefunded charge expires with its window.
     }
@@ -144,7 +158,7 @@ export class SendQuota {
   /** Current counters without charging (rate-limits routes). Null when Redis is unavailable. */
   async read(motorBlockId: string, accountId: string, now: Date): Promise<{ burst: number; hourly: number; daily: number; acctHourly: number; acctDaily: number } | null> {
     try {
-      const r = (await this.redis.eval(READ, 5, ...quotaKeys(motorBlockId, accountId, now))) as number[];
+      const r = await this.commands.motorQuotaRead(...quotaKeys(motorBlockId, accountId, now));
       return { burst: r[0], hourly: r[1], daily: r[2], acctHourly: r[3], acctDaily: r[4] };
     } catch {
       return null;
