@@ -135,8 +135,8 @@ export interface UserLockedOut { userId: string; reason: 'login' | 'verification
 // ---------------------------------------------------------------- authSession-<uuid> (one refresh-token family)
 export interface SessionStarted { sessionId: string; userId: string; accountId: string; channel: string; refreshTokenHash: string; refreshExpiresAt: Iso; startedAt: Iso }
 export interface RefreshTokenRotated { sessionId: string; previousHash: string; refreshTokenHash: string; refreshExpiresAt: Iso; at: Iso }
-/** The family is dead: a spent refresh token was presented again (`refresh_token_reuse`) or the user logged out. */
-export interface SessionRevoked { sessionId: string; reason: 'refresh_token_reuse' | 'logout'; at: Iso }
+/** The family is dead: a spent refresh token was presented again (`refresh_token_reuse`). */
+export interface SessionRevoked { sessionId: string; reason: 'refresh_token_reuse'; at: Iso }
 
 // ---------------------------------------------------------------- webHandoff-<uuid>
 export interface WebHandoffIssued { handoffId: string; userId: string; accountId: string; codeHash: string; redirectPath: string; expiresAt: Iso; issuedAt: Iso }

@@ -190,7 +190,8 @@ export async function refreshSession(deps: AuthDeps, body: { refreshToken?: unkn
   if (!parsed) throw invalidRefreshToken();
   const secret = randomSecret();
   const next = opaqueToken('rt', parsed.id, secret);
-  const r = await decideAndAppend(deps.store, streamName('authSession', parsed.id), SESSION_TYPES, foldSession, (s) => {
+  const r = await decideAndAppend(deps.store, streamName('authSession', parsed.id), SESSION_TYPES, foldSession, async (s) => {
+    if (s.exists && !s.revoked && !(await startedAfterPassword(deps.store, s))) return { events: [], result: { error: invalidRefreshToken(), user: { userId: '', accountId: '' }, refreshExpiresAt: '' } };
     const d = decideRefresh(s, { presentedHash: sha256Hex(parsed.secret), nextHash: sha256Hex(secret), now });
     const rotated = d.events.find((e) => e.type === 'RefreshTokenRotated') as Extract<SessionEvent, { type: 'RefreshTokenRotated' }> | undefined;
     return { events: d.events, result: { error: d.error, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' }, refreshExpiresAt: rotated?.data.refreshExpiresAt ?? '' } };
@@ -239,4 +240,23 @@ export async function redeemWebHandoff(deps: AuthDeps, body: { code?: unknown },
     }, 'anonymous');
   const tokens = await openSession(deps, { userId: issued.userId, accountId: issued.accountId }, 'web', now, sessionId);
   return { ...tokens, redirectPath: issued.redirectPath };
+}
+
+// ------------------------------------------------------------------------------ dashboard JWT check
+/**
+ * A dashboard JWT is honoured only while its session lives: once a refresh-token reuse revoked
+ * the family, the access tokens of that session stop working too (one stream read per request).
+ */
+export async function assertSessionActive(store: EventStore, sessionId: string): Promise<void> {
+  const { state } = await load(store, streamName('authSession', sessionId), SESSION_TYPES, foldSession);
+  if (!state.exists || state.revoked || !(await startedAfterPassword(store, state))) {
+    throw fail('session_revoked', 401, 'This dashboard session was revoked', { nextAction: 'Log in again: POST /api/auth/login' });
+  }
+}
+
+/** A password set after the session started (a reset) ends the session. */
+async function startedAfterPassword(store: EventStore, session: { userId: string | null; startedAt: number }): Promise<boolean> {
+  if (!session.userId) return false;
+  const { state: user } = await load(store, streamName('user', session.userId), USER_TYPES, foldUser);
+  return user.passwordSetAt === null || session.startedAt >= user.passwordSetAt;
 }

@@ -20,18 +20,19 @@ export interface SessionState {
   channel: string | null;
   currentHash: string | null;
   refreshExpiresAt: number;
+  startedAt: number;
   spent: string[];
   revoked: boolean;
 }
 
 export const initialSessionState = (): SessionState => ({
-  exists: false, sessionId: null, userId: null, accountId: null, channel: null, currentHash: null, refreshExpiresAt: 0, spent: [], revoked: false,
+  exists: false, sessionId: null, userId: null, accountId: null, channel: null, currentHash: null, refreshExpiresAt: 0, startedAt: 0, spent: [], revoked: false,
 });
 
 export function evolveSession(s: SessionState, e: SessionEvent): SessionState {
   switch (e.type) {
     case 'SessionStarted':
-      return { ...s, exists: true, sessionId: e.data.sessionId, userId: e.data.userId, accountId: e.data.accountId, channel: e.data.channel, currentHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt) };
+      return { ...s, exists: true, sessionId: e.data.sessionId, userId: e.data.userId, accountId: e.data.accountId, channel: e.data.channel, currentHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt), startedAt: Date.parse(e.data.startedAt) };
     case 'RefreshTokenRotated':
       return { ...s, spent: [...s.spent, e.data.previousHash], currentHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt) };
     case 'SessionRevoked':

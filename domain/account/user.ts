@@ -43,6 +43,8 @@ export interface UserState {
   codesIssuedAt: number[];
   setup: { hash: string; expiresAt: number } | null;
   passwordHash: string | null;
+  /** When the current password was set (ms): sessions started before it are over (a reset signs everyone out). */
+  passwordSetAt: number | null;
   /** Consecutive failed logins since the last success or lockout. */
   loginFailures: number;
   lastLoginFailureAt: number | null;
@@ -51,7 +53,7 @@ export interface UserState {
 
 export const initialUserState = (): UserState => ({
   exists: false, userId: null, accountId: null, email: null, code: null, codesIssuedAt: [], setup: null,
-  passwordHash: null, loginFailures: 0, lastLoginFailureAt: null, lockedUntil: null,
+  passwordHash: null, passwordSetAt: null, loginFailures: 0, lastLoginFailureAt: null, lockedUntil: null,
 });
 
 export function evolveUser(s: UserState, e: UserEvent): UserState {
@@ -69,7 +71,7 @@ export function evolveUser(s: UserState, e: UserEvent): UserState {
     case 'EmailVerified':
       return { ...s, code: null, setup: { hash: e.data.setupTokenHash, expiresAt: Date.parse(e.data.setupTokenExpiresAt) } };
     case 'PasswordSet':
-      return { ...s, setup: null, passwordHash: e.data.passwordHash, accountId: e.data.accountId, loginFailures: 0, lastLoginFailureAt: null, lockedUntil: null };
+      return { ...s, setup: null, passwordHash: e.data.passwordHash, passwordSetAt: Date.parse(e.data.setAt), accountId: e.data.accountId, loginFailures: 0, lastLoginFailureAt: null, lockedUntil: null };
     case 'LoginSucceeded':
       return { ...s, loginFailures: 0, lastLoginFailureAt: null };
     case 'LoginFailed':

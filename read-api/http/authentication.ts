@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import { authenticateApiKey, extractApiKey } from '../../commands/credentials/apiKeyAuth';
 import { verifyPublicToken } from '../../commands/tokens/publicTokens';
 import { dashboardTokenSettings, verifyDashboardToken } from '../../commands/auth/dashboardTokens';
+import { assertSessionActive } from '../../commands/auth/onboarding';
 import { hasScopes } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import type { RequestLimiter } from '../../commands/quota/requestLimiter';
@@ -57,6 +58,7 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
       const token = bearerToken(request);
       if (token === null) throw fail('invalid_token', 401, 'Dashboard token missing or invalid', { nextAction: 'Send Authorization: Bearer <token> from POST /api/auth/login' });
       const claims = verifyDashboardToken(dashboardTokenSettings(ctx.config), token, ctx.clock.now());
+      await assertSessionActive(ctx.store, claims.sessionId);
       return { kind: 'dashboard', ...claims };
     }
     default:

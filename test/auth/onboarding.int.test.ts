@@ -1,0 +1,197 @@
+import { expect } from 'chai';
+import jwt from 'jsonwebtoken';
+import { simpleParser } from 'mailparser';
+import { streamName } from '../../domain/eventStore';
+import { userIdOf } from '../../commands/auth/onboarding';
+import { systemIds } from '../../commands/auth/systemMail';
+import { getJson } from '../support/motor';
+import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
+
+describe('onboarding: register → verify-code → set-password → login → refresh → web-handoff (int)', function () {
+  this.timeout(90_000);
+  let h: AuthHarness;
+  before(async () => { h = await startAuthHarness(); });
+  after(async () => { await h?.close(); });
+
+  it('signs up through a code delivered by the service\'s own pipeline, every step an event', async () => {
+    const email = 'Alice@RCPT.test';
+    const before = h.mx.messages.length;
+    const r = await h.post('/api/auth/register', { email });
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.deep.include({ email: 'alice@rcpt.test', codeSent: true, expiresInSeconds: 600 });
+    const code = await h.codeFor('alice@rcpt.test', before);
+    const mail = h.mx.messages.filter((m) => m.envelope.rcptTo.includes('alice@rcpt.test')).pop()!;
+    expect(mail.envelope.mailFrom).to.equal('no-reply@motor.test');
+    const parsed = await simpleParser(mail.raw);
+    expect(parsed.text).to.include(`${h.motor.config.publicBaseUrl}/dashboard/verify?email=alice%40rcpt.test`);
+    expect(parsed.text).to.include(code);
+    expect(mail.raw.toString()).to.match(/DKIM-Signature:/i);
+
+    const v = await h.post('/api/auth/verify-code', { email, code });
+    expect(v.status).to.equal(200);
+    expect(v.body.data.setupToken).to.match(/^st_/);
+    expect(v.body.data.expiresInSeconds).to.equal(1800);
+    // Single use: the code is spent.
+    expect((await h.post('/api/auth/verify-code', { email, code })).body.code).to.equal('invalid_code');
+
+    const s = await h.post('/api/auth/set-password', { email, password: PASSWORD, setupToken: v.body.data.setupToken, channel: 'agent' });
+    expect(s.status).to.equal(200);
+    expect(s.body.data).to.include.keys('token', 'refreshToken', 'expiresIn', 'accountId', 'userId');
+    expect(s.body.data.expiresIn).to.equal(900);
+    // The setup token is single-use.
+    const again = await h.post('/api/auth/set-password', { email, password: PASSWORD, setupToken: v.body.data.setupToken });
+    expect(again.status).to.equal(401);
+    expect(again.body.code).to.equal('invalid_setup_token');
+
+    const claims = jwt.decode(s.body.data.token) as jwt.JwtPayload;
+    expect(claims.aud).to.equal(`${h.motor.config.publicBaseUrl}/dashboard`);
+    expect(claims.exp! - claims.iat!).to.equal(900);
+
+    const events = await h.motor.rt.store.readStream(streamName('user', userIdOf('alice@rcpt.test')));
+    expect(events.map((e) => e.type)).to.deep.equal(['AccountRegistered', 'VerificationCodeIssued', 'EmailVerified', 'PasswordSet']);
+    expect(JSON.stringify(events.map((e) => e.data))).to.not.include(code).and.not.include(PASSWORD);
+    const account = await h.motor.rt.store.readStream(streamName('account', s.body.data.accountId));
+    expect(account.map((e) => e.type)).to.deep.equal(['AccountCreated']);
+    // The code mail is a message of the system block, like any other.
+    const accepted = await h.motor.rt.db.withSchema('rm_directory').table('motor_blocks').where({ id: systemIds('no-reply@motor.test').motorBlockId }).first();
+    expect(accepted).to.not.equal(undefined);
+  });
+
+  it('login answers like set-password; wrong passwords are 401 invalid_credentials, unknown users too', async () => {
+    await h.signUp('bob@rcpt.test');
+    const ok = await h.post('/api/auth/login', { email: 'bob@rcpt.test', password: PASSWORD });
+    expect(ok.status).to.equal(200);
+    expect(ok.body.data).to.include.keys('token', 'refreshToken', 'expiresIn', 'accountId', 'userId');
+    const bad = await h.post('/api/auth/login', { email: 'bob@rcpt.test', password: 'wrong password!' });
+    expect(bad.status).to.equal(401);
+    expect(bad.body.code).to.equal('invalid_credentials');
+    const nobody = await h.post('/api/auth/login', { email: 'nobody@rcpt.test', password: 'whatever12345' });
+    expect(nobody.status).to.equal(401);
+    expect(nobody.body.code).to.equal('invalid_credentials');
+  });
+
+  it('login brute force over HTTP: 3 failures, then 429 login_throttled with Retry-After (lockout ladder: user.unit.test.ts)', async () => {
+    await h.signUp('hank@rcpt.test');
+    for (let i = 0; i < 3; i++) expect((await h.post('/api/auth/login', { email: 'hank@rcpt.test', password: 'wrong password!' })).body.code).to.equal('invalid_credentials');
+    const slowed = await h.post('/api/auth/login', { email: 'hank@rcpt.test', password: PASSWORD });
+    expect(slowed.status).to.equal(429);
+    expect(slowed.body.code).to.equal('login_throttled');
+    expect(Number(slowed.headers.get('retry-after'))).to.be.greaterThan(0);
+  });
+
+  it('refresh rotates; a spent refresh token revokes the whole family', async () => {
+    const s = await h.signUp('carol@rcpt.test');
+    const r1 = await h.post('/api/auth/refresh', { refreshToken: s.refreshToken });
+    expect(r1.status).to.equal(200);
+    expect(r1.body.data.refreshToken).to.not.equal(s.refreshToken);
+    const r2 = await h.post('/api/auth/refresh', { refreshToken: r1.body.data.refreshToken });
+    expect(r2.status).to.equal(200);
+    // Replay of the first (spent) token: reuse detected, family revoked.
+    const reuse = await h.post('/api/auth/refresh', { refreshToken: s.refreshToken });
+    expect(reuse.status).to.equal(401);
+    expect(reuse.body.code).to.equal('refresh_token_reused');
+    // The newest token of the family is dead too.
+    const after = await h.post('/api/auth/refresh', { refreshToken: r2.body.data.refreshToken });
+    expect(after.status).to.equal(401);
+    expect(after.body.code).to.equal('invalid_refresh_token');
+    // And so are the dashboard JWTs of the session.
+    const handoff = await h.post('/api/auth/web-handoff', {}, { authorization: `Bearer ${r2.body.data.token}` });
+    expect(handoff.status).to.equal(401);
+    expect(handoff.body.code).to.equal('session_revoked');
+    for (const bad of ['', 'rt_x', 'a'.repeat(80)]) {
+      expect((await h.post('/api/auth/refresh', { refreshToken: bad })).status).to.equal(401);
+    }
+  });
+
+  it('a password reset (register → code → set-password again) ends the older sessions', async () => {
+    const old = await h.signUp('ivy@rcpt.test');
+    const fresh = await h.signUp('ivy@rcpt.test', 'another long passphrase');
+    expect(fresh.accountId).to.equal(old.accountId);
+    expect((await h.post('/api/auth/refresh', { refreshToken: old.refreshToken })).body.code).to.equal('invalid_refresh_token');
+    expect((await h.post('/api/auth/web-handoff', {}, { authorization: `Bearer ${old.token}` })).body.code).to.equal('session_revoked');
+    expect((await h.post('/api/auth/web-handoff', {}, { authorization: `Bearer ${fresh.token}` })).status).to.equal(200);
+    expect((await h.post('/api/auth/login', { email: 'ivy@rcpt.test', password: PASSWORD })).status).to.equal(401);
+    expect((await h.post('/api/auth/login', { email: 'ivy@rcpt.test', password: 'another long passphrase' })).status).to.equal(200);
+  });
+
+  it('concurrent use of one refresh token: one wins, the family is revoked', async () => {
+    const s = await h.signUp('dave@rcpt.test');
+    const [a, b] = await Promise.all([h.post('/api/auth/refresh', { refreshToken: s.refreshToken }), h.post('/api/auth/refresh', { refreshToken: s.refreshToken })]);
+    expect([a.status, b.status].sort()).to.deep.equal([200, 401]);
+    const winner = a.status === 200 ? a : b;
+    expect((await h.post('/api/auth/refresh', { refreshToken: winner.body.data.refreshToken })).status).to.equal(401);
+  });
+
+  it('web-handoff: a one-time URL, single use, dashboard JWT only', async () => {
+    const s = await h.signUp('erin@rcpt.test');
+    const auth = { authorization: `Bearer ${s.token}` };
+    expect((await h.post('/api/auth/web-handoff', {})).status).to.equal(401);
+    const w = await h.post('/api/auth/web-handoff', { redirectPath: '/dashboard/keys' }, auth);
+    expect(w.status).to.equal(200);
+    expect(w.body.data.url).to.equal(`${h.motor.config.publicBaseUrl}/dashboard/handoff#code=${w.body.data.code}`);
+    expect(w.body.data.expiresIn).to.equal(60);
+    const r = await h.post('/api/auth/web-handoff/redeem', { code: w.body.data.code });
+    expect(r.status).to.equal(200);
+    expect(r.body.data.redirectPath).to.equal('/dashboard/keys');
+    expect(r.body.data.accountId).to.equal(s.accountId);
+    const again = await h.post('/api/auth/web-handoff/redeem', { code: w.body.data.code });
+    expect(again.status).to.equal(401);
+    expect(again.body.code).to.equal('invalid_handoff');
+    expect((await h.post('/api/auth/web-handoff', { redirectPath: '//evil.example' }, auth)).status).to.equal(400);
+  });
+
+  it('verify-code brute force: slowed (429 too_many_attempts), then the code is burned (429 verification_locked)', async () => {
+    const email = 'frank@rcpt.test';
+    const before = h.mx.messages.length;
+    await h.post('/api/auth/register', { email });
+    const code = await h.codeFor(email, before);
+    const wrong = code === '000000' ? '000001' : '000000';
+    expect((await h.post('/api/auth/verify-code', { email, code: wrong })).body.code).to.equal('invalid_code');
+    expect((await h.post('/api/auth/verify-code', { email, code: wrong })).body.code).to.equal('invalid_code');
+    const slowed = await h.post('/api/auth/verify-code', { email, code });
+    expect(slowed.status).to.equal(429);
+    expect(slowed.body.code).to.equal('too_many_attempts');
+    expect(Number(slowed.headers.get('retry-after'))).to.be.greaterThan(0);
+    // (The rest of the ladder runs on the pure decider with a clock: test/auth/user.unit.test.ts.)
+  });
+
+  it('validates every body field (400), refuses unknown fields and oversized bodies before parsing', async () => {
+    const cases: Array<[string, unknown, string]> = [
+      ['/api/auth/register', { email: 'not-an-address' }, 'invalid_email'],
+      ['/api/auth/register', {}, 'validation_error'],
+      ['/api/auth/register', { email: 'x@rcpt.test', extra: 1 }, 'validation_error'],
+      ['/api/auth/verify-code', { email: 'x@rcpt.test', code: '12345' }, 'validation_error'],
+      ['/api/auth/verify-code', { email: 'x@rcpt.test', code: 123456 }, 'validation_error'],
+      ['/api/auth/set-password', { email: 'x@rcpt.test', password: 'short', setupToken: `st_${'a'.repeat(43)}` }, 'weak_password'],
+      ['/api/auth/set-password', { email: 'x@rcpt.test', password: PASSWORD, setupToken: `st_${'a'.repeat(43)}`, channel: 'Bad Channel' }, 'validation_error'],
+      ['/api/auth/login', { email: 'x@rcpt.test' }, 'validation_error'],
+      ['/api/auth/refresh', {}, 'validation_error'],
+    ];
+    for (const [path, body, code] of cases) {
+      const r = await h.post(path, body);
+      expect(r.status, `${path} ${JSON.stringify(body)}`).to.equal(400);
+      expect(r.body.code, `${path} ${JSON.stringify(body)}`).to.equal(code);
+    }
+    const bad = await h.post('/api/auth/set-password', { email: 'x@rcpt.test', password: PASSWORD, setupToken: `st_${'a'.repeat(43)}` });
+    expect(bad.status).to.equal(401);
+    expect(bad.body.code).to.equal('invalid_setup_token');
+    const big = await h.post('/api/auth/register', { email: `${'a'.repeat(100_000)}@rcpt.test` });
+    expect(big.status).to.equal(413);
+    expect(big.body.code).to.equal('payload_too_large');
+    const notJson = await h.post('/api/auth/login', '{"email":');
+    expect(notJson.status).to.equal(400);
+    expect(notJson.body.code).to.equal('invalid_json');
+  });
+
+  it('a dashboard JWT is not a public bearer token and a public bearer token is not a dashboard JWT', async () => {
+    const s = await h.signUp('gina@rcpt.test');
+    const pub = await getJson(`${h.motor.baseUrl}/api/public/v1/motor-blocks`, { authorization: `Bearer ${s.token}` });
+    expect(pub.status).to.equal(401);
+    expect(pub.body.code).to.equal('invalid_token');
+    const b = await h.motor.bootstrap();
+    const publicToken = await h.motor.token(b, ['logs.read']);
+    const w = await h.post('/api/auth/web-handoff', {}, { authorization: `Bearer ${publicToken}` });
+    expect(w.status).to.equal(401);
+    expect(w.body.code).to.equal('invalid_token');
+  });
+});
