@@ -22,7 +22,11 @@
  *   DELIVER_CONCURRENCY / --concurrency  DELIVERY_CONCURRENCY per worker process (default 32)
  *   DELIVER_SEND_CONNECTIONS / --send-connections  HTTP connections sending (default 50)
  *   DELIVER_BASELINES / --baselines   "pool,nopool" (default), "pool" or "none"
- *   SINK_STARTTLS / --sink-starttls   1 (default) or 0
+ *   DELIVER_SINK / --sink             "postfix" (Postfix's smtp-sink, no TLS; the default when installed)
+ *                                     or "node" (test/support/smtpSink.ts: STARTTLS, but a 100 ms greeting delay)
+ *   SINK_STARTTLS / --sink-starttls   1 (default) or 0 (node sink only)
+ *   DELIVER_ENGINE_POOL / --engine-pool  "on" (default), "off" (one connection per message, as before
+ *                                     the connection cache) or "both" (each mode run twice, off first)
  *   DELIVER_TIMEOUT / --timeout       seconds to wait for all deliveries of a phase (default 600)
  *   BENCH_CPU_PROF=<dir>              --cpu-prof the Motor processes
  */
@@ -30,7 +34,8 @@ import { fmt, intSetting, machine, onCleanup, percentile, runBench, setting, sle
 import { benchEnv, createFixture, motorChildEnv, type Fixture } from './lib/fixture';
 import { runLoad, sendBody } from './lib/load';
 import { startDnsServer } from '../test/support/dnsServer';
-import { startSmtpSink, type SmtpSink } from '../test/support/smtpSink';
+import { startSmtpSink } from '../test/support/smtpSink';
+import { SMTP_SINK_BIN, startPostfixSink, type BenchSink } from './lib/postfixSink';
 
 const N = intSetting('DELIVER_N', 'n', 5000);
 const PACED_N = intSetting('DELIVER_PACED_N', 'paced-n', Math.round(N / 5));
@@ -40,7 +45,10 @@ const WORKERS = Math.max(1, intSetting('DELIVER_WORKERS', 'workers', 1));
 const CONCURRENCY = Math.max(1, intSetting('DELIVER_CONCURRENCY', 'concurrency', 32));
 const SEND_CONNECTIONS = Math.max(1, intSetting('DELIVER_SEND_CONNECTIONS', 'send-connections', 50));
 const BASELINES = setting('DELIVER_BASELINES', 'baselines', 'pool,nopool').split(',').map((s) => s.trim()).filter((s) => s === 'pool' || s === 'nopool');
-const STARTTLS = setting('SINK_STARTTLS', 'sink-starttls', '1') !== '0';
+const SINK = setting('DELIVER_SINK', 'sink', SMTP_SINK_BIN ? 'postfix' : 'node') === 'node' ? 'node' : 'postfix';
+const STARTTLS = SINK === 'node' && setting('SINK_STARTTLS', 'sink-starttls', '1') !== '0';
+const ENGINE_POOL = setting('DELIVER_ENGINE_POOL', 'engine-pool', 'on');
+const POOL_VARIANTS: boolean[] = ENGINE_POOL === 'both' ? [false, true] : [ENGINE_POOL !== 'off'];
 const TIMEOUT_S = intSetting('DELIVER_TIMEOUT', 'timeout', 600);
 
 const TARGET_RATE = 500;
@@ -51,16 +59,19 @@ interface PhaseResult { sent: number; sendSeconds: number; msgPerSec: number; p5
 runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () => {
   console.log(`bench:deliver — ${machine()}`);
   console.log(`N=${N}, paced ${PACED_N}${PACED_RATE ? ` at ${PACED_RATE}/s` : ''}, modes ${MODES.join(',')}, DELIVERY_CONCURRENCY=${CONCURRENCY}` +
-    `${MODES.includes('split') ? `, split workers ${WORKERS}` : ''}, send connections ${SEND_CONNECTIONS}, sink STARTTLS ${STARTTLS ? 'on' : 'off'}\n`);
+    `${MODES.includes('split') ? `, split workers ${WORKERS}` : ''}, send connections ${SEND_CONNECTIONS}, sink ${SINK === 'postfix' ? 'Postfix smtp-sink' : 'smtp-server'} STARTTLS ${STARTTLS ? 'on' : 'off'},` +
+    ` engine connection cache ${POOL_VARIANTS.map((v) => (v ? 'on' : 'off')).join(' then ')}\n`);
 
   const dns = await startDnsServer({
     'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
     'mx.rcpt.test': { A: ['127.0.0.1'] },
   });
-  const sink = await startSmtpSink({ starttls: STARTTLS });
+  const sink: BenchSink = SINK === 'postfix' ? await startPostfixSink() : await (async () => {
+    const s = await startSmtpSink({ starttls: STARTTLS });
+    return { port: s.port, received: () => s.messages.length, sessions: () => s.connections, close: () => s.close() };
+  })();
   onCleanup('dns + sink', async () => { await sink.close(); await dns.close(); });
-  // The sink keeps every message; the benchmarks only need the count.
-  const received = () => sink.messages.length;
+  const received = () => sink.received();
 
   const rows: Array<Array<string | number>> = [];
   let poolRate = NaN;
@@ -82,17 +93,20 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
 
   // ------------------------------------------------------------------ Motor
   const results: Array<{ mode: string; sat: PhaseResult; paced: PhaseResult | null }> = [];
-  for (const mode of MODES) {
-    const f = await createFixture(`deliver_${mode}`, benchEnv({
+  for (const modeName of MODES) for (const enginePool of POOL_VARIANTS) {
+    const mode = POOL_VARIANTS.length > 1 || !enginePool ? `${modeName}${enginePool ? '' : ' (no conn. cache)'}` : modeName;
+    const poolEnv: Record<string, string> = enginePool ? {} : { BENCH_SMTP_POOL: '0' };
+    const f = await createFixture(`deliver_${modeName}_${enginePool ? 'p' : 'np'}`, benchEnv({
       DNS_SERVERS: dns.address, MX_PORT: String(sink.port), DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
     }));
     const children: Child[] = [];
-    if (mode === 'inproc') {
-      children.push(spawnChild('motorChild.ts', 'motor-all', motorChildEnv(f, ['api', 'projector', 'worker'])));
+    const sessions0 = sink.sessions();
+    if (modeName === 'inproc') {
+      children.push(spawnChild('motorChild.ts', 'motor-all', { ...motorChildEnv(f, ['api', 'projector', 'worker']), ...poolEnv }));
     } else {
       children.push(spawnChild('motorChild.ts', 'motor-api', motorChildEnv(f, ['api'])));
       children.push(spawnChild('motorChild.ts', 'motor-projector', motorChildEnv(f, ['projector'])));
-      for (let i = 0; i < WORKERS; i++) children.push(spawnChild('motorChild.ts', `motor-worker${i + 1}`, motorChildEnv(f, ['worker'])));
+      for (let i = 0; i < WORKERS; i++) children.push(spawnChild('motorChild.ts', `motor-worker${i + 1}`, { ...motorChildEnv(f, ['worker']), ...poolEnv }));
     }
     const ready = await Promise.all(children.map((c) => c.next<{ port: number | null }>('ready')));
     const port = ready[0].port!;
@@ -110,7 +124,9 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
     const paced = PACED_N > 0 ? await phase(f, sink, { url, headers, body, amount: PACED_N, rate, label: `${mode} paced ${rate}/s` }) : null;
     results.push({ mode, sat, paced });
     for (const c of children) await c.stop();
-    const procs = mode === 'inproc' ? '1 process' : `api | projector | ${WORKERS} worker process${WORKERS > 1 ? 'es' : ''}`;
+    await sleep(300);
+    console.log(`  ${mode}: the sink saw ${sink.sessions() - sessions0} SMTP sessions for ${sat.sent + (paced?.sent ?? 0) + 1} messages`);
+    const procs = modeName === 'inproc' ? '1 process' : `api | projector | ${WORKERS} worker process${WORKERS > 1 ? 'es' : ''}`;
     rows.push([`Motor ${mode} (${procs}), saturated`, fmt(sat.msgPerSec), fmt(sat.sent / sat.sendSeconds), fmt(sat.p50), fmt(sat.p99), fmt(sat.max), fmt(sat.msgPerSec / poolRate, 2)]);
     if (paced) rows.push([`Motor ${mode}, paced at ${rate}/s`, fmt(paced.msgPerSec), fmt(paced.sent / paced.sendSeconds), fmt(paced.p50), fmt(paced.p99), fmt(paced.max), '']);
   }
@@ -124,7 +140,7 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
   }
 });
 
-async function phase(f: Fixture, sink: SmtpSink, o: { url: string; headers: Record<string, string>; body: string; amount: number; rate?: number; label: string }): Promise<PhaseResult> {
+async function phase(f: Fixture, sink: BenchSink, o: { url: string; headers: Record<string, string>; body: string; amount: number; rate?: number; label: string }): Promise<PhaseResult> {
   const acceptedBefore = await f.countEvents('MessageAccepted');
   const deliveredBefore = (await f.rt.db.raw(`select count(*)::int as n from events where type in ('DeliverySucceeded', 'DeliveryBounced', 'DeliveryFailed')`)).rows[0].n as number;
   const since = new Date();
@@ -141,12 +157,28 @@ async function phase(f: Fixture, sink: SmtpSink, o: { url: string; headers: Reco
     `select extract(epoch from ((s.data->>'at')::timestamptz - (a.data->>'acceptedAt')::timestamptz)) * 1000 as ms,
             extract(epoch from ((d.data->>'at')::timestamptz - (a.data->>'acceptedAt')::timestamptz)) * 1000 as queued_ms,
             extract(epoch from ((s.data->>'at')::timestamptz - (d.data->>'at')::timestamptz)) * 1000 as deliver_ms,
-            extract(epoch from (s.data->>'at')::timestamptz) * 1000 as at
+            extract(epoch from (s.data->>'at')::timestamptz) * 1000 as at,
+            extract(epoch from (a.data->>'acceptedAt')::timestamptz) * 1000 as accepted_at,
+            extract(epoch from (d.data->>'at')::timestamptz) * 1000 as started_at,
+            a.data->>'messageId' as message_id
        from events a
        join events s on s.stream_id = a.stream_id and s.type = 'DeliverySucceeded'
        join events d on d.stream_id = a.stream_id and d.type = 'DeliveryStarted' and d.data->>'attempt' = s.data->>'attempt'
       where a.type = 'MessageAccepted' and (a.data->>'acceptedAt')::timestamptz >= ?`, [since.toISOString()]);
-  const rows = r.rows as Array<{ ms: string; queued_ms: string; deliver_ms: string; at: string }>;
+  const rows = r.rows as Array<{ ms: string; queued_ms: string; deliver_ms: string; at: string; accepted_at: string; started_at: string; message_id: string }>;
+  // The queued part, split with the BullMQ job's own times: accepted → job added (commit, log
+  // subscription, enqueuer) and job added → DeliveryStarted (queue wait, worker pick-up, readStream).
+  const byId = new Map(rows.map((x) => [x.message_id, x]));
+  const toQueue: number[] = [];
+  const inQueue: number[] = [];
+  for (const job of await f.rt.queue.getJobs(['completed'], 0, -1)) {
+    const x = byId.get(job.data.messageId);
+    if (!x || job.opts.delay) continue;
+    toQueue.push(job.timestamp - Number(x.accepted_at));
+    inQueue.push(Number(x.started_at) - job.timestamp);
+  }
+  toQueue.sort((a, b) => a - b);
+  inQueue.sort((a, b) => a - b);
   const lat = rows.map((x) => Number(x.ms)).sort((a, b) => a - b);
   const queued = rows.map((x) => Number(x.queued_ms)).sort((a, b) => a - b);
   const delivering = rows.map((x) => Number(x.deliver_ms)).sort((a, b) => a - b);
@@ -160,9 +192,11 @@ async function phase(f: Fixture, sink: SmtpSink, o: { url: string; headers: Reco
   };
   console.log(`  ${o.label}: ${accepted} accepted in ${fmt(sendSeconds, 1)} s (${fmt(accepted / sendSeconds)}/s, HTTP p50 ${load.p50} ms p99 ${load.p99} ms);` +
     ` ${rows.length} delivered, ${fmt(res.msgPerSec)} msg/s end to end; accepted→delivered p50 ${fmt(res.p50)} ms, p90 ${fmt(res.p90)} ms, p99 ${fmt(res.p99)} ms, max ${fmt(res.max)} ms` +
-    `${Object.keys(notDelivered).length ? `; other outcomes ${JSON.stringify(notDelivered)}` : ''} (sink total ${sink.messages.length})\n` +
+    `${Object.keys(notDelivered).length ? `; other outcomes ${JSON.stringify(notDelivered)}` : ''} (sink total ${sink.received()})\n` +
     `    of which accepted→DeliveryStarted p50 ${fmt(percentile(queued, 50))} ms p99 ${fmt(percentile(queued, 99))} ms;` +
-    ` DeliveryStarted→delivered p50 ${fmt(percentile(delivering, 50))} ms p99 ${fmt(percentile(delivering, 99))} ms`);
+    ` DeliveryStarted→delivered p50 ${fmt(percentile(delivering, 50))} ms p99 ${fmt(percentile(delivering, 99))} ms\n` +
+    `    queued part: accepted→job added p50 ${fmt(percentile(toQueue, 50))} ms p99 ${fmt(percentile(toQueue, 99))} ms;` +
+    ` job added→DeliveryStarted p50 ${fmt(percentile(inQueue, 50))} ms p99 ${fmt(percentile(inQueue, 99))} ms`);
   return res;
 }
 

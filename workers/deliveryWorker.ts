@@ -9,7 +9,8 @@ import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
 import { bullConnection } from '../infra/redis';
 import type { DirectoryCache } from '../commands/directoryCache';
-import type { DnsResolver } from './delivery/dns';
+import { SmtpConnectionPool } from './delivery/connectionPool';
+import { cachingResolver, type DnsResolver } from './delivery/dns';
 import { signMessage } from './delivery/dkim';
 import { buildMime } from './delivery/mime';
 import { nextAttemptDelay } from './delivery/retrySchedule';
@@ -42,6 +43,8 @@ export interface DeliveryDeps {
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
   };
+  /** Open SMTP sessions reused between messages; none = one connection per message. */
+  pool?: SmtpConnectionPool;
   now?: () => Date;
   /** Source of retry jitter, in [0, 1) like Math.random; injectable for tests. */
   random?: () => number;
@@ -112,6 +115,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
     results = await deliverMessage({
       raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
       relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
+      pool: deps.pool,
     });
   }
   deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
@@ -141,7 +145,15 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   return { kind: 'attempted' };
 }
 
-export function startDeliveryWorker(deps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor'): Worker<DeliveryJob> {
+/**
+ * The BullMQ worker. Unless the deps bring their own, it adds a connection cache (SMTP sessions
+ * to a destination reused for up to 100 messages, 5 s idle) and a DNS cache for the MX/A/AAAA
+ * lookups; `close()` closes the cached connections after the jobs in hand are finished.
+ */
+export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor'): Worker<DeliveryJob> {
+  const pool = inputDeps.pool ?? new SmtpConnectionPool({ maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency) });
+  // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
+  const deps: DeliveryDeps = { ...inputDeps, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
@@ -165,5 +177,13 @@ export function startDeliveryWorker(deps: DeliveryDeps, redisUrl: string, concur
   );
   worker.on('failed', (job, err) => deps.logger.warn({ err, messageId: job?.data.messageId, attemptsMade: job?.attemptsMade }, 'delivery job failed'));
   worker.on('error', (err) => deps.logger.error({ err }, 'delivery worker error'));
+  const close = worker.close.bind(worker);
+  worker.close = async (force?: boolean) => {
+    try {
+      await close(force);
+    } finally {
+      if (!inputDeps.pool) await pool.close();
+    }
+  };
   return worker;
 }

@@ -1,4 +1,4 @@
-import { generateKeyPair, createPublicKey } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPair, sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { DKIMSignOptions } from 'mailauth';
 import { dkimSign } from 'mailauth/lib/dkim/sign';
@@ -65,10 +65,115 @@ const NEVER_SIGNED = new Set([
 
 /**
  * Prepends a DKIM-Signature (relaxed/relaxed) covering the standard headers and every other
- * header of the message, so the sender's custom headers are covered too. Uses mailauth, which
- * signs Ed25519 (nodemailer's signer silently skips it). Throws when the key cannot sign.
+ * header of the message, so the sender's custom headers are covered too. Throws when the key
+ * cannot sign.
+ *
+ * Messages with CRLF line ends and a header/body separator (everything buildMime makes) are signed
+ * here directly (RFC 6376 §3.4.2 / §3.4.4 relaxed canonicalization, §3.7 hashes) with the private
+ * key parsed once per PEM and cached; anything else (bare LF, no body separator) goes through
+ * mailauth, which also signs Ed25519 (nodemailer's signer silently skips it).
  */
 export async function signMessage(raw: Buffer, opts: SignOptions): Promise<Buffer> {
+  const fast = signDirect(raw, opts);
+  if (fast) return fast;
+  return signWithMailauth(raw, opts);
+}
+
+/** Parsed private keys by PEM: parsing an RSA PEM costs about a millisecond of CPU. */
+const keyCache = new Map<string, KeyObject>();
+const KEY_CACHE_MAX = 1000;
+
+function privateKeyObject(pem: string): KeyObject {
+  let key = keyCache.get(pem);
+  if (!key) {
+    key = createPrivateKey(pem);
+    if (keyCache.size >= KEY_CACHE_MAX) keyCache.delete(keyCache.keys().next().value as string);
+    keyCache.set(pem, key);
+  }
+  return key;
+}
+
+const SIGNED_ORDER = new Map<string, number>();
+
+function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
+  const text = raw.toString('latin1');
+  const sep = text.indexOf('\r\n\r\n');
+  // Bare LF anywhere, or no body separator: leave it to mailauth's general parser.
+  if (sep === -1 || /(^|[^\r])\n/.test(text) || /\r(?!\n)/.test(text)) return null;
+  let key: KeyObject;
+  try {
+    key = privateKeyObject(opts.privateKeyPem);
+  } catch (err) {
+    throw new Error(`DKIM signing failed for ${opts.selector}._domainkey.${opts.domain}: ${(err as Error).message}`);
+  }
+  const keyType = key.asymmetricKeyType;
+  if ((opts.algorithm === 'rsa-sha256' && keyType !== 'rsa') || (opts.algorithm === 'ed25519-sha256' && keyType !== 'ed25519')) {
+    throw new Error(`DKIM signing failed for ${opts.selector}._domainkey.${opts.domain}: Invalid key type: "${keyType}" (expecting "${opts.algorithm.split('-')[0]}")`);
+  }
+
+  // Body, relaxed: no trailing WSP on lines, WSP runs as one SP, no empty lines at the end.
+  let body = text.slice(sep + 4).replace(/[ \t]+(?=\r\n|$)/g, '').replace(/[ \t]+/g, ' ').replace(/(\r\n)+$/, '');
+  if (body.length > 0) body += '\r\n';
+  const bh = createHash('sha256').update(body, 'latin1').digest('base64');
+
+  // Header fields, each instance bottom-up (as mailauth signs them), relaxed.
+  const fields = text.slice(0, sep).split(/\r\n(?![ \t])/);
+  const names: string[] = [];
+  let canonical = '';
+  if (SIGNED_ORDER.size === 0) STANDARD_SIGNED.forEach((n, i) => SIGNED_ORDER.set(n, i));
+  const present = new Set<string>();
+  const parsed: Array<{ name: string; lower: string; value: string }> = [];
+  for (const field of fields) {
+    const colon = field.indexOf(':');
+    if (colon <= 0) return null;
+    const name = field.slice(0, colon).replace(/[ \t]+$/, '');
+    const lower = name.toLowerCase();
+    parsed.push({ name, lower, value: field.slice(colon + 1) });
+    present.add(lower);
+  }
+  const signedNames = new Set([...STANDARD_SIGNED, ...[...present].filter((n) => !SIGNED_ORDER.has(n) && !NEVER_SIGNED.has(n))]);
+  for (let i = parsed.length - 1; i >= 0; i--) {
+    const f = parsed[i];
+    if (!signedNames.has(f.lower)) continue;
+    names.push(f.name);
+    canonical += `${f.lower}:${relaxedValue(f.value)}\r\n`;
+  }
+
+  const t = Math.floor((opts.signTime ?? new Date()).getTime() / 1000);
+  const h = foldList(names, 'h=');
+  const head = `DKIM-Signature: v=1; a=${opts.algorithm}; c=relaxed/relaxed; d=${opts.domain}; q=dns/txt;\r\n s=${opts.selector}; t=${t}; bh=${bh};\r\n ${h};\r\n b=`;
+  canonical += `dkim-signature:${relaxedValue(head.slice(head.indexOf(':') + 1))}`;
+  const data = Buffer.from(canonical, 'latin1');
+  const signature = opts.algorithm === 'rsa-sha256'
+    ? cryptoSign('sha256', data, key)
+    : cryptoSign(null, createHash('sha256').update(data).digest(), key);
+  const b = signature.toString('base64').replace(/.{1,72}/g, (chunk, offset: number) => (offset === 0 ? chunk : `\r\n ${chunk}`));
+  return Buffer.concat([Buffer.from(`${head}${b}\r\n`, 'latin1'), raw]);
+}
+
+/** Relaxed header value: unfolded, WSP runs as one SP, no WSP at either end. */
+function relaxedValue(value: string): string {
+  return value.replace(/\r\n/g, '').replace(/[ \t]+/g, ' ').replace(/^ | $/g, '');
+}
+
+/** "h=a:b:c..." folded before a name when a line would pass ~76 characters. */
+function foldList(names: string[], prefix: string): string {
+  let out = prefix;
+  let line = prefix.length + 1;
+  names.forEach((n, i) => {
+    const piece = (i === 0 ? '' : ':') + n;
+    if (line + piece.length > 76 && i > 0) {
+      out += ':\r\n ' + n;
+      line = 1 + n.length;
+    } else {
+      out += piece;
+      line += piece.length;
+    }
+  });
+  return out;
+}
+
+async function signWithMailauth(raw: Buffer, opts: SignOptions): Promise<Buffer> {
   const present = headerNames(raw);
   const extra = [...new Set(present)].filter((n) => !STANDARD_SIGNED.includes(n) && !NEVER_SIGNED.has(n));
   // The typings declare the top-level signing fields required; the real API takes them per signatureData entry.

@@ -14,6 +14,8 @@ export interface DnsResolver {
   resolveCname(name: string): Promise<string[]>;
   /** Reverse lookups (SPF `ptr`, FCrDNS checks on inbound mail). */
   resolvePtr(name: string): Promise<string[]>;
+  /** A / AAAA with the records' TTLs (seconds), when the implementation knows them (caching). */
+  resolveAddressesTtl?(rrtype: 'A' | 'AAAA', name: string): Promise<Array<{ address: string; ttl: number }>>;
 }
 
 /** `nxdomain`: the name does not exist; `nodata`: it exists without records of that type. */
@@ -89,6 +91,82 @@ export function createResolver(dnsServers: string[], opts: ResolverOptions = {})
     resolve6: wrap('AAAA', (n) => resolver.resolve6(n)),
     resolveCname: wrap('CNAME', (n) => resolver.resolveCname(n)),
     resolvePtr: wrap('PTR', (n) => resolver.resolvePtr(n)),
+    resolveAddressesTtl: (rrtype, name) =>
+      rrtype === 'A'
+        ? wrap('A', (n) => resolver.resolve4(n, { ttl: true }))(name)
+        : wrap('AAAA', (n) => resolver.resolve6(n, { ttl: true }))(name),
+  };
+}
+
+export interface CacheOptions {
+  /** Longest time an answer is kept, ms (default 60 s; MX answers carry no TTL in Node: always this). */
+  maxTtlMs?: number;
+  /** How long NXDOMAIN / NODATA is kept, ms (default 5 s). Temporary errors are never cached. */
+  negativeTtlMs?: number;
+  /** Entries kept at most (default 10,000; the oldest go first). */
+  maxEntries?: number;
+  now?: () => number;
+}
+
+/**
+ * A small TTL cache in front of the delivery lookups (MX, A, AAAA): the same answer for every
+ * message to a domain for up to `maxTtlMs` (A/AAAA: the record TTL when shorter). Definitive
+ * negative answers are kept briefly; temporary failures (SERVFAIL, timeout) are not kept.
+ * Concurrent lookups of the same name share one query. TXT, CNAME, PTR pass through.
+ */
+export function cachingResolver(inner: DnsResolver, opts: CacheOptions = {}): DnsResolver {
+  const maxTtl = opts.maxTtlMs ?? 60_000;
+  const negTtl = opts.negativeTtlMs ?? 5_000;
+  const maxEntries = opts.maxEntries ?? 10_000;
+  const now = opts.now ?? Date.now;
+  type Entry = { expires: number; value?: unknown; error?: unknown; pending?: Promise<unknown> };
+  const cache = new Map<string, Entry>();
+
+  const cached = <T>(rrtype: string, name: string, lookup: () => Promise<{ value: T; ttlMs: number }>): Promise<T> => {
+    const key = `${rrtype} ${name.toLowerCase()}`;
+    const hit = cache.get(key);
+    const t = now();
+    if (hit) {
+      if (hit.pending) return hit.pending as Promise<T>;
+      if (hit.expires > t) return hit.error !== undefined ? Promise.reject(hit.error) : Promise.resolve(hit.value as T);
+      cache.delete(key);
+    }
+    const pending = lookup().then(
+      ({ value, ttlMs }) => {
+        store(key, { expires: now() + Math.min(maxTtl, ttlMs), value });
+        return value;
+      },
+      (err: unknown) => {
+        if (classifyDnsError(err) === 'temporary') cache.delete(key);
+        else store(key, { expires: now() + negTtl, error: err });
+        throw err;
+      },
+    );
+    cache.set(key, { expires: Infinity, pending });
+    return pending;
+  };
+  const store = (key: string, e: Entry): void => {
+    cache.delete(key);
+    if (cache.size >= maxEntries) cache.delete(cache.keys().next().value as string);
+    cache.set(key, e);
+  };
+  const addresses = (rrtype: 'A' | 'AAAA', name: string): Promise<string[]> =>
+    cached(rrtype, name, async () => {
+      if (inner.resolveAddressesTtl) {
+        const records = await inner.resolveAddressesTtl(rrtype, name);
+        const ttl = records.length > 0 ? Math.min(...records.map((r) => r.ttl)) * 1000 : maxTtl;
+        return { value: records.map((r) => r.address), ttlMs: ttl };
+      }
+      return { value: await (rrtype === 'A' ? inner.resolve4(name) : inner.resolve6(name)), ttlMs: maxTtl };
+    });
+
+  return {
+    resolveMx: (name) => cached('MX', name, async () => ({ value: await inner.resolveMx(name), ttlMs: maxTtl })),
+    resolve4: (name) => addresses('A', name),
+    resolve6: (name) => addresses('AAAA', name),
+    resolveTxt: (name) => inner.resolveTxt(name),
+    resolveCname: (name) => inner.resolveCname(name),
+    resolvePtr: (name) => inner.resolvePtr(name),
   };
 }
 

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
 import { resolveHostAddresses, resolveMxHosts } from './mx.js';
 
@@ -55,6 +56,8 @@ export interface DomainDeliveryOptions {
   random?: () => number;
   /** At most this many connection attempts (host addresses) per domain (default 6). */
   maxConnectionAttempts?: number;
+  /** Reuse of open sessions between messages (the worker's cache); none = one connection per message. */
+  pool?: SmtpConnectionPool;
 }
 
 export interface RelayDeliveryOptions {
@@ -67,6 +70,7 @@ export interface RelayDeliveryOptions {
   timeouts?: DeliveryTimeouts;
   /** TLS settings for the relay; certificates are verified unless told otherwise. */
   tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
+  pool?: SmtpConnectionPool;
 }
 
 export interface DeliverMessageOptions {
@@ -83,6 +87,7 @@ export interface DeliverMessageOptions {
   concurrency?: number;
   relayTls?: RelayDeliveryOptions['tls'];
   random?: () => number;
+  pool?: SmtpConnectionPool;
 }
 
 const DEFAULT_TIMEOUTS: Required<DeliveryTimeouts> = { connectMs: 30_000, greetingMs: 60_000, socketMs: 300_000 };
@@ -102,7 +107,7 @@ export function groupByDomain(recipients: string[]): Map<string, string[]> {
 
 /** Delivers one message to all its recipients, per domain in parallel (bounded), or via the relay. */
 export async function deliverMessage(opts: DeliverMessageOptions): Promise<RecipientResult[]> {
-  const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts };
+  const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts, pool: opts.pool };
   if (opts.relayUrl) return deliverViaRelay(opts.relayUrl, { ...common, recipients: opts.recipients, tls: opts.relayTls });
 
   const groups = [...groupByDomain(opts.recipients)];
@@ -156,6 +161,7 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
         envelopeFrom: opts.envelopeFrom,
         recipients: opts.recipients,
         raw: opts.raw,
+        pool: opts.pool,
       };
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
       if (session.kind === 'host_failed' && session.tlsFailed) session = await smtpSession({ ...base, tlsMode: 'none' });
@@ -201,6 +207,8 @@ export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptio
       tlsMode: secure ? 'implicit' : 'starttls-verified',
       tls: opts.tls,
       auth,
+      pool: opts.pool,
+      poolKey: `relay ${relayUrl} ${address}`,
     });
     if (session.kind === 'done') return session.results;
     failure = session.failure;
@@ -238,6 +246,9 @@ interface SessionOptions {
   tlsMode: 'opportunistic' | 'none' | 'starttls-verified' | 'implicit';
   tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
   auth?: { user: string; pass: string };
+  pool?: SmtpConnectionPool;
+  /** Destination key in the pool (default: TLS mode, host name, IP, port). */
+  poolKey?: string;
 }
 
 /** The part of a nodemailer error this module reads. */
@@ -255,8 +266,27 @@ interface EnvelopeState {
   rejectedErrors?: SmtpError[];
 }
 
-/** One SMTP session: connect, EHLO, STARTTLS, AUTH (relay), one MAIL FROM, RCPT each, DATA once. */
+/**
+ * One SMTP transaction: one MAIL FROM, RCPT each, DATA once, on a session taken from the pool
+ * (already through EHLO, STARTTLS, AUTH) or on a new one. A pooled session that fails before the
+ * server answered anything, or answers MAIL FROM with 421 (it timed the session out), has not
+ * taken the message: the transaction is retried once on a new connection.
+ */
 async function smtpSession(o: SessionOptions): Promise<SessionResult> {
+  const key = o.pool ? (o.poolKey ?? `${o.tlsMode} ${o.servername} ${o.host} ${o.port} ${o.hostname}`) : null;
+  const parked = key ? o.pool!.take(key) : null;
+  if (parked) {
+    const r = await transaction(parked, o, true);
+    if (r !== 'retry') return r;
+  }
+  const opened = await openSession(o);
+  if (opened.kind === 'host_failed') return opened;
+  const pc: PooledConnection = o.pool && key ? o.pool.adopt(key, opened.conn) : { key: '', conn: opened.conn, messages: 0, timer: null, dead: false };
+  return (await transaction(pc, o, false)) as SessionResult;
+}
+
+/** Connect, EHLO, STARTTLS, AUTH (relay). */
+async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMTPConnection } | Extract<SessionResult, { kind: 'host_failed' }>> {
   const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
   const verified = o.tlsMode === 'starttls-verified' || o.tlsMode === 'implicit';
   // SNI takes host names only; for an IP the certificate is checked against the IP itself.
@@ -303,7 +333,16 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
       tlsFailed: o.tlsMode === 'opportunistic' && (e.code === 'ETLS' || conn.upgrading === true),
     };
   }
+  return { kind: 'open', conn };
+}
 
+/** Runs the transaction on an open session and hands the session back (or closes it). */
+async function transaction(pc: PooledConnection, o: SessionOptions, reused: boolean): Promise<SessionResult | 'retry'> {
+  const conn = pc.conn;
+  const raw = conn as unknown as { lastServerResponse: string | false; _envelope?: EnvelopeState; _destroyed?: boolean };
+  pc.messages++;
+  // Tells "the server answered nothing in this transaction" from a reply that decided.
+  raw.lastServerResponse = false;
   const eightBit = o.raw.some((b) => b > 0x7f);
   const sent = await new Promise<{ err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null }>((resolve) => {
     conn.send(
@@ -312,9 +351,27 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
       (err, info) => resolve({ err: (err as SmtpError) ?? null, info: info ?? null }),
     );
   });
-  const envelope = (conn as unknown as { _envelope?: EnvelopeState })._envelope ?? {};
-  if (sent.err) conn.close();
-  else conn.quit();
+  const envelope = raw._envelope ?? {};
+  const err = sent.err;
+
+  if (reused && err && (raw.lastServerResponse === false || (err.command === 'MAIL FROM' && err.responseCode === 421))) {
+    // The parked session was gone (closed by the server, timed out): nothing was accepted.
+    discard(pc, o);
+    return 'retry';
+  }
+
+  if (!o.pool) {
+    if (err) conn.close();
+    else conn.quit();
+  } else if (!err) {
+    // The transaction ended with the DATA reply: the next MAIL FROM can follow directly.
+    o.pool.release(pc);
+  } else if ((err.code === 'EENVELOPE' || err.code === 'EMESSAGE') && err.responseCode && err.responseCode !== 421 && !raw._destroyed) {
+    // A refusal leaves the session usable: RSET, then park it.
+    conn.reset((resetErr) => (resetErr ? o.pool!.discard(pc) : o.pool!.release(pc)));
+  } else {
+    o.pool.discard(pc);
+  }
 
   const mx = o.servername;
   if (sent.info) {
@@ -328,15 +385,14 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
     };
   }
 
-  const err = sent.err!;
-  if (!err.responseCode || !err.response) {
+  if (!err!.responseCode || !err!.response) {
     // The session died without a verdict (reset, timeout): nothing was accepted, try elsewhere.
-    return { kind: 'host_failed', failure: { mx, detail: describe(err), reply: null }, tlsFailed: false };
+    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailed: false };
   }
-  const verdict = parseReply(err.response);
+  const verdict = parseReply(err!.response);
   // A refused MAIL FROM decides for everyone: with PIPELINING the RCPT replies that follow it are
   // only "503 bad sequence" echoes of that refusal.
-  const rejectedErrors = err.command === 'MAIL FROM' ? [] : (err.rejectedErrors ?? envelope.rejectedErrors ?? []);
+  const rejectedErrors = err!.command === 'MAIL FROM' ? [] : (err!.rejectedErrors ?? envelope.rejectedErrors ?? []);
   return {
     kind: 'done',
     results: o.recipients.map((r) => {
@@ -346,6 +402,11 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
       return fromReply(r, verdict, mx);
     }),
   };
+}
+
+function discard(pc: PooledConnection, o: SessionOptions): void {
+  if (o.pool) o.pool.discard(pc);
+  else pc.conn.close();
 }
 
 /** "450-4.2.0 first line\n450 4.2.0 last" → code 450, enhanced 4.2.0, the text as received. */

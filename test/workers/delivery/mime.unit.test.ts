@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { simpleParser } from 'mailparser';
-import { buildMime, type MimeInput } from '../../../workers/delivery/mime.js';
+// @ts-expect-error libmime (mailparser's own dependency) ships no types
+import libmime from 'libmime';
+import { buildMime, buildMimeComposer, type MimeInput } from '../../../workers/delivery/mime.js';
 
 const base: MimeInput = {
   from: 'sender@example.com',
@@ -68,5 +70,70 @@ describe('buildMime', () => {
     error = null;
     await buildMime({ ...base, headers: { From: 'other@example.net' } }).catch((e) => (error = e));
     expect(error).to.be.instanceOf(TypeError);
+  });
+});
+
+describe('buildMime: lean builder parsed back with mailparser', () => {
+  const longLine = 'word '.repeat(60) + 'x'.repeat(120);
+  const cases: Array<[string, Partial<MimeInput>]> = [
+    ['text only', { html: null }],
+    ['html only', { text: null }],
+    ['text and html', {}],
+    ['non-ASCII display name and subject', { fromName: 'Zoë Ångström-Müller, Ltd.', subject: 'Größe ✓ – ваш заказ отправлен 🚚' }],
+    ['long non-ASCII subject (several encoded words)', { subject: 'Überweisung bestätigt: '.repeat(8) }],
+    ['long ASCII subject (folded)', { subject: 'Your order has shipped and will arrive soon '.repeat(6).trim() }],
+    ['display name with quotes and backslash', { fromName: 'The "Best" \\ Shop' }],
+    ['long lines, trailing spaces, = signs and leading dots', { text: `${longLine}\n.dot line\ntrailing   \n a=b =3D\tend\t`, html: `<p style="a=b">${'<b>é</b> '.repeat(80)}</p>` }],
+    ['CR, LF and CRLF line ends mixed', { text: 'one\ntwo\r\nthree\rfour\n\nsix', html: null }],
+    ['mostly non-ASCII body (base64)', { text: 'こんにちは世界。'.repeat(40), html: '<p>' + 'Привет, мир! '.repeat(30) + '</p>' }],
+    ['empty text', { text: '', html: null }],
+    ['many recipients (folded To)', { to: Array.from({ length: 40 }, (_, i) => `recipient-number-${i}@example.org`) }],
+    ['custom headers, ASCII and not', { headers: { 'X-Campaign': 'spring  2026', 'X-Note': 'naïve café', 'X-Long': 'y'.repeat(1200) } }],
+  ];
+  const normalize = (s: string | undefined | false) => (s || '').replace(/\r\n|\r/g, '\n').replace(/\n+$/, '');
+
+  for (const [name, change] of cases) {
+    it(name, async () => {
+      const input = { ...base, ...change };
+      const raw = await buildMime(input);
+      const text = raw.toString('latin1');
+      expect(text, 'CRLF only').to.not.match(/\r(?!\n)|(?<!\r)\n/);
+      for (const line of text.split('\r\n')) expect(line.length, line.slice(0, 40)).to.be.at.most(998);
+      const bodyLines = text.slice(text.indexOf('\r\n\r\n') + 4).split('\r\n');
+      for (const line of bodyLines) expect(line.length, `body line ${line.slice(0, 30)}`).to.be.at.most(76);
+
+      const parsed = await simpleParser(raw);
+      expect(parsed.subject).to.equal(input.subject);
+      expect(parsed.from?.value[0]).to.deep.include({ name: input.fromName ?? '', address: input.from });
+      expect(parsed.to && !Array.isArray(parsed.to) ? parsed.to.value.map((v) => v.address) : null).to.deep.equal(input.to);
+      expect(parsed.messageId).to.equal(`<${input.messageId}>`);
+      expect(parsed.date?.toISOString()).to.equal(input.date.toISOString());
+      if (input.text !== null) expect(normalize(parsed.text)).to.equal(normalize(input.text));
+      if (input.html !== null) expect(normalize(parsed.html as string)).to.equal(normalize(input.html));
+      // mailparser leaves custom header values as received: decode the encoded-words (and unfold).
+      for (const [k, v] of Object.entries(input.headers)) {
+        expect(libmime.decodeWords(String(parsed.headers.get(k.toLowerCase())).replace(/\?=\s+=\?/g, '?==?'))).to.equal(v);
+      }
+
+      // Same reading as nodemailer's composer.
+      const viaComposer = await simpleParser(await buildMimeComposer(input));
+      expect(parsed.subject).to.equal(viaComposer.subject);
+      expect(normalize(parsed.text)).to.equal(normalize(viaComposer.text));
+      expect(normalize(parsed.html as string)).to.equal(normalize(viaComposer.html as string));
+      expect(parsed.from?.text).to.equal(viaComposer.from?.text);
+    });
+  }
+
+  it('is much cheaper than MailComposer', async () => {
+    const input = { ...base, fromName: 'The Shop', text: 'Hello '.repeat(100), html: `<p>${'Hello '.repeat(100)}</p>` };
+    const time = async (fn: () => Promise<unknown> | unknown) => {
+      const t = performance.now();
+      for (let i = 0; i < 200; i++) await fn();
+      return performance.now() - t;
+    };
+    await time(() => buildMimeComposer(input));
+    const composer = await time(() => buildMimeComposer(input));
+    const lean = await time(() => buildMime(input));
+    expect(lean).to.be.below(composer / 2);
   });
 });

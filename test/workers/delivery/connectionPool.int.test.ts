@@ -1,0 +1,245 @@
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { expect } from 'chai';
+import { startDnsServer, type TestDnsServer } from '../../support/dnsServer.js';
+import { startSmtpSink, type SmtpSink } from '../../support/smtpSink.js';
+import { SmtpConnectionPool } from '../../../workers/delivery/connectionPool.js';
+import { cachingResolver, createResolver, type DnsResolver } from '../../../workers/delivery/dns.js';
+import { deliverMessage } from '../../../workers/delivery/smtpClient.js';
+
+const timeouts = { connectMs: 2000, greetingMs: 2000, socketMs: 5000 };
+const HOSTNAME = 'out.motor.test';
+const raw = (n: number) => Buffer.from(`From: a@sender.test\r\nTo: x@rcpt.test\r\nSubject: m${n}\r\nMessage-ID: <m${n}@sender.test>\r\n\r\nbody ${n}\r\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A minimal SMTP server on a raw socket, for what smtp-server cannot be told to do: close a
+ * session after some idle time, or answer MAIL FROM on a session's second transaction with 421.
+ */
+async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: boolean }) {
+  let connections = 0;
+  const messages: string[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let buf = '';
+    let inData = false;
+    let data = '';
+    let transactions = 0;
+    let idle: NodeJS.Timeout | null = null;
+    const arm = () => {
+      if (idle) clearTimeout(idle);
+      if (opts.idleCloseMs) idle = setTimeout(() => { socket.write('421 4.4.2 idle timeout\r\n'); socket.end(); }, opts.idleCloseMs);
+    };
+    const reply = (s: string) => socket.write(`${s}\r\n`);
+    reply('220 scripted ESMTP');
+    arm();
+    socket.on('data', (chunk) => {
+      arm();
+      buf += chunk.toString('latin1');
+      let i: number;
+      while ((i = buf.indexOf('\r\n')) !== -1) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (inData) {
+          if (line === '.') {
+            inData = false;
+            messages.push(data);
+            data = '';
+            reply('250 2.0.0 queued');
+          } else data += `${line}\r\n`;
+          continue;
+        }
+        const cmd = line.slice(0, 4).toUpperCase();
+        if (cmd === 'EHLO') reply('250-scripted\r\n250 PIPELINING');
+        else if (cmd === 'MAIL') {
+          transactions++;
+          if (opts.mail421OnSecond && transactions === 2) {
+            reply('421 4.4.2 session expired');
+            socket.end();
+            return;
+          }
+          reply('250 2.1.0 ok');
+        } else if (cmd === 'RCPT') reply(line.includes('bad@') ? '550 5.1.1 no such user' : '250 2.1.5 ok');
+        else if (cmd === 'DATA') { inData = true; reply('354 go ahead'); }
+        else if (cmd === 'RSET') reply('250 2.0.0 reset');
+        else if (cmd === 'QUIT') { reply('221 bye'); socket.end(); }
+        else reply('502 5.5.2 not implemented');
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    port: (server.address() as AddressInfo).port,
+    messages,
+    get connections() { return connections; },
+    close: () => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
+  };
+}
+
+describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
+  this.timeout(20_000);
+  let dns: TestDnsServer;
+  let resolver: DnsResolver;
+  let pool: SmtpConnectionPool;
+  const cleanups: Array<() => Promise<void>> = [];
+
+  before(async () => {
+    dns = await startDnsServer({
+      'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+      'mx.rcpt.test': { A: ['127.0.0.1'] },
+    });
+    resolver = createResolver([dns.address], { timeoutMs: 300, tries: 1 });
+  });
+  after(() => dns.close());
+  beforeEach(() => { pool = new SmtpConnectionPool({ maxMessages: 100, idleMs: 5000 }); });
+  afterEach(async () => {
+    await pool.close();
+    for (const c of cleanups.splice(0)) await c();
+  });
+  const sink = async (...a: Parameters<typeof startSmtpSink>): Promise<SmtpSink> => {
+    const s = await startSmtpSink(...a);
+    cleanups.push(() => s.close());
+    return s;
+  };
+  const send = (port: number, n: number, recipients: string[], p: SmtpConnectionPool | null = pool) =>
+    deliverMessage({ raw: raw(n), envelopeFrom: 'bounces@sender.test', recipients, resolver, mxPort: port, hostname: HOSTNAME, timeouts, pool: p ?? undefined });
+
+  it('two messages to one MX go over one connection (STARTTLS once), one after the other and at once', async () => {
+    const s = await sink();
+    const [a] = await send(s.port, 1, ['one@rcpt.test']);
+    const [b] = await send(s.port, 2, ['two@rcpt.test']);
+    expect([a.outcome, b.outcome]).to.deep.equal(['delivered', 'delivered']);
+    expect(s.connections).to.equal(1);
+    expect(s.messages.map((m) => m.secure)).to.deep.equal([true, true]);
+    expect(s.messages[1].raw.toString()).to.include('Subject: m2');
+    // Three at once need three sessions; afterwards all three are parked and reused.
+    await Promise.all([3, 4, 5].map((n) => send(s.port, n, [`r${n}@rcpt.test`])));
+    expect(s.connections).to.equal(3);
+    await Promise.all([6, 7, 8].map((n) => send(s.port, n, [`r${n}@rcpt.test`])));
+    expect(s.connections).to.equal(3);
+    expect(pool.idleCount()).to.equal(3);
+    expect(s.messages).to.have.length(8);
+  });
+
+  it('without a pool every message opens its own connection (as before)', async () => {
+    const s = await sink();
+    await send(s.port, 1, ['one@rcpt.test'], null);
+    await send(s.port, 2, ['two@rcpt.test'], null);
+    expect(s.connections).to.equal(2);
+  });
+
+  it('keeps per-recipient replies right on a reused connection, and reuses it after a refusal (RSET)', async () => {
+    const s = await sink({
+      rcpt: (r) => (r.startsWith('bad') ? { code: 550, message: '5.1.1 No such user' } : r.startsWith('grey') ? { code: 450, message: '4.2.0 Greylisted' } : 250),
+    });
+    const first = await send(s.port, 1, ['ok1@rcpt.test', 'bad1@rcpt.test']);
+    expect(first.map((r) => [r.recipient, r.outcome, r.smtpCode])).to.deep.equal([['ok1@rcpt.test', 'delivered', '250'], ['bad1@rcpt.test', 'bounced', '550']]);
+    const second = await send(s.port, 2, ['grey2@rcpt.test', 'ok2@rcpt.test', 'bad2@rcpt.test']);
+    expect(second.map((r) => [r.recipient, r.outcome, r.smtpCode])).to.deep.equal([
+      ['grey2@rcpt.test', 'deferred', '450'], ['ok2@rcpt.test', 'delivered', '250'], ['bad2@rcpt.test', 'bounced', '550'],
+    ]);
+    expect(second[0].enhancedCode).to.equal('4.2.0');
+    expect(second[2].enhancedCode).to.equal('5.1.1');
+    // Every recipient refused: the transaction ends without DATA; RSET, then the session serves the next one.
+    const third = await send(s.port, 3, ['bad3@rcpt.test']);
+    expect(third[0]).to.include({ outcome: 'bounced', smtpCode: '550' });
+    await sleep(100);
+    const fourth = await send(s.port, 4, ['ok4@rcpt.test']);
+    expect(fourth[0].outcome).to.equal('delivered');
+    expect(s.connections).to.equal(1);
+    expect(s.messages.map((m) => m.envelope.rcptTo)).to.deep.equal([['ok1@rcpt.test'], ['ok2@rcpt.test'], ['ok4@rcpt.test']]);
+  });
+
+  it('a connection the server closes while idle is dropped from the pool; the next message opens a new one', async () => {
+    const srv = await scriptedServer({ idleCloseMs: 150 });
+    cleanups.push(() => srv.close());
+    expect((await send(srv.port, 1, ['one@rcpt.test']))[0].outcome).to.equal('delivered');
+    expect(pool.idleCount()).to.equal(1);
+    await sleep(400);
+    expect(pool.idleCount()).to.equal(0);
+    expect((await send(srv.port, 2, ['two@rcpt.test']))[0].outcome).to.equal('delivered');
+    expect(srv.connections).to.equal(2);
+    expect(srv.messages).to.have.length(2);
+  });
+
+  it('a parked session that answers MAIL FROM with 421 is discarded and the message goes out on a fresh one', async () => {
+    const srv = await scriptedServer({ mail421OnSecond: true });
+    cleanups.push(() => srv.close());
+    expect((await send(srv.port, 1, ['one@rcpt.test']))[0].outcome).to.equal('delivered');
+    const [r] = await send(srv.port, 2, ['two@rcpt.test']);
+    expect(r).to.include({ outcome: 'delivered', smtpCode: '250' });
+    expect(srv.connections).to.equal(2);
+    expect(srv.messages).to.have.length(2);
+  });
+
+  it('a parked session killed without a word is retried on a fresh connection', async () => {
+    const srv = await scriptedServer({});
+    cleanups.push(() => srv.close());
+    expect((await send(srv.port, 1, ['one@rcpt.test']))[0].outcome).to.equal('delivered');
+    // Make the pool believe the session is alive although its socket is gone: the race the retry covers.
+    const parked = (pool as unknown as { idle: Map<string, Array<{ conn: { _socket: Socket } }>> }).idle;
+    const [pc] = [...parked.values()][0];
+    pc.conn._socket.removeAllListeners('close');
+    pc.conn._socket.removeAllListeners('end');
+    pc.conn._socket.destroy();
+    const [r] = await send(srv.port, 2, ['two@rcpt.test']);
+    expect(r.outcome).to.equal('delivered');
+    expect(srv.connections).to.equal(2);
+  });
+
+  it('closes a connection after maxMessages and on close()', async () => {
+    const s = await sink({ starttls: false });
+    const small = new SmtpConnectionPool({ maxMessages: 2, idleMs: 5000 });
+    for (let n = 1; n <= 5; n++) expect((await send(s.port, n, [`r${n}@rcpt.test`], small))[0].outcome).to.equal('delivered');
+    expect(s.connections).to.equal(3);
+    expect(small.idleCount()).to.equal(1);
+    await small.close();
+    expect(small.idleCount()).to.equal(0);
+    // After close() a finished session is closed instead of parked.
+    await send(s.port, 6, ['r6@rcpt.test'], small);
+    expect(small.idleCount()).to.equal(0);
+  });
+});
+
+describe('cachingResolver', function () {
+  this.timeout(10_000);
+  let dns: TestDnsServer;
+  before(async () => {
+    dns = await startDnsServer({
+      'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+      'mx.rcpt.test': { A: ['127.0.0.1'] },
+      'flaky.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+    });
+  });
+  after(() => dns.close());
+
+  it('answers MX and A from the cache, shares concurrent lookups, keeps NXDOMAIN briefly and never SERVFAIL', async () => {
+    let now = 1_000_000;
+    const r = cachingResolver(createResolver([dns.address], { timeoutMs: 300, tries: 1 }), { maxTtlMs: 60_000, negativeTtlMs: 5_000, now: () => now });
+    const count = (name: string, type: string) => dns.queries.filter((q) => q.name === name && q.type === type).length;
+    await Promise.all([r.resolveMx('rcpt.test'), r.resolveMx('rcpt.test')]);
+    expect(await r.resolveMx('RCPT.test')).to.deep.equal([{ exchange: 'mx.rcpt.test', priority: 10 }]);
+    expect(count('rcpt.test', 'MX')).to.equal(1);
+    expect(await r.resolve4('mx.rcpt.test')).to.deep.equal(['127.0.0.1']);
+    await r.resolve4('mx.rcpt.test');
+    expect(count('mx.rcpt.test', 'A')).to.equal(1);
+    now += 61_000; // past the 60 s cap (and the record's 60 s TTL)
+    await r.resolveMx('rcpt.test');
+    expect(count('rcpt.test', 'MX')).to.equal(2);
+
+    await r.resolveMx('nope.test').catch(() => undefined);
+    await r.resolveMx('nope.test').catch(() => undefined);
+    expect(count('nope.test', 'MX')).to.equal(1);
+    now += 6_000;
+    await r.resolveMx('nope.test').catch(() => undefined);
+    expect(count('nope.test', 'MX')).to.equal(2);
+
+    dns.setFailure('flaky.test', 'servfail');
+    await r.resolveMx('flaky.test').catch(() => undefined);
+    await r.resolveMx('flaky.test').catch(() => undefined);
+    expect(count('flaky.test', 'MX')).to.be.at.least(2);
+  });
+});
