@@ -90,13 +90,13 @@ export interface ComplaintReceived extends RecipientOutcome { feedbackType: stri
 
 // ---------------------------------------------------------------- smtpAuth-<motorBlockId | 'unknown'>
 export type SmtpAuthFailureReason =
-  | 'unknown_user' | 'bad_password' | 'no_password_set' | 'auth_method_mismatch' | 'authzid_mismatch' | 'locked_out';
+  | 'unknown_user' | 'bad_password' | 'no_password_set' | 'auth_method_mismatch' | 'authzid_mismatch' | 'locked_out' | 'invalid_token';
 /** An SMTP AUTH attempt was refused (the block's owner sees these; unknown usernames go to `smtpAuth-unknown`). */
 export interface SmtpAuthFailed {
   motorBlockId: string | null;
   /** The username as given, truncated to 128 characters. */
   username: string;
-  mechanism: 'PLAIN' | 'LOGIN';
+  mechanism: 'PLAIN' | 'LOGIN' | 'XOAUTH2';
   remoteAddress: string;
   reason: SmtpAuthFailureReason;
   at: Iso;
@@ -142,6 +142,33 @@ export interface SessionRevoked { sessionId: string; reason: 'refresh_token_reus
 export interface WebHandoffIssued { handoffId: string; userId: string; accountId: string; codeHash: string; redirectPath: string; expiresAt: Iso; issuedAt: Iso }
 export interface WebHandoffRedeemed { handoffId: string; sessionId: string; at: Iso }
 
+// ---------------------------------------------------------------- oauthClient-<clientId> (docs/OAUTH.md)
+/** An OAuth 2.0 client of the SMTP authorization server; only the SHA-256 of its secret is recorded. */
+export interface OAuthClientRegistered {
+  clientId: string; accountId: string; name: string; redirectUris: string[]; secretHash: string;
+  /** `cli` or `user:<uuid>`. */
+  registeredBy: string;
+  registeredAt: Iso;
+}
+
+// ---------------------------------------------------------------- oauthGrant-<grantId> (one consent: its code, then one token family)
+/** A signed-in user was shown the consent page; the one-time form token is recorded as a hash. */
+export interface OAuthConsentRequested {
+  grantId: string; clientId: string; accountId: string; userId: string; sessionId: string;
+  redirectUri: string; scope: string; state: string | null; motorBlockId: string | null;
+  formTokenHash: string; expiresAt: Iso; requestedAt: Iso;
+}
+/** The user approved: an authorization code (hash only; 60 s, single use) bound to one block. */
+export interface OAuthCodeIssued { grantId: string; motorBlockId: string; codeHash: string; expiresAt: Iso; issuedAt: Iso }
+/** The code was exchanged: an access token (`jti` = tokenId) and the first refresh token (hash). */
+export interface OAuthTokenIssued { grantId: string; tokenId: string; refreshTokenHash: string; accessExpiresAt: Iso; refreshExpiresAt: Iso; issuedAt: Iso }
+/** A refresh token was spent for a new pair. */
+export interface OAuthRefreshRotated { grantId: string; tokenId: string; previousHash: string; refreshTokenHash: string; accessExpiresAt: Iso; refreshExpiresAt: Iso; at: Iso }
+/** The user denied the consent. */
+export interface OAuthConsentDenied { grantId: string; at: Iso }
+/** Every token of the grant is dead: a code or a spent refresh token was presented again. */
+export interface OAuthGrantRevoked { grantId: string; reason: 'code_reuse' | 'refresh_token_reuse'; at: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -176,6 +203,13 @@ export interface EventCatalogue {
   SessionRevoked: SessionRevoked;
   WebHandoffIssued: WebHandoffIssued;
   WebHandoffRedeemed: WebHandoffRedeemed;
+  OAuthClientRegistered: OAuthClientRegistered;
+  OAuthConsentRequested: OAuthConsentRequested;
+  OAuthCodeIssued: OAuthCodeIssued;
+  OAuthTokenIssued: OAuthTokenIssued;
+  OAuthRefreshRotated: OAuthRefreshRotated;
+  OAuthConsentDenied: OAuthConsentDenied;
+  OAuthGrantRevoked: OAuthGrantRevoked;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -215,6 +249,13 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   SessionRevoked: { category: 'authSession', version: 1 },
   WebHandoffIssued: { category: 'webHandoff', version: 1 },
   WebHandoffRedeemed: { category: 'webHandoff', version: 1 },
+  OAuthClientRegistered: { category: 'oauthClient', version: 1 },
+  OAuthConsentRequested: { category: 'oauthGrant', version: 1 },
+  OAuthCodeIssued: { category: 'oauthGrant', version: 1 },
+  OAuthTokenIssued: { category: 'oauthGrant', version: 1 },
+  OAuthRefreshRotated: { category: 'oauthGrant', version: 1 },
+  OAuthConsentDenied: { category: 'oauthGrant', version: 1 },
+  OAuthGrantRevoked: { category: 'oauthGrant', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

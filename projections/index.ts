@@ -3,10 +3,11 @@ import { accountsProjection } from './accounts/projection.js';
 import { analyticsProjection } from './analytics/projection.js';
 import { directoryProjection } from './directory/projection.js';
 import { messagesProjection } from './messages/projection.js';
+import { oauthClientsProjection } from './oauthClients/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

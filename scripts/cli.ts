@@ -5,6 +5,7 @@
  *   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
  *   block list [--json]
+ *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../infra/config';
@@ -20,6 +21,8 @@ import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock } from '../projections/directory/queries';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil } from './runtime';
+import { registerClient } from '../commands/oauth/clients';
+import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 
 const USAGE = `Usage: npm run cli -- <command>
@@ -31,6 +34,9 @@ const USAGE = `Usage: npm run cli -- <command>
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
       Lists every Motor Block with its account, domain and status.
+  oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
+      Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
+      client_id and its client_secret, shown this once (only a hash is stored).
 `;
 
 class UsageError extends Error {}
@@ -116,6 +122,22 @@ async function run(argv: string[], config: Config): Promise<unknown> {
         motorBlockId: r.id, accountId: r.account_id, name: r.name, type: r.type, status: r.status, domain: r.domain,
         limits: { burst: r.limit_burst ?? config.defaultPlan.burst, hourly: r.limit_hourly ?? config.defaultPlan.hourly, daily: r.limit_daily ?? config.defaultPlan.daily },
       }));
+    });
+  }
+  if (command === 'oauth-client' && sub === 'create') {
+    const { values } = parseArgs({
+      args: rest,
+      options: { account: { type: 'string' }, name: { type: 'string' }, 'redirect-uri': { type: 'string', multiple: true }, json: { type: 'boolean', default: false } },
+      strict: true,
+    });
+    if (!isUuid(values.account)) throw new UsageError('oauth-client create needs --account <accountId> (uuid)');
+    if (!values.name) throw new UsageError('oauth-client create needs --name');
+    if (!values['redirect-uri']?.length) throw new UsageError('oauth-client create needs at least one --redirect-uri');
+    return withServices(config, async (s) => {
+      const account = await s.store.readStream(streamName('account', values.account!));
+      if (account[0]?.type !== 'AccountCreated') throw new UsageError(`No account ${values.account}`);
+      const c = await registerClient(s.store, { accountId: values.account!, name: values.name, redirectUris: values['redirect-uri'] }, 'cli', new Date());
+      return { client_id: c.clientId, client_secret: c.clientSecret, account_id: c.accountId, name: c.name, redirect_uris: c.redirectUris, created_at: c.createdAt };
     });
   }
   throw new UsageError(command ? `Unknown command: ${[command, sub].filter(Boolean).join(' ')}` : 'No command given');

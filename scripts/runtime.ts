@@ -212,7 +212,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
     if (tls.selfSigned) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
     smtp = await startSmtpListeners(
-      { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock },
+      { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
       {
         hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: opts.smtpPort ?? c.smtp.port, securePort: opts.smtpsPort ?? c.smtp.securePort,
         tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp,

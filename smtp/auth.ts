@@ -8,8 +8,10 @@ import type { AuthLimiter } from './authLimiter';
 import { reply, type SmtpReply } from './replies';
 
 /**
- * SMTP AUTH (PLAIN, LOGIN) against a block's SMTP username and hashed password. Every refusal is a
- * SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
+ * SMTP AUTH (PLAIN, LOGIN) against a block's SMTP username and hashed password; for a block whose
+ * auth method is OAuth 2.0, PLAIN/LOGIN with the access token as password and XOAUTH2 (RFC 7628's
+ * predecessor, as Gmail and Outlook speak it) with the access token (docs/OAUTH.md). Every refusal
+ * is a SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
  * block's owner sees them.
  */
 
@@ -17,13 +19,16 @@ export interface AuthDeps {
   store: EventStore;
   blockBySmtpUsername(username: string): Promise<BlockRecord | null>;
   limiter: AuthLimiter;
+  /** Checks an OAuth access token (commands/oauth): the block it is bound to when it is valid, unexpired and not revoked. Absent: tokens are refused. */
+  accessToken?(token: string): Promise<{ ok: true; motorBlockId: string } | { ok: false }>;
   now(): Date;
   sleep?(ms: number): Promise<void>;
 }
 
 export interface AuthAttempt {
-  mechanism: 'PLAIN' | 'LOGIN';
+  mechanism: 'PLAIN' | 'LOGIN' | 'XOAUTH2';
   username: string;
+  /** The password, or for XOAUTH2 (and OAuth 2.0 blocks) the access token. */
   password: string;
   /** PLAIN's authorization identity: empty, or the username itself. */
   authzid?: string;
@@ -55,6 +60,7 @@ export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<Auth
   if (gate.delayMs > 0) await (deps.sleep ?? sleep)(gate.delayMs);
 
   const block = a.username.length <= 256 ? await deps.blockBySmtpUsername(a.username) : null;
+  if (a.mechanism === 'XOAUTH2' || block?.authMethod === 'oauth2') return finish(deps, a, block, await checkToken(deps, a, block));
   const passwordOk = secretMatches(a.password, block?.smtpPasswordHash ?? DUMMY_HASH) && block?.smtpPasswordHash != null;
 
   let failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null = null;
@@ -73,6 +79,10 @@ export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<Auth
     };
   }
 
+  return finish(deps, a, block, failure);
+}
+
+async function finish(deps: AuthDeps, a: AuthAttempt, block: BlockRecord | null, failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null): Promise<AuthOutcome> {
   if (failure) {
     await deps.limiter.recordFailure(a.remoteAddress, a.username);
     await recordFailure(deps, block?.id ?? null, a, failure.reason);
@@ -80,6 +90,21 @@ export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<Auth
   }
   await deps.limiter.recordSuccess(a.remoteAddress);
   return { ok: true, block: block! };
+}
+
+/**
+ * An access token (the JWT alone: the token endpoint's whole JSON answer is not one) bound to this
+ * very block. The block must use OAuth 2.0; that is said only once the token proved who is asking.
+ */
+async function checkToken(deps: AuthDeps, a: AuthAttempt, block: BlockRecord | null): Promise<{ reason: SmtpAuthFailureReason; reply: SmtpReply } | null> {
+  const token = a.password.length <= 4096 && deps.accessToken ? await deps.accessToken(a.password) : { ok: false as const };
+  if (!block) return { reason: 'unknown_user', reply: INVALID };
+  if (!token.ok || token.motorBlockId !== block.id) return { reason: 'invalid_token', reply: INVALID };
+  if (a.authzid && a.authzid !== a.username) return { reason: 'authzid_mismatch', reply: reply(535, '5.7.8', 'Authorization identity must be empty or equal the username') };
+  if (block.authMethod !== 'oauth2') {
+    return { reason: 'auth_method_mismatch', reply: reply(535, '5.7.8', `This Motor Block uses ${block.authMethod} authentication, not OAuth 2.0`) };
+  }
+  return null;
 }
 
 async function recordFailure(deps: AuthDeps, motorBlockId: string | null, a: AuthAttempt, reason: SmtpAuthFailureReason): Promise<void> {

@@ -12,6 +12,7 @@ import { formatReply, reply, replyFor, smtpError, type SmtpReply } from './repli
 import { KnownClients, normalizeAddress, SubmissionServer } from './server';
 import { checkEnvelopeSender, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
+import { activeAccessToken } from '../commands/oauth/authorization';
 
 /**
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
@@ -27,6 +28,8 @@ export interface SmtpDeps {
   redis: Redis;
   logger: Logger;
   clock: Clock;
+  /** Key settings of OAuth access tokens (docs/OAUTH.md); without them OAuth 2.0 blocks cannot log in. */
+  oauth?: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string };
 }
 
 export interface SmtpSettings {
@@ -130,11 +133,19 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       else perAddress.set(a, n);
     },
     onAuth(auth, session, cb) {
-      const mechanism = auth.method === 'LOGIN' ? 'LOGIN' : 'PLAIN';
-      if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
+      if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
+      const mechanism = auth.method;
+      const oauth = deps.oauth;
+      const accessToken = oauth ? async (token: string) => {
+        const v = await activeAccessToken({ store: deps.send.store, config: oauth }, token, deps.clock.now());
+        return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
+      } : undefined;
       within(hookTimeout + authDelayCap, authenticate(
-        { store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, now: () => deps.clock.now() },
-        { mechanism, username: auth.username ?? '', password: auth.password ?? '', authzid: auth.authzid, remoteAddress: addressOf(session) },
+        { store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, accessToken, now: () => deps.clock.now() },
+        {
+          mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
+          authzid: auth.authzid, remoteAddress: addressOf(session),
+        },
       )).then((outcome) => {
         if (outcome.ok) {
           known.remember(addressOf(session));
@@ -145,6 +156,10 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         authFailures.set(session.id, failures);
         log.info({ session: session.id, reason: outcome.reason, remoteAddress: addressOf(session) }, 'SMTP AUTH refused');
         const r = failures >= maxAuthFailures ? reply(421, '4.7.0', `${outcome.reply.text}; too many failed authentications, closing`) : outcome.reply;
+        // XOAUTH2 (as Gmail): a 334 with the error JSON, the client's empty line, then 535. The
+        // lock-out and closing replies are sent as they are.
+        if (mechanism === 'XOAUTH2' && r.code === 535) return cb(null, { data: { status: '401', schemes: 'bearer', scope: 'email.send' } } as never);
+        if (mechanism === 'XOAUTH2') return cb(asError(r));
         cb(null, { message: `${r.enhanced} ${r.text}`, responseCode: r.code });
       }, (err) => {
         log.error({ err }, 'SMTP AUTH failed');
@@ -195,7 +210,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     key: settings.tls.key,
     cert: settings.tls.cert,
     minVersion: 'TLSv1.2',
-    authMethods: ['PLAIN', 'LOGIN'],
+    authMethods: ['PLAIN', 'LOGIN', 'XOAUTH2'],
     size: settings.maxMessageBytes,
     rejectOversized: true,
     maxRecipients: settings.maxRecipients,

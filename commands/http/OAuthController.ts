@@ -1,0 +1,141 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Get, Post, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { ctxOf, principalOf } from '../../read-api/http/context';
+import { applyClientIpLimit, bearerToken } from '../../read-api/http/authentication';
+import type { PrincipalOf } from '../../read-api/http/principal';
+import { DASHBOARD_TTL_SECONDS } from '../auth/dashboardTokens';
+import { decideConsent, issueToken, startAuthorization, validateToken, type TokenMetadata, type TokenResponse } from '../oauth/authorization';
+import { consentHtml, dashboardUserOf, formBody, protectPage, sendOAuthError, SESSION_COOKIE } from '../oauth/http';
+
+/** RFC 6749 §5.2 error body. */
+export interface OAuthErrorResponse { error: string; error_description?: string }
+
+/**
+ * POST /api/oauth2/token's JSON body (SPEC "OAuth 2.0 authorization server"). grant_type,
+ * client_id and client_secret are required; they are optional in the schema so that a missing one
+ * is answered the OAuth way (invalid_request / invalid_client) rather than as a validation error.
+ */
+export interface OAuthTokenRequest {
+  /** `authorization_code` or `refresh_token` (required). */
+  grant_type?: string;
+  /** Required. */
+  client_id?: string;
+  /** Required; compared in constant time. */
+  client_secret?: string;
+  /** For authorization_code: the `code` of the redirect (60 s, single use). */
+  code?: string;
+  /** For authorization_code: exactly the redirect_uri of the authorization request. */
+  redirect_uri?: string;
+  /** For refresh_token: the latest refresh token (rotated on every use). */
+  refresh_token?: string;
+}
+
+/**
+ * The OAuth 2.0 authorization server for SMTP access tokens (SPEC, host {auth_url};
+ * docs/OAUTH.md). Authorization-code grant: authorize (consent page for a signed-in dashboard
+ * user), consent, token, validate. The access_token alone is the SMTP password / XOAUTH2 token.
+ */
+@Route('api/oauth2')
+@Tags('OAuth 2.0 (SMTP)')
+export class OAuthController extends Controller {
+  /**
+   * Consent page (HTML) for a signed-in dashboard user: dashboard JWT as `Authorization: Bearer`
+   * or the `motor_dashboard` cookie. Query: client_id, response_type=code, redirect_uri (exactly as
+   * registered), scope (optional, `email.send`), state (optional), motor_block_id (optional: without
+   * it the page lets the user pick one of the account's blocks). Errors are JSON and never redirect.
+   */
+  @Get('authorize')
+  @SuccessResponse(200, 'Consent page (text/html)')
+  @Response<OAuthErrorResponse>(400, 'invalid_request, invalid_client, invalid_scope')
+  @Response<OAuthErrorResponse>(401, 'Not signed in to the dashboard (invalid_token, token_expired, session_revoked)')
+  public async authorize(@Request() req: ExpressRequest): Promise<void> {
+    const ctx = ctxOf(req);
+    const res = req.res!;
+    protectPage(res);
+    try {
+      const user = await dashboardUserOf(ctx, req);
+      const page = await startAuthorization({ store: ctx.store, db: ctx.db, config: ctx.config }, user, req.query as Record<string, unknown>, ctx.clock.now());
+      res.status(200).type('html').send(consentHtml(page));
+    } catch (e) {
+      if (!sendOAuthError(res, e)) throw e;
+    }
+  }
+
+  /**
+   * The consent form's POST (application/x-www-form-urlencoded, or JSON): `form_token` (one-time,
+   * from the page, bound to the signed-in user, 10 minutes), `decision` (`approve` | `deny`),
+   * `motor_block_id` (when the authorize request did not name one). 302 to the redirect_uri with
+   * `code` and `state` (or `error=access_denied`).
+   */
+  @Post('consent')
+  @SuccessResponse(302, 'Redirect to the client')
+  @Response<OAuthErrorResponse>(400, 'invalid_request (form token expired, used, or of another user; block not in the account)')
+  public async consent(@Request() req: ExpressRequest): Promise<void> {
+    const ctx = ctxOf(req);
+    const res = req.res!;
+    protectPage(res);
+    try {
+      const user = await dashboardUserOf(ctx, req);
+      const { location } = await decideConsent({ store: ctx.store, db: ctx.db, config: ctx.config }, user, await formBody(req), ctx.clock.now());
+      res.redirect(302, location);
+    } catch (e) {
+      if (!sendOAuthError(res, e)) throw e;
+    }
+  }
+
+  /**
+   * Code or refresh token → SMTP access token (JWT, 1 hour) and a new refresh token (30 days,
+   * rotated on every use; a spent one presented again revokes the whole authorization).
+   */
+  @Post('token')
+  @Response<OAuthErrorResponse>(400, 'invalid_grant, invalid_client, invalid_request, unsupported_grant_type')
+  public async token(@Request() req: ExpressRequest, @Body() body: OAuthTokenRequest): Promise<TokenResponse> {
+    await applyClientIpLimit(req);
+    const ctx = ctxOf(req);
+    const res = req.res!;
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('Pragma', 'no-cache');
+    try {
+      return await issueToken({ store: ctx.store, db: ctx.db, config: ctx.config }, body as unknown as Record<string, unknown>, ctx.clock.now());
+    } catch (e) {
+      if (!sendOAuthError(res, e)) throw e;
+      return undefined as never;
+    }
+  }
+
+  /**
+   * Token metadata: the token as `token` query, `access_token` query, or `Authorization: Bearer`.
+   * 401 `invalid_token` when it is malformed, expired, or its authorization was revoked.
+   */
+  @Get('validate')
+  @Response<OAuthErrorResponse>(401, 'invalid_token')
+  public async validate(@Request() req: ExpressRequest): Promise<TokenMetadata | OAuthErrorResponse> {
+    const ctx = ctxOf(req);
+    const q = req.query;
+    const token = typeof q.token === 'string' ? q.token : typeof q.access_token === 'string' ? q.access_token : bearerToken(req);
+    const meta = await validateToken({ store: ctx.store, config: ctx.config }, token, ctx.clock.now());
+    req.res!.setHeader('Cache-Control', 'no-store');
+    if (!meta) {
+      this.setStatus(401);
+      this.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
+      return { error: 'invalid_token', error_description: 'The access token is invalid, expired or revoked' };
+    }
+    return meta;
+  }
+
+  /**
+   * Puts the caller's dashboard JWT in the `motor_dashboard` cookie (HttpOnly, SameSite=Lax, path
+   * /api/oauth2, as long as the JWT lives), so a browser can open the authorize URL. 204.
+   */
+  @Post('session')
+  @Security('dashboardJwt')
+  @SuccessResponse(204, 'Cookie set')
+  public async session(@Request() req: ExpressRequest): Promise<void> {
+    const ctx = ctxOf(req);
+    principalOf<PrincipalOf<'dashboard'>>(req);
+    const token = bearerToken(req)!;
+    const secure = ctx.config.publicBaseUrl.startsWith('https:') ? '; Secure' : '';
+    this.setHeader('Set-Cookie', `${SESSION_COOKIE}=${token}; Path=/api/oauth2; HttpOnly; SameSite=Lax; Max-Age=${DASHBOARD_TTL_SECONDS}${secure}`);
+    this.setStatus(204);
+  }
+}
