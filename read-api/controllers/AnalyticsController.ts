@@ -105,7 +105,8 @@ export class AnalyticsController extends Controller {
    */
   @Get('{id}/metrics')
   @Security('publicBearer', ['analytics.read'])
-  public async metrics(@Request() req: ExpressRequest, @Path() id: string, @Query() interval?: string, @Query() from?: string, @Query() to?: string): Promise<MetricsResponse> {
+  public async metrics(@Request() req: ExpressRequest, @Path() id: string, @Query() interval: 'hour' | 'day', @Query() from?: string, @Query() to?: string): Promise<MetricsResponse> {
+    // tsoa refuses a missing or unknown interval (400 invalid_query); this guards direct calls.
     if (interval !== 'hour' && interval !== 'day') throw fail('invalid_query', 400, 'interval is required: hour or day');
     const { ctx, range } = await scopedRange(req, id, from, to);
     return { success: true, data: { interval, ...iso(range), points: await blockSeries(ctx.db, id, range, interval) } };

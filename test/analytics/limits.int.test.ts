@@ -1,0 +1,112 @@
+import { expect } from 'chai';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { postJson } from '../support/motor';
+import { senderDomainOf } from '../read-api/publicApi';
+import { startAnalyticsMotor, type AnalyticsMotor } from './support';
+
+const secondsToNextUtcDay = (now: number) => Math.ceil((Math.floor(now / 86_400_000 + 1) * 86_400_000 - now) / 1000);
+const secondsToNextUtcHour = (now: number) => Math.ceil((Math.floor(now / 3_600_000 + 1) * 3_600_000 - now) / 1000);
+
+const send = (motor: AnalyticsMotor, b: BootstrapResult, to: string[]) =>
+  postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomainOf(b)}`, to, subject: 'Hi', text: 'x' }, { 'X-Api-Key': b.apiKey });
+const rcpts = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag}${i}@rcpt.test`);
+
+describe('account and warm-up limits (int)', function () {
+  this.timeout(60_000);
+
+  describe('ENFORCE_ACCOUNT_LIMIT=true', () => {
+    let motor: AnalyticsMotor;
+    before(async () => { motor = await startAnalyticsMotor({ env: { ENFORCE_ACCOUNT_LIMIT: 'true', PLAN_DEFAULT_ACCOUNT_HOURLY: '3' } }); });
+    after(async () => { await motor?.close(); });
+
+    it('refuses over the account ceiling with rate_limited_account and Retry-After', async () => {
+      const b = await motor.bootstrap();
+      expect((await send(motor, b, rcpts(3, 'a'))).status).to.equal(200);
+      const refused = await send(motor, b, rcpts(1, 'b'));
+      const t = Date.now();
+      expect(refused.status).to.equal(429);
+      expect(refused.body).to.include({ success: false, code: 'rate_limited_account', dimension: 'acct_hourly' });
+      expect(refused.body.retryAfterSeconds).to.be.within(secondsToNextUtcHour(t) - 2, secondsToNextUtcHour(t) + 2);
+      expect(refused.headers.get('retry-after')).to.equal(String(refused.body.retryAfterSeconds));
+      expect(refused.headers.get('ratelimit-limit')).to.equal('3');
+      expect(refused.headers.get('ratelimit-remaining')).to.equal('0');
+      const r = await motor.get('/account/rate-limits', await motor.token(b, ['usage.read']));
+      expect(r.body.data).to.deep.include({ source: 'plan', enforced: true });
+      expect(r.body.data.hourly).to.include({ used: 3, limit: 3, remaining: 0 });
+    });
+  });
+
+  describe('ENFORCE_WARMUP=true, account limit measured only', () => {
+    let motor: AnalyticsMotor;
+    before(async () => { motor = await startAnalyticsMotor({ env: { ENFORCE_WARMUP: 'true', PLAN_DEFAULT_ACCOUNT_HOURLY: '3' } }); });
+    after(async () => { await motor?.close(); });
+
+    it('a new domain (warm-up day 1: 50 per UTC day) is refused with rate_limited_warmup, Retry-After only', async () => {
+      const b = await motor.bootstrap();
+      const token = await motor.token(b, ['usage.read']);
+      const before = await motor.get(`/motor-blocks/${b.motorBlockId}/rate-limits`, token);
+      expect(before.body.data).to.deep.include({ throttled: true, throttleReason: 'domain_warmup' });
+      expect(before.body.data.daily).to.include({ used: 0, limit: 50, remaining: 50 });
+      expect(before.body.data.limits.daily).to.equal(motor.config.defaultPlan.daily);
+
+      expect((await send(motor, b, rcpts(50, 'w'))).status).to.equal(200);
+      const refused = await send(motor, b, rcpts(1, 'x'));
+      const t = Date.now();
+      expect(refused.status).to.equal(429);
+      expect(refused.body).to.include({ success: false, code: 'rate_limited_warmup', warmupDay: 1, dailyCap: 50 });
+      expect(refused.body.retryAfterSeconds).to.be.within(secondsToNextUtcDay(t) - 2, secondsToNextUtcDay(t) + 2);
+      expect(refused.headers.get('retry-after')).to.equal(String(refused.body.retryAfterSeconds));
+      expect(refused.headers.get('ratelimit-limit')).to.equal(null);
+      expect(refused.headers.get('ratelimit-remaining')).to.equal(null);
+
+      // The account ceiling (3 per hour) was passed without refusal: measured only.
+      const acct = await motor.get('/account/rate-limits', token);
+      expect(acct.body.data).to.deep.include({ source: 'plan', enforced: false });
+      expect(acct.body.data.hourly).to.include({ used: 50, limit: 3, remaining: 0 });
+    });
+
+    it('plan tiers: ceilings and retention of the account plan; an unknown plan is the fallback', async () => {
+      const free = await motor.bootstrap('free');
+      const token = await motor.token(free, ['usage.read', 'analytics.read']);
+      const acct = await motor.get('/account/rate-limits', token);
+      expect(acct.body.data.source).to.equal('plan');
+      expect(acct.body.data.hourly.limit).to.equal(200);
+      expect(acct.body.data.daily.limit).to.equal(2000);
+      const block = await motor.get(`/motor-blocks/${free.motorBlockId}/rate-limits`, token);
+      expect(block.body.data.limits).to.deep.equal({ burst: 10, hourly: 100, daily: 1000 });
+      expect((await motor.get(`/motor-blocks/${free.motorBlockId}/daily-summary?days=7`, token)).status).to.equal(200);
+      const over = await motor.get(`/motor-blocks/${free.motorBlockId}/daily-summary?days=8`, token);
+      expect([over.status, over.body.code]).to.deep.equal([400, 'outside_retention_window']);
+      const old = await motor.get(`/motor-blocks/${free.motorBlockId}/overview?from=${new Date(Date.now() - 8 * 86_400_000).toISOString()}`, token);
+      expect([old.status, old.body.code]).to.deep.equal([400, 'outside_retention_window']);
+
+      const legacy = await motor.bootstrap('legacy-unknown');
+      const lt = await motor.token(legacy, ['usage.read']);
+      const fb = await motor.get('/account/rate-limits', lt);
+      expect(fb.body.data.source).to.equal('fallback');
+      expect(fb.body.data.hourly.limit).to.equal(motor.config.accountFallback.hourly);
+      expect(fb.body.data.daily.limit).to.equal(motor.config.accountFallback.daily);
+    });
+  });
+
+  describe('Redis unavailable', () => {
+    let motor: AnalyticsMotor;
+    before(async () => { motor = await startAnalyticsMotor({ redisUrl: 'redis://127.0.0.1:1' }); });
+    after(async () => { await motor?.close(); });
+
+    it('rate limits answer with ceiling-only estimates and the warning fields', async () => {
+      const b = await motor.bootstrap();
+      const token = await motor.token(b, ['usage.read']);
+      const r = await motor.get(`/motor-blocks/${b.motorBlockId}/rate-limits`, token);
+      expect(r.status).to.equal(200);
+      expect(r.body.warning).to.be.a('string');
+      expect(r.body.data.warning).to.equal(undefined);
+      expect(r.body.data.daily).to.include({ used: 0, limit: motor.config.defaultPlan.daily, remaining: motor.config.defaultPlan.daily });
+      const a = await motor.get('/account/rate-limits', token);
+      expect(a.status).to.equal(200);
+      expect(a.body.warning).to.equal(undefined);
+      expect(a.body.data.warning).to.be.a('string');
+      expect(a.body.data.hourly).to.include({ used: 0, limit: motor.config.defaultPlan.accountHourly });
+    });
+  });
+});
