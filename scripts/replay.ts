@@ -5,6 +5,8 @@
  */
 import { ConfigError, loadConfig } from '../infra/config.js';
 import { createDb } from '../infra/db.js';
+import { startEmbeddedPostgres } from '../infra/embedded.js';
+import { createLogger } from '../infra/logger.js';
 import { createEventStore } from '../infra/eventstore/index.js';
 import { allProjections } from '../projections/index.js';
 import { rebuild, schemaFor, type RebuildProgress } from '../projections/runner.js';
@@ -56,13 +58,11 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  if (!config.databaseUrl) {
-    process.stderr.write('DATABASE_URL is not set: replay needs the PostgreSQL database that holds the read models (e.g. DATABASE_URL=postgres://user@host:5432/motor npm run replay -- messages).\n');
-    process.exit(2);
-  }
-
-  const db = createDb(config.databaseUrl, { applicationName: 'motor-replay' });
-  const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  // Like npm start: without DATABASE_URL, the embedded PostgreSQL under MOTOR_DATA_DIR (shared with a running npm start).
+  const embedded = config.databaseUrl ? null : await startEmbeddedPostgres(config.dataDir, createLogger('warn'));
+  const databaseUrl = config.databaseUrl ?? embedded!.url;
+  const db = createDb(databaseUrl, { applicationName: 'motor-replay' });
+  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl });
   const tty = process.stderr.isTTY === true;
   let lastPrint = 0;
   const onProgress = (p: RebuildProgress) => {
@@ -84,6 +84,7 @@ async function main(): Promise<void> {
   } finally {
     await store.close().catch(() => undefined);
     await db.destroy().catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
   }
 }
 

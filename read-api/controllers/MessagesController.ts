@@ -2,7 +2,7 @@ import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import { fail } from '../../domain/errors';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { stripAngleBrackets } from '../../projections/messages';
+import { stripAngleBrackets, type MessageRecord } from '../../projections/messages';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
 import { readMessage, readMessageBySmtpId, readRecipients, readTimeline } from '../messages/messageReads';
@@ -13,6 +13,17 @@ export interface RecipientsResponse { success: true; data: RecipientsDto }
 export interface TimelineResponse { success: true; data: { messageId: string; events: TimelineEventDto[]; pii_masked: boolean } }
 
 const notFound = () => fail('message_not_found', 404, 'Message not found');
+
+/** The message `id` if it exists (404) and belongs to the token's block (403), and whether PII may be shown. */
+async function ownedMessage(req: ExpressRequest, id: string, includePII: boolean | undefined): Promise<{ m: MessageRecord; unmasked: boolean }> {
+  const ctx = ctxOf(req);
+  const p = principalOf(req);
+  const unmasked = piiAllowed(p, includePII);
+  const m = await readMessage(ctx.db, ctx.store, id);
+  if (!m) throw notFound();
+  requireBlock(p, m.motorBlockId ?? '');
+  return { m, unmasked };
+}
 
 @Route('api/public/v1/messages')
 @Tags('Messages')
@@ -40,12 +51,7 @@ export class MessagesController extends Controller {
   @Get('{id}')
   @Response<ErrorResponse>(404, 'Message not found')
   public async get(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<MessageResponse> {
-    const ctx = ctxOf(req);
-    const p = principalOf(req);
-    const unmasked = piiAllowed(p, includePII);
-    const m = await readMessage(ctx.db, ctx.store, id);
-    if (!m) throw notFound();
-    requireBlock(p, m.motorBlockId ?? '');
+    const { m, unmasked } = await ownedMessage(req, id, includePII);
     return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
   }
 
@@ -54,11 +60,7 @@ export class MessagesController extends Controller {
   @Response<ErrorResponse>(404, 'Message not found')
   public async events(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<TimelineResponse> {
     const ctx = ctxOf(req);
-    const p = principalOf(req);
-    const unmasked = piiAllowed(p, includePII);
-    const m = await readMessage(ctx.db, ctx.store, id);
-    if (!m) throw notFound();
-    requireBlock(p, m.motorBlockId ?? '');
+    const { unmasked } = await ownedMessage(req, id, includePII);
     const events = await readTimeline(ctx.db, ctx.store, id);
     return { success: true, data: { messageId: id, events: timelineDto(events, unmasked), pii_masked: !unmasked } };
   }
@@ -68,12 +70,9 @@ export class MessagesController extends Controller {
   @Response<ErrorResponse>(404, 'Message not found')
   public async recipients(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<RecipientsResponse> {
     const ctx = ctxOf(req);
-    const p = principalOf(req);
-    const unmasked = piiAllowed(p, includePII);
+    const { unmasked } = await ownedMessage(req, id, includePII);
     const r = await readRecipients(ctx.db, ctx.store, id);
-    const m = r ? await readMessage(ctx.db, ctx.store, id) : null;
-    if (!r || !m) throw notFound();
-    requireBlock(p, m.motorBlockId ?? '');
+    if (!r) throw notFound();
     return { success: true, data: recipientsDto(r, unmasked, `/api/public/v1/messages/${id}/recipients?includePII=true`) };
   }
 }

@@ -60,9 +60,9 @@ describe('npm run replay (scripts/replay.ts)', function () {
     expect(r.stderr).to.match(/known projections: .*\bmessages\b/);
   });
 
-  it('says clearly that DATABASE_URL is needed', async () => {
-    const r = await replay(['messages'], {});
+  it('refuses an invalid configuration with a clear message before touching any database', async () => {
+    const r = await replay(['messages'], { DATABASE_URL: 'mysql://nope' });
     expect(r.code).to.equal(2);
-    expect(r.stderr).to.include('DATABASE_URL is not set');
+    expect(r.stderr).to.include('DATABASE_URL must use one of postgres, postgresql');
   });
 });
