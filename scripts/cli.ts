@@ -8,19 +8,17 @@
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  */
 import { parseArgs } from 'node:util';
+import type { Knex } from 'knex';
+import type { EventStore } from '../domain/eventStore';
 import { ConfigError, loadConfig, type Config } from '../infra/config';
-import { createDb } from '../infra/db';
-import { startEmbeddedPostgres } from '../infra/embedded';
-import { createEventStore } from '../infra/eventstore';
 import { KeyStore } from '../infra/keys/keyStore';
-import { createLogger } from '../infra/logger';
 import { isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
 import { bootstrap, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock } from '../projections/directory/queries';
 import { parseApiKey } from '../domain/credentials/apiKeys';
-import { catchUpUntil } from './runtime';
+import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
@@ -42,10 +40,7 @@ const USAGE = `Usage: npm run cli -- <command>
 class UsageError extends Error {}
 
 async function withServices<T>(config: Config, fn: (s: Services) => Promise<T>): Promise<T> {
-  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn');
-  const databaseUrl = config.databaseUrl ?? (await startEmbeddedPostgres(config.dataDir, logger)).url;
-  const db = createDb(databaseUrl, { pool: { min: 0, max: 4 }, applicationName: 'motor-cli' });
-  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const { db, store, close } = await openStorage(config, 'motor-cli');
   const keys = new KeyStore(db, config.keyEncryptionKey);
   try {
     await keys.init();
@@ -53,13 +48,12 @@ async function withServices<T>(config: Config, fn: (s: Services) => Promise<T>):
     const runner = new ProjectionRunner(db, store, directoryProjection);
     return await fn({ db, store, keys, catchUp: () => runner.catchUp(), until: (done) => catchUpUntil(runner, done) });
   } finally {
-    await store.close();
-    await db.destroy();
+    await close();
   }
 }
 interface Services {
-  db: ReturnType<typeof createDb>;
-  store: Awaited<ReturnType<typeof createEventStore>>;
+  db: Knex;
+  store: EventStore;
   keys: KeyStore;
   catchUp: () => Promise<number>;
   /** Catches the directory up until `done` holds (read-your-writes). */

@@ -4,12 +4,9 @@
  * answering from the current schema until the swap. Progress on stderr, one summary line on stdout.
  */
 import { ConfigError, loadConfig } from '../infra/config.js';
-import { createDb } from '../infra/db.js';
-import { startEmbeddedPostgres } from '../infra/embedded.js';
-import { createLogger } from '../infra/logger.js';
-import { createEventStore } from '../infra/eventstore/index.js';
 import { allProjections } from '../projections/index.js';
 import { rebuild, schemaFor, type RebuildProgress } from '../projections/runner.js';
+import { openStorage } from './storage.js';
 
 function usage(message: string): never {
   const names = allProjections().map((p) => p.name);
@@ -58,11 +55,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // Like npm start: without DATABASE_URL, the embedded PostgreSQL under MOTOR_DATA_DIR (shared with a running npm start).
-  const embedded = config.databaseUrl ? null : await startEmbeddedPostgres(config.dataDir, createLogger('warn'));
-  const databaseUrl = config.databaseUrl ?? embedded!.url;
-  const db = createDb(databaseUrl, { applicationName: 'motor-replay' });
-  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const { db, store, close } = await openStorage(config, 'motor-replay', { min: 0, max: 10 });
   const tty = process.stderr.isTTY === true;
   let lastPrint = 0;
   const onProgress = (p: RebuildProgress) => {
@@ -82,9 +75,7 @@ async function main(): Promise<void> {
         `${fmtInt(seconds > 0 ? r.events / seconds : r.events)} events/s; ${live}__next swapped in as ${live}\n`,
     );
   } finally {
-    await store.close().catch(() => undefined);
-    await db.destroy().catch(() => undefined);
-    await embedded?.stop().catch(() => undefined);
+    await close();
   }
 }
 

@@ -247,17 +247,4 @@ export function parseRoles(argv: string[]): Role[] {
   return roles as Role[];
 }
 
-/**
- * Read-your-writes for the CLI and tests: catch the projection up until `done` holds. One catch-up
- * is not enough because the event log only exposes events below the oldest open transaction of
- * the PostgreSQL cluster, so a write may become visible a moment after it commits.
- */
-export async function catchUpUntil(runner: { catchUp(): Promise<number> }, done: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    await runner.catchUp();
-    if (await done()) return;
-    if (Date.now() > deadline) throw new Error(`projection did not catch up within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+export { catchUpUntil, openStorage } from './storage';
