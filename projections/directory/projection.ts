@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { RecordedEvent } from '../../domain/eventStore';
+import { streamCategory, type RecordedEvent } from '../../domain/eventStore';
 import { asDomainEvent, type DomainEvent } from '../../domain/events';
 
 /**
@@ -69,6 +69,22 @@ export const DIRECTORY_MIGRATIONS = [
       });
     },
   },
+  {
+    // Read-your-writes for the management routes: each row remembers the revision of its stream
+    // that it reflects (commands/readYourWrites.ts waits for it).
+    name: '003_stream_revisions',
+    async up(knex: Knex, schema: string) {
+      for (const table of ['accounts', 'domains', 'motor_blocks']) {
+        await knex.schema.withSchema(schema).alterTable(table, (t) => {
+          t.bigInteger('revision').notNullable().defaultTo(-1);
+        });
+      }
+    },
+  },
+  // Issue 4 work areas, one migration each (owned by: domains / block lifecycle / sandbox & free recipients).
+  { name: '004_domains', async up() { /* domains: DNS records, ownership token, DKIM mode, check results */ } },
+  { name: '005_block_lifecycle', async up() { /* block lifecycle: deletions, grants, idempotency */ } },
+  { name: '006_sandbox_recipients', async up() { /* sandbox: allowlist; free recipients */ } },
 ];
 
 export const DIRECTORY_EVENTS = [
@@ -77,7 +93,23 @@ export const DIRECTORY_EVENTS = [
   'ApiKeyCreated', 'ApiKeyRevoked',
 ] as const;
 
-async function apply(trx: Knex.Transaction, schema: string, event: DomainEvent): Promise<void> {
+/** The directory table whose row reflects a stream of this category (its `revision` column is kept). */
+const ROW_OF_CATEGORY: Record<string, { table: string; idField: string }> = {
+  account: { table: 'accounts', idField: 'accountId' },
+  sendingDomain: { table: 'domains', idField: 'domainId' },
+  motorBlock: { table: 'motor_blocks', idField: 'motorBlockId' },
+};
+
+async function apply(trx: Knex.Transaction, schema: string, event: DomainEvent, recorded: RecordedEvent): Promise<void> {
+  await applyEvent(trx, schema, event);
+  const row = ROW_OF_CATEGORY[streamCategory(recorded.streamId)];
+  const id = row ? (event.data as unknown as Record<string, unknown>)[row.idField] : undefined;
+  if (row && typeof id === 'string') {
+    await trx.withSchema(schema).table(row.table).where({ id }).andWhere('revision', '<', recorded.revision.toString()).update({ revision: recorded.revision.toString() });
+  }
+}
+
+async function applyEvent(trx: Knex.Transaction, schema: string, event: DomainEvent): Promise<void> {
   const t = (table: string) => trx.withSchema(schema).table(table);
   switch (event.type) {
     case 'AccountCreated': {
@@ -154,7 +186,7 @@ export const directoryProjection = {
   async applyBatch(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
     for (const e of events) {
       const event = asDomainEvent(e);
-      if (event) await apply(trx, schema, event);
+      if (event) await apply(trx, schema, event, e);
     }
   },
 };

@@ -1,0 +1,28 @@
+import type { Knex } from 'knex';
+import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
+
+/**
+ * Read-your-writes for the management routes. A command appends to one stream and learns the
+ * revision it wrote (AppendResult.nextExpectedRevision); the directory row of that stream records
+ * the revision it reflects. Before answering, the route waits until the row has caught up, so the
+ * caller's next GET (a list, the send path) sees its own change. Commands decide on the streams
+ * themselves, never on the read model: this wait is only about what the caller reads next.
+ *
+ * Returns false when the projector did not get there within `timeoutMs` (it is down or far
+ * behind); the write is committed either way, so routes still answer with what they wrote.
+ */
+export async function awaitDirectoryRow(
+  db: Knex,
+  table: 'accounts' | 'domains' | 'motor_blocks',
+  id: string,
+  revision: bigint,
+  timeoutMs = 3000,
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    const row = (await db.withSchema(DIRECTORY_SCHEMA).table(table).where({ id }).first('revision')) as { revision: string } | undefined;
+    if (row && BigInt(row.revision) >= revision) return true;
+    if (Date.now() + delay > deadline) return false;
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
