@@ -13,9 +13,11 @@
  *
  * Settings (env or --arg=value): ANALYTICS_MESSAGES / --messages (default 5,000,000),
  * ANALYTICS_QUERIES / --queries (default 200), LAG_RATE / --lag-rate (1000), LAG_SECONDS / --lag-seconds (30),
- * ANALYTICS_BATCH / --batch (projector batch size, default 5000).
+ * ANALYTICS_BATCH / --batch (projector batch size from zero, default 5000), LAG_BATCH / --lag-batch
+ * (batch size of the live runner in the lag phase, default = ANALYTICS_BATCH; the projector role runs 500).
  */
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { EventData } from '../domain/eventStore';
 import { streamName } from '../domain/eventStore';
 import { PostgresEventStore } from '../infra/eventstore';
@@ -30,6 +32,8 @@ const QUERIES = intSetting('ANALYTICS_QUERIES', 'queries', 200);
 const LAG_RATE = intSetting('LAG_RATE', 'lag-rate', 1000);
 const LAG_SECONDS = intSetting('LAG_SECONDS', 'lag-seconds', 30);
 const BATCH = intSetting('ANALYTICS_BATCH', 'batch', 5000);
+// Live runner's batch in the lag phase (the projector role runs the framework's default, 500).
+const LAG_BATCH = intSetting('LAG_BATCH', 'lag-batch', BATCH);
 const SEED_STORES = 2;
 const SEED_INFLIGHT = 500;
 const DAY = 86_400_000;
@@ -71,7 +75,7 @@ function messageEvents(motorBlockId: string, accountId: string, i: number, accep
 
 runBench('bench:analytics', 7200, async () => {
   console.log(`bench:analytics — ${machine()}`);
-  console.log(`${fmt(MESSAGES)} messages over 29 days, projector batch ${BATCH}, ${QUERIES} requests per route, lag at ${LAG_RATE} sends/s for ${LAG_SECONDS} s\n`);
+  console.log(`${fmt(MESSAGES)} messages over 29 days, projector batch ${BATCH} (lag phase ${LAG_BATCH}), ${QUERIES} requests per route, lag at ${LAG_RATE} sends/s for ${LAG_SECONDS} s\n`);
   const f = await createFixture('analytics', benchEnv());
   const { db } = f.rt;
   const blockId = f.block.motorBlockId;
@@ -167,7 +171,10 @@ runBench('bench:analytics', 7200, async () => {
 
   // ------------------------------------------------------------------ lag under sustained load
   const abort = new AbortController();
-  const live = new ProjectionRunner(db, f.rt.store, analyticsProjection, { batchSize: BATCH });
+  const batches: Array<{ n: number; ms: number }> = [];
+  const live = new ProjectionRunner(db, f.rt.store, analyticsProjection, {
+    batchSize: LAG_BATCH, onBatch: (r) => { if (r.applied + r.skipped > 0) batches.push({ n: r.applied + r.skipped, ms: r.durationMs }); },
+  });
   const running = live.run(abort.signal);
   const lags: number[] = [];
   let sampling = true;
@@ -177,6 +184,9 @@ runBench('bench:analytics', 7200, async () => {
       await sleep(250);
     }
   })();
+  // Event-loop delay of this process (load generator and projector share it) during the load.
+  const eld = monitorEventLoopDelay({ resolution: 10 });
+  eld.enable();
   const l0 = performance.now();
   let sent = 0;
   const inflight = new Set<Promise<unknown>>();
@@ -194,6 +204,7 @@ runBench('bench:analytics', 7200, async () => {
   }
   await Promise.all(inflight);
   const achieved = sent / ((performance.now() - l0) / 1000);
+  eld.disable();
   await sleep(2000);
   sampling = false;
   await sampler;
@@ -202,6 +213,9 @@ runBench('bench:analytics', 7200, async () => {
   lags.sort((x, y) => x - y);
   const lagP95 = percentile(lags, 95);
   const lagMax = lags[lags.length - 1] ?? 0;
+  const bn = batches.map((x) => x.n).sort((x, y) => x - y);
+  const bms = batches.map((x) => x.ms).sort((x, y) => x - y);
+  console.log(`lag: ${fmt(batches.length)} batches, events per batch p50 ${fmt(percentile(bn, 50))} max ${fmt(bn[bn.length - 1] ?? 0)}; batch transaction ms p50 ${fmt(percentile(bms, 50), 1)} p95 ${fmt(percentile(bms, 95), 1)} max ${fmt(bms[bms.length - 1] ?? 0, 1)}; event-loop delay p50 ${fmt(eld.percentile(50) / 1e6, 1)} ms p99 ${fmt(eld.percentile(99) / 1e6, 1)} ms`);
   console.log(`lag: ${fmt(sent)} sends at ${fmt(achieved)} sends/s for ${LAG_SECONDS} s; projection lag p50 ${fmt(percentile(lags, 50), 2)} s, p95 ${fmt(lagP95, 2)} s, max ${fmt(lagMax, 2)} s → ${lagMax < 1 ? 'OK (< 1 s)' : 'OVER 1 s'}`);
   console.log('\n' + table(['', 'value'], [
     ['messages in the read model', fmt(MESSAGES)],

@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
 
 /**
- * The send volume quota (SPEC "Limits"): burst, hourly and daily ceilings per Motor Block, and
- * hourly and daily counters per account. One atomic Lua script checks every ceiling and charges
+ * The send volume quota (SPEC "Limits"): burst, hourly and daily ceilings per Motor Block, hourly
+ * and daily counters per account, and a daily counter per sending domain (the warm-up buffer, shared
+ * by every block sending from the domain; docs/ANALYTICS.md "Warm-up"). One atomic Lua script checks every ceiling and charges
  * all counters only when all pass; HTTP sends and SMTP submissions both call consume(), so they
  * draw on the same counters.
  *
@@ -10,7 +11,7 @@ import type { Redis } from 'ioredis';
  * the UTC day.
  */
 
-export type QuotaDimension = 'burst' | 'hourly' | 'daily' | 'acct_hourly' | 'acct_daily';
+export type QuotaDimension = 'burst' | 'hourly' | 'daily' | 'acct_hourly' | 'acct_daily' | 'warmup';
 
 export interface Ceiling { burst: number; hourly: number; daily: number }
 export interface AccountCeiling { hourly: number; daily: number }
@@ -18,19 +19,23 @@ export interface AccountCeiling { hourly: number; daily: number }
 export interface QuotaRequest {
   motorBlockId: string;
   accountId: string;
+  /** The sending domain as read at send time: its daily counter is the warm-up buffer. */
+  domainId: string;
   count: number;
   /** Effective block ceiling (configured limits, lowered by any reputation throttle). */
   block: Ceiling;
   account: AccountCeiling;
   /** Refuse over the account ceiling (rolling out: off = measured only). */
   enforceAccount: boolean;
+  /** Today's warm-up cap of the domain when it is enforced and binding, else null (counted only). */
+  warmupCap: number | null;
   now: Date;
 }
 
 export interface BucketReading { used: number; limit: number; remaining: number; resetIn: number }
 
 export type QuotaDecision =
-  | { kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading> }
+  | { kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading>; domainDaily: number }
   | { kind: 'denied'; dimension: QuotaDimension; used: number; limit: number; retryAfterSeconds: number }
   /** Redis could not be asked: the send goes on without numbers (SPEC: absent headers = unknown). */
   | { kind: 'unavailable' };
@@ -44,39 +49,44 @@ export function resetIn(now: Date, seconds: number): number {
   return Math.max(1, windowStart(now, seconds) + seconds - Math.floor(now.getTime() / 1000));
 }
 
-export function quotaKeys(motorBlockId: string, accountId: string, now: Date): string[] {
+/** Block minute/hour/day, account hour/day, and (with a domain id) the domain's UTC-day counter. */
+export function quotaKeys(motorBlockId: string, accountId: string, now: Date, domainId?: string): string[] {
   const b = `quota:block:{${motorBlockId}}`;
   const a = `quota:acct:{${accountId}}`;
-  return [
+  const keys = [
     `${b}:m:${windowStart(now, WINDOWS.burst)}`,
     `${b}:h:${windowStart(now, WINDOWS.hourly)}`,
     `${b}:d:${windowStart(now, WINDOWS.daily)}`,
     `${a}:h:${windowStart(now, WINDOWS.hourly)}`,
     `${a}:d:${windowStart(now, WINDOWS.daily)}`,
   ];
+  if (domainId !== undefined) keys.push(`quota:domain:{${domainId}}:d:${windowStart(now, WINDOWS.daily)}`);
+  return keys;
 }
 
-// KEYS: burst, hourly, daily, acctHourly, acctDaily
-// ARGV: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay
-// Returns {1, b, h, d, ah, ad} after charging, or {0, index, used} for the first ceiling that refuses.
+// KEYS: burst, hourly, daily, acctHourly, acctDaily, domainDaily
+// ARGV: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay, warmupCap (-1: none)
+// Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used} for the first ceiling that refuses.
 const CONSUME = `
 local n = tonumber(ARGV[1])
 local used = {}
-for i = 1, 5 do used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
+for i = 1, 6 do used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
 for i = 1, 3 do
   if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
 end
+local cap = tonumber(ARGV[11])
+if cap >= 0 and used[6] + n > cap then return {0, 6, used[6]} end
 if ARGV[7] == '1' then
   for i = 4, 5 do
     if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
   end
 end
-local ttl = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[9]), tonumber(ARGV[10])}
-for i = 1, 5 do
+local ttl = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[10])}
+for i = 1, 6 do
   used[i] = redis.call('INCRBY', KEYS[i], n)
   if used[i] == n then redis.call('EXPIRE', KEYS[i], ttl[i]) end
 end
-return {1, used[1], used[2], used[3], used[4], used[5]}
+return {1, used[1], used[2], used[3], used[4], used[5], used[6]}
 `;
 
 const REFUND = `
@@ -93,8 +103,8 @@ for i = 1, #KEYS do out[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
 return out
 `;
 
-const DIMENSIONS: QuotaDimension[] = ['burst', 'hourly', 'daily', 'acct_hourly', 'acct_daily'];
-const DIM_SECONDS: Record<QuotaDimension, number> = { burst: 60, hourly: 3600, daily: 86400, acct_hourly: 3600, acct_daily: 86400 };
+const DIMENSIONS: QuotaDimension[] = ['burst', 'hourly', 'daily', 'acct_hourly', 'acct_daily', 'warmup'];
+const DIM_SECONDS: Record<QuotaDimension, number> = { burst: 60, hourly: 3600, daily: 86400, acct_hourly: 3600, acct_daily: 86400, warmup: 86400 };
 
 /** The scripts as ioredis commands: sent once, then run by SHA (EVALSHA, reloaded if Redis forgot them). */
 interface QuotaCommands {
@@ -107,14 +117,14 @@ export class SendQuota {
   private readonly commands: QuotaCommands;
 
   constructor(private readonly redis: Redis) {
-    redis.defineCommand('motorQuotaConsume', { numberOfKeys: 5, lua: CONSUME });
-    redis.defineCommand('motorQuotaRefund', { numberOfKeys: 5, lua: REFUND });
-    redis.defineCommand('motorQuotaRead', { numberOfKeys: 5, lua: READ });
+    redis.defineCommand('motorQuotaConsume', { numberOfKeys: 6, lua: CONSUME });
+    redis.defineCommand('motorQuotaRefund', { numberOfKeys: 6, lua: REFUND });
+    redis.defineCommand('motorQuotaRead', { numberOfKeys: 6, lua: READ });
     this.commands = redis as unknown as QuotaCommands;
   }
 
   async consume(req: QuotaRequest): Promise<QuotaDecision> {
-    const keys = quotaKeys(req.motorBlockId, req.accountId, req.now);
+    const keys = quotaKeys(req.motorBlockId, req.accountId, req.now, req.domainId);
     let reply: number[];
     try {
       reply = await this.commands.motorQuotaConsume(
@@ -123,13 +133,14 @@ export class SendQuota {
         req.enforceAccount ? '1' : '0',
         // TTLs outlive their window a little so a reader near the boundary still sees the count.
         WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
+        req.warmupCap ?? -1,
       );
     } catch {
       return { kind: 'unavailable' };
     }
     if (reply[0] === 0) {
       const dimension = DIMENSIONS[reply[1] - 1];
-      const limits = [req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily];
+      const limits = [req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily, req.warmupCap ?? 0];
       return { kind: 'denied', dimension, used: reply[2], limit: limits[reply[1] - 1], retryAfterSeconds: resetIn(req.now, DIM_SECONDS[dimension]) };
     }
     const reading = (used: number, limit: number, seconds: number): BucketReading => ({
@@ -143,23 +154,27 @@ export class SendQuota {
         daily: reading(reply[3], req.block.daily, WINDOWS.daily),
       },
       account: { hourly: reading(reply[4], req.account.hourly, WINDOWS.hourly), daily: reading(reply[5], req.account.daily, WINDOWS.daily) },
+      domainDaily: reply[6],
     };
   }
 
   /** Gives back a charge whose send was not committed (store down, lost an idempotency race). */
-  async refund(motorBlockId: string, accountId: string, count: number, chargedAt: Date): Promise<void> {
+  async refund(motorBlockId: string, accountId: string, count: number, chargedAt: Date, domainId: string): Promise<void> {
     try {
-      await this.commands.motorQuotaRefund(...quotaKeys(motorBlockId, accountId, chargedAt), count);
+      await this.commands.motorQuotaRefund(...quotaKeys(motorBlockId, accountId, chargedAt, domainId), count);
     } catch {
       // Best effort: an unrefunded charge expires with its window.
     }
   }
 
   /** Current counters without charging (rate-limits routes). Null when Redis is unavailable. */
-  async read(motorBlockId: string, accountId: string, now: Date): Promise<{ burst: number; hourly: number; daily: number; acctHourly: number; acctDaily: number } | null> {
+  async read(
+    motorBlockId: string, accountId: string, now: Date, domainId?: string | null,
+  ): Promise<{ burst: number; hourly: number; daily: number; acctHourly: number; acctDaily: number; domainDaily: number } | null> {
     try {
-      const r = await this.commands.motorQuotaRead(...quotaKeys(motorBlockId, accountId, now));
-      return { burst: r[0], hourly: r[1], daily: r[2], acctHourly: r[3], acctDaily: r[4] };
+      // Without a domain the sixth key is a name nothing writes (reads 0).
+      const r = await this.commands.motorQuotaRead(...quotaKeys(motorBlockId, accountId, now, domainId ?? 'none'));
+      return { burst: r[0], hourly: r[1], daily: r[2], acctHourly: r[3], acctDaily: r[4], domainDaily: r[5] };
     } catch {
       return null;
     }

@@ -1,7 +1,8 @@
 /**
  * Warm-up schedule of a new sending domain (SPEC 429 `rate_limited_warmup`). A domain's first
- * weeks are capped per UTC day so receivers see its volume grow gradually. Day 1 is the UTC day the
- * domain was added. Pure.
+ * weeks are capped per UTC day so receivers see its volume grow gradually. Day 1 is the UTC day of
+ * the domain's first accepted send (today when it has not sent yet). The cap is counted per sending
+ * domain: every block on the domain draws on the same daily buffer. Pure.
  *
  * | domain day | recipients per UTC day |
  * |---|---|
@@ -13,9 +14,9 @@ export const WARMUP_SCHEDULE: readonly number[] = [50, 100, 250, 500, 1_000, 2_0
 
 const DAY_MS = 86_400_000;
 
-/** 1-based UTC day of the domain's life (1 = the day it was added). */
-export function warmupDay(domainAddedAt: Date, now: Date): number {
-  const start = Math.floor(domainAddedAt.getTime() / DAY_MS);
+/** 1-based UTC day of the warm-up (1 = the UTC day of the domain's first accepted send). */
+export function warmupDay(startedAt: Date, now: Date): number {
+  const start = Math.floor(startedAt.getTime() / DAY_MS);
   const today = Math.floor(now.getTime() / DAY_MS);
   return Math.max(1, today - start + 1);
 }
@@ -23,7 +24,7 @@ export function warmupDay(domainAddedAt: Date, now: Date): number {
 export interface Warmup { day: number; dailyCap: number }
 
 /** The warm-up cap that applies today, or null once the domain has finished warming up. */
-export function warmupCap(domainAddedAt: Date, now: Date): Warmup | null {
-  const day = warmupDay(domainAddedAt, now);
+export function warmupCap(startedAt: Date, now: Date): Warmup | null {
+  const day = warmupDay(startedAt, now);
   return day <= WARMUP_SCHEDULE.length ? { day, dailyCap: WARMUP_SCHEDULE[day - 1] } : null;
 }

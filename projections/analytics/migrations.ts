@@ -5,7 +5,8 @@ import type { ProjectionMigration } from '../runner';
  * - recipient_stats: the per-recipient state the projector needs for transitions (never queried by the API);
  * - block_hourly: per block × UTC hour of acceptance — messages, recipients and outcomes;
  * - domain_hourly / domain_daily: the same per recipient domain and provider (daily for long ranges);
- * - code_hourly: recipients by (smtp code, enhanced code, outcome) for bounced, failed and deferred ones.
+ * - code_hourly: recipients by (smtp code, enhanced code, outcome) for bounced, failed and deferred ones;
+ * - domain_first_send: per sending domain, its earliest accepted send (start of its warm-up schedule).
  */
 export const analyticsMigrations: readonly ProjectionMigration[] = [
   {
@@ -65,6 +66,23 @@ export const analyticsMigrations: readonly ProjectionMigration[] = [
         t.integer('count').notNullable().defaultTo(0);
         t.primary(['motor_block_id', 'hour', 'smtp_code', 'enhanced_code', 'outcome']);
       });
+    },
+  },
+  {
+    // The first accepted send of each sending domain: day 1 of its warm-up schedule (docs/ANALYTICS.md).
+    name: '002_domain_first_send',
+    async up(knex, schema) {
+      await knex.schema.withSchema(schema).createTable('domain_first_send', (t) => {
+        t.uuid('domain_id').primary();
+        t.timestamp('first_send_at', { useTz: true }).notNullable();
+      });
+    },
+  },
+  {
+    // The retention sweeper (workers/retention.ts) deletes states per account, oldest first.
+    name: '003_recipient_stats_retention',
+    async up(knex, schema) {
+      await knex.raw(`create index recipient_stats_account_accepted on "${schema}"."recipient_stats" (account_id, accepted_at)`);
     },
   },
 ];

@@ -104,28 +104,54 @@ export async function dailySummary(db: Knex, motorBlockId: string, days: number,
 }
 
 /**
- * Domain rollups over an hour range: whole UTC days from domain_daily, the partial days at either
- * end from domain_hourly (so a 30-day range reads ~30 rows per domain instead of ~720).
+ * Domain rollups over an hour range, as signed rows to be summed per (domain, provider): whole UTC
+ * days from domain_daily; each partial day at either end either from its hours in domain_hourly or,
+ * when that is fewer rows, as the whole day from domain_daily minus the hours of that day outside
+ * the range (exact: every state adds the same counters to its hour and to its day). So a range
+ * reads ≤ retention days + 2 × 12 hour rows per domain, and the usual "up to now" end reads no hour
+ * rows at all (the hours after now are empty).
  */
 function domainSource(motorBlockId: string, range: HourRange): { sql: string; bindings: Knex.RawBinding[] } {
   const from = range.fromHour.getTime();
   const toExcl = range.toHour.getTime() + HOUR_MS;
+  const nowHourEnd = hourOf(new Date()).getTime() + HOUR_MS;
+  const parts: string[] = [];
+  const bindings: Knex.RawBinding[] = [];
+  const cols = (sign: '' | '-') =>
+    `domain, provider, ${['total', 'delivered', 'bounced', 'complained', 'failed', 'deferred'].map((c) => `${sign}${c} as ${c}`).join(', ')}`;
+  const hours = (a: number, b: number, sign: '' | '-') => {
+    if (a >= b) return;
+    parts.push(`select ${cols(sign)} from ${t('domain_hourly')} where motor_block_id = ? and hour >= ? and hour < ?`);
+    bindings.push(motorBlockId, new Date(a), new Date(b));
+  };
+  const days = (a: number, b: number) => {
+    if (a >= b) return;
+    parts.push(`select ${cols('')} from ${t('domain_daily')} where motor_block_id = ? and day >= ? and day < ?`);
+    bindings.push(motorBlockId, new Date(a), new Date(b));
+  };
+  // Hours that can hold rows (none after the current hour): the cost of reading [a, b).
+  const cost = (a: number, b: number) => Math.max(0, Math.min(b, nowHourEnd) - a) / HOUR_MS;
+  const partialDay = (a: number, b: number) => {
+    const d = Math.floor(a / DAY_MS) * DAY_MS;
+    if (1 + cost(d, a) + cost(b, d + DAY_MS) < cost(a, b)) {
+      days(d, d + DAY_MS);
+      hours(d, a, '-');
+      hours(b, d + DAY_MS, '-');
+    } else {
+      hours(a, b, '');
+    }
+  };
   const firstFullDay = Math.ceil(from / DAY_MS) * DAY_MS;
   const endFullDays = Math.floor(toExcl / DAY_MS) * DAY_MS;
-  const cols = 'domain, provider, total, delivered, bounced, complained, failed, deferred';
-  if (firstFullDay >= endFullDays) {
-    return { sql: `select ${cols} from ${t('domain_hourly')} where motor_block_id = ? and hour >= ? and hour < ?`, bindings: [motorBlockId, new Date(from), new Date(toExcl)] };
+  if (firstFullDay > endFullDays) {
+    partialDay(from, toExcl); // inside one UTC day
+  } else {
+    if (from < firstFullDay) partialDay(from, firstFullDay);
+    days(firstFullDay, endFullDays);
+    if (endFullDays < toExcl) partialDay(endFullDays, toExcl);
   }
-  return {
-    sql: `select ${cols} from ${t('domain_daily')} where motor_block_id = ? and day >= ? and day < ?
-          union all select ${cols} from ${t('domain_hourly')} where motor_block_id = ? and hour >= ? and hour < ?
-          union all select ${cols} from ${t('domain_hourly')} where motor_block_id = ? and hour >= ? and hour < ?`,
-    bindings: [
-      motorBlockId, new Date(firstFullDay), new Date(endFullDays),
-      motorBlockId, new Date(from), new Date(firstFullDay),
-      motorBlockId, new Date(endFullDays), new Date(toExcl),
-    ],
-  };
+  if (parts.length === 0) hours(from, toExcl, '');
+  return { sql: parts.join('\n          union all '), bindings };
 }
 
 export interface DomainRow extends OutcomeTotals { domain: string; deferred: number; deliveryRate: number; bounceRate: number; complaintRate: number }
@@ -133,7 +159,11 @@ export interface DomainRow extends OutcomeTotals { domain: string; deferred: num
 /** Per recipient domain, most recipients first (ties by name). */
 export async function deliverabilityByDomain(db: Knex, motorBlockId: string, range: HourRange, limit: number): Promise<DomainRow[]> {
   const src = domainSource(motorBlockId, range);
-  const r = await db.raw(`select domain, ${DOMAIN_SUMS} from (${src.sql}) x group by domain order by sum(total) desc, domain asc limit ?`, [...src.bindings, limit]);
+  // A domain whose signed rows cancel out had no recipient in the range.
+  const r = await db.raw(
+    `select domain, ${DOMAIN_SUMS} from (${src.sql}) x group by domain having sum(total) <> 0 order by sum(total) desc, domain asc limit ?`,
+    [...src.bindings, limit],
+  );
   return (r.rows as Array<Record<string, unknown> & { domain: string }>).map((row) => {
     const x = totalsOf(row);
     return {
@@ -214,4 +244,10 @@ export async function anomalies(db: Knex, motorBlockId: string, now: Date): Prom
     anomalies: detectAnomalies({ total: num(row.today_total), bounced: num(row.today_bounced) }, [{ total: num(row.hist_total), bounced: num(row.hist_bounced) }]),
     windowDays: ANOMALY_WINDOW_DAYS,
   };
+}
+
+/** The sending domain's earliest accepted send (start of its warm-up), null when it has not sent yet. */
+export async function domainFirstSend(db: Knex, domainId: string): Promise<Date | null> {
+  const r = await db.raw(`select first_send_at from ${t('domain_first_send')} where domain_id = ?`, [domainId]);
+  return (r.rows[0]?.first_send_at as Date | undefined) ?? null;
 }

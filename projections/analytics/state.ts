@@ -145,6 +145,8 @@ export interface Contribution {
   /** Non-key columns written on insert only. */
   attrs?: Record<string, string | null>;
   counters: Partial<Record<Counter | 'count', number>>;
+  /** table + key as one string (the accumulation key), when the producer already built it. */
+  id?: string;
 }
 
 const HOUR_MS = 3_600_000;
@@ -160,24 +162,43 @@ const COUNTED: Partial<Record<StatOutcome, Counter>> = {
   delivered: 'delivered', bounced: 'bounced', complained: 'complained', failed: 'failed', deferred: 'deferred',
 };
 
+// ISO text of hour/day buckets: a batch has few distinct buckets and many recipients.
+const isoCache = new Map<number, string>();
+function isoOf(ms: number): string {
+  let iso = isoCache.get(ms);
+  if (iso === undefined) {
+    if (isoCache.size > 100_000) isoCache.clear();
+    iso = new Date(ms).toISOString();
+    isoCache.set(ms, iso);
+  }
+  return iso;
+}
+
 export function contributions(s: RecipientStat | undefined): Contribution[] {
   if (!s || s.acceptedAt === null || s.motorBlockId === null) return [];
   const block = s.motorBlockId;
-  const hour = hourOf(s.acceptedAt).toISOString();
-  const day = dayOf(s.acceptedAt).toISOString();
+  const at = s.acceptedAt.getTime();
+  const hour = isoOf(Math.floor(at / HOUR_MS) * HOUR_MS);
+  const day = isoOf(Math.floor(at / DAY_MS) * DAY_MS);
   const counted = COUNTED[s.outcome];
   const c: Partial<Record<Counter, number>> = { total: 1 };
   if (counted) c[counted] = 1;
   const domainC = { ...c };
   if (s.ordinal === 0) c.messages = 1;
   const provider = providerOfStat(s);
+  const Z = '\u0000';
   const out: Contribution[] = [
-    { table: 'block_hourly', key: { motor_block_id: block, hour }, attrs: { account_id: s.accountId }, counters: c },
-    { table: 'domain_hourly', key: { motor_block_id: block, hour, domain: s.domain, provider }, counters: domainC },
-    { table: 'domain_daily', key: { motor_block_id: block, day, domain: s.domain, provider }, counters: domainC },
+    { table: 'block_hourly', key: { motor_block_id: block, hour }, attrs: { account_id: s.accountId }, counters: c, id: `block_hourly|${block}${Z}${hour}` },
+    { table: 'domain_hourly', key: { motor_block_id: block, hour, domain: s.domain, provider }, counters: domainC, id: `domain_hourly|${block}${Z}${hour}${Z}${s.domain}${Z}${provider}` },
+    { table: 'domain_daily', key: { motor_block_id: block, day, domain: s.domain, provider }, counters: domainC, id: `domain_daily|${block}${Z}${day}${Z}${s.domain}${Z}${provider}` },
   ];
   if (s.outcome === 'bounced' || s.outcome === 'failed' || s.outcome === 'deferred') {
-    out.push({ table: 'code_hourly', key: { motor_block_id: block, hour, smtp_code: s.smtpCode ?? '', enhanced_code: s.enhancedCode ?? '', outcome: s.outcome }, counters: { count: 1 } });
+    const smtp = s.smtpCode ?? '';
+    const enhanced = s.enhancedCode ?? '';
+    out.push({
+      table: 'code_hourly', key: { motor_block_id: block, hour, smtp_code: smtp, enhanced_code: enhanced, outcome: s.outcome }, counters: { count: 1 },
+      id: `code_hourly|${block}${Z}${hour}${Z}${smtp}${Z}${enhanced}${Z}${s.outcome}`,
+    });
   }
   return out;
 }
@@ -185,12 +206,14 @@ export function contributions(s: RecipientStat | undefined): Contribution[] {
 /** Accumulates `sign × contributions` into `acc` (keyed by table + key). */
 export function addContributions(acc: Map<string, Contribution>, list: Contribution[], sign: 1 | -1): void {
   for (const c of list) {
-    const k = `${c.table}|${Object.values(c.key).join('\u0000')}`;
+    const k = c.id ?? `${c.table}|${Object.values(c.key).join('\u0000')}`;
     let cur = acc.get(k);
     if (!cur) {
       cur = { table: c.table, key: c.key, attrs: c.attrs, counters: {} };
       acc.set(k, cur);
     }
-    for (const [name, v] of Object.entries(c.counters) as Array<[Counter | 'count', number]>) cur.counters[name] = (cur.counters[name] ?? 0) + sign * v;
+    const counters = c.counters as Record<string, number>;
+    const into = cur.counters as Record<string, number>;
+    for (const name in counters) into[name] = (into[name] ?? 0) + sign * counters[name];
   }
 }

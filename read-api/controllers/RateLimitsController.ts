@@ -58,11 +58,12 @@ export class RateLimitsController extends Controller {
     if (!block) throw fail('motor_block_not_found', 404, 'Motor Block not found');
     const [account, domain] = await Promise.all([ctx.directory.account(block.accountId), ctx.directory.domain(block.domainId)]);
     const now = ctx.clock.now();
-    const policy = await loadSendPolicy(ctx.db, ctx.config, { block, accountPlan: account?.plan ?? null, domainAddedAt: domain?.addedAt ?? null }, now);
-    const counters = await ctx.quota.read(block.id, block.accountId, now);
+    const policy = await loadSendPolicy(ctx.db, ctx.config, { block, accountPlan: account?.plan ?? null, domainId: domain?.id ?? null }, now);
+    const counters = await ctx.quota.read(block.id, block.accountId, now, domain?.id ?? null);
     const bucket = (name: keyof typeof WINDOW): RateBucket => {
       const limit = policy.block.effective[name];
-      const used = counters ? counters[name] : 0;
+      // While the warm-up cap binds, the daily bucket is the domain's buffer, shared by its blocks.
+      const used = !counters ? 0 : name === 'daily' && policy.warmupBinding ? counters.domainDaily : counters[name];
       return { used, limit, remaining: Math.max(0, limit - used), percentage: percent(used, limit), resetIn: resetIn(now, WINDOW[name]) };
     };
     return {

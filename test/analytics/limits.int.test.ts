@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { postJson } from '../support/motor';
 import { senderDomainOf } from '../read-api/publicApi';
-import { startAnalyticsMotor, type AnalyticsMotor } from './support';
+import { accepted, startAnalyticsMotor, type AnalyticsMotor } from './support';
 
 const secondsToNextUtcDay = (now: number) => Math.ceil((Math.floor(now / 86_400_000 + 1) * 86_400_000 - now) / 1000);
 const secondsToNextUtcHour = (now: number) => Math.ceil((Math.floor(now / 3_600_000 + 1) * 3_600_000 - now) / 1000);
@@ -63,6 +64,39 @@ describe('account and warm-up limits (int)', function () {
       const acct = await motor.get('/account/rate-limits', token);
       expect(acct.body.data).to.deep.include({ source: 'plan', enforced: false });
       expect(acct.body.data.hourly).to.include({ used: 50, limit: 3, remaining: 0 });
+    });
+
+    it('the warm-up cap is counted per sending domain: two blocks on one domain share it, a block on another domain does not', async () => {
+      const a = await motor.bootstrap();
+      const a2 = await motor.addBlock(a);
+      const other = await motor.bootstrap();
+      expect(a2.domainId).to.equal(a.domainId);
+      expect((await send(motor, a, rcpts(30, 'p'))).status).to.equal(200);
+      // The second block draws on the same day-1 buffer (50): 20 left, so 21 is refused, 20 goes.
+      const over = await send(motor, a2, rcpts(21, 'q'));
+      expect([over.status, over.body.code, over.body.dailyCap]).to.deep.equal([429, 'rate_limited_warmup', 50]);
+      expect(over.body.message).to.contain('30/50');
+      const token2 = await motor.token(a2, ['usage.read']);
+      const shared = await motor.get(`/motor-blocks/${a2.motorBlockId}/rate-limits`, token2);
+      expect(shared.body.data.daily).to.include({ used: 30, limit: 50, remaining: 20 });
+      expect((await send(motor, a2, rcpts(20, 'r'))).status).to.equal(200);
+      const full = await send(motor, a, rcpts(1, 's'));
+      expect([full.status, full.body.code]).to.deep.equal([429, 'rate_limited_warmup']);
+      // Another domain has its own buffer.
+      expect((await send(motor, other, rcpts(50, 't'))).status).to.equal(200);
+    });
+
+    it('day 1 of the schedule is the UTC day of the domain\'s first accepted send (from the analytics read model)', async () => {
+      const a = await motor.bootstrap();
+      const token = await motor.token(a, ['usage.read']);
+      // A first send 3 UTC days ago (projected) puts the domain on day 4: 500 per UTC day.
+      const id = randomUUID();
+      const at = new Date(Date.now() - 3 * 86_400_000).toISOString();
+      await motor.append(id, [{ ...accepted(id, a.motorBlockId, ['x@rcpt.test'], at, a.accountId), data: { ...(accepted(id, a.motorBlockId, ['x@rcpt.test'], at, a.accountId).data as object), domainId: a.domainId } }]);
+      await motor.project();
+      const r = await motor.get(`/motor-blocks/${a.motorBlockId}/rate-limits`, token);
+      expect(r.body.data.daily).to.include({ limit: 500 });
+      expect(r.body.data.throttleReason).to.equal('domain_warmup');
     });
 
     it('plan tiers: ceilings and retention of the account plan; an unknown plan is the fallback', async () => {

@@ -114,23 +114,30 @@ describe('send policy (unit)', () => {
 
   it('plan ceilings under the block limits; unknown plan = fallback account ceilings', () => {
     const config = loadConfig({});
-    const p = sendPolicyOf(config, { block, accountPlan: 'free', domainAddedAt: null }, null, now);
+    const p = sendPolicyOf(config, { block, accountPlan: 'free', domainId: null }, null, now);
     expect(p.planSource).to.equal('plan');
     expect(p.block.limits).to.deep.equal({ burst: 10, hourly: 500, daily: 1000 });
     expect(p.account).to.deep.equal({ hourly: 200, daily: 2000 });
-    const f = sendPolicyOf(config, { block, accountPlan: 'nope', domainAddedAt: null }, null, now);
+    const f = sendPolicyOf(config, { block, accountPlan: 'nope', domainId: null }, null, now);
     expect(f.planSource).to.equal('fallback');
     expect(f.account).to.deep.equal(config.accountFallback);
   });
 
   it('warm-up lowers the daily ceiling only when enforced; a reputation throttle keeps its reason', () => {
     const added = new Date('2026-03-14T08:00:00Z'); // day 2: 100
-    const off = sendPolicyOf(loadConfig({}), { block, accountPlan: 'pro', domainAddedAt: added }, null, now);
+    const domain = { domainId: 'd', domainFirstSendAt: added };
+    const off = sendPolicyOf(loadConfig({}), { block, accountPlan: 'pro', ...domain }, null, now);
     expect([off.block.effective.daily, off.block.throttled, off.warmupBinding]).to.deep.equal([100_000, false, false]);
-    const on = sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', domainAddedAt: added }, null, now);
+    const on = sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', ...domain }, null, now);
     expect([on.block.effective.daily, on.block.throttled, on.block.throttleReason, on.warmupBinding]).to.deep.equal([100, true, 'domain_warmup', true]);
+    // The block's own counters keep its ceiling: the cap is checked on the domain's counter.
+    expect(on.blockQuota.daily).to.equal(100_000);
+    // A domain that has not sent yet starts its schedule today (day 1: 50); no domain, no warm-up.
+    const fresh = sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', domainId: 'd', domainFirstSendAt: null }, null, now);
+    expect([fresh.warmup, fresh.block.effective.daily]).to.deep.equal([{ day: 1, dailyCap: 50 }, 50]);
+    expect(sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', domainId: null }, null, now).warmup).to.equal(null);
     const bad = { score: 60, totals: { total: 1000, delivered: 920, bounced: 80, complained: 0, failed: 0 } };
-    const both = sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', domainAddedAt: added }, bad, now);
+    const both = sendPolicyOf(loadConfig({ ENFORCE_WARMUP: 'true' }), { block, accountPlan: 'pro', ...domain }, bad, now);
     expect(both.block.effective).to.deep.equal({ burst: 150, hourly: 250, daily: 100 });
     expect(both.block.throttleReason).to.equal('reputation_low');
     expect(both.block.limits).to.deep.equal({ burst: 300, hourly: 500, daily: 100_000 });

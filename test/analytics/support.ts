@@ -1,7 +1,8 @@
 /** Helpers of the analytics tests (not a test file): a Motor whose HTTP clock is fixed, event builders. */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { bootstrap, setBlockLimits, type BootstrapResult } from '../../commands/admin/bootstrap';
-import { parseApiKey } from '../../domain/credentials/apiKeys';
+import { generateApiKey, parseApiKey } from '../../domain/credentials/apiKeys';
+import { toEventData } from '../../domain/events';
 import type { EventData } from '../../domain/eventStore';
 import type { Clock } from '../../domain/ids';
 import { loadConfig, type Config } from '../../infra/config';
@@ -21,6 +22,8 @@ export interface AnalyticsMotor {
   config: Config;
   runner: ProjectionRunner;
   bootstrap(plan?: string): Promise<BootstrapResult>;
+  /** A second Motor Block (with its own block API key) on the bootstrapped account's domain. */
+  addBlock(b: BootstrapResult): Promise<BootstrapResult>;
   setLimits(motorBlockId: string, limits: { burst: number; hourly: number; daily: number }): Promise<void>;
   token(b: BootstrapResult, scopes: string[]): Promise<string>;
   get(path: string, token: string | null): Promise<{ status: number; headers: Headers; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -54,6 +57,22 @@ export async function startAnalyticsMotor(opts: { clock?: Clock; env?: Record<st
       const prefix = parseApiKey(result.accountApiKey)!.prefix;
       await catchUpUntil(dir, async () => (await findApiKeyByPrefix(rt.db, prefix)) !== null);
       return result;
+    },
+    async addBlock(b) {
+      const motorBlockId = randomUUID();
+      const keyId = randomUUID();
+      const key = generateApiKey('block');
+      const at = new Date().toISOString();
+      await rt.store.append(`motorBlock-${motorBlockId}`, [toEventData(randomUUID(), {
+        type: 'MotorBlockCreated',
+        data: { motorBlockId, accountId: b.accountId, name: `second-${motorBlockId.slice(0, 8)}`, type: 'general_purpose', domainId: b.domainId, smtpUsername: `u${randomBytes(6).toString('hex')}`, authMethod: 'smtp_password', createdAt: at },
+      }, { actor: 'test' })], { expectedRevision: 'no_stream' });
+      await rt.store.append(`apiKey-${keyId}`, [toEventData(randomUUID(), {
+        type: 'ApiKeyCreated',
+        data: { keyId, kind: 'block', accountId: b.accountId, motorBlockId, prefix: key.prefix, secretHash: key.secretHash, scopes: [], createdAt: at },
+      }, { actor: 'test' })], { expectedRevision: 'no_stream' });
+      await catchUpUntil(dir, async () => (await findApiKeyByPrefix(rt.db, key.prefix)) !== null && (await getBlock(rt.db, motorBlockId)) !== null);
+      return { ...b, motorBlockId, apiKey: key.key };
     },
     async setLimits(id, limits) {
       await setBlockLimits(rt.store, id, limits, new Date());

@@ -1,0 +1,185 @@
+import type { Knex } from 'knex';
+import type { Config } from '../infra/config';
+import type { Logger } from '../infra/logger';
+import { RETENTION_GRACE_MS } from '../read-api/http/retention';
+
+/**
+ * The retention sweeper (docs/ANALYTICS.md "Retention"): deletes read-model rows older than the
+ * retention window of the account's plan, in the worker role, every RETENTION_SWEEP_INTERVAL_SECONDS.
+ *
+ * - Cutoff per account: the start of the UTC day containing `now − retentionDays − 5 min` (the API's
+ *   clock-skew grace), so nothing a route may still be asked for is deleted; a row goes when its
+ *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
+ * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly)
+ *   and rm_messages (messages with their message_recipients and message_events). Rollup rows are
+ *   found through the block's account (rm_directory); rows of blocks no longer in the directory are
+ *   left to the block-deletion path. `domain_first_send` (one row per domain, the warm-up start) is
+ *   kept.
+ * - Orphans: states / messages that only late events created after their send was pruned (no
+ *   account, never accepted) are deleted once the event that created them is a day old; they never count.
+ * - Bounded: every statement deletes at most `batchSize` rows (rows chosen first through an index,
+ *   then deleted by ctid/id), so no transaction is long. A running transaction that holds an xid
+ *   holds back every event-store reader (docs/ARCHITECTURE.md: the xmin horizon), so the sweeper
+ *   never wraps batches in one transaction and yields between them.
+ * - The event log is not touched (it is the source of truth). A replay rebuilds rows beyond
+ *   retention too; every route clamps to the retention window, so answers are the same before the
+ *   next sweep, and the sweep after it deletes exactly the same rows (tested).
+ */
+
+const DAY_MS = 86_400_000;
+const ORPHAN_AGE_MS = DAY_MS;
+
+/** Rows older than this go, for a plan of `retentionDays`. */
+export function retentionCutoff(retentionDays: number, now: Date): Date {
+  const t = now.getTime() - retentionDays * DAY_MS - RETENTION_GRACE_MS;
+  return new Date(Math.floor(t / DAY_MS) * DAY_MS);
+}
+
+export type RetentionConfig = Pick<Config, 'plans' | 'defaultPlan'>;
+
+export interface SweepReport {
+  /** Rows deleted per table (schema.table). */
+  deleted: Record<string, number>;
+  durationMs: number;
+}
+
+interface Target {
+  table: string;
+  /** One bounded delete; returns the rows deleted (of the table named). */
+  statement: (n: number) => { sql: string; bindings: Knex.RawBinding[] };
+}
+
+export class RetentionSweeper {
+  constructor(
+    private readonly db: Knex,
+    private readonly config: RetentionConfig,
+    private readonly logger: Logger,
+    private readonly opts: { intervalMs: number; batchSize: number; pauseMs?: number; clock?: { now(): Date } } = { intervalMs: 3_600_000, batchSize: 5000 },
+  ) {}
+
+  private targets(now: Date): Target[] {
+    const plans = Object.values(this.config.plans);
+    const names = plans.map((p) => p.name);
+    const cutoffs = plans.map((p) => retentionCutoff(p.retentionDays, now));
+    const fallback = retentionCutoff(this.config.defaultPlan.retentionDays, now);
+    // Per account: its plan's cutoff (an unknown plan is the fallback: the default plan's retention).
+    const acct = `acct as (
+      select a.id as account_id, coalesce(p.cutoff, ?::timestamptz) as cutoff
+      from rm_directory.accounts a left join unnest(?::text[], ?::timestamptz[]) as p(plan, cutoff) on p.plan = a.plan)`;
+    const acctB = [fallback, names, cutoffs];
+    const blk = `blk as (select b.id as block_id, c.cutoff from rm_directory.motor_blocks b join acct c on c.account_id = b.account_id)`;
+    const orphanBefore = new Date(now.getTime() - ORPHAN_AGE_MS);
+
+    const rollup = (table: string, column: 'hour' | 'day'): Target => ({
+      table: `rm_analytics.${table}`,
+      statement: (n) => ({
+        sql: `with ${acct}, ${blk}
+          delete from rm_analytics.${table} where ctid = any(array(
+            select x.ctid from blk cross join lateral (
+              select t.ctid from rm_analytics.${table} t where t.motor_block_id = blk.block_id and t.${column} < blk.cutoff limit ?) x
+            limit ?))`,
+        bindings: [...acctB, n, n],
+      }),
+    });
+    return [
+      // States first: a late outcome then finds no state and adds nothing to a pruned hour.
+      {
+        table: 'rm_analytics.recipient_stats',
+        statement: (n) => ({
+          sql: `with ${acct}
+            delete from rm_analytics.recipient_stats where ctid = any(array(
+              select x.ctid from acct cross join lateral (
+                select s.ctid from rm_analytics.recipient_stats s where s.account_id = acct.account_id and s.accepted_at < acct.cutoff limit ?) x
+              limit ?))`,
+          bindings: [...acctB, n, n],
+        }),
+      },
+      {
+        table: 'rm_analytics.recipient_stats (orphans)',
+        statement: (n) => ({
+          sql: `delete from rm_analytics.recipient_stats where ctid = any(array(
+            select ctid from rm_analytics.recipient_stats where account_id is null and accepted_at is null and outcome_at < ? limit ?))`,
+          bindings: [orphanBefore, n],
+        }),
+      },
+      rollup('block_hourly', 'hour'),
+      rollup('domain_hourly', 'hour'),
+      rollup('domain_daily', 'day'),
+      rollup('code_hourly', 'hour'),
+      {
+        table: 'rm_messages.messages',
+        statement: (n) => ({
+          sql: `with ${acct},
+            m as materialized (
+              select x.id from acct cross join lateral (
+                select t.id from rm_messages.messages t where t.account_id = acct.account_id and t.queued_at < acct.cutoff limit ?) x
+              limit ?),
+            r as (delete from rm_messages.message_recipients where message_id in (select id from m)),
+            e as (delete from rm_messages.message_events where message_id in (select id from m))
+            delete from rm_messages.messages where id in (select id from m)`,
+          bindings: [...acctB, n, n],
+        }),
+      },
+      {
+        table: 'rm_messages.messages (orphans)',
+        statement: (n) => ({
+          sql: `with m as materialized (
+              select id from rm_messages.messages where account_id is null and not accepted and queued_at < ? limit ?),
+            r as (delete from rm_messages.message_recipients where message_id in (select id from m)),
+            e as (delete from rm_messages.message_events where message_id in (select id from m))
+            delete from rm_messages.messages where id in (select id from m)`,
+          bindings: [orphanBefore, n],
+        }),
+      },
+    ];
+  }
+
+  /** One full sweep: every table, batch after batch, until nothing is left past retention. */
+  async sweepOnce(now = new Date(), signal?: AbortSignal): Promise<SweepReport> {
+    const started = performance.now();
+    const deleted: Record<string, number> = {};
+    const present = await this.presentSchemas();
+    for (const target of this.targets(now)) {
+      const schema = target.table.slice(0, target.table.indexOf('.'));
+      if (!present.has(schema)) continue;
+      deleted[target.table] = 0;
+      for (;;) {
+        if (signal?.aborted) return { deleted, durationMs: performance.now() - started };
+        const { sql, bindings } = target.statement(this.opts.batchSize);
+        const r = await this.db.raw(sql, bindings);
+        const n = (r as { rowCount: number }).rowCount ?? 0;
+        deleted[target.table] += n;
+        if (n < this.opts.batchSize) break;
+        // Let the projectors and the API have the database between batches.
+        await new Promise((resolve) => setTimeout(resolve, this.opts.pauseMs ?? 10));
+      }
+    }
+    const total = Object.values(deleted).reduce((a, b) => a + b, 0);
+    const durationMs = performance.now() - started;
+    if (total > 0) this.logger.info({ deleted, durationMs: Math.round(durationMs) }, 'retention sweep deleted read-model rows past retention');
+    return { deleted, durationMs };
+  }
+
+  private async presentSchemas(): Promise<Set<string>> {
+    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages']]);
+    const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
+    // Without the directory there is no account to sweep for.
+    return found.has('rm_directory') ? found : new Set();
+  }
+
+  /** Sweeps every interval (the first one an interval after start), until the signal aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, this.opts.intervalMs);
+        signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+      });
+      if (signal.aborted) return;
+      try {
+        await this.sweepOnce(this.opts.clock?.now() ?? new Date(), signal);
+      } catch (err) {
+        this.logger.error({ err }, 'retention sweep failed; retrying at the next interval');
+      }
+    }
+  }
+}
