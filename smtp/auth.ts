@@ -10,7 +10,9 @@ import { reply, type SmtpReply } from './replies';
 /**
  * SMTP AUTH (PLAIN, LOGIN) against a block's SMTP username and hashed password; for a block whose
  * auth method is OAuth 2.0, PLAIN/LOGIN with the access token as password and XOAUTH2 (RFC 7628's
- * predecessor, as Gmail and Outlook speak it) with the access token (docs/OAUTH.md). Every refusal
+ * predecessor, as Gmail and Outlook speak it) with the access token (docs/OAUTH.md); for a block
+ * whose method is mTLS, PLAIN/LOGIN with the password over a TLS session whose client certificate
+ * chains to SMTP_CLIENT_CA and is the block's registered one (fingerprint). Every refusal
  * is a SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
  * block's owner sees them.
  */
@@ -21,6 +23,8 @@ export interface AuthDeps {
   limiter: AuthLimiter;
   /** Checks an OAuth access token (commands/oauth): the block it is bound to when it is valid, unexpired and not revoked. Absent: tokens are refused. */
   accessToken?(token: string): Promise<{ ok: true; motorBlockId: string } | { ok: false }>;
+  /** The SHA-256 fingerprint of the block's registered client certificate (mTLS blocks); absent or null: none registered. */
+  registeredCertificate?(motorBlockId: string): Promise<{ fingerprint256: string } | null>;
   now(): Date;
   sleep?(ms: number): Promise<void>;
 }
@@ -33,6 +37,17 @@ export interface AuthAttempt {
   /** PLAIN's authorization identity: empty, or the username itself. */
   authzid?: string;
   remoteAddress: string;
+  /** The client certificate of the TLS session, if the client presented one (smtp/mtls.ts). */
+  clientCertificate?: PeerCertificate | null;
+}
+
+/** What the TLS session tells about the client's certificate. */
+export interface PeerCertificate {
+  /** SHA-256 of the DER certificate, `AB:CD:...` (X509Certificate.fingerprint256). */
+  fingerprint256: string;
+  subject: string;
+  /** It chains to SMTP_CLIENT_CA and is within its validity period (TLSSocket.authorized). */
+  authorized: boolean;
 }
 
 export type AuthOutcome =
@@ -70,6 +85,7 @@ export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<Auth
   else if (a.authzid && a.authzid !== a.username) failure = { reason: 'authzid_mismatch', reply: reply(535, '5.7.8', 'Authorization identity must be empty or equal the username') };
   // Only after the password proved who is asking: say why a right password is still refused.
   // SPEC: "A block whose auth method is API Key accepts the key on HTTP only, never as SMTP password".
+  else if (block.authMethod === 'mtls') failure = await checkCertificate(deps, a, block);
   else if (block.authMethod !== 'smtp_password') {
     failure = {
       reason: 'auth_method_mismatch',
@@ -107,11 +123,33 @@ async function checkToken(deps: AuthDeps, a: AuthAttempt, block: BlockRecord | n
   return null;
 }
 
+/**
+ * mTLS (SPEC credential map: client certificate plus username and password): the password was
+ * right; the TLS session must also carry a certificate that chains to SMTP_CLIENT_CA and is the
+ * very certificate registered for this block (its SHA-256 fingerprint). A certificate issued to
+ * another block by the same CA is refused: the CA proves who issued it, the registration to whom.
+ */
+async function checkCertificate(deps: AuthDeps, a: AuthAttempt, block: BlockRecord): Promise<{ reason: SmtpAuthFailureReason; reply: SmtpReply } | null> {
+  const cert = a.clientCertificate ?? null;
+  if (!cert) {
+    return { reason: 'client_certificate_required', reply: reply(535, '5.7.8', 'This Motor Block uses mTLS: present its client certificate in the TLS handshake') };
+  }
+  if (!cert.authorized) {
+    return { reason: 'client_certificate_untrusted', reply: reply(535, '5.7.8', 'The client certificate is not issued by the trusted client CA, or it expired') };
+  }
+  const registered = deps.registeredCertificate ? await deps.registeredCertificate(block.id) : null;
+  if (!registered || registered.fingerprint256 !== cert.fingerprint256) {
+    return { reason: 'client_certificate_mismatch', reply: reply(535, '5.7.8', 'The client certificate is not the one registered for this Motor Block') };
+  }
+  return null;
+}
+
 async function recordFailure(deps: AuthDeps, motorBlockId: string | null, a: AuthAttempt, reason: SmtpAuthFailureReason): Promise<void> {
   await deps.store.append(streamName('smtpAuth', motorBlockId ?? 'unknown'), [toEventData(newId(), {
     type: 'SmtpAuthFailed',
     data: {
       motorBlockId, username: a.username.slice(0, 128), mechanism: a.mechanism, remoteAddress: a.remoteAddress, reason,
+      ...(a.clientCertificate ? { clientCertificateFingerprint256: a.clientCertificate.fingerprint256 } : {}),
       at: deps.now().toISOString(),
     },
   }, { actor: `smtp:${a.remoteAddress}` })], { expectedRevision: 'any' });

@@ -13,6 +13,9 @@ import { KnownClients, normalizeAddress, SubmissionServer } from './server';
 import { checkEnvelopeSender, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
 import { activeAccessToken } from '../commands/oauth/authorization';
+import type { TLSSocket } from 'node:tls';
+import type { PeerCertificate } from './auth';
+import { peerCertificateOf, registeredCertificate } from './mtls';
 
 /**
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
@@ -39,7 +42,8 @@ export interface SmtpSettings {
   port: number;
   /** Implicit TLS port (0 = any free port). */
   securePort: number;
-  tls: { key: Buffer; cert: Buffer };
+  /** `clientCa` (SMTP_CLIENT_CA): ask clients for a certificate and check it against these CAs (mTLS blocks, smtp/mtls.ts). */
+  tls: { key: Buffer; cert: Buffer; clientCa?: Buffer | null };
   maxMessageBytes: number;
   maxRecipients: number;
   /** Idle time allowed while the server waits for the client (ms). */
@@ -95,6 +99,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const perAddress = new Map<string, number>();
   const counted = new Set<string>();
   const authFailures = new Map<string, number>();
+  // The client certificate of each TLS session (mTLS), by session id, from onSecure.
+  const peerCertificates = new Map<string, PeerCertificate | null>();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 50;
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
@@ -124,8 +130,13 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       if (n > maxPerAddress) return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
       cb();
     },
+    onSecure(socket, session, cb: Callback) {
+      peerCertificates.set(session.id, settings.tls.clientCa ? peerCertificateOf(socket as TLSSocket) : null);
+      cb();
+    },
     onClose(session) {
       authFailures.delete(session.id);
+      peerCertificates.delete(session.id);
       if (!counted.delete(session.id)) return;
       const a = addressOf(session);
       const n = (perAddress.get(a) ?? 1) - 1;
@@ -141,10 +152,13 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
       } : undefined;
       within(hookTimeout + authDelayCap, authenticate(
-        { store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, accessToken, now: () => deps.clock.now() },
+        {
+          store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, accessToken, now: () => deps.clock.now(),
+          registeredCertificate: (id) => registeredCertificate(deps.directory.db, id),
+        },
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
-          authzid: auth.authzid, remoteAddress: addressOf(session),
+          authzid: auth.authzid, remoteAddress: addressOf(session), clientCertificate: peerCertificates.get(session.id) ?? null,
         },
       )).then((outcome) => {
         if (outcome.ok) {
@@ -210,6 +224,9 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     key: settings.tls.key,
     cert: settings.tls.cert,
     minVersion: 'TLSv1.2',
+    // mTLS: ask for a client certificate, never require one (blocks without mTLS have none); the
+    // verdict (socket.authorized) is judged at AUTH for mTLS blocks only (smtp/auth.ts).
+    ...(settings.tls.clientCa ? { ca: settings.tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}),
     authMethods: ['PLAIN', 'LOGIN', 'XOAUTH2'],
     size: settings.maxMessageBytes,
     rejectOversized: true,

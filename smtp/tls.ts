@@ -9,11 +9,16 @@ import { promisify } from 'node:util';
  * (development only: clients must be told to skip verification or trust it explicitly).
  */
 
-export interface TlsMaterial { key: Buffer; cert: Buffer; selfSigned: boolean }
+export interface TlsMaterial {
+  key: Buffer; cert: Buffer; selfSigned: boolean;
+  /** SMTP_CLIENT_CA: the CA(s) client certificates of mTLS blocks chain to (smtp/mtls.ts); null = no client certificate is asked for. */
+  clientCa?: Buffer | null;
+}
 
-export async function loadTlsMaterial(opts: { certPath: string | null; keyPath: string | null; dataDir: string; hostname: string }): Promise<TlsMaterial> {
+export async function loadTlsMaterial(opts: { certPath: string | null; keyPath: string | null; dataDir: string; hostname: string; clientCaPath?: string | null }): Promise<TlsMaterial> {
+  const clientCa = opts.clientCaPath ? readFileSync(opts.clientCaPath) : null;
   if (opts.certPath && opts.keyPath) {
-    return { cert: readFileSync(opts.certPath), key: readFileSync(opts.keyPath), selfSigned: false };
+    return { cert: readFileSync(opts.certPath), key: readFileSync(opts.keyPath), selfSigned: false, clientCa };
   }
   const host = /^[A-Za-z0-9.-]{1,253}$/.test(opts.hostname) ? opts.hostname : 'localhost';
   const dir = join(opts.dataDir, 'smtp-tls');
@@ -31,5 +36,5 @@ export async function loadTlsMaterial(opts: { certPath: string | null; keyPath: 
     renameSync(`${keyPath}.${tmp}`, keyPath);
     renameSync(`${certPath}.${tmp}`, certPath);
   }
-  return { key: readFileSync(keyPath), cert: readFileSync(certPath), selfSigned: true };
+  return { key: readFileSync(keyPath), cert: readFileSync(certPath), selfSigned: true, clientCa };
 }
