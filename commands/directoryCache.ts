@@ -26,6 +26,9 @@ export class DirectoryCache {
   domain(id: string) { return this.cached(`d:${id}`, () => q.getDomain(this.db, id)); }
   blockBySmtpUsername(username: string) { return this.cached(`u:${username}`, () => q.findBlockBySmtpUsername(this.db, username)); }
   account(id: string) { return this.cached(`a:${id}`, () => q.getAccount(this.db, id)); }
+  /** Sandbox and Free-plan recipient rules of the send path (docs/SANDBOX.md). */
+  sandboxAllowlist(motorBlockId: string) { return this.cached(`sa:${motorBlockId}`, () => q.getSandboxAllowlist(this.db, motorBlockId)); }
+  confirmedFreeRecipients(accountId: string) { return this.cached(`fr:${accountId}`, () => q.confirmedFreeRecipients(this.db, accountId)); }
 
   /** Forget everything (tests and the CLI call it after writing). */
   clear(): void { this.entries.clear(); }

@@ -13,7 +13,7 @@ import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
  */
 export async function awaitDirectoryRow(
   db: Knex,
-  table: 'accounts' | 'domains' | 'motor_blocks',
+  table: 'accounts' | 'domains' | 'motor_blocks' | 'free_recipient_lists',
   id: string,
   revision: bigint,
   timeoutMs = 3000,

@@ -16,13 +16,36 @@ export interface DomainAdded {
   dkimSelector: string; dkimAlgorithm: DkimAlgorithm; dkimPublicKey: string;
   /** Key material lives in the key store (infra/keys), never in the log: only its id is here. */
   dkimKeyId: string;
+  /** Random token the owner publishes at `_motor-verification.<name>` to prove ownership (docs/DOMAINS.md). Absent on old events. */
+  ownershipToken?: string;
+  /** `txt` (default): the owner publishes the key; `cname_managed`: a CNAME to a name the service serves. */
+  dkimMode?: 'txt' | 'cname_managed';
+  /** A service-owned sandbox domain (`<handle>.sandbox.<SERVICE_DOMAIN>`): no user DNS. */
+  sandbox?: boolean;
   addedAt: Iso;
 }
 export interface DomainOwnershipVerified { domainId: string; method: 'dns' | 'trusted'; verifiedAt: Iso }
+/** The result of one record's lookup after a DNS check (docs/DOMAINS.md "Check reasons"). */
+export interface DomainRecordCheck {
+  type: 'TXT' | 'CNAME'; name: string; value: string; purpose: 'ownership' | 'spf' | 'dkim' | 'dmarc';
+  status: 'pending' | 'ok' | 'missing' | 'mismatch' | 'error';
+  reason?: string;
+  /** What the lookup found when it is not what was expected (joined TXT strings, CNAME target). */
+  found?: string[];
+}
 export interface DomainDnsChecked {
   domainId: string; method: 'dns' | 'trusted';
   spfConfigured: boolean; dkimConfigured: boolean; dmarcConfigured: boolean;
+  /** Per-record results of the check (absent on trusted and old events). */
+  records?: DomainRecordCheck[];
   checkedAt: Iso;
+}
+/** A verify found no ownership token (the domain stays unverified); `reason` is the ownership record's. */
+export interface DomainOwnershipCheckFailed { domainId: string; reason: string; found?: string[]; checkedAt: Iso }
+/** cname_managed: a new signing key replaces the current one (the owner's CNAME is unchanged). */
+export interface DomainDkimKeyRotated {
+  domainId: string; dkimSelector: string; dkimAlgorithm: DkimAlgorithm; dkimPublicKey: string; dkimKeyId: string;
+  previousKeyId: string; rotatedAt: Iso;
 }
 
 // ---------------------------------------------------------------- motorBlock-<uuid>
@@ -31,6 +54,10 @@ export interface RateLimits { burst: number; hourly: number; daily: number }
 export interface MotorBlockCreated {
   motorBlockId: string; accountId: string; name: string; type: MotorBlockType; description?: string;
   domainId: string; smtpUsername: string; authMethod: 'smtp_password' | 'api_key' | 'oauth2' | 'mtls';
+  /** The grant the creating credential acts under (`account:<accountId>`); the block joins it by this very event (docs/BLOCKS.md). */
+  grantId?: string;
+  /** Create through the API: the Idempotency-Key and the SHA-256 fingerprint of the input (a retry compares them). */
+  idempotencyKey?: string; inputFingerprint?: string;
   createdAt: Iso;
 }
 export interface MotorBlockLimitsSet { motorBlockId: string; limits: RateLimits; setAt: Iso }
@@ -90,7 +117,9 @@ export interface ComplaintReceived extends RecipientOutcome { feedbackType: stri
 
 // ---------------------------------------------------------------- smtpAuth-<motorBlockId | 'unknown'>
 export type SmtpAuthFailureReason =
-  | 'unknown_user' | 'bad_password' | 'no_password_set' | 'auth_method_mismatch' | 'authzid_mismatch' | 'locked_out' | 'invalid_token';
+  | 'unknown_user' | 'bad_password' | 'no_password_set' | 'auth_method_mismatch' | 'authzid_mismatch' | 'locked_out' | 'invalid_token'
+  // mTLS blocks (docs/SMTP.md): no client certificate, one that does not chain to SMTP_CLIENT_CA, or not the block's registered one.
+  | 'client_certificate_required' | 'client_certificate_untrusted' | 'client_certificate_mismatch';
 /** An SMTP AUTH attempt was refused (the block's owner sees these; unknown usernames go to `smtpAuth-unknown`). */
 export interface SmtpAuthFailed {
   motorBlockId: string | null;
@@ -99,7 +128,23 @@ export interface SmtpAuthFailed {
   mechanism: 'PLAIN' | 'LOGIN' | 'XOAUTH2';
   remoteAddress: string;
   reason: SmtpAuthFailureReason;
+  /** SHA-256 fingerprint of the client certificate the TLS session presented, if any (mTLS). */
+  clientCertificateFingerprint256?: string;
   at: Iso;
+}
+
+// ---------------------------------------------------------------- motorBlock-<uuid>: SMTP mTLS (docs/SMTP.md)
+/** The block's SMTP client certificate (PEM uploaded in the dashboard); only its SHA-256 fingerprint and description are kept. Replaces the previous one. */
+export interface SmtpClientCertificateRegistered {
+  motorBlockId: string;
+  /** SHA-256 of the DER certificate, upper-case hex pairs separated by colons (as node's X509Certificate.fingerprint256). */
+  fingerprint256: string;
+  subject: string; issuer: string; serialNumber: string; notBefore: Iso; notAfter: Iso;
+  registeredAt: Iso;
+}
+/** The block's SMTP authentication method was switched in the dashboard. */
+export interface MotorBlockAuthMethodChanged {
+  motorBlockId: string; authMethod: MotorBlockCreated['authMethod']; previousAuthMethod: MotorBlockCreated['authMethod']; changedAt: Iso;
 }
 
 // ---------------------------------------------------------------- smtpSubmission-<motorBlockId>
@@ -169,11 +214,57 @@ export interface OAuthConsentDenied { grantId: string; at: Iso }
 /** Every token of the grant is dead: a code or a spent refresh token was presented again. */
 export interface OAuthGrantRevoked { grantId: string; reason: 'code_reuse' | 'refresh_token_reuse'; at: Iso }
 
+// ---------------------------------------------------------------- sandbox (docs/SANDBOX.md)
+/** account-<accountId>: the account's sandbox was provisioned (its domain and locked block exist from the same step). */
+export interface SandboxProvisioned { accountId: string; handle: string; domainId: string; motorBlockId: string; channel: string; provisionedAt: Iso }
+/** sandboxHandle-<handle>: the handle (a DNS label) is held by this account; the first append wins. */
+export interface SandboxHandleClaimed { handle: string; accountId: string; claimedAt: Iso }
+/** motorBlock-<id> (sandbox block): the outbound allowlist set by the owner (the account owner's address is always allowed on top). */
+export interface SandboxAllowlistUpdated { motorBlockId: string; accountId: string; addresses: string[]; updatedAt: Iso }
+/** motorBlock-<id>: one-way conversion of the sandbox block to a production block on a verified domain; the allowlist lock is lifted. */
+export interface SandboxConverted {
+  motorBlockId: string; accountId: string; domainId: string; name: string; type: 'transactional' | 'general_purpose';
+  previousSmtpUsername: string; smtpUsername: string; convertedAt: Iso;
+}
+
+// ---------------------------------------------------------------- freeRecipients-<accountId> (docs/SANDBOX.md)
+/** A confirmation link was issued for `email` (only the SHA-256 of its single-use token is recorded). */
+export interface FreeRecipientRequested {
+  accountId: string; recipientId: string; email: string; tokenHash: string; expiresAt: Iso; requestedAt: Iso;
+}
+/** The emailed link was opened: Free-plan sends to `email` are allowed. */
+export interface FreeRecipientConfirmed { accountId: string; recipientId: string; email: string; confirmedAt: Iso }
+export interface FreeRecipientRemoved { accountId: string; recipientId: string; email: string; removedAt: Iso }
+/** The confirmation mail of the request with `tokenHash` could not be handed to the pipeline (502): that pending request is void. */
+export interface FreeRecipientMailFailed { accountId: string; recipientId: string; tokenHash: string; at: Iso }
+
+// ---------------------------------------------------------------- motorBlock-<uuid>: lifecycle (docs/BLOCKS.md)
+export interface MotorBlockRenamed { motorBlockId: string; name: string; at: Iso }
+export interface MotorBlockTypeChanged { motorBlockId: string; type: 'transactional' | 'general_purpose'; at: Iso }
+export interface MotorBlockDomainAssigned { motorBlockId: string; domainId: string; previousDomainId: string; at: Iso }
+/** Delete asked (the block was inactive): the deletion job `jobId` is queued; the status stays readable after the block is gone. */
+export interface MotorBlockDeletionRequested { motorBlockId: string; accountId: string; jobId: string; deleteHistory: boolean; requestedAt: Iso }
+/** The deletion job took the request in hand (status running). */
+export interface MotorBlockDeletionStarted { motorBlockId: string; jobId: string; at: Iso }
+/**
+ * The tombstone: the block is gone (status deleted; its keys and SMTP login stop working). With
+ * `historyDeleted` its message and SMTP streams were removed from the store before this event, and
+ * projections drop the block's rows when they see it, so a replay from zero ends in the same state.
+ */
+export interface MotorBlockDeleted {
+  motorBlockId: string; accountId: string; jobId: string; historyDeleted: boolean;
+  messagesDeleted: number; streamsDeleted: number; eventsDeleted: number; deletedAt: Iso;
+}
+/** The deletion job gave up (the block stays in deletion_queued; a new DELETE re-queues the same job). */
+export interface MotorBlockDeletionFailed { motorBlockId: string; jobId: string; reason: string; at: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
   DomainOwnershipVerified: DomainOwnershipVerified;
   DomainDnsChecked: DomainDnsChecked;
+  DomainOwnershipCheckFailed: DomainOwnershipCheckFailed;
+  DomainDkimKeyRotated: DomainDkimKeyRotated;
   MotorBlockCreated: MotorBlockCreated;
   MotorBlockLimitsSet: MotorBlockLimitsSet;
   MotorBlockDeactivated: MotorBlockDeactivated;
@@ -189,6 +280,8 @@ export interface EventCatalogue {
   DeliveryFailed: DeliveryFailed;
   ComplaintReceived: ComplaintReceived;
   SmtpAuthFailed: SmtpAuthFailed;
+  SmtpClientCertificateRegistered: SmtpClientCertificateRegistered;
+  MotorBlockAuthMethodChanged: MotorBlockAuthMethodChanged;
   SmtpSubmissionRefused: SmtpSubmissionRefused;
   AccountRegistered: AccountRegistered;
   VerificationCodeIssued: VerificationCodeIssued;
@@ -210,6 +303,21 @@ export interface EventCatalogue {
   OAuthRefreshRotated: OAuthRefreshRotated;
   OAuthConsentDenied: OAuthConsentDenied;
   OAuthGrantRevoked: OAuthGrantRevoked;
+  SandboxProvisioned: SandboxProvisioned;
+  SandboxHandleClaimed: SandboxHandleClaimed;
+  SandboxAllowlistUpdated: SandboxAllowlistUpdated;
+  SandboxConverted: SandboxConverted;
+  FreeRecipientRequested: FreeRecipientRequested;
+  FreeRecipientConfirmed: FreeRecipientConfirmed;
+  FreeRecipientRemoved: FreeRecipientRemoved;
+  FreeRecipientMailFailed: FreeRecipientMailFailed;
+  MotorBlockRenamed: MotorBlockRenamed;
+  MotorBlockTypeChanged: MotorBlockTypeChanged;
+  MotorBlockDomainAssigned: MotorBlockDomainAssigned;
+  MotorBlockDeletionRequested: MotorBlockDeletionRequested;
+  MotorBlockDeletionStarted: MotorBlockDeletionStarted;
+  MotorBlockDeleted: MotorBlockDeleted;
+  MotorBlockDeletionFailed: MotorBlockDeletionFailed;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -220,6 +328,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   DomainAdded: { category: 'sendingDomain', version: 1 },
   DomainOwnershipVerified: { category: 'sendingDomain', version: 1 },
   DomainDnsChecked: { category: 'sendingDomain', version: 1 },
+  DomainOwnershipCheckFailed: { category: 'sendingDomain', version: 1 },
+  DomainDkimKeyRotated: { category: 'sendingDomain', version: 1 },
   MotorBlockCreated: { category: 'motorBlock', version: 1 },
   MotorBlockLimitsSet: { category: 'motorBlock', version: 1 },
   MotorBlockDeactivated: { category: 'motorBlock', version: 1 },
@@ -235,6 +345,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   DeliveryFailed: { category: 'message', version: 1 },
   ComplaintReceived: { category: 'message', version: 1 },
   SmtpAuthFailed: { category: 'smtpAuth', version: 1 },
+  SmtpClientCertificateRegistered: { category: 'motorBlock', version: 1 },
+  MotorBlockAuthMethodChanged: { category: 'motorBlock', version: 1 },
   SmtpSubmissionRefused: { category: 'smtpSubmission', version: 1 },
   AccountRegistered: { category: 'user', version: 1 },
   VerificationCodeIssued: { category: 'user', version: 1 },
@@ -256,6 +368,21 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   OAuthRefreshRotated: { category: 'oauthGrant', version: 1 },
   OAuthConsentDenied: { category: 'oauthGrant', version: 1 },
   OAuthGrantRevoked: { category: 'oauthGrant', version: 1 },
+  SandboxProvisioned: { category: 'account', version: 1 },
+  SandboxHandleClaimed: { category: 'sandboxHandle', version: 1 },
+  SandboxAllowlistUpdated: { category: 'motorBlock', version: 1 },
+  SandboxConverted: { category: 'motorBlock', version: 1 },
+  FreeRecipientRequested: { category: 'freeRecipients', version: 1 },
+  FreeRecipientConfirmed: { category: 'freeRecipients', version: 1 },
+  FreeRecipientRemoved: { category: 'freeRecipients', version: 1 },
+  FreeRecipientMailFailed: { category: 'freeRecipients', version: 1 },
+  MotorBlockRenamed: { category: 'motorBlock', version: 1 },
+  MotorBlockTypeChanged: { category: 'motorBlock', version: 1 },
+  MotorBlockDomainAssigned: { category: 'motorBlock', version: 1 },
+  MotorBlockDeletionRequested: { category: 'motorBlock', version: 1 },
+  MotorBlockDeletionStarted: { category: 'motorBlock', version: 1 },
+  MotorBlockDeleted: { category: 'motorBlock', version: 1 },
+  MotorBlockDeletionFailed: { category: 'motorBlock', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

@@ -11,6 +11,8 @@ export interface PlanLimits {
   burst: number; hourly: number; daily: number;
   accountHourly: number; accountDaily: number;
   retentionDays: number;
+  /** Motor Blocks the account may hold (not deleted; docs/BLOCKS.md). */
+  maxBlocks: number;
 }
 
 /**
@@ -18,10 +20,10 @@ export interface PlanLimits {
  * PLAN_DEFAULT_NAME) is added to these, and overrides a tier of the same name.
  */
 export const PLAN_TIERS: Readonly<Record<string, PlanLimits>> = {
-  free: { name: 'free', burst: 10, hourly: 100, daily: 1_000, accountHourly: 200, accountDaily: 2_000, retentionDays: 7 },
-  starter: { name: 'starter', burst: 60, hourly: 2_000, daily: 20_000, accountHourly: 10_000, accountDaily: 100_000, retentionDays: 30 },
-  pro: { name: 'pro', burst: 300, hourly: 10_000, daily: 100_000, accountHourly: 50_000, accountDaily: 500_000, retentionDays: 90 },
-  enterprise: { name: 'enterprise', burst: 1_000, hourly: 100_000, daily: 1_000_000, accountHourly: 500_000, accountDaily: 5_000_000, retentionDays: 365 },
+  free: { name: 'free', burst: 10, hourly: 100, daily: 1_000, accountHourly: 200, accountDaily: 2_000, retentionDays: 7, maxBlocks: 1 },
+  starter: { name: 'starter', burst: 60, hourly: 2_000, daily: 20_000, accountHourly: 10_000, accountDaily: 100_000, retentionDays: 30, maxBlocks: 5 },
+  pro: { name: 'pro', burst: 300, hourly: 10_000, daily: 100_000, accountHourly: 50_000, accountDaily: 500_000, retentionDays: 90, maxBlocks: 25 },
+  enterprise: { name: 'enterprise', burst: 1_000, hourly: 100_000, daily: 1_000_000, accountHourly: 500_000, accountDaily: 5_000_000, retentionDays: 365, maxBlocks: 250 },
 };
 
 /**
@@ -84,10 +86,16 @@ export interface Config {
   plans: Record<string, PlanLimits>;
   /** Refuse sends of a warming-up domain over its daily warm-up cap (`rate_limited_warmup`; SPEC: rolling out). */
   enforceWarmup: boolean;
+  /** Retention sweeper (workers/retention.ts): seconds between sweeps (0 = off) and rows per delete statement. */
+  retentionSweep: { intervalSeconds: number; batchSize: number };
   /** Directory for embedded PostgreSQL data, generated keys and certificates. */
   dataDir: string;
   /** SMTP submission listener (smtp/). */
   smtp: SmtpConfig;
+  /** Domain DNS checks (docs/DOMAINS.md): per-lookup cap, domain-health staleness and live re-check cap. */
+  domainChecks: { lookupTimeoutMs: number; healthStaleSeconds: number; liveTimeoutMs: number };
+  /** Free recipients (docs/SANDBOX.md): list size per account, POSTs per minute per account, resend cooldown, link lifetime. */
+  freeRecipients: { limit: number; postsPerMinute: number; resendCooldownSeconds: number; linkTtlSeconds: number };
 }
 
 export interface SmtpConfig {
@@ -102,6 +110,8 @@ export interface SmtpConfig {
   maxMessageBytes: number;
   /** Most RCPT TO per transaction (over it: 452). */
   maxRecipients: number;
+  /** SMTP_CLIENT_CA: PEM file of the CA(s) client certificates of mTLS blocks must chain to; null = mTLS logins impossible (docs/SMTP.md). */
+  clientCaPath: string | null;
 }
 
 export class ConfigError extends Error {
@@ -184,6 +194,10 @@ export function loadConfig(env: Env = process.env): Config {
     keyEncryptionKey,
     enforceAccountLimit: bool('ENFORCE_ACCOUNT_LIMIT', false),
     enforceWarmup: bool('ENFORCE_WARMUP', false),
+    retentionSweep: {
+      intervalSeconds: int('RETENTION_SWEEP_INTERVAL_SECONDS', 3600, 0, 7 * 86400),
+      batchSize: int('RETENTION_SWEEP_BATCH', 5000, 1, 1_000_000),
+    },
     accountFallback: {
       hourly: int('ACCOUNT_FALLBACK_HOURLY', 1_000, 1, 100_000_000),
       daily: int('ACCOUNT_FALLBACK_DAILY', 10_000, 1, 1_000_000_000),
@@ -217,6 +231,7 @@ export function loadConfig(env: Env = process.env): Config {
       hourly: int('PLAN_DEFAULT_HOURLY', 10_000, 1, 100_000_000),
       daily: int('PLAN_DEFAULT_DAILY', 100_000, 1, 1_000_000_000),
       retentionDays: int('PLAN_DEFAULT_RETENTION_DAYS', 30, 1, 3650),
+      maxBlocks: int('PLAN_DEFAULT_MAX_BLOCKS', 25, 1, 100_000),
     },
     plans: {},
     dataDir: str('MOTOR_DATA_DIR', './var')!,
@@ -227,11 +242,23 @@ export function loadConfig(env: Env = process.env): Config {
       tlsKeyPath: str('SMTP_TLS_KEY', null),
       maxMessageBytes: int('SMTP_MAX_MESSAGE_BYTES', 10 * 1024 * 1024, 1024, 100 * 1024 * 1024),
       maxRecipients: int('SMTP_MAX_RECIPIENTS', 50, 1, 1000),
+      clientCaPath: str('SMTP_CLIENT_CA', null),
+    },
+    domainChecks: {
+      lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),
+      healthStaleSeconds: int('DOMAIN_HEALTH_STALE_SECONDS', 3600, 1, 30 * 24 * 3600),
+      liveTimeoutMs: int('DOMAIN_HEALTH_LIVE_TIMEOUT_MS', 5000, 100, 30_000),
+    },
+    freeRecipients: {
+      limit: int('FREE_RECIPIENT_LIMIT', 5, 0, 1000),
+      postsPerMinute: int('FREE_RECIPIENT_POSTS_PER_MINUTE', 5, 1, 10_000),
+      resendCooldownSeconds: int('FREE_RECIPIENT_RESEND_COOLDOWN_SECONDS', 600, 0, 7 * 24 * 3600),
+      linkTtlSeconds: int('FREE_RECIPIENT_LINK_TTL_SECONDS', 7 * 24 * 3600, 60, 30 * 24 * 3600),
     },
   };
   config.plans = { ...PLAN_TIERS, [config.defaultPlan.name]: config.defaultPlan };
   if ((config.smtp.tlsCertPath === null) !== (config.smtp.tlsKeyPath === null)) problems.push('SMTP_TLS_CERT and SMTP_TLS_KEY must be set together');
-  for (const [name, path] of [['SMTP_TLS_CERT', config.smtp.tlsCertPath], ['SMTP_TLS_KEY', config.smtp.tlsKeyPath]] as const) {
+  for (const [name, path] of [['SMTP_TLS_CERT', config.smtp.tlsCertPath], ['SMTP_TLS_KEY', config.smtp.tlsKeyPath], ['SMTP_CLIENT_CA', config.smtp.clientCaPath]] as const) {
     if (path !== null && !existsSync(path)) problems.push(`${name} names a file that does not exist (${path})`);
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');

@@ -4,10 +4,11 @@ import { analyticsProjection } from './analytics/projection.js';
 import { directoryProjection } from './directory/projection.js';
 import { messagesProjection } from './messages/projection.js';
 import { oauthClientsProjection } from './oauthClients/projection.js';
+import { smtpAuthProjection } from './smtpAuth/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

@@ -6,6 +6,7 @@
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
  *   block list [--json]
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
+ *   dns managed-dkim [--json]
  */
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
@@ -16,7 +17,8 @@ import { isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
 import { bootstrap, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
-import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock } from '../projections/directory/queries';
+import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock, managedDkimRecords } from '../projections/directory/queries';
+import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
@@ -35,6 +37,9 @@ const USAGE = `Usage: npm run cli -- <command>
   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
       Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
       client_id and its client_secret, shown this once (only a hash is stored).
+  dns managed-dkim [--json]
+      Prints the DKIM TXT records the service's own DNS must serve for cname_managed domains
+      (docs/DOMAINS.md), as records and as zone-file lines. Re-run after every key rotation.
 `;
 
 class UsageError extends Error {}
@@ -132,6 +137,15 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       if (account[0]?.type !== 'AccountCreated') throw new UsageError(`No account ${values.account}`);
       const c = await registerClient(s.store, { accountId: values.account!, name: values.name, redirectUris: values['redirect-uri'] }, 'cli', new Date());
       return { client_id: c.clientId, client_secret: c.clientSecret, account_id: c.accountId, name: c.name, redirect_uris: c.redirectUris, created_at: c.createdAt };
+    });
+  }
+  if (command === 'dns' && sub === 'managed-dkim') {
+    parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, strict: true });
+    return withServices(config, async (s) => {
+      await migrateProjection(s.db, directoryProjection);
+      await s.catchUp();
+      const records = await managedDkimRecords(s.db, config.serviceDomain);
+      return { records: records.map((r) => ({ type: 'TXT', name: r.name, value: r.value })), zone: zoneLines(records) };
     });
   }
   throw new UsageError(command ? `Unknown command: ${[command, sub].filter(Boolean).join(' ')}` : 'No command given');

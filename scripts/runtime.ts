@@ -28,8 +28,10 @@ import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
 import { DeliveryEnqueuer, initEnqueuerSchema } from '../workers/enqueuer';
 import { DeliverySweeper } from '../workers/sweeper';
+import { RetentionSweeper } from '../workers/retention';
 import { startDeliveryWorker, type DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
+import { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker } from '../workers/blockDeletion';
 import { startSmtpListeners, type SmtpListeners, type SmtpSettings } from '../smtp/listener';
 import { loadTlsMaterial } from '../smtp/tls';
 
@@ -112,7 +114,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
     return { ok: eventStore.ok && database.ok, components };
   };
 
-  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health };
+  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
     quota, limiter, resolver, queue, queuePrefix, http,
@@ -153,6 +155,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   let server: Server | null = null;
   let port: number | null = null;
   const workers: Worker<DeliveryJob>[] = [];
+  const extraWorkers: Worker[] = [];
 
   if (roles.includes('projector')) {
     for (const p of allProjections()) {
@@ -178,6 +181,10 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger);
     background.push(enqueuer.run(abort.signal));
     background.push(new DeliverySweeper(rt.db, rt.queue, rt.logger).run(abort.signal));
+    if (rt.config.retentionSweep.intervalSeconds > 0) {
+      const { intervalSeconds, batchSize } = rt.config.retentionSweep;
+      background.push(new RetentionSweeper(rt.db, rt.config, rt.logger, { intervalMs: intervalSeconds * 1000, batchSize, clock: rt.clock }).run(abort.signal));
+    }
     const deps: DeliveryDeps = {
       store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics,
       settings: {
@@ -186,6 +193,11 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       },
     };
     workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix));
+    // Motor Block deletion (docs/BLOCKS.md): a subscriber queues the jobs, a worker runs them.
+    const deletionQueue = createBlockDeletionQueue(rt.redisUrl, rt.queuePrefix);
+    deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));
+    background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
+    extraWorkers.push(startBlockDeletionWorker({ store: rt.store, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
     const depth = setInterval(async () => {
       try {
         const c = await rt.queue.getJobCounts('waiting', 'delayed', 'active');
@@ -209,7 +221,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   let smtp: SmtpListeners | null = null;
   if (roles.includes('smtp')) {
     const c = rt.config;
-    const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
+    const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, clientCaPath: c.smtp.clientCaPath, dataDir: c.dataDir, hostname: c.hostname });
     if (tls.selfSigned) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
     smtp = await startSmtpListeners(
       { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
@@ -230,7 +242,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       }
       abort.abort();
       // Workers finish the jobs they hold before closing.
-      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all([...workers, ...extraWorkers].map((w) => w.close()));
       await Promise.allSettled(background);
       await smtpClosed;
     },

@@ -9,6 +9,7 @@ import { newId } from '../../domain/ids';
 import { isValidAddress } from '../../domain/message/sendRules';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
+import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -44,11 +45,16 @@ const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,6
 
 export const dkimSelectorFor = (now: Date): string => `motor${now.toISOString().slice(0, 10).replace(/-/g, '')}`;
 
-export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string, serviceDomain: string): DnsRecord[] {
+/**
+ * The records to publish, in the order the CLI has always printed them (DKIM, SPF, DMARC), then
+ * the ownership record when the domain has a token (docs/DOMAINS.md).
+ */
+export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string, serviceDomain: string, ownershipToken?: string): DnsRecord[] {
   return [
-    { type: 'TXT', name: `${selector}._domainkey.${domain}`, value: dkimTxt, purpose: 'dkim' },
-    { type: 'TXT', name: domain, value: `v=spf1 include:_spf.${serviceDomain} ~all`, purpose: 'spf' },
+    { type: 'TXT', name: dkimRecordName(selector, domain), value: dkimTxt, purpose: 'dkim' },
+    { type: 'TXT', name: domain, value: `v=spf1 include:${spfInclude(serviceDomain)} ~all`, purpose: 'spf' },
     { type: 'TXT', name: `_dmarc.${domain}`, value: `v=DMARC1; p=none; rua=mailto:dmarc-reports@${domain}`, purpose: 'dmarc' },
+    ...(ownershipToken ? [{ type: 'TXT' as const, name: ownershipRecordName(domain), value: ownershipRecordValue(ownershipToken), purpose: 'ownership' as const }] : []),
   ];
 }
 
@@ -68,6 +74,7 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   const dkimKeyId = newId();
   await keys.put(dkimKeyId, input.dkimAlgorithm, dkim.privateKeyPem);
   const selector = dkimSelectorFor(input.now);
+  const ownershipToken = randomBytes(16).toString('hex');
   const blockKey = generateApiKey('block');
   const accountKey = generateApiKey('account');
   const blockKeyId = newId();
@@ -79,7 +86,10 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   await append(streamName('account', accountId), [{ type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }]);
   const domainEvents: DomainEvent[] = [{
     type: 'DomainAdded',
-    data: { domainId, accountId, name: domain, dkimSelector: selector, dkimAlgorithm: input.dkimAlgorithm, dkimPublicKey: dkim.publicKeyDnsValue, dkimKeyId, addedAt: at },
+    data: {
+      domainId, accountId, name: domain, dkimSelector: selector, dkimAlgorithm: input.dkimAlgorithm, dkimPublicKey: dkim.publicKeyDnsValue, dkimKeyId,
+      ownershipToken, dkimMode: 'txt', addedAt: at,
+    },
   }];
   if (input.trustDns) {
     domainEvents.push(
@@ -108,7 +118,7 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
 
   return {
     accountId, domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
-    dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain),
+    dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain, ownershipToken),
   };
 }
 

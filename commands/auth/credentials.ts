@@ -5,6 +5,7 @@ import { SCOPES, isScope } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, type ApiKeyCreated, type MotorBlockCreated } from '../../domain/events';
 import { isUuid, newId } from '../../domain/ids';
+import { MOTOR_BLOCK_EVENTS, fold as foldBlock, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
 import { appendEvents } from './streams';
 
 /**
@@ -32,13 +33,20 @@ export function checkScopes(scopes: unknown): string[] {
   return [...new Set(scopes as string[])].sort();
 }
 
-/** The block as created, when it is the caller's; 404 otherwise (also for a malformed id: 400). */
-export async function ownedBlock(store: EventStore, accountId: string, motorBlockId: string): Promise<{ created: MotorBlockCreated; revision: bigint }> {
+/**
+ * The block as created and as it is now, when it is the caller's; 404 otherwise (also once it is
+ * deleted; a malformed id is a 400). The current state carries what changed since creation (the
+ * SMTP username after a sandbox conversion, the status).
+ */
+export async function ownedBlock(store: EventStore, accountId: string, motorBlockId: string): Promise<{ created: MotorBlockCreated; block: MotorBlock; revision: bigint }> {
   if (!isUuid(motorBlockId)) throw fail('invalid_id', 400, 'Motor Block id must be a uuid');
   const events = await store.readStream(streamName('motorBlock', motorBlockId));
   const first = events[0] ? asDomainEvent(events[0]) : null;
   if (!first || first.type !== 'MotorBlockCreated' || first.data.accountId !== accountId) throw blockNotFound();
-  return { created: first.data, revision: events[events.length - 1].revision };
+  const known = events.map(asDomainEvent).filter((e): e is MotorBlockEvent => e !== null && (MOTOR_BLOCK_EVENTS as readonly string[]).includes(e.type));
+  const block = foldBlock(known);
+  if (!block || block.status === 'deleted') throw blockNotFound();
+  return { created: first.data, block, revision: events[events.length - 1].revision };
 }
 
 async function ownedKey(store: EventStore, accountId: string, keyId: string, kind: ApiKeyKind, motorBlockId?: string) {
@@ -104,9 +112,9 @@ export async function rotateBlockKey(store: EventStore, a: Actor, motorBlockId: 
 
 /** Generates the block's SMTP password (shown once; replaces the previous one at once). */
 export async function resetSmtpPassword(store: EventStore, a: Actor, motorBlockId: string, now: Date) {
-  const { created } = await ownedBlock(store, a.accountId, motorBlockId);
+  const { block } = await ownedBlock(store, a.accountId, motorBlockId);
   const smtp = generateSmtpPassword();
   const setAt = now.toISOString();
   await appendEvents(store, streamName('motorBlock', motorBlockId), [{ type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt } }], 'any', actorOf(a));
-  return { motorBlockId, smtpUsername: created.smtpUsername, password: smtp.password, setAt };
+  return { motorBlockId, smtpUsername: block.smtpUsername, password: smtp.password, setAt };
 }

@@ -26,7 +26,7 @@ export class AuthTokenController extends Controller {
     const principal = principalOf<PrincipalOf<'dashboard'>>(req);
     const mint = validateMintRequest(body);
     const block = await ctx.directory.block(mint.motorBlockId);
-    if (!block || block.accountId !== principal.accountId) {
+    if (!block || block.accountId !== principal.accountId || block.status === 'deleted') {
       throw fail('motor_block_not_authorized', 403, 'This credential does not cover that Motor Block');
     }
     const scopes = grantScopes(mint.scopes, SCOPES);

@@ -11,6 +11,7 @@ import { ReputationCache, loadSendPolicy } from '../../projections/analytics/sen
 import type { BlockRecord, DomainRecord } from '../../projections/directory/queries';
 import type { DirectoryCache } from '../directoryCache';
 import type { QuotaDecision, SendQuota } from '../quota/sendQuota';
+import { checkRecipientPermissions } from '../sandbox/recipientRules';
 
 /**
  * The AcceptMessage command handler shared by POST /v1/send and SMTP submission: the checks in
@@ -89,6 +90,8 @@ export async function checkSend(deps: SendDeps, cmd: SendCommand): Promise<{ req
       nextAction: `Publish the DNS records of ${domain.name}, then run check-dns`,
     });
   }
+  // Sandbox allowlist and Free-plan recipients (docs/SANDBOX.md): before the quota, never charged.
+  await checkRecipientPermissions(deps.directory, block, request.to);
   return { request, block, domain };
 }
 
@@ -119,22 +122,25 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
 
   const account = await deps.directory.account(block.accountId);
   // Effective ceilings: configured (else the account's plan), lowered by the reputation throttle
-  // and, when ENFORCE_WARMUP is on, by the domain's warm-up cap (projections/analytics/sendPolicy.ts).
+  // and, when ENFORCE_WARMUP is on, the warm-up cap of the domain read now, counted per domain across
+  // its blocks (projections/analytics/sendPolicy.ts).
   const policy = await loadSendPolicy(
-    deps.directory.db, deps.config, { block, accountPlan: account?.plan ?? null, domainAddedAt: domain.addedAt ?? null }, cmd.now, reputationCacheOf(deps),
+    deps.directory.db, deps.config, { block, accountPlan: account?.plan ?? null, domainId: domain.id }, cmd.now, reputationCacheOf(deps),
   );
   const quota = await deps.quota.consume({
     motorBlockId: block.id,
     accountId: block.accountId,
+    domainId: domain.id,
     count: request.to.length,
-    block: policy.block.effective,
+    block: policy.blockQuota,
+    warmupCap: policy.warmupBinding && policy.warmup ? policy.warmup.dailyCap : null,
     account: policy.account,
     // Always measured (every send charges the account counters); refused only behind the switch.
     enforceAccount: deps.config.enforceAccountLimit && account !== null,
     now: cmd.now,
   });
   if (quota.kind === 'denied') {
-    if (quota.dimension === 'daily' && policy.warmupBinding && policy.warmup) {
+    if (quota.dimension === 'warmup' && policy.warmup) {
       const retryAfterSeconds = secondsToNextUtcDay(cmd.now);
       // SPEC 429 contract: the warm-up refusal sets Retry-After only (no RateLimit-* headers).
       throw fail('rate_limited_warmup', 429,
@@ -145,7 +151,7 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
     const accountWide = quota.dimension.startsWith('acct_');
     throw fail(accountWide ? 'rate_limited_account' : 'rate_limited_block', 429,
       `${accountWide ? 'Account-wide' : 'Motor Block'} send limit exceeded (${quota.dimension}): ${quota.used}/${quota.limit}. Retry in ${quota.retryAfterSeconds}s.`,
-      { details: { retryAfterSeconds: quota.retryAfterSeconds, dimension: quota.dimension, ...(policy.block.throttled && !accountWide ? { throttleReason: policy.block.throttleReason } : {}), rateLimit: { limit: quota.limit, used: quota.used, remaining: 0, reset: quota.retryAfterSeconds } } },
+      { details: { retryAfterSeconds: quota.retryAfterSeconds, dimension: quota.dimension, ...(policy.block.throttled && policy.block.throttleReason !== 'domain_warmup' && !accountWide ? { throttleReason: policy.block.throttleReason } : {}), rateLimit: { limit: quota.limit, used: quota.used, remaining: 0, reset: quota.retryAfterSeconds } } },
     );
   }
 
@@ -163,7 +169,7 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
       { expectedRevision: 'no_stream' },
     );
   } catch (err) {
-    if (quota.kind === 'allowed') await deps.quota.refund(block.id, block.accountId, request.to.length, cmd.now);
+    if (quota.kind === 'allowed') await deps.quota.refund(block.id, block.accountId, request.to.length, cmd.now, domain.id);
     if (err instanceof WrongExpectedRevisionError && cmd.idempotencyKey !== null) {
       const winner = await readAccepted(deps.store, messageId);
       if (winner) return { kind: 'replayed', messageId, accepted: winner };

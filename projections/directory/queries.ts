@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { DomainRecordCheck } from '../../domain/events';
 
 /** Rows of the directory read model as the rest of the product sees them (camelCase, no secrets but hashes). */
 
@@ -6,7 +7,7 @@ export const DIRECTORY_SCHEMA = 'rm_directory';
 
 export interface BlockRecord {
   id: string; accountId: string; name: string; type: string; description: string | null;
-  domainId: string; smtpUsername: string; authMethod: string; status: 'active' | 'inactive';
+  domainId: string; smtpUsername: string; authMethod: string; status: 'active' | 'inactive' | 'deletion_queued' | 'deleted';
   /** SHA-256 (hex) of the current SMTP password; null before one is generated. */
   smtpPasswordHash: string | null;
   limits: { burst: number | null; hourly: number | null; daily: number | null };
@@ -16,6 +17,12 @@ export interface DomainRecord {
   id: string; accountId: string; name: string; dkimSelector: string; dkimAlgorithm: 'rsa-sha256' | 'ed25519-sha256';
   dkimPublicKey: string; dkimKeyId: string; ownershipVerified: boolean; spfConfigured: boolean; dkimConfigured: boolean;
   dmarcConfigured: boolean; dnsCheckedAt: Date | null; addedAt: Date;
+  /** docs/DOMAINS.md: null on domains added before ownership tokens existed. */
+  ownershipToken: string | null; dkimMode: 'txt' | 'cname_managed'; sandbox: boolean;
+  ownershipVerifiedAt: Date | null;
+  /** Per-record results of the last DNS check (null before one). */
+  dnsRecords: DomainRecordCheck[] | null;
+  dkimRotatedAt: Date | null;
 }
 export interface ApiKeyRecord {
   id: string; kind: 'block' | 'account'; accountId: string; motorBlockId: string | null; prefix: string;
@@ -33,6 +40,8 @@ const toDomain = (r: any): DomainRecord => ({
   dkimPublicKey: r.dkim_public_key, dkimKeyId: r.dkim_key_id, ownershipVerified: r.ownership_verified,
   spfConfigured: r.spf_configured, dkimConfigured: r.dkim_configured, dmarcConfigured: r.dmarc_configured,
   dnsCheckedAt: r.dns_checked_at, addedAt: r.added_at,
+  ownershipToken: r.ownership_token ?? null, dkimMode: r.dkim_mode ?? 'txt', sandbox: r.sandbox ?? false,
+  ownershipVerifiedAt: r.ownership_verified_at ?? null, dnsRecords: r.dns_records ?? null, dkimRotatedAt: r.dkim_rotated_at ?? null,
 });
 const toKey = (r: any): ApiKeyRecord => ({
   id: r.id, kind: r.kind, accountId: r.account_id, motorBlockId: r.motor_block_id, prefix: r.prefix,
@@ -68,4 +77,84 @@ export async function getAccount(db: Knex, id: string): Promise<{ id: string; em
 export async function findDomainOfAccountByName(db: Knex, accountId: string, name: string): Promise<DomainRecord | null> {
   const r = await tbl(db, 'domains').where({ account_id: accountId, name: name.toLowerCase() }).first();
   return r ? toDomain(r) : null;
+}
+
+// ---------------------------------------------------------------- block lifecycle (docs/BLOCKS.md)
+
+/** Blocks of an account that are not deleted (inactive and deletion_queued included), oldest first. */
+export async function listLiveBlocksOfAccount(db: Knex, accountId: string): Promise<BlockRecord[]> {
+  return (await tbl(db, 'motor_blocks').where({ account_id: accountId }).whereNot({ status: 'deleted' }).orderBy('created_at').orderBy('id')).map(toBlock);
+}
+
+/** Ids of the blocks added to a grant by name (narrow grants; account grants cover by account). */
+export async function blockIdsOfGrant(db: Knex, grantId: string): Promise<string[]> {
+  return (await tbl(db, 'grant_blocks').where({ grant_id: grantId }).select('motor_block_id')).map((r: { motor_block_id: string }) => r.motor_block_id);
+}
+
+export interface BlockDeletionRecord {
+  jobId: string; accountId: string; motorBlockId: string; deleteHistory: boolean;
+  status: 'queued' | 'running' | 'completed' | 'failed';
+  messagesDeleted: number | null; streamsDeleted: number | null; eventsDeleted: number | null; error: string | null;
+  requestedAt: Date; startedAt: Date | null; completedAt: Date | null;
+}
+
+export async function getBlockDeletion(db: Knex, jobId: string): Promise<BlockDeletionRecord | null> {
+  const r = await tbl(db, 'motor_block_deletions').where({ job_id: jobId }).first();
+  return r ? {
+    jobId: r.job_id, accountId: r.account_id, motorBlockId: r.motor_block_id, deleteHistory: r.delete_history, status: r.status,
+    messagesDeleted: r.messages_deleted, streamsDeleted: r.streams_deleted, eventsDeleted: r.events_deleted, error: r.error,
+    requestedAt: r.requested_at, startedAt: r.started_at, completedAt: r.completed_at,
+  } : null;
+}
+
+// ---------------------------------------------------------------- sandbox and free recipients (docs/SANDBOX.md)
+export interface SandboxRecord {
+  accountId: string; handle: string; domainId: string; motorBlockId: string; channel: string; provisionedAt: Date; convertedAt: Date | null;
+}
+export interface FreeRecipientRecord { id: string; accountId: string; email: string; status: 'pending' | 'confirmed'; requestedAt: Date; confirmedAt: Date | null }
+
+export async function getSandboxOfAccount(db: Knex, accountId: string): Promise<SandboxRecord | null> {
+  const r = await tbl(db, 'sandboxes').where({ account_id: accountId }).first();
+  return r ? {
+    accountId: r.account_id, handle: r.handle, domainId: r.domain_id, motorBlockId: r.motor_block_id, channel: r.channel,
+    provisionedAt: r.provisioned_at, convertedAt: r.converted_at,
+  } : null;
+}
+/** The addresses set with PATCH outbound for a sandbox block (null: not a sandbox block). */
+export async function getSandboxAllowlist(db: Knex, motorBlockId: string): Promise<string[] | null> {
+  const r = await tbl(db, 'sandbox_allowlists').where({ motor_block_id: motorBlockId }).first('addresses');
+  return r ? (r.addresses as string[]) : null;
+}
+/** Whether the account has an active block of a production type (transactional or general_purpose). */
+export async function hasActiveProductionBlock(db: Knex, accountId: string): Promise<boolean> {
+  const r = await tbl(db, 'motor_blocks').where({ account_id: accountId, status: 'active' }).whereIn('type', ['transactional', 'general_purpose']).first('id');
+  return Boolean(r);
+}
+export async function listFreeRecipients(db: Knex, accountId: string): Promise<FreeRecipientRecord[]> {
+  const rows = await tbl(db, 'free_recipients').where({ account_id: accountId }).orderBy([{ column: 'requested_at' }, { column: 'id' }]);
+  return rows.map((r) => ({ id: r.id, accountId: r.account_id, email: r.email, status: r.status, requestedAt: r.requested_at, confirmedAt: r.confirmed_at }));
+}
+/** Confirmed free recipients of an account, lower-case (the Free-plan send rule). */
+export async function confirmedFreeRecipients(db: Knex, accountId: string): Promise<string[]> {
+  return (await tbl(db, 'free_recipients').where({ account_id: accountId, status: 'confirmed' }).select('email')).map((r) => r.email as string);
+}
+
+// ---------------------------------------------------------------- domains (docs/DOMAINS.md)
+
+/** The account's domains, oldest first (sandbox domains included). */
+export async function listDomainsOfAccount(db: Knex, accountId: string): Promise<DomainRecord[]> {
+  return (await tbl(db, 'domains').where({ account_id: accountId }).orderBy('added_at').orderBy('id')).map(toDomain);
+}
+
+/**
+ * The DKIM TXT records the service must serve for cname_managed domains (the targets of the
+ * owners' CNAMEs), for the operator's DNS: `name` is `<selector>.<domainId>.dkim.<SERVICE_DOMAIN>`.
+ */
+export async function managedDkimRecords(db: Knex, serviceDomain: string): Promise<Array<{ domainId: string; name: string; value: string }>> {
+  const rows = await tbl(db, 'domains').where({ dkim_mode: 'cname_managed', sandbox: false }).orderBy('id');
+  return rows.map((r: { id: string; dkim_selector: string; dkim_algorithm: string; dkim_public_key: string }) => ({
+    domainId: r.id,
+    name: `${r.dkim_selector}.${r.id}.dkim.${serviceDomain}`,
+    value: `v=DKIM1; k=${r.dkim_algorithm === 'ed25519-sha256' ? 'ed25519' : 'rsa'}; p=${r.dkim_public_key}`,
+  }));
 }

@@ -19,6 +19,7 @@ import {
   type RecipientRow,
 } from './rows.js';
 import { MESSAGE_EVENT_TYPES, evolveMessageView, messageIdOf, timelineEntryOf, type MessageView, type RecipientView } from './view.js';
+import { TOMBSTONE, withTombstones } from '../blockTombstone';
 
 const q = (schema: string, table: string) => `"${schema}"."${table}"`;
 
@@ -86,9 +87,17 @@ export async function applyMessageEvents(trx: Knex.Transaction, schema: string, 
   await upsert(trx, schema, 'message_events', EVENT_COLUMNS, ['event_id'], timeline, 'nothing');
 }
 
+/** A deleted block's rows go with its history (projections/blockTombstone.ts, docs/BLOCKS.md). */
+async function forgetBlockMessages(trx: Knex.Transaction, schema: string, motorBlockId: string): Promise<void> {
+  const ids = `select id from ${q(schema, 'messages')} where motor_block_id = ?`;
+  await trx.raw(`delete from ${q(schema, 'message_events')} where message_id in (${ids})`, [motorBlockId]);
+  await trx.raw(`delete from ${q(schema, 'message_recipients')} where message_id in (${ids})`, [motorBlockId]);
+  await trx.raw(`delete from ${q(schema, 'messages')} where motor_block_id = ?`, [motorBlockId]);
+}
+
 export const messagesProjection: Projection = {
   name: 'messages',
   migrations: messagesMigrations,
-  handles: MESSAGE_EVENT_TYPES,
-  applyBatch: applyMessageEvents,
+  handles: [...MESSAGE_EVENT_TYPES, TOMBSTONE],
+  applyBatch: withTombstones(applyMessageEvents, forgetBlockMessages),
 };

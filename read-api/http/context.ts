@@ -9,6 +9,8 @@ import type { DirectoryCache } from '../../commands/directoryCache';
 import type { SendQuota } from '../../commands/quota/sendQuota';
 import type { RequestLimiter } from '../../commands/quota/requestLimiter';
 import type { Principal } from './principal';
+import type { DnsResolver } from '../../workers/delivery/dns';
+import type { KeyStore } from '../../infra/keys/keyStore';
 
 /** Everything an HTTP controller may use, built once by the composition root (scripts/main.ts). */
 export interface HttpContext {
@@ -21,6 +23,10 @@ export interface HttpContext {
   logger: Logger;
   metrics: Metrics;
   clock: Clock;
+  /** The resolver honouring DNS_SERVERS (domain checks, docs/DOMAINS.md). */
+  resolver: DnsResolver;
+  /** Private key store (DKIM keys of added domains). */
+  keys: KeyStore;
   /** Health of the dependencies, for /v1/status and readiness. */
   health(): Promise<HealthReport>;
 }

@@ -1,0 +1,280 @@
+import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { fail } from '../../domain/errors';
+import { toEventData } from '../../domain/events';
+import { isUuid, isUuidV4, newId, uuidV5, type Clock } from '../../domain/ids';
+import { grantOf } from '../../domain/motorBlock/grant';
+import {
+  decide, deletionJobOf, errors, evolve, isManagedType, isProductionReady,
+  type ManagedType, type MotorBlock, type MotorBlockCommand, type MotorBlockState,
+} from '../../domain/motorBlock/motorBlock';
+import { planOf, type Config } from '../../infra/config';
+import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
+import { getAccount, getBlockDeletion, getDomain, listLiveBlocksOfAccount, type BlockDeletionRecord, type BlockRecord } from '../../projections/directory/queries';
+import { newSmtpUsername } from '../admin/bootstrap';
+import { awaitDirectoryRow } from '../readYourWrites';
+import { readDomainFacts } from './domainFacts';
+import { assertGrantCovers, blocksCoveredBy, loadBlock } from './grants';
+
+/**
+ * Handlers of the account Motor Block routes (SPEC "Account Motor Blocks", docs/BLOCKS.md):
+ * parse and check the input, read what the decider needs (the block's stream, the domain's
+ * stream, the account's other blocks), decide, append with optimistic concurrency, and wait until
+ * the directory reflects the write so the caller's next GET sees it.
+ */
+
+export interface BlockDeps {
+  store: EventStore;
+  db: Knex;
+  clock: Clock;
+  config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'publicBaseUrl'>;
+}
+export interface Caller { accountId: string; actor: string }
+
+export interface MotorBlockDto {
+  id: string;
+  name: string;
+  type: string;
+  description: string | null;
+  domain: { id: string; name: string | null; sendReady: boolean };
+  activeAuthMethod: string;
+  /** Always false: secrets are never returned; see dashboardUrl. */
+  credentialsAvailable: false;
+  smtp_username: string;
+  /** active, inactive or deletion_queued. */
+  status: string;
+  /** Where the owner manages credentials (SMTP password, API keys). */
+  dashboardUrl: string;
+}
+
+export interface DeletionDto {
+  jobId: string; motorBlockId: string; status: 'queued' | 'running' | 'completed' | 'failed'; deleteHistory: boolean;
+  counts: { messagesDeleted: number | null; streamsDeleted: number | null; eventsDeleted: number | null };
+  requestedAt: string; startedAt: string | null; completedAt: string | null; error: string | null;
+}
+
+// Bodies of the public API that break a rule are 422 validation_error, like the ones tsoa refuses (unknown fields, not an object).
+const validation = (message: string, field: string) => fail('validation_error', 422, message, { details: { field } });
+
+export function checkBlockName(name: unknown): string {
+  if (typeof name !== 'string' || name.trim().length === 0 || name.trim().length > 100 || /[\u0000-\u001f\u007f]/.test(name)) {
+    throw validation('name is required: 1 to 100 printable characters', 'name');
+  }
+  return name.trim();
+}
+
+/** transactional | general_purpose; the other block types are refused with 409 motor_block_type_not_allowed. */
+export function checkBlockType(type: unknown, fallback?: ManagedType): ManagedType {
+  if (type === undefined && fallback) return fallback;
+  if (isManagedType(type)) return type;
+  if (type === 'sandbox' || type === 'marketing' || type === 'portal') throw errors.typeNotAllowed(type);
+  throw validation('type must be transactional or general_purpose', 'type');
+}
+
+function checkDescription(d: unknown): string | null {
+  if (d === undefined || d === null) return null;
+  if (typeof d !== 'string' || d.length > 500) throw validation('description must be a string of at most 500 characters', 'description');
+  return d;
+}
+
+function checkDomainId(id: unknown): string {
+  if (!isUuid(id)) throw validation('domainId is required and must be a uuid', 'domainId');
+  return id.toLowerCase();
+}
+
+const confirmed = (c: unknown): boolean => c === true;
+
+/** 400 motor_block_id_conflict when a `motorBlockId` query parameter names another block than the path. */
+export function checkIdConflict(pathId: string, queryId: string | undefined): void {
+  if (queryId !== undefined && queryId.toLowerCase() !== pathId.toLowerCase()) {
+    throw fail('motor_block_id_conflict', 400, 'The path and the motorBlockId query parameter name different Motor Blocks', {
+      nextAction: 'Name one block: drop motorBlockId or make it equal the path id',
+    });
+  }
+}
+
+const nameKey = (n: string) => n.trim().toLowerCase();
+const nameTaken = (blocks: BlockRecord[], name: string, except?: string) => blocks.some((b) => b.id !== except && nameKey(b.name) === nameKey(name));
+
+/**
+ * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates
+ * and renames of one account run one at a time under a PostgreSQL advisory lock, and each waits
+ * until the directory shows its write before releasing it, so the next one counts and compares
+ * against it. The lock holder runs its reads on the lock's own connection (no second pool slot).
+ */
+async function withAccountLock<T>(deps: BlockDeps, accountId: string, fn: (deps: BlockDeps) => Promise<T>): Promise<T> {
+  return deps.db.transaction(async (trx) => {
+    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`motor:block-names:${accountId}`]);
+    return fn({ ...deps, db: trx });
+  });
+}
+
+/** Load, decide, append at the loaded revision; retried when another request appended in between. */
+async function run(
+  deps: BlockDeps, caller: Caller, motorBlockId: string,
+  command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
+): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
+  const stream = streamName('motorBlock', motorBlockId);
+  for (let attempt = 0; ; attempt++) {
+    const { state, revision } = await loadBlock(deps.store, motorBlockId);
+    const events = decide(await command(state), state);
+    if (events.length === 0) {
+      if (revision !== null) await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, revision);
+      return { before: state, after: state, appended: false };
+    }
+    try {
+      const res = await deps.store.append(stream, events.map((e) => toEventData(newId(), e, { actor: caller.actor })), {
+        expectedRevision: revision === null ? 'no_stream' : revision,
+      });
+      await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, res.nextExpectedRevision);
+      return { before: state, after: events.reduce(evolve, state), appended: true };
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
+    }
+  }
+}
+
+async function dto(deps: BlockDeps, b: MotorBlock): Promise<MotorBlockDto> {
+  const d = await readDomainFacts(deps.store, b.domainId);
+  return {
+    id: b.id, name: b.name, type: b.type, description: b.description,
+    domain: { id: b.domainId, name: d?.name ?? null, sendReady: isProductionReady(d, b.accountId) },
+    activeAuthMethod: b.authMethod, credentialsAvailable: false, smtp_username: b.smtpUsername, status: b.status,
+    dashboardUrl: `${deps.config.publicBaseUrl}/dashboard/motor-blocks/${b.id}`,
+  };
+}
+
+/** Blocks the caller's grant covers, in the Motor Block shape; sandbox, marketing and portal blocks are not listed. */
+export async function listBlocks(deps: BlockDeps, caller: Caller): Promise<MotorBlockDto[]> {
+  const blocks = (await blocksCoveredBy(deps.db, caller)).filter((b) => isManagedType(b.type));
+  const out: MotorBlockDto[] = [];
+  for (const b of blocks) {
+    const d = await getDomain(deps.db, b.domainId);
+    out.push({
+      id: b.id, name: b.name, type: b.type, description: b.description,
+      domain: { id: b.domainId, name: d?.name ?? null, sendReady: !!d && d.ownershipVerified && d.spfConfigured && d.dkimConfigured && !d.sandbox },
+      activeAuthMethod: b.authMethod, credentialsAvailable: false, smtp_username: b.smtpUsername, status: b.status,
+      dashboardUrl: `${deps.config.publicBaseUrl}/dashboard/motor-blocks/${b.id}`,
+    });
+  }
+  return out;
+}
+
+export interface CreateBlockBody { name?: unknown; domainId?: unknown; type?: unknown; description?: unknown }
+
+/**
+ * Create with a required Idempotency-Key (UUID v4). The block id is derived from (account, key),
+ * so a retry lands on the same stream: same input → the same block (created false), different
+ * input → 409 idempotency_conflict. Concurrent retries race on `no_stream`; one wins.
+ */
+export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateBlockBody, idempotencyKey: string | undefined): Promise<{ block: MotorBlockDto; created: boolean }> {
+  if (!isUuidV4(idempotencyKey)) {
+    throw fail('invalid_idempotency_key', 400, 'Header Idempotency-Key is required and must be a UUID v4', { nextAction: 'Send Idempotency-Key: <uuid v4>, the same one when retrying' });
+  }
+  const key = idempotencyKey.toLowerCase();
+  const name = checkBlockName(body.name);
+  const domainId = checkDomainId(body.domainId);
+  const type = checkBlockType(body.type, 'general_purpose');
+  const description = checkDescription(body.description);
+  const fingerprint = createHash('sha256').update(JSON.stringify([name, domainId, type, description])).digest('hex');
+  const motorBlockId = uuidV5(`motorBlock:${caller.accountId}:${key}`);
+  const now = deps.clock.now();
+
+  const decideCreate = (deps: BlockDeps) => run(deps, caller, motorBlockId, async (state) => {
+    const base = {
+      motorBlockId, accountId: caller.accountId, grantId: grantOf(caller), name, blockType: type, description, domainId,
+      smtpUsername: newSmtpUsername(), idempotencyKey: key, inputFingerprint: fingerprint, now,
+    };
+    // A retry needs no context: the decider compares fingerprints.
+    if (state !== null) return { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false } };
+    const [domain, blocks, account] = await Promise.all([
+      readDomainFacts(deps.store, domainId), listLiveBlocksOfAccount(deps.db, caller.accountId), getAccount(deps.db, caller.accountId),
+    ]);
+    const production = blocks.filter((b) => b.type !== 'sandbox');
+    return {
+      type: 'CreateMotorBlock', data: base,
+      context: { domain, liveBlocks: production.length, maxBlocks: planOf(deps.config, account?.plan ?? null).plan.maxBlocks, nameTaken: nameTaken(blocks, name) },
+    };
+  });
+  // A retry of a key already used needs no lock; a new block is created under the account's lock.
+  const retry = (await loadBlock(deps.store, motorBlockId)).state !== null;
+  const r = retry ? await decideCreate(deps) : await withAccountLock(deps, caller.accountId, decideCreate);
+  return { block: await dto(deps, r.after!), created: r.appended };
+}
+
+export async function renameBlock(deps: BlockDeps, caller: Caller, id: string, body: { name?: unknown }): Promise<MotorBlockDto> {
+  await assertGrantCovers(deps.store, caller, id);
+  const name = checkBlockName(body?.name);
+  const r = await withAccountLock(deps, caller.accountId, (deps) => run(deps, caller, id, async () => ({
+    type: 'RenameMotorBlock', data: { name, now: deps.clock.now() },
+    context: { nameTaken: nameTaken(await listLiveBlocksOfAccount(deps.db, caller.accountId), name, id) },
+  })));
+  return dto(deps, r.after!);
+}
+
+export async function changeBlockType(deps: BlockDeps, caller: Caller, id: string, body: { type?: unknown; confirm?: unknown }): Promise<MotorBlockDto> {
+  await assertGrantCovers(deps.store, caller, id);
+  const type = checkBlockType(body?.type);
+  const r = await run(deps, caller, id, async () => ({ type: 'ChangeMotorBlockType', data: { blockType: type, confirm: confirmed(body.confirm), now: deps.clock.now() } }));
+  return dto(deps, r.after!);
+}
+
+export async function assignBlockDomain(deps: BlockDeps, caller: Caller, id: string, body: { domainId?: unknown; confirm?: unknown }): Promise<MotorBlockDto> {
+  await assertGrantCovers(deps.store, caller, id);
+  const domainId = checkDomainId(body?.domainId);
+  const r = await run(deps, caller, id, async () => ({
+    type: 'AssignMotorBlockDomain', data: { domainId, confirm: confirmed(body.confirm), now: deps.clock.now() },
+    context: { domain: await readDomainFacts(deps.store, domainId) },
+  }));
+  return dto(deps, r.after!);
+}
+
+export async function deactivateBlock(deps: BlockDeps, caller: Caller, id: string, body: { confirm?: unknown }): Promise<MotorBlockDto> {
+  await assertGrantCovers(deps.store, caller, id);
+  const r = await run(deps, caller, id, async () => ({ type: 'DeactivateMotorBlock', data: { confirm: confirmed(body?.confirm), now: deps.clock.now() } }));
+  return dto(deps, r.after!);
+}
+
+export async function reactivateBlock(deps: BlockDeps, caller: Caller, id: string): Promise<MotorBlockDto> {
+  await assertGrantCovers(deps.store, caller, id);
+  const r = await run(deps, caller, id, async (state) => ({
+    type: 'ReactivateMotorBlock', data: { now: deps.clock.now() },
+    context: { domain: state ? await readDomainFacts(deps.store, state.domainId) : null },
+  }));
+  return dto(deps, r.after!);
+}
+
+/** Any message ever accepted on the block (the messages read model: every MessageAccepted has a row until the block's history is deleted). */
+async function historyPresent(db: Knex, motorBlockId: string): Promise<boolean> {
+  const row = await db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: motorBlockId }).first('id');
+  return row !== undefined;
+}
+
+export async function deleteBlock(deps: BlockDeps, caller: Caller, id: string, body: { confirm?: unknown; deleteHistory?: unknown }): Promise<{ jobId: string; motorBlockId: string; status: string }> {
+  await assertGrantCovers(deps.store, caller, id);
+  if (typeof body?.deleteHistory !== 'boolean') throw validation('deleteHistory (boolean) is required', 'deleteHistory');
+  const deleteHistory = body.deleteHistory;
+  const jobId = newId();
+  const r = await run(deps, caller, id, async (state) => ({
+    type: 'DeleteMotorBlock', data: { confirm: confirmed(body.confirm), deleteHistory, jobId, now: deps.clock.now() },
+    context: { historyPresent: state !== null && state.status === 'inactive' && !deleteHistory ? await historyPresent(deps.db, id) : false },
+  }));
+  return { jobId: deletionJobOf(r.after)!, motorBlockId: id, status: 'queued' };
+}
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+const deletionDto = (r: BlockDeletionRecord): DeletionDto => ({
+  jobId: r.jobId, motorBlockId: r.motorBlockId, status: r.status, deleteHistory: r.deleteHistory,
+  counts: { messagesDeleted: r.messagesDeleted, streamsDeleted: r.streamsDeleted, eventsDeleted: r.eventsDeleted },
+  requestedAt: iso(r.requestedAt)!, startedAt: iso(r.startedAt), completedAt: iso(r.completedAt), error: r.error,
+});
+
+/** Status of a deletion job; only the account that queued it sees it (404 otherwise), also after the block is gone. */
+export async function deletionStatus(deps: BlockDeps, caller: Caller, jobId: string): Promise<DeletionDto> {
+  if (!isUuid(jobId)) throw fail('invalid_id', 400, 'jobId must be a uuid');
+  const r = await getBlockDeletion(deps.db, jobId.toLowerCase());
+  if (!r || r.accountId !== caller.accountId) throw fail('motor_block_deletion_not_found', 404, 'No such deletion job in this account');
+  return deletionDto(r);
+}

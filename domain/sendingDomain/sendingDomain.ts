@@ -1,0 +1,168 @@
+import { fail } from '../errors';
+import type { DkimAlgorithm, DomainEvent, DomainRecordCheck } from '../events';
+import { uuidV5 } from '../ids';
+
+/**
+ * The sending domain aggregate (stream `sendingDomain-<id>`): its state folded from its events
+ * and one pure function per command. Lookups, keys, ids and the clock arrive as arguments.
+ * docs/DOMAINS.md.
+ */
+
+export const SENDING_DOMAIN_EVENTS = ['DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked', 'DomainOwnershipCheckFailed', 'DomainDkimKeyRotated'] as const;
+export type SendingDomainEvent = DomainEvent<(typeof SENDING_DOMAIN_EVENTS)[number]>;
+export type DkimMode = 'txt' | 'cname_managed';
+
+export interface SendingDomain {
+  exists: true;
+  domainId: string; accountId: string; name: string;
+  ownershipToken: string | null; dkimMode: DkimMode; sandbox: boolean;
+  dkim: { selector: string; algorithm: DkimAlgorithm; publicKey: string; keyId: string };
+  ownershipVerified: boolean; verifiedAt: string | null;
+  spfConfigured: boolean; dkimConfigured: boolean; dmarcConfigured: boolean;
+  lastCheckedAt: string | null;
+  records: DomainRecordCheck[] | null;
+  addedAt: string;
+}
+export type SendingDomainState = { exists: false } | SendingDomain;
+export const initialState: SendingDomainState = { exists: false };
+
+/**
+ * A domain's id is derived from its account and name, so the stream itself is the uniqueness
+ * claim: two concurrent adds of one name append to the same new stream, and only one can.
+ */
+export const domainIdFor = (accountId: string, name: string): string => uuidV5(`sendingDomain:${accountId}:${name.toLowerCase()}`);
+
+export function evolve(state: SendingDomainState, event: SendingDomainEvent): SendingDomainState {
+  if (event.type === 'DomainAdded') {
+    const d = event.data;
+    return {
+      exists: true, domainId: d.domainId, accountId: d.accountId, name: d.name, ownershipToken: d.ownershipToken ?? null,
+      dkimMode: d.dkimMode ?? 'txt', sandbox: d.sandbox ?? false,
+      dkim: { selector: d.dkimSelector, algorithm: d.dkimAlgorithm, publicKey: d.dkimPublicKey, keyId: d.dkimKeyId },
+      ownershipVerified: false, verifiedAt: null, spfConfigured: false, dkimConfigured: false, dmarcConfigured: false,
+      lastCheckedAt: null, records: null, addedAt: d.addedAt,
+    };
+  }
+  if (!state.exists) return state;
+  switch (event.type) {
+    case 'DomainOwnershipVerified':
+      return { ...state, ownershipVerified: true, verifiedAt: event.data.verifiedAt };
+    case 'DomainDnsChecked': {
+      const d = event.data;
+      return { ...state, spfConfigured: d.spfConfigured, dkimConfigured: d.dkimConfigured, dmarcConfigured: d.dmarcConfigured, lastCheckedAt: d.checkedAt, records: d.records ?? state.records };
+    }
+    case 'DomainOwnershipCheckFailed':
+      return state;
+    case 'DomainDkimKeyRotated': {
+      const d = event.data;
+      // The owner's CNAME is unchanged and the service serves the new key behind it: readiness stays.
+      return { ...state, dkim: { selector: d.dkimSelector, algorithm: d.dkimAlgorithm, publicKey: d.dkimPublicKey, keyId: d.dkimKeyId } };
+    }
+  }
+}
+
+export const fold = (events: SendingDomainEvent[]): SendingDomainState => events.reduce(evolve, initialState);
+
+/** Ready to send: ownership proven and SPF and DKIM published (DMARC is advised, not required). */
+export const isSendReady = (s: Pick<SendingDomain, 'ownershipVerified' | 'spfConfigured' | 'dkimConfigured'>): boolean =>
+  s.ownershipVerified && s.spfConfigured && s.dkimConfigured;
+
+const notFound = () => fail('domain_not_found', 404, 'No such domain in this account', { nextAction: 'List your domains with GET /domains' });
+
+/** The domain when it is the caller's; 404 otherwise (ids of other accounts do not leak). */
+export function ownedDomain(state: SendingDomainState, accountId: string): SendingDomain {
+  if (!state.exists || state.accountId !== accountId) throw notFound();
+  return state;
+}
+
+// ---------------------------------------------------------------- commands
+
+export interface AddDomain {
+  domainId: string; accountId: string; name: string; dkimMode: DkimMode; ownershipToken: string;
+  dkim: { selector: string; algorithm: DkimAlgorithm; publicKey: string; keyId: string };
+  now: Date;
+}
+
+export function addDomain(state: SendingDomainState, cmd: AddDomain): SendingDomainEvent[] {
+  if (state.exists) {
+    throw fail('domain_already_added', 409, `${cmd.name} is already on this account`, {
+      nextAction: 'List your domains with GET /domains; verify the existing one instead of adding it again',
+      details: { domainId: state.domainId },
+    });
+  }
+  return [{
+    type: 'DomainAdded',
+    data: {
+      domainId: cmd.domainId, accountId: cmd.accountId, name: cmd.name, dkimSelector: cmd.dkim.selector, dkimAlgorithm: cmd.dkim.algorithm,
+      dkimPublicKey: cmd.dkim.publicKey, dkimKeyId: cmd.dkim.keyId, ownershipToken: cmd.ownershipToken, dkimMode: cmd.dkimMode, sandbox: false,
+      addedAt: cmd.now.toISOString(),
+    },
+  }];
+}
+
+/**
+ * Flags from a check. A record that could not be looked up (SERVFAIL, timeout) keeps its
+ * previous flag: a resolver hiccup must not stop a working domain from sending. A definitive
+ * answer (missing, wrong) sets it.
+ */
+export function flagsFrom(state: SendingDomain, records: DomainRecordCheck[]): { spfConfigured: boolean; dkimConfigured: boolean; dmarcConfigured: boolean } {
+  const flag = (purpose: DomainRecordCheck['purpose'], previous: boolean): boolean => {
+    const r = records.find((x) => x.purpose === purpose);
+    if (!r || r.status === 'error') return previous;
+    return r.status === 'ok';
+  };
+  return { spfConfigured: flag('spf', state.spfConfigured), dkimConfigured: flag('dkim', state.dkimConfigured), dmarcConfigured: flag('dmarc', state.dmarcConfigured) };
+}
+
+/** A DNS check: persists the flags and the per-record results. Ownership is not touched. */
+export function recordDnsCheck(state: SendingDomain, cmd: { records: DomainRecordCheck[]; now: Date }): SendingDomainEvent[] {
+  return [{ type: 'DomainDnsChecked', data: { domainId: state.domainId, method: 'dns', ...flagsFrom(state, cmd.records), records: cmd.records, checkedAt: cmd.now.toISOString() } }];
+}
+
+/**
+ * Verify: the ownership record decides ownership (once proven it stays proven), and the same
+ * lookups refresh SPF/DKIM/DMARC readiness.
+ */
+export function verifyDomain(state: SendingDomain, cmd: { records: DomainRecordCheck[]; now: Date }): SendingDomainEvent[] {
+  const at = cmd.now.toISOString();
+  const events: SendingDomainEvent[] = [];
+  if (!state.ownershipVerified) {
+    const own = cmd.records.find((r) => r.purpose === 'ownership');
+    if (own?.status === 'ok') events.push({ type: 'DomainOwnershipVerified', data: { domainId: state.domainId, method: 'dns', verifiedAt: at } });
+    else events.push({ type: 'DomainOwnershipCheckFailed', data: { domainId: state.domainId, reason: own?.reason ?? 'ownership_missing', ...(own?.found ? { found: own.found } : {}), checkedAt: at } });
+  }
+  events.push(...recordDnsCheck(state, cmd));
+  return events;
+}
+
+/** cname_managed only: a new key at the same selector; the owner's CNAME does not change. */
+export function rotateDkimKey(state: SendingDomain, cmd: { key: { algorithm: DkimAlgorithm; publicKey: string; keyId: string }; now: Date }): SendingDomainEvent[] {
+  if (state.sandbox || state.dkimMode !== 'cname_managed') {
+    throw fail('dkim_rotation_not_available', 409, 'Only service-managed (cname_managed) DKIM keys can be rotated by the service', {
+      nextAction: 'Add the domain with dkimMode cname_managed, or publish a new TXT key yourself',
+    });
+  }
+  return [{
+    type: 'DomainDkimKeyRotated',
+    data: {
+      domainId: state.domainId, dkimSelector: state.dkim.selector, dkimAlgorithm: cmd.key.algorithm, dkimPublicKey: cmd.key.publicKey,
+      dkimKeyId: cmd.key.keyId, previousKeyId: state.dkim.keyId, rotatedAt: cmd.now.toISOString(),
+    },
+  }];
+}
+
+const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/;
+
+/** Normalises and validates a domain name to add; names under the service's own domain are reserved. */
+export function parseDomainName(input: unknown, serviceDomain: string): string {
+  if (typeof input !== 'string') throw fail('invalid_domain', 400, 'domain must be a domain name such as example.com', { details: { field: 'domain' } });
+  const name = input.trim().toLowerCase().replace(/\.$/, '');
+  if (!DOMAIN_RE.test(name) || /^\d+(\.\d+)+$/.test(name) || !/[a-z]/.test(name.slice(name.lastIndexOf('.') + 1))) {
+    throw fail('invalid_domain', 400, `Not a valid domain name: ${input.slice(0, 260)}`, { details: { field: 'domain' } });
+  }
+  const svc = serviceDomain.toLowerCase();
+  if (name === svc || name.endsWith(`.${svc}`)) {
+    throw fail('domain_reserved', 400, `${name} is under the service's own domain`, { nextAction: 'Use POST /account/sandbox/provision for a sandbox domain', details: { field: 'domain' } });
+  }
+  return name;
+}

@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { streamName } from '../../domain/eventStore';
+import { newId } from '../../domain/ids';
+import { getBlock } from '../../projections/directory/queries';
+import { directoryProjection } from '../../projections/directory/projection';
+import { messagesProjection } from '../../projections/messages/projection';
+import { analyticsProjection } from '../../projections/analytics/projection';
+import { ProjectionRunner, migrateProjection, type Projection } from '../../projections/runner';
+import { eventually, startTestMotor, type TestMotor } from '../support/motor';
+import { senderDomainOf } from '../read-api/publicApi';
+import { addBlockKey, call, sendFrom, tokenFor } from './support';
+
+/**
+ * Deleting a Motor Block over real HTTP, the BullMQ job and how the log forgets (docs/BLOCKS.md):
+ * with deleteHistory true the block's messages are gone from the API, the read models and the
+ * event store, another block on the same domain keeps its messages, a replay from zero gives the
+ * same read models; the deletion status stays readable by its account only.
+ */
+describe('Motor Block deletion (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let a: BootstrapResult;
+  let manage: string;
+
+  before(async () => {
+    motor = await startTestMotor();
+    a = await motor.bootstrap();
+    manage = await motor.token(a, ['config.manage']);
+  });
+  after(async () => { await motor?.close(); });
+
+  const create = async (name: string) => {
+    const r = await call(motor, 'POST', '/account/motor-blocks', manage, { name, domainId: a.domainId }, { 'Idempotency-Key': randomUUID() });
+    expect(r.status).to.equal(201);
+    return r.body.data.id as string;
+  };
+  const completed = (jobId: string, token = manage) => eventually(async () => {
+    const r = await call(motor, 'GET', `/account/motor-block-deletions/${jobId}`, token);
+    return r.body.data?.status === 'completed' ? r.body.data : null;
+  }, 30_000);
+
+  describe('with history (deleteHistory true)', () => {
+    let block2: string;
+    let key2: string;
+    let logs1: string;
+    let logs2: string;
+    const sent1: string[] = [];
+    const sent2: string[] = [];
+    let jobId: string;
+
+    before(async () => {
+      block2 = await create('To be deleted');
+      key2 = await addBlockKey(motor, a.accountId, block2);
+      logs1 = await tokenFor(motor, a, a.motorBlockId, ['logs.read']);
+      logs2 = await tokenFor(motor, a, block2, ['logs.read']);
+      const domain = senderDomainOf(a);
+      for (let i = 0; i < 2; i++) {
+        const r1 = await sendFrom(motor, domain, a.apiKey);
+        const r2 = await sendFrom(motor, domain, key2);
+        expect([r1.status, r2.status]).to.deep.equal([200, 200]);
+        sent1.push(r1.body.data.id);
+        sent2.push(r2.body.data.id);
+      }
+      // Both blocks' messages are in the read models before the deletion.
+      await eventually(async () => {
+        const rs = await Promise.all([...sent2.map((id) => call(motor, 'GET', `/messages/${id}`, logs2)), call(motor, 'GET', `/motor-blocks/${block2}/logs`, logs2)]);
+        return rs.slice(0, 2).every((r) => r.status === 200) && rs[2].body.data.items.length === 2;
+      });
+    });
+
+    it('deleteHistory false while the block has sent mail → 409 motor_block_history_present', async () => {
+      await call(motor, 'POST', `/account/motor-blocks/${block2}/deactivate`, manage, { confirm: true });
+      const r = await call(motor, 'DELETE', `/account/motor-blocks/${block2}`, manage, { confirm: true, deleteHistory: false });
+      expect([r.status, r.body.code]).to.deep.equal([409, 'motor_block_history_present']);
+      expect(r.body.nextAction).to.be.a('string');
+    });
+
+    it('deleteHistory true → 202 with jobId; a repeated DELETE answers with the same job; the job completes', async () => {
+      const r = await call(motor, 'DELETE', `/account/motor-blocks/${block2}`, manage, { confirm: true, deleteHistory: true });
+      expect(r.status).to.equal(202);
+      jobId = r.body.data.jobId;
+      expect(jobId).to.match(/^[0-9a-f-]{36}$/);
+      const again = await call(motor, 'DELETE', `/account/motor-blocks/${block2}`, manage, { confirm: true, deleteHistory: true });
+      if (again.status === 202) expect(again.body.data.jobId).to.equal(jobId);
+      else expect(again.status).to.equal(404); // the job already finished: the block is gone
+      const status = await completed(jobId);
+      expect(status).to.include({ jobId, motorBlockId: block2, deleteHistory: true, status: 'completed' });
+      expect(status.counts.messagesDeleted).to.equal(2);
+      expect(status.counts.eventsDeleted).to.be.greaterThan(1);
+      expect(status.completedAt).to.be.a('string');
+    });
+
+    it('the block\'s history is gone: message GET 404, logs empty, events not in the store', async () => {
+      await eventually(async () => (await call(motor, 'GET', `/motor-blocks/${block2}/logs`, logs2)).body.data?.items.length === 0);
+      for (const id of sent2) {
+        expect((await call(motor, 'GET', `/messages/${id}`, logs2)).status).to.equal(404);
+        expect(await motor.rt.store.readStream(streamName('message', id))).to.deep.equal([]);
+      }
+      const rows = await motor.rt.db.withSchema('rm_analytics').table('recipient_stats').where({ motor_block_id: block2 });
+      expect(rows).to.deep.equal([]);
+      // The tombstone stays on the block's stream.
+      const blockStream = await motor.rt.store.readStream(streamName('motorBlock', block2));
+      expect(blockStream.map((e) => e.type)).to.include('MotorBlockDeleted');
+    });
+
+    it('another block on the same domain keeps its messages', async () => {
+      for (const id of sent1) {
+        const r = await call(motor, 'GET', `/messages/${id}`, logs1);
+        expect(r.status).to.equal(200);
+        expect((await motor.rt.store.readStream(streamName('message', id))).length).to.be.greaterThan(0);
+      }
+      const logs = await call(motor, 'GET', `/motor-blocks/${a.motorBlockId}/logs`, logs1);
+      expect(logs.body.data.items.map((m: { id: string }) => m.id)).to.include.members(sent1);
+    });
+
+    it('the deleted block is gone: not listed, not authorized, its API key and SMTP login stop working, routes 404', async () => {
+      const list = await call(motor, 'GET', '/account/motor-blocks', manage);
+      expect(list.body.data.map((x: { id: string }) => x.id)).to.not.include(block2);
+      expect((await call(motor, 'GET', `/account/authorization/motor-blocks/${block2}`, manage)).status).to.equal(403);
+      const send = await sendFrom(motor, senderDomainOf(a), key2);
+      expect(send.status).to.equal(401);
+      const row = await getBlock(motor.rt.db, block2);
+      expect(row).to.include({ status: 'deleted', smtpPasswordHash: null });
+      const react = await call(motor, 'POST', `/account/motor-blocks/${block2}/reactivate`, manage);
+      expect([react.status, react.body.code]).to.deep.equal([404, 'motor_block_not_found']);
+    });
+
+    it('the deletion status stays readable by the account, and is 404 for another account', async () => {
+      const r = await call(motor, 'GET', `/account/motor-block-deletions/${jobId}`, await motor.token(a, ['config.read']));
+      expect([r.status, r.body.data.status]).to.deep.equal([200, 'completed']);
+      const stranger = await motor.bootstrap();
+      const theirs = await call(motor, 'GET', `/account/motor-block-deletions/${jobId}`, await motor.token(stranger, ['config.read']));
+      expect([theirs.status, theirs.body.code]).to.deep.equal([404, 'motor_block_deletion_not_found']);
+      expect((await call(motor, 'GET', `/account/motor-block-deletions/${newId()}`, manage)).status).to.equal(404);
+      expect((await call(motor, 'GET', '/account/motor-block-deletions/nope', manage)).status).to.equal(400);
+    });
+
+    it('a replay from zero gives the same read models (the streams are gone, the tombstone stays)', async () => {
+      const replay = async (p: Projection) => {
+        const schema = `rm_${p.name}_replay_${randomUUID().slice(0, 6)}`;
+        await migrateProjection(motor.rt.db, p, schema);
+        const runner = new ProjectionRunner(motor.rt.db, motor.rt.store, p, { schema });
+        while ((await runner.catchUp()) > 0) { /* until the end of the log */ }
+        return schema;
+      };
+      const messages = await replay(messagesProjection);
+      const ids = async (schema: string) => (await motor.rt.db.withSchema(schema).table('messages').select('id', 'motor_block_id')).map((r: { id: string }) => r.id).sort();
+      expect(await ids(messages)).to.deep.equal(await ids('rm_messages'));
+      expect(await ids(messages)).to.include.members(sent1);
+      const analytics = await replay(analyticsProjection);
+      const stats = async (schema: string) => (await motor.rt.db.withSchema(schema).table('block_hourly').where({ motor_block_id: block2 })).length;
+      expect([await stats(analytics), await stats('rm_analytics')]).to.deep.equal([0, 0]);
+      const directory = await replay(directoryProjection);
+      const row = await motor.rt.db.withSchema(directory).table('motor_blocks').where({ id: block2 }).first();
+      expect(row.status).to.equal('deleted');
+      const job = await motor.rt.db.withSchema(directory).table('motor_block_deletions').where({ job_id: jobId }).first();
+      expect(job.status).to.equal('completed');
+    });
+  });
+
+  describe('without history (deleteHistory false)', () => {
+    it('an account\'s only block, never used: 202, completed, and the list is then empty', async () => {
+      const c = await motor.bootstrap();
+      const t = await motor.token(c, ['config.manage']);
+      await call(motor, 'POST', `/account/motor-blocks/${c.motorBlockId}/deactivate`, t, { confirm: true });
+      const r = await call(motor, 'DELETE', `/account/motor-blocks/${c.motorBlockId}`, t, { confirm: true, deleteHistory: false });
+      expect(r.status).to.equal(202);
+      const status = await completed(r.body.data.jobId, t);
+      expect(status).to.include({ deleteHistory: false, status: 'completed' });
+      const list = await call(motor, 'GET', '/account/motor-blocks', t);
+      expect([list.status, list.body.data]).to.deep.equal([200, []]);
+    });
+  });
+});
+
+describe('Motor Block deletion while queued (int, no worker)', function () {
+  this.timeout(60_000);
+  let motor: TestMotor;
+  after(async () => { await motor?.close(); });
+
+  it('reactivate while a deletion is queued → 409 motor_block_delete_in_progress; the status reads queued', async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect(del.status).to.equal(202);
+    const react = await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/reactivate`, t);
+    expect([react.status, react.body.code]).to.deep.equal([409, 'motor_block_delete_in_progress']);
+    const again = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect([again.status, again.body.data.jobId]).to.deep.equal([202, del.body.data.jobId]);
+    const status = await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t);
+    expect([status.status, status.body.data.status]).to.deep.equal([200, 'queued']);
+    const list = await call(motor, 'GET', '/account/motor-blocks', t);
+    expect(list.body.data[0].status).to.equal('deletion_queued');
+  });
+});

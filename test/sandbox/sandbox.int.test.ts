@@ -1,0 +1,266 @@
+import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { SmtpSubmissionRefused } from '../../domain/events';
+import { parseApiKey } from '../../domain/credentials/apiKeys';
+import { findApiKeyByPrefix, getBlock } from '../../projections/directory/queries';
+import { transport } from '../smtp/harness';
+import { bearer, eventually, getJson, postJson, startSandboxHarness, uniq, type SandboxHarness } from './harness';
+
+/**
+ * The account sandbox over real HTTP, SMTP and DNS on loopback (docs/SANDBOX.md): an agent starts
+ * from zero with a dashboard session, provisions, mints its first bearer token for the returned
+ * block, sends within the allowlist on HTTP and SMTP, and converts onto a verified domain.
+ */
+describe('Account sandbox (integration)', function () {
+  this.timeout(120_000);
+  let h: SandboxHarness;
+  let user: { token: string; accountId: string; email: string };
+  let handle: string;
+  let motorBlockId: string;
+  let sandboxDomain: string;
+  let publicToken: string;
+
+  const noCredential = (body: unknown) => {
+    const text = JSON.stringify(body);
+    expect(text).to.not.match(/"(password|smtpPassword|secret|key|apiKey|token)"\s*:|mk_live_|ak_live_/i);
+  };
+
+  before(async () => {
+    h = await startSandboxHarness();
+    user = await h.signUp();
+    handle = `acme-${uniq()}`;
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('dashboard path from zero: not provisioned → provision 201 → again 200 → bearer token for motorBlockId → public status', async () => {
+    const before = await getJson(h.url('/api/developer/sandbox'), bearer(user.token));
+    expect(before.status).to.equal(200);
+    expect(before.body.data).to.include({ provisioned: false, motorBlockId: null, allowlistLocked: false, converted: false });
+
+    const first = await postJson(h.url('/api/developer/sandbox/provision'), { handle: handle.toUpperCase() }, bearer(user.token));
+    expect(first.status).to.equal(201);
+    const s = first.body.data;
+    expect(s).to.include({ provisioned: true, handle, channel: 'agent', allowlistLocked: true, hasActiveProductionBlock: false, converted: false });
+    expect(s.domain).to.include({ name: `${handle}.sandbox.${h.motor.config.serviceDomain}`, sandbox: true });
+    expect(s.allowlist).to.deep.equal([user.email]);
+    expect(s.motorBlockId).to.match(/^[0-9a-f-]{36}$/);
+    noCredential(first.body);
+    motorBlockId = s.motorBlockId;
+    sandboxDomain = s.domain.name;
+
+    const block = await getBlock(h.motor.rt.db, motorBlockId);
+    expect(block).to.include({ type: 'sandbox', accountId: user.accountId, status: 'active' });
+
+    const again = await postJson(h.url('/api/developer/sandbox/provision'), { handle: 'another-one' }, bearer(user.token));
+    expect(again.status).to.equal(200);
+    expect(again.body.data).to.include({ motorBlockId, handle });
+
+    publicToken = await h.dashboardToken(user.token, motorBlockId, ['sandbox.manage', 'config.read']);
+    const pub = await getJson(h.url('/api/public/v1/account/sandbox'), bearer(publicToken));
+    expect(pub.status).to.equal(200);
+    expect(pub.body.data).to.deep.equal((await getJson(h.url('/api/developer/sandbox'), bearer(user.token))).body.data);
+
+    const pubProvision = await postJson(h.url('/api/public/v1/account/sandbox/provision'), {}, bearer(publicToken));
+    expect(pubProvision.status).to.equal(200);
+    expect(pubProvision.body.data.motorBlockId).to.equal(motorBlockId);
+  });
+
+  it('credentials and scope: public routes need sandbox.manage and refuse a dashboard JWT; dashboard routes refuse a bearer token', async () => {
+    const noScope = await h.dashboardToken(user.token, motorBlockId, ['config.read']);
+    const r1 = await getJson(h.url('/api/public/v1/account/sandbox'), bearer(noScope));
+    expect(r1.status).to.equal(403);
+    expect(r1.body.code).to.equal('insufficient_scope');
+    const r2 = await getJson(h.url('/api/public/v1/account/sandbox'), bearer(user.token));
+    expect(r2.status).to.equal(401);
+    const r3 = await getJson(h.url('/api/developer/sandbox'), bearer(publicToken));
+    expect(r3.status).to.equal(401);
+    const r4 = await getJson(h.url('/api/developer/sandbox'));
+    expect(r4.status).to.equal(401);
+  });
+
+  it('concurrent provisions make one sandbox: one 201, the others 200 with the same block', async () => {
+    const u = await h.signUp();
+    const results = await Promise.all([
+      postJson(h.url('/api/developer/sandbox/provision'), {}, bearer(u.token)),
+      postJson(h.url('/api/developer/sandbox/provision'), {}, bearer(u.token)),
+      postJson(h.url('/api/developer/sandbox/provision'), { channel: 'dashboard' }, bearer(u.token)),
+    ]);
+    expect(results.map((r) => r.status).sort()).to.deep.equal([200, 200, 201]);
+    const ids = new Set(results.map((r) => r.body.data.motorBlockId));
+    expect(ids.size).to.equal(1);
+    expect(results[0].body.data.handle).to.match(/^sbx-[a-z2-7]{10}$/);
+    const events = await h.motor.rt.store.readStream(streamName('account', u.accountId));
+    expect(events.filter((e) => e.type === 'SandboxProvisioned')).to.have.length(1);
+    const blocks = (await h.motor.rt.db.withSchema('rm_directory').table('motor_blocks').where({ account_id: u.accountId, type: 'sandbox' })) as unknown[];
+    expect(blocks).to.have.length(1);
+  });
+
+  it('handles: not a DNS label → 400 invalid_handle; held by another account → 409 sandbox_handle_taken; bad channel → 400', async () => {
+    const u = await h.signUp();
+    for (const bad of ['Bad_Handle', '-x', 'a'.repeat(64), 'dots.not.allowed', 42]) {
+      const r = await postJson(h.url('/api/developer/sandbox/provision'), { handle: bad }, bearer(u.token));
+      expect(r.status, String(bad)).to.equal(400);
+      expect(r.body.code).to.equal('invalid_handle');
+    }
+    const taken = await postJson(h.url('/api/developer/sandbox/provision'), { handle }, bearer(u.token));
+    expect(taken.status).to.equal(409);
+    expect(taken.body.code).to.equal('sandbox_handle_taken');
+    expect(taken.body.nextAction).to.be.a('string');
+    const channel = await postJson(h.url('/api/developer/sandbox/provision'), { channel: 'fax' }, bearer(u.token));
+    expect(channel.status).to.equal(400);
+    expect(channel.body.code).to.equal('validation_error');
+    const status = await getJson(h.url('/api/developer/sandbox'), bearer(u.token));
+    expect(status.body.data.provisioned).to.equal(false);
+  });
+
+  it('PATCH outbound: validates addresses and the maximum, and sets the effective allowlist', async () => {
+    const bad = await h.patch('/api/developer/sandbox/outbound', { addresses: ['ok@rcpt.test', 'not-an-address'] }, bearer(user.token));
+    expect(bad.status).to.equal(400);
+    expect(bad.body.code).to.equal('invalid_email');
+    const many = await h.patch('/api/developer/sandbox/outbound', { addresses: Array.from({ length: 26 }, (_, i) => `a${i}@rcpt.test`) }, bearer(user.token));
+    expect(many.status).to.equal(400);
+    expect(many.body.code).to.equal('allowlist_too_large');
+    const notArray = await h.patch('/api/developer/sandbox/outbound', { addresses: 'a@rcpt.test' }, bearer(user.token));
+    expect(notArray.status).to.equal(400);
+
+    const ok = await h.patch('/api/developer/sandbox/outbound', { addresses: ['Allowed@rcpt.test', 'second@rcpt.test', user.email] }, bearer(user.token));
+    expect(ok.status).to.equal(200);
+    expect(ok.body.data.allowlist).to.deep.equal([user.email, 'allowed@rcpt.test', 'second@rcpt.test']);
+    const pub = await getJson(h.url('/api/public/v1/account/sandbox'), bearer(publicToken));
+    expect(pub.body.data.allowlist).to.deep.equal([user.email, 'allowed@rcpt.test', 'second@rcpt.test']);
+    expect(pub.body.data.allowlistLocked).to.equal(true);
+
+    const none = await h.signUp();
+    const r = await h.patch('/api/developer/sandbox/outbound', { addresses: [] }, bearer(none.token));
+    expect(r.status).to.equal(404);
+    expect(r.body.code).to.equal('sandbox_not_provisioned');
+  });
+
+  let apiKey: string;
+  let smtpPassword: string;
+  let oldUsername: string;
+
+  it('the allowlist is enforced on POST /v1/send (real and dry run), before the quota', async () => {
+    const k = await postJson(h.url(`/api/motor-blocks/${motorBlockId}/api-keys`), {}, bearer(user.token));
+    expect(k.status).to.equal(201);
+    apiKey = k.body.data.key;
+    await eventually(async () => findApiKeyByPrefix(h.motor.rt.db, parseApiKey(apiKey)!.prefix));
+    const send = (to: string[], extra: Record<string, unknown> = {}) =>
+      postJson(h.url('/v1/send'), { from: `dev@${sandboxDomain}`, to, subject: 'sandbox', text: 'hi', ...extra }, { authorization: `ApiKey ${apiKey}` });
+
+    const refused = await send(['allowed@rcpt.test', 'stranger@rcpt.test']);
+    expect(refused.status).to.equal(403);
+    expect(refused.body.code).to.equal('sandbox_recipient_not_allowed');
+    expect(refused.body.refusedRecipients).to.deep.equal(['stranger@rcpt.test']);
+    expect(refused.body.nextAction).to.match(/outbound/);
+    expect(refused.headers.get('ratelimit-limit')).to.equal(null);
+
+    const dry = await send(['stranger@rcpt.test'], { dryRun: true });
+    expect(dry.status).to.equal(403);
+    expect(dry.body.code).to.equal('sandbox_recipient_not_allowed');
+
+    const ok = await send(['ALLOWED@rcpt.test', user.email]);
+    expect(ok.status).to.equal(200);
+    expect(ok.body.data.acceptanceStatus).to.equal('queued');
+    await eventually(async () => h.mailsTo('allowed@rcpt.test').some((m) => m.includes('Subject: sandbox')), 20_000);
+  });
+
+  it('the allowlist is enforced on SMTP submission (554 5.7.1, SmtpSubmissionRefused), allowed recipients pass', async () => {
+    const p = await postJson(h.url(`/api/motor-blocks/${motorBlockId}/smtp-password`), {}, bearer(user.token));
+    expect(p.status).to.equal(200);
+    smtpPassword = p.body.data.password;
+    oldUsername = (await getBlock(h.motor.rt.db, motorBlockId))!.smtpUsername;
+    await eventually(async () => (await getBlock(h.motor.rt.db, motorBlockId))?.smtpPasswordHash);
+
+    const t = transport(h, { user: oldUsername, pass: smtpPassword });
+    const err = await t.sendMail({ from: `dev@${sandboxDomain}`, to: ['second@rcpt.test', 'stranger@rcpt.test'], subject: 'smtp sandbox', text: 'x' }).then(() => null, (e) => e);
+    expect(err?.responseCode).to.equal(554);
+    expect(err.response).to.match(/^554 5\.7\.1 .*stranger@rcpt\.test/);
+    await eventually(async () => (await h.motor.rt.store.readStream(streamName('smtpSubmission', motorBlockId)))
+      .some((e) => (e.data as SmtpSubmissionRefused).code === 'sandbox_recipient_not_allowed'));
+
+    const info = await t.sendMail({ from: `dev@${sandboxDomain}`, to: ['second@rcpt.test'], subject: 'smtp sandbox ok', text: 'x' });
+    t.close();
+    expect(info.response).to.match(/^250 /);
+  });
+
+  it('convert: refuses a missing, malformed, unknown, unverified or sandbox domain', async () => {
+    const path = '/api/public/v1/account/sandbox/convert';
+    const missing = await postJson(h.url(path), {}, bearer(publicToken));
+    expect([missing.status, missing.body.code]).to.deep.equal([400, 'validation_error']);
+    const malformed = await postJson(h.url(path), { domainId: 'nope' }, bearer(publicToken));
+    expect([malformed.status, malformed.body.code]).to.deep.equal([400, 'invalid_id']);
+    const unknown = await postJson(h.url(path), { domainId: '6f1c8a52-3b7e-4d0a-9a43-2f6e8b1c5d70' }, bearer(publicToken));
+    expect([unknown.status, unknown.body.code]).to.deep.equal([404, 'domain_not_found']);
+    const unverified = await h.addDomain(user.accountId, false);
+    const r = await postJson(h.url(path), { domainId: unverified.id }, bearer(publicToken));
+    expect([r.status, r.body.code]).to.deep.equal([409, 'domain_not_verified']);
+    expect(r.body.nextAction).to.be.a('string');
+    const sandboxDomainId = (await getJson(h.url('/api/developer/sandbox'), bearer(user.token))).body.data.domain.id;
+    const own = await postJson(h.url(path), { domainId: sandboxDomainId }, bearer(publicToken));
+    expect([own.status, own.body.code]).to.deep.equal([409, 'domain_not_verified']);
+    const badType = await postJson(h.url(path), { domainId: unverified.id, type: 'marketing' }, bearer(publicToken));
+    expect([badType.status, badType.body.code]).to.deep.equal([400, 'validation_error']);
+    const other = await h.signUp();
+    const otherDomain = await h.addDomain(other.accountId, true);
+    const foreign = await postJson(h.url(path), { domainId: otherDomain.id }, bearer(publicToken));
+    expect([foreign.status, foreign.body.code]).to.deep.equal([404, 'domain_not_found']);
+    expect((await getBlock(h.motor.rt.db, motorBlockId))!.type).to.equal('sandbox');
+  });
+
+  it('convert: same block, new SMTP username, credential changes reported, never a credential; one-way', async () => {
+    const target = await h.addDomain(user.accountId, true);
+    const r = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: target.id, name: 'Production app', type: 'transactional' }, bearer(publicToken));
+    expect(r.status).to.equal(200);
+    noCredential(r.body);
+    const d = r.body.data;
+    expect(d).to.include({ motorBlockId, name: 'Production app', type: 'transactional', previousSmtpUsername: oldUsername, allowlistLocked: false });
+    expect(d.smtpUsername).to.be.a('string').and.not.equal(oldUsername);
+    expect(d.credentialChanges).to.deep.equal({ smtpUsernameChanged: true, smtpPasswordChanged: false, apiKeysChanged: false, authMethodChanged: false, grantChanged: false });
+    expect(d.integrationActionRequired).to.include(d.smtpUsername).and.include(oldUsername);
+    expect(d.domain).to.deep.equal({ id: target.id, name: target.name });
+
+    const block = (await getBlock(h.motor.rt.db, motorBlockId))!;
+    expect(block).to.include({ type: 'transactional', name: 'Production app', domainId: target.id, smtpUsername: d.smtpUsername, status: 'active' });
+
+    const status = (await getJson(h.url('/api/developer/sandbox'), bearer(user.token))).body.data;
+    expect(status).to.include({ converted: true, allowlistLocked: false, hasActiveProductionBlock: true, motorBlockId });
+    expect(status.allowlist).to.equal(null);
+
+    // The same block API key sends from the new domain, to anyone.
+    const send = await postJson(h.url('/v1/send'), { from: `app@${target.name}`, to: 'stranger@rcpt.test', subject: 'converted', text: 'x' }, { authorization: `ApiKey ${apiKey}` });
+    expect(send.status).to.equal(200);
+
+    // SMTP: the old username is refused; the same password works with the new one, to anyone.
+    const old = transport(h, { user: oldUsername, pass: smtpPassword });
+    const err = await old.sendMail({ from: `app@${target.name}`, to: 'stranger@rcpt.test', subject: 's', text: 't' }).then(() => null, (e) => e);
+    old.close();
+    expect(err?.responseCode).to.equal(535);
+    const fresh = transport(h, { user: d.smtpUsername, pass: smtpPassword });
+    const info = await fresh.sendMail({ from: `app@${target.name}`, to: 'stranger@rcpt.test', subject: 'smtp converted', text: 't' });
+    fresh.close();
+    expect(info.response).to.match(/^250 /);
+
+    const second = await postJson(h.url('/api/developer/sandbox/convert'), { domainId: target.id }, bearer(user.token));
+    expect([second.status, second.body.code]).to.deep.equal([409, 'sandbox_already_converted']);
+    const patch = await h.patch('/api/developer/sandbox/outbound', { addresses: [] }, bearer(user.token));
+    expect([patch.status, patch.body.code]).to.deep.equal([409, 'sandbox_already_converted']);
+    const provision = await postJson(h.url('/api/developer/sandbox/provision'), {}, bearer(user.token));
+    expect([provision.status, provision.body.data.converted]).to.deep.equal([200, true]);
+  });
+
+  it('convert through the dashboard route; without a sandbox it is 404 sandbox_not_provisioned', async () => {
+    const u = await h.signUp();
+    const none = await postJson(h.url('/api/developer/sandbox/convert'), { domainId: '6f1c8a52-3b7e-4d0a-9a43-2f6e8b1c5d70' }, bearer(u.token));
+    expect([none.status, none.body.code]).to.deep.equal([404, 'sandbox_not_provisioned']);
+    const p = await postJson(h.url('/api/developer/sandbox/provision'), { handle: `x${uniq()}` }, bearer(u.token));
+    expect(p.status).to.equal(201);
+    const target = await h.addDomain(u.accountId, true);
+    const r = await postJson(h.url('/api/developer/sandbox/convert'), { domainId: target.id }, bearer(u.token));
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.include({ motorBlockId: p.body.data.motorBlockId, name: target.name, type: 'general_purpose' });
+    expect(r.body.data.credentialChanges.smtpUsernameChanged).to.equal(true);
+  });
+});

@@ -1,0 +1,160 @@
+import type { Knex } from 'knex';
+import { Queue, Worker, type Job } from 'bullmq';
+import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
+import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested } from '../domain/events';
+import { newId, type Clock } from '../domain/ids';
+import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
+import { loadBlock } from '../commands/blocks/grants';
+import { bullConnection } from '../infra/redis';
+import type { Logger } from '../infra/logger';
+
+/**
+ * The Motor Block deletion job (docs/BLOCKS.md "Deletion"). DELETE appends
+ * MotorBlockDeletionRequested{jobId}; a subscriber (BlockDeletionEnqueuer) turns it into a BullMQ
+ * job whose id IS the jobId, so a replayed event enqueues nothing twice. The job:
+ *
+ *   1. MotorBlockDeletionStarted (status running) on the block's stream;
+ *   2. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
+ *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>) and removes them
+ *      with EventStore.deleteStreams;
+ *   3. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
+ *
+ * Every step is idempotent: the decider emits nothing for a step already recorded, deleting a
+ * stream that is gone is a no-op, and the block's stream itself is never deleted (it holds the
+ * tombstone and keeps the status readable). A crash anywhere re-runs the job from the top.
+ */
+
+export const BLOCK_DELETION_QUEUE = 'motor-block-deletion';
+export interface BlockDeletionJob { motorBlockId: string; jobId: string }
+
+export function createBlockDeletionQueue(redisUrl: string, prefix = 'motor'): Queue<BlockDeletionJob> {
+  return new Queue<BlockDeletionJob>(BLOCK_DELETION_QUEUE, {
+    connection: bullConnection(redisUrl),
+    prefix,
+    defaultJobOptions: {
+      attempts: 6,
+      backoff: { type: 'exponential', delay: 2000 },
+      removeOnComplete: { age: 30 * 24 * 3600 },
+      removeOnFail: { age: 90 * 24 * 3600 },
+    },
+  });
+}
+
+export interface BlockDeletionDeps { store: EventStore; clock: Clock; logger: Logger; scanBatch?: number }
+
+async function step(deps: BlockDeletionDeps, motorBlockId: string, command: MotorBlockCommand): Promise<MotorBlockState> {
+  for (let attempt = 0; ; attempt++) {
+    const { state, revision } = await loadBlock(deps.store, motorBlockId);
+    const events = decide(command, state);
+    if (events.length === 0) return state;
+    try {
+      await deps.store.append(streamName('motorBlock', motorBlockId), events.map((e) => toEventData(newId(), e, { actor: 'worker:block-deletion' })), {
+        expectedRevision: revision === null ? 'no_stream' : revision,
+      });
+      return events.reduce(evolve, state);
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
+    }
+  }
+}
+
+/** The block's history streams and how many events they hold, from one pass over the log. */
+export async function findHistoryStreams(store: EventStore, motorBlockId: string, batch = 1000): Promise<{ streams: string[]; messages: number; events: number }> {
+  const own = new Set([streamName('smtpAuth', motorBlockId), streamName('smtpSubmission', motorBlockId)]);
+  const messageStreams = new Set<string>();
+  const present = new Set<string>();
+  let events = 0;
+  let after: GlobalPosition | null = null;
+  for (;;) {
+    const page: RecordedEvent[] = await store.readAll({ after, maxCount: batch });
+    if (page.length === 0) break;
+    for (const e of page) {
+      if (e.type === 'MessageAccepted' && (e.data as MessageAccepted).motorBlockId === motorBlockId) messageStreams.add(e.streamId);
+      if (messageStreams.has(e.streamId) || own.has(e.streamId)) {
+        events++;
+        present.add(e.streamId);
+      }
+    }
+    after = page[page.length - 1].position;
+    if (page.length < batch) break;
+  }
+  return { streams: [...present], messages: messageStreams.size, events };
+}
+
+export async function processBlockDeletion(deps: BlockDeletionDeps, job: BlockDeletionJob): Promise<'completed' | 'stale'> {
+  const { state } = await loadBlock(deps.store, job.motorBlockId);
+  if (state === null || state.deletion?.jobId !== job.jobId) return 'stale';
+  if (state.status === 'deleted') return 'completed';
+  await step(deps, job.motorBlockId, { type: 'StartMotorBlockDeletion', data: { jobId: job.jobId, now: deps.clock.now() } });
+  let found = { streams: [] as string[], messages: 0, events: 0 };
+  if (state.deletion.deleteHistory) {
+    found = await findHistoryStreams(deps.store, job.motorBlockId, deps.scanBatch);
+    for (let i = 0; i < found.streams.length; i += 500) await deps.store.deleteStreams(found.streams.slice(i, i + 500));
+  }
+  await step(deps, job.motorBlockId, {
+    type: 'CompleteMotorBlockDeletion',
+    data: {
+      jobId: job.jobId, historyDeleted: state.deletion.deleteHistory, messagesDeleted: found.messages, streamsDeleted: found.streams.length,
+      eventsDeleted: found.events, now: deps.clock.now(),
+    },
+  });
+  deps.logger.info({ motorBlockId: job.motorBlockId, jobId: job.jobId, ...found, streams: found.streams.length }, 'Motor Block deleted');
+  return 'completed';
+}
+
+export function startBlockDeletionWorker(deps: BlockDeletionDeps, redisUrl: string, prefix = 'motor'): Worker<BlockDeletionJob> {
+  const worker = new Worker<BlockDeletionJob>(
+    BLOCK_DELETION_QUEUE,
+    async (job: Job<BlockDeletionJob>) => processBlockDeletion(deps, job.data),
+    {
+      connection: bullConnection(redisUrl), prefix, concurrency: 2,
+      // A crashed worker's job comes back (the job is idempotent) instead of failing.
+      maxStalledCount: 20, stalledInterval: 15_000, lockDuration: 120_000,
+    },
+  );
+  worker.on('failed', (job, err) => {
+    deps.logger.warn({ err, ...job?.data, attemptsMade: job?.attemptsMade }, 'block deletion job failed');
+    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+      void step(deps, job.data.motorBlockId, { type: 'FailMotorBlockDeletion', data: { jobId: job.data.jobId, reason: String(err?.message ?? err).slice(0, 500), now: deps.clock.now() } })
+        .catch((e) => deps.logger.error({ err: e }, 'could not record the failed block deletion'));
+    }
+  });
+  worker.on('error', (err) => deps.logger.error({ err }, 'block deletion worker error'));
+  return worker;
+}
+
+const SCHEMA = 'motor_workers';
+
+/** Feeds the deletion queue from the log (never from the request path); checkpoint saved after the jobs are added. */
+export class BlockDeletionEnqueuer {
+  constructor(
+    private readonly db: Knex,
+    private readonly store: EventStore,
+    private readonly queue: Queue<BlockDeletionJob>,
+    private readonly logger: Logger,
+    private readonly name = 'block-deletion-enqueuer',
+  ) {}
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        const row = await this.db.withSchema(SCHEMA).table('checkpoints').where({ name: this.name }).first('position');
+        for await (const batch of this.store.subscribeToAll({ after: row?.position ?? null, batchSize: 500, signal })) {
+          const jobs = batch.filter((e) => e.type === 'MotorBlockDeletionRequested').map((e) => {
+            const d = e.data as MotorBlockDeletionRequested;
+            return { name: 'delete-block', data: { motorBlockId: d.motorBlockId, jobId: d.jobId }, opts: { jobId: d.jobId } };
+          });
+          if (jobs.length > 0) await this.queue.addBulk(jobs);
+          await this.db.withSchema(SCHEMA).table('checkpoints')
+            .insert({ name: this.name, position: batch[batch.length - 1].position, updated_at: this.db.fn.now() })
+            .onConflict('name').merge();
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.logger.error({ err }, 'block deletion enqueuer failed; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+}
