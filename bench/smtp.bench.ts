@@ -31,12 +31,13 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, chownSync, chmodSync, openSync, closeSync } from 'node:fs';
-import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { fmt, intSetting, machine, onCleanup, runBench, setting, sleep, spawnChild, table } from './lib/common';
 import { benchEnv, createFixture, motorChildEnv } from './lib/fixture';
+import { freePort } from './lib/postfixSink';
 import { loadTlsMaterial } from '../smtp/tls';
 
 const MESSAGES = intSetting('SMTP_MESSAGES', 'messages', 2000);
@@ -57,13 +58,6 @@ function requirements(): string[] {
   return missing;
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 async function waitForPort(port: number, what: string, proc?: ChildProcess): Promise<void> {
   for (let i = 0; ; i++) {

@@ -20,7 +20,8 @@ export interface BenchSink {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port nobody listens on right now (also used by bench/smtp.bench.ts). */
+export async function freePort(): Promise<number> {
   const s = createServer();
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
   const port = (s.address() as AddressInfo).port;
