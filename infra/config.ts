@@ -80,6 +80,8 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** Most events a projector applies in one transaction when it is behind (caught up, batches are small). */
+  projectionBatchSize: number;
   /** Ceilings of the default plan: block limits default to these. */
   defaultPlan: PlanLimits;
   /** Every plan tier by name (the default plan included): ceilings and retention of an account's plan. */
@@ -223,6 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
       return list;
     })(),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    projectionBatchSize: int('PROJECTION_BATCH_SIZE', 5000, 1, 100_000),
     defaultPlan: {
       name: str('PLAN_DEFAULT_NAME', 'default')!,
       accountHourly: int('PLAN_DEFAULT_ACCOUNT_HOURLY', 50_000, 1, 100_000_000),
