@@ -2,10 +2,7 @@ import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Get, Path, Put, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
-import { retentionRange } from '../../read-api/http/retention';
-import type { SmtpAuthFailuresResponse } from '../../read-api/controllers/SmtpAuthFailuresController';
-import { planOf } from '../../infra/config';
-import { listSmtpAuthFailures } from '../../projections/smtpAuth/queries';
+import { smtpAuthFailuresPage, type SmtpAuthFailuresResponse } from '../../read-api/controllers/SmtpAuthFailuresController';
 import { changeAuthMethod, registerClientCertificate, smtpAuthSettings, type SmtpAuthSettingsDto } from '../../smtp/mtls';
 import { ownedBlock } from '../auth/credentials';
 import type { ErrorResponse } from './SendController';
@@ -68,10 +65,7 @@ export class SmtpAuthController extends Controller {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'dashboard'>>(req);
     await ownedBlock(ctx.store, p.accountId, id);
-    const account = await ctx.directory.account(p.accountId);
-    const range = retentionRange({ from, to }, planOf(ctx.config, account?.plan ?? null).plan.retentionDays, ctx.clock.now());
-    const page = await listSmtpAuthFailures(ctx.db, { motorBlockId: id, from: range.from, to: range.to, limit, cursor });
-    return { success: true, data: { ...page, limit: limit ?? 100 } };
+    return smtpAuthFailuresPage(ctx, p.accountId, id, { from, to, limit, cursor });
   }
 }
 

@@ -4,7 +4,6 @@ import type { ErrorResponse } from '../../commands/http/SendController';
 import { fail } from '../../domain/errors';
 import type { Anomaly } from '../../domain/analytics/anomalies';
 import type { Reputation } from '../../domain/analytics/reputation';
-import { planOf } from '../../infra/config';
 import {
   anomalies, blockSeries, blockTotals, byProvider, dailySummary, deliverabilityByDomain, errorCodes, hourRange, reputation, withRates,
   type DailyRow, type DomainRow, type ErrorCodeRow, type HourRange, type ProviderRow, type SeriesPoint, type TotalsWithRates,
@@ -12,6 +11,7 @@ import {
 import { requireBlock } from '../http/authorize';
 import { ctxOf, principalOf, type HttpContext } from '../http/context';
 import type { Principal } from '../http/principal';
+import { retentionDaysOfAccount } from '../http/plan';
 import { retentionRange } from '../http/retention';
 
 export interface OverviewData {
@@ -39,10 +39,8 @@ function limitParam(value: number | undefined, fallback: number, max: number): n
   return value;
 }
 
-async function retentionDaysOf(ctx: HttpContext, p: Principal): Promise<number> {
-  const account = p.kind === 'accountApiKey' || p.kind === 'publicBearer' ? await ctx.directory.account(p.accountId) : null;
-  return planOf(ctx.config, account?.plan ?? null).plan.retentionDays;
-}
+const retentionDaysOf = (ctx: HttpContext, p: Principal): Promise<number> =>
+  retentionDaysOfAccount(ctx, p.kind === 'accountApiKey' || p.kind === 'publicBearer' ? p.accountId : null);
 
 /** Authorizes the block and turns from/to into whole hours inside the plan's retention window. */
 async function scopedRange(req: ExpressRequest, id: string, from: string | undefined, to: string | undefined): Promise<{ ctx: HttpContext; range: HourRange; retentionDays: number }> {

@@ -2,10 +2,10 @@ import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { fail } from '../../domain/errors';
-import { planOf } from '../../infra/config';
 import { searchLogs } from '../../projections/messages';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
+import { retentionDaysOfAccount } from '../http/plan';
 import { retentionRange } from '../http/retention';
 import { messageDto, type MessageDto } from '../messages/present';
 
@@ -85,8 +85,7 @@ export class MotorBlocksController extends Controller {
     if (status !== undefined && currentOutcome !== undefined && status !== currentOutcome) {
       throw fail('invalid_query', 400, 'status and currentOutcome are the same filter: give one of them');
     }
-    const account = p.kind === 'publicBearer' ? await ctx.directory.account(p.accountId) : null;
-    const range = retentionRange({ from, to }, planOf(ctx.config, account?.plan ?? null).plan.retentionDays, ctx.clock.now());
+    const range = retentionRange({ from, to }, await retentionDaysOfAccount(ctx, p.kind === 'publicBearer' ? p.accountId : null), ctx.clock.now());
     const page = await searchLogs(ctx.db, { motorBlockId: id, from: range.from, to: range.to, query, status: status ?? currentOutcome, limit, cursor });
     return { success: true, data: { items: page.items.map((m) => messageDto(m, unmasked)), nextCursor: page.nextCursor, limit: limit ?? 100, pii_masked: !unmasked } };
   }

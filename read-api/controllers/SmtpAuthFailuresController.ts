@@ -1,10 +1,10 @@
 import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { planOf } from '../../infra/config';
 import { listSmtpAuthFailures, type SmtpAuthFailureItem } from '../../projections/smtpAuth/queries';
 import { requireBlock } from '../http/authorize';
-import { ctxOf, principalOf } from '../http/context';
+import { ctxOf, principalOf, type HttpContext } from '../http/context';
+import { retentionDaysOfAccount } from '../http/plan';
 import { retentionRange } from '../http/retention';
 
 export interface SmtpAuthFailuresPage {
@@ -46,9 +46,16 @@ export class SmtpAuthFailuresController extends Controller {
     const ctx = ctxOf(req);
     const p = principalOf(req);
     requireBlock(p, id);
-    const account = p.kind === 'publicBearer' ? await ctx.directory.account(p.accountId) : null;
-    const range = retentionRange({ from, to }, planOf(ctx.config, account?.plan ?? null).plan.retentionDays, ctx.clock.now());
-    const page = await listSmtpAuthFailures(ctx.db, { motorBlockId: id, from: range.from, to: range.to, limit, cursor });
-    return { success: true, data: { ...page, limit: limit ?? 100 } };
+    return smtpAuthFailuresPage(ctx, p.kind === 'publicBearer' ? p.accountId : null, id, { from, to, limit, cursor });
   }
+}
+
+/** One page of a block's failed SMTP logins inside the account plan's retention window (public and dashboard routes). */
+export async function smtpAuthFailuresPage(
+  ctx: HttpContext, accountId: string | null, motorBlockId: string,
+  q: { from?: string; to?: string; limit?: number; cursor?: string },
+): Promise<SmtpAuthFailuresResponse> {
+  const range = retentionRange({ from: q.from, to: q.to }, await retentionDaysOfAccount(ctx, accountId), ctx.clock.now());
+  const page = await listSmtpAuthFailures(ctx.db, { motorBlockId, from: range.from, to: range.to, limit: q.limit, cursor: q.cursor });
+  return { success: true, data: { ...page, limit: q.limit ?? 100 } };
 }
