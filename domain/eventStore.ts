@@ -67,9 +67,25 @@ export interface ReadAllOptions {
 
 export interface SubscribeOptions {
   after?: GlobalPosition | null;
-  /** Largest batch handed to the consumer at once. */
+  /** Largest batch handed to the consumer at once (with `types`: the most log entries examined per read). */
   batchSize?: number;
   signal: AbortSignal;
+  /**
+   * Only events of these types are delivered; the store skips the others without sending their
+   * data. Omitted = every event.
+   */
+  types?: readonly string[];
+}
+
+/**
+ * One step of a subscription: the events (in log order) and the position to resume after, which
+ * is never before the last event's and may be past it when the store skipped events that the
+ * subscription's `types` filter left out. With a filter, `events` can be empty: a step that only
+ * moves the position (a consumer may persist it as its checkpoint, or wait for a later one).
+ */
+export interface LogBatch {
+  events: RecordedEvent[];
+  position: GlobalPosition;
 }
 
 export interface EventStore {
@@ -85,9 +101,10 @@ export interface EventStore {
   readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
   /**
    * Batches of the global log after `after`, forever (until the signal aborts): catches up, then
-   * waits for new events (LISTEN/NOTIFY or a server push, with a polling fallback).
+   * waits for new events (LISTEN/NOTIFY or a server push, with a polling fallback). Resuming after
+   * a batch's `position` continues exactly where that batch ended.
    */
-  subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]>;
+  subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch>;
   /**
    * Removes every event of the given streams (the "forget" of a deleted block's history).
    * Adapters without physical deletion soft-delete (tombstone/truncate) and document it.

@@ -226,13 +226,17 @@ export class ProjectionRunner {
     return { ...this.counters };
   }
 
-  /** Probes the store for the events after the checkpoint (reads up to `max` events). */
+  /**
+   * Probes the store for the events after the checkpoint (reads up to `max` log entries). Only
+   * events of handled types count: a live runner persists its position past skipped events lazily.
+   */
   async lag(max = 10_000): Promise<Lag> {
     const after = await this.checkpoint();
-    const events = await this.store.readAll({ after, maxCount: max });
+    const read = await this.store.readAll({ after, maxCount: max });
+    const events = read.filter((e) => this.handled.has(e.type));
     return {
       eventsBehind: events.length,
-      capped: events.length >= max,
+      capped: read.length >= max,
       secondsBehind: events.length === 0 ? 0 : Math.max(0, (Date.now() - events[0].createdAt.getTime()) / 1000),
     };
   }
@@ -264,17 +268,20 @@ export class ProjectionRunner {
     }
   }
 
-  /** Follows the log from the checkpoint until the signal aborts; retries after errors. */
+  /**
+   * Follows the log from the checkpoint until the signal aborts; retries after errors. The store
+   * sends only the handled event types; past a stretch of other events it hands over a
+   * position-only batch now and then (about once a second), which moves the checkpoint alone.
+   */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
         await this.init();
         let after = await this.checkpoint();
-        const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal });
-        for await (const events of sub) {
+        const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles });
+        for await (const batch of sub) {
           if (signal.aborted) break;
-          if (events.length === 0) continue;
-          const r = await this.applyEvents(after, events);
+          const r = await this.applyEvents(after, batch.events, batch.position);
           // On conflict leave the subscription: it is positioned after events we did not apply.
           if (!r.ok) break;
           after = r.position;
@@ -292,22 +299,25 @@ export class ProjectionRunner {
 
   /**
    * One batch in one transaction with the checkpoint compare-and-set. `expected` is the checkpoint
-   * the events were read after. Returns the checkpoint to continue from.
+   * the events were read after; the new checkpoint is `position` (default: the last event's, which
+   * it may pass when the store skipped unhandled events). Returns the checkpoint to continue from.
    */
-  async applyEvents(expected: GlobalPosition | null, events: RecordedEvent[]): Promise<ApplyResult> {
+  async applyEvents(expected: GlobalPosition | null, events: RecordedEvent[], position?: GlobalPosition): Promise<ApplyResult> {
+    const last = events.length > 0 ? events[events.length - 1] : null;
+    const to = position ?? last?.position;
+    if (to === undefined) throw new Error('applyEvents needs events or a position');
     const started = performance.now();
     const result = await this.db.transaction(async (trx) => {
       if (this.opts.asyncCommit) await trx.raw('set local synchronous_commit = off');
-      return applyInTransaction(trx, this.schema, this.lockSchema, this.projection, this.handled, expected, events);
+      return applyInTransaction(trx, this.schema, this.lockSchema, this.projection, this.handled, expected, events, to);
     });
     const durationMs = performance.now() - started;
-    const last = events[events.length - 1];
     if (result.ok) {
       this.counters.batches++;
       this.counters.eventsApplied += result.applied;
       this.counters.eventsSkipped += result.skipped;
-      this.counters.position = last.position;
-      this.counters.lastEventCreatedAt = last.createdAt;
+      this.counters.position = to;
+      if (last) this.counters.lastEventCreatedAt = last.createdAt;
     } else {
       this.counters.conflicts++;
       this.opts.logger?.info({ projection: this.projection.name, expected, actual: result.position }, 'checkpoint moved (another runner or a rebuild): batch dropped');
@@ -319,10 +329,10 @@ export class ProjectionRunner {
       skipped: result.ok ? result.skipped : 0,
       conflict: !result.ok,
       durationMs,
-      position: result.ok ? last.position : result.position,
-      lastEventCreatedAt: result.ok ? last.createdAt : null,
+      position: result.ok ? to : result.position,
+      lastEventCreatedAt: result.ok ? last?.createdAt ?? null : null,
     });
-    return result.ok ? { ok: true, position: last.position } : { ok: false, position: result.position };
+    return result.ok ? { ok: true, position: to } : { ok: false, position: result.position };
   }
 }
 
@@ -336,18 +346,19 @@ async function applyInTransaction(
   handled: ReadonlySet<string>,
   expected: GlobalPosition | null,
   events: RecordedEvent[],
+  position: GlobalPosition = events[events.length - 1].position,
 ): Promise<TxResult> {
   await lock(trx, lockSchema);
   const current = await readCheckpointRow(trx, schema, false);
   if (current !== expected) return { ok: false, position: current };
   const mine = events.filter((e) => handled.has(e.type));
   if (mine.length > 0) await projection.applyBatch(trx, schema, mine);
-  const last = events[events.length - 1];
+  const last = events.length > 0 ? events[events.length - 1] : null;
   await trx.withSchema(schema).table(CHECKPOINT_TABLE).where({ id: 1 }).update({
-    position: last.position,
+    position,
     events_applied: trx.raw('events_applied + ?', [mine.length]),
     events_skipped: trx.raw('events_skipped + ?', [events.length - mine.length]),
-    last_event_at: last.createdAt,
+    ...(last ? { last_event_at: last.createdAt } : {}),
     updated_at: trx.fn.now(),
   });
   return { ok: true, applied: mine.length, skipped: events.length - mine.length };

@@ -140,14 +140,14 @@ export class BlockDeletionEnqueuer {
     while (!signal.aborted) {
       try {
         const row = await this.db.withSchema(SCHEMA).table('checkpoints').where({ name: this.name }).first('position');
-        for await (const batch of this.store.subscribeToAll({ after: row?.position ?? null, batchSize: 500, signal })) {
-          const jobs = batch.filter((e) => e.type === 'MotorBlockDeletionRequested').map((e) => {
+        for await (const batch of this.store.subscribeToAll({ after: row?.position ?? null, batchSize: 500, signal, types: ['MotorBlockDeletionRequested'] })) {
+          const jobs = batch.events.map((e) => {
             const d = e.data as MotorBlockDeletionRequested;
             return { name: 'delete-block', data: { motorBlockId: d.motorBlockId, jobId: d.jobId }, opts: { jobId: d.jobId } };
           });
           if (jobs.length > 0) await this.queue.addBulk(jobs);
           await this.db.withSchema(SCHEMA).table('checkpoints')
-            .insert({ name: this.name, position: batch[batch.length - 1].position, updated_at: this.db.fn.now() })
+            .insert({ name: this.name, position: batch.position, updated_at: this.db.fn.now() })
             .onConflict('name').merge();
         }
       } catch (err) {

@@ -12,6 +12,8 @@ import { jobIdFor, type DeliveryJob } from './queue';
  */
 
 const SCHEMA = 'motor_workers';
+/** The only events the enqueuer is sent (the store skips the rest). */
+const ENQUEUED_TYPES = ['MessageAccepted', 'DeliveryDeferred'] as const;
 
 export async function initEnqueuerSchema(db: Knex): Promise<void> {
   await db.raw(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
@@ -57,10 +59,10 @@ export class DeliveryEnqueuer {
     while (!signal.aborted) {
       try {
         const after = await this.checkpoint();
-        for await (const batch of this.store.subscribeToAll({ after, batchSize: 500, signal })) {
-          const jobs = jobsFor(batch, new Date());
+        for await (const batch of this.store.subscribeToAll({ after, batchSize: 500, signal, types: ENQUEUED_TYPES })) {
+          const jobs = jobsFor(batch.events, new Date());
           if (jobs.length > 0) await this.queue.addBulk(jobs);
-          await this.save(batch[batch.length - 1].position);
+          await this.save(batch.position);
         }
       } catch (err) {
         if (signal.aborted) return;

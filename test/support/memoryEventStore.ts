@@ -3,6 +3,7 @@ import type {
   EventData,
   EventStore,
   ExpectedRevision,
+  LogBatch,
   ReadAllOptions,
   ReadStreamOptions,
   RecordedEvent,
@@ -64,14 +65,15 @@ export class MemoryEventStore implements EventStore {
     return this.log.slice(start, start + options.maxCount);
   }
 
-  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]> {
+  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch> {
     let after = options.after ?? null;
     const batchSize = options.batchSize ?? 500;
+    const types = options.types ? new Set(options.types) : null;
     while (!options.signal.aborted) {
       const batch = await this.readAll({ after, maxCount: batchSize });
       if (batch.length > 0) {
         after = batch[batch.length - 1].position;
-        yield batch;
+        yield { events: types ? batch.filter((e) => types.has(e.type)) : batch, position: after };
         continue;
       }
       await new Promise<void>((resolve) => {

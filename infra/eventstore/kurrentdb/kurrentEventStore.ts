@@ -2,6 +2,7 @@ import {
   BACKWARDS,
   END,
   ErrorType,
+  eventTypeFilter,
   KurrentDBClient,
   START,
   WrongExpectedVersionError,
@@ -23,6 +24,7 @@ import {
   type EventStore,
   type ExpectedRevision,
   type GlobalPosition,
+  type LogBatch,
   type ReadAllOptions,
   type ReadStreamOptions,
   type RecordedEvent,
@@ -114,25 +116,43 @@ export class KurrentEventStore implements EventStore {
     return out;
   }
 
-  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]> {
+  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch> {
     const { signal } = options;
     const batchSize = options.batchSize ?? 500;
     const after = options.after ? parsePosition(options.after) : null;
     if (signal.aborted || this.closed) return;
+    // A type filter runs on the server; the checkpoints it reports while skipping other events are
+    // handed over with the next batch (or alone, as a position-only batch, once nothing is buffered).
+    let checkpoint: Position | null = null;
+    const filter = options.types
+      ? eventTypeFilter({
+          regex: `^(${options.types.map(escapeRegex).join('|')})$`,
+          checkpointInterval: 1,
+          checkpointReached: (_sub, position) => { checkpoint = position; },
+        })
+      : excludeSystemEvents();
     // The server pushes events (catch-up, then live); its subscriptions start after fromPosition.
-    const subscription = this.client.subscribeToAll({ fromPosition: after ?? START, filter: excludeSystemEvents() });
+    const subscription = this.client.subscribeToAll({ fromPosition: after ?? START, filter });
     this.subscriptions.add(subscription);
     const stop = (): void => void subscription.unsubscribe().catch(() => undefined);
     signal.addEventListener('abort', stop);
     let batch: RecordedEvent[] = [];
+    const later = (a: Position | null, b: Position | null): Position | null => (!a ? b : !b ? a : comparePositions(a, b) >= 0 ? a : b);
     try {
       for await (const resolved of subscription) {
         const e = toRecorded(resolved);
         if (e && !(after && comparePositions(parsePosition(e.position), after) <= 0)) batch.push(e);
         // Hand over what has arrived as soon as nothing more is buffered.
         if (batch.length >= batchSize || (batch.length > 0 && subscription.readableLength === 0)) {
-          yield batch;
+          const last = parsePosition(batch[batch.length - 1].position);
+          const position = checkpoint && comparePositions(checkpoint, last) > 0 && subscription.readableLength === 0 ? checkpoint : last;
+          yield { events: batch, position: formatPosition(position) };
           batch = [];
+          checkpoint = null;
+        } else if (batch.length === 0 && checkpoint && subscription.readableLength === 0) {
+          const position = later(checkpoint, after);
+          checkpoint = null;
+          if (position) yield { events: [], position: formatPosition(position) };
         }
         if (signal.aborted || this.closed) break;
       }
@@ -201,6 +221,8 @@ function toRecorded(resolved: ResolvedEvent | AllStreamResolvedEvent): RecordedE
     createdAt: e.created,
   };
 }
+
+const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const formatPosition = (p: Position): GlobalPosition => `${p.commit}:${p.prepare}`;
 

@@ -7,6 +7,7 @@ import {
   type EventStore,
   type ExpectedRevision,
   type GlobalPosition,
+  type LogBatch,
   type ReadAllOptions,
   type ReadStreamOptions,
   type RecordedEvent,
@@ -44,6 +45,9 @@ interface EventRow {
 
 interface Cursor { txId: string; globalPosition: string }
 
+/** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
+interface Page { events: RecordedEvent[]; examined: number; last: Cursor | null }
+
 // Selected as text (bigint and xid8 exceed JS numbers); ORDER BY must name the table's columns (e.),
 // not these text output columns of the same names.
 const COLUMNS = 'e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.tx_id::text, e.global_position::text, e.created_at';
@@ -54,6 +58,21 @@ SELECT ${COLUMNS} FROM events e
 WHERE e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (e.tx_id, e.global_position) > ($1::xid8, $2::bigint)
 ORDER BY e.tx_id, e.global_position
 LIMIT $3`;
+
+// READ_ALL_SQL for a subscription with a type filter: examines up to $3 log entries and returns one
+// row for each, with the event's columns only where its type is wanted (an unwanted entry is just
+// its position, so the subscriber learns how far it got without receiving data it would drop).
+const READ_FILTERED_SQL = `
+SELECT w.tx_id::text AS tx_id, w.global_position::text AS global_position,
+  e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.created_at
+FROM (
+  SELECT x.tx_id, x.global_position, x.type = ANY($4::text[]) AS wanted FROM events x
+  WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
+  ORDER BY x.tx_id, x.global_position
+  LIMIT $3
+) w
+LEFT JOIN events e ON w.wanted AND e.global_position = w.global_position
+ORDER BY w.tx_id, w.global_position`;
 
 // Committed events that READ_ALL_SQL still holds back because an older transaction is running.
 const HELD_BACK_SQL = `
@@ -72,6 +91,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_APPEND_ATTEMPTS = 20;
 const HELD_BACK_MIN_MS = 5;
 const HELD_BACK_MAX_MS = 250;
+/** A filtered subscription hands over the position past skipped entries at most this often. */
+const SKIPPED_POSITION_MS = 1000;
 const START: Cursor = { txId: '0', globalPosition: '0' };
 
 /**
@@ -160,20 +181,25 @@ export class PostgresEventStore implements EventStore {
     return this.readAfter(parsePosition(options.after), options.maxCount);
   }
 
-  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<RecordedEvent[]> {
+  async *subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch> {
     const { signal } = options;
     const batchSize = options.batchSize ?? 500;
+    const types = options.types ? [...options.types] : null;
     let cursor = parsePosition(options.after);
+    // With a type filter, a stretch of skipped entries is handed over as a position-only batch at
+    // most every SKIPPED_POSITION_MS: consumers can persist every batch they get.
+    let unsent = false;
+    let handedAt = performance.now();
     let heldBackDelay = HELD_BACK_MIN_MS;
     let errorDelay = 100;
     while (!signal.aborted && !this.closed) {
       this.ensureListener();
       const seenWakes = this.wakeCount;
-      let batch: RecordedEvent[];
+      let page: Page;
       let heldBack = false;
       try {
-        batch = await this.readAfter(cursor, batchSize);
-        if (batch.length < batchSize) heldBack = await this.hasHeldBack(batch.length > 0 ? parsePosition(batch[batch.length - 1].position) : cursor);
+        page = types ? await this.readFiltered(cursor, batchSize, types) : await this.readPage(cursor, batchSize);
+        if (page.examined < batchSize) heldBack = await this.hasHeldBack(page.last ?? cursor);
         errorDelay = 100;
       } catch (err) {
         if (signal.aborted || this.closed) return;
@@ -182,20 +208,27 @@ export class PostgresEventStore implements EventStore {
         errorDelay = Math.min(errorDelay * 2, 5000);
         continue;
       }
-      if (batch.length > 0) {
-        cursor = parsePosition(batch[batch.length - 1].position);
+      if (page.last) {
+        cursor = page.last;
         heldBackDelay = HELD_BACK_MIN_MS;
-        yield batch;
-        if (batch.length === batchSize) continue;
+        unsent = true;
       }
+      const sinceHanded = performance.now() - handedAt;
+      if (unsent && (page.events.length > 0 || sinceHanded >= SKIPPED_POSITION_MS)) {
+        unsent = false;
+        handedAt = performance.now();
+        yield { events: page.events, position: formatCursor(cursor) };
+      }
+      if (page.examined === batchSize) continue;
       if (this.wakeCount !== seenWakes) continue;
+      const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
       if (heldBack) {
         // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
         // the cluster) keeps its events behind the horizon and may never notify: re-poll soon.
-        await this.sleep(heldBackDelay, signal);
+        await this.sleep(Math.min(heldBackDelay, untilHandover), signal);
         heldBackDelay = Math.min(heldBackDelay * 2, HELD_BACK_MAX_MS);
       } else {
-        await this.sleep(this.pollIntervalMs, signal);
+        await this.sleep(Math.min(this.pollIntervalMs, untilHandover), signal);
       }
     }
   }
@@ -353,6 +386,20 @@ export class PostgresEventStore implements EventStore {
     return res.rows.map(toRecorded);
   }
 
+  private async readPage(cursor: Cursor, maxCount: number): Promise<Page> {
+    const events = await this.readAfter(cursor, maxCount);
+    return { events, examined: events.length, last: events.length > 0 ? parsePosition(events[events.length - 1].position) : null };
+  }
+
+  private async readFiltered(cursor: Cursor, maxCount: number, types: string[]): Promise<Page> {
+    const res = await this.query<EventRow>('motor_es_read_filtered', READ_FILTERED_SQL, [cursor.txId, cursor.globalPosition, maxCount, types]);
+    const rows = res.rows;
+    const events: RecordedEvent[] = [];
+    for (const row of rows) if (row.event_id !== null) events.push(toRecorded(row));
+    const tail = rows[rows.length - 1];
+    return { events, examined: rows.length, last: tail ? { txId: tail.tx_id, globalPosition: tail.global_position } : null };
+  }
+
   private async hasHeldBack(cursor: Cursor): Promise<boolean> {
     const res = await this.query<{ held: boolean }>('motor_es_held_back', HELD_BACK_SQL, [cursor.txId, cursor.globalPosition]);
     return res.rows[0].held;
@@ -445,6 +492,8 @@ function parsePosition(position: GlobalPosition | null | undefined): Cursor {
   if (!m) throw new TypeError(`Not a PostgreSQL event store position: ${position}`);
   return { txId: m[1], globalPosition: m[2] };
 }
+
+const formatCursor = (c: Cursor): GlobalPosition => `${c.txId}:${c.globalPosition}`;
 
 function toRecorded(row: EventRow): RecordedEvent {
   return {

@@ -75,8 +75,8 @@ async function collect(
   let last: GlobalPosition | null = opts.after ?? null;
   try {
     for await (const batch of store.subscribeToAll({ after: opts.after, signal: ac.signal, batchSize: opts.batchSize })) {
-      seen.push(...ofStreams(batch, opts.prefix));
-      last = batch[batch.length - 1].position;
+      seen.push(...ofStreams(batch.events, opts.prefix));
+      last = batch.position;
       if (opts.until(seen)) break;
     }
   } finally {
@@ -297,8 +297,9 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         const subscriber = await open();
         const done = (async () => {
           for await (const batch of subscriber.subscribeToAll({ signal: ac.signal, batchSize: 2 })) {
-            expect(batch.length).to.be.within(1, 2);
-            seen.push(...ofStreams(batch, prefix));
+            expect(batch.events.length).to.be.within(1, 2);
+            expect(batch.position).to.equal(batch.events[batch.events.length - 1].position);
+            seen.push(...ofStreams(batch.events, prefix));
           }
         })();
         await waitFor(() => seen.length === 3);
@@ -316,6 +317,36 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         await store.append(s, [ev()]);
         const { seen } = await collect(store, { after: r.position, prefix, until: (x) => x.length >= 1 });
         expect(seen.map((e) => e.revision)).to.deep.equal([2n]);
+      });
+
+      it('with types, delivers only those types, and resuming after a batch position skips nothing', async () => {
+        const tag = randomUUID().slice(0, 8);
+        const [wanted, other] = [`Wanted${tag}`, `Other${tag}`];
+        const prefix = `subtype${tag}`;
+        const s = `${prefix}-${randomUUID()}`;
+        const start = await store.append(`${prefix}-start`, [ev(other)]);
+        await store.append(s, [ev(other, { n: 1 }), ev(wanted, { n: 2 }), ev(other, { n: 3 }), ev(wanted, { n: 4 })]);
+        const ac = new AbortController();
+        const timer = setTimeout(() => ac.abort(), 10_000);
+        const seen: RecordedEvent[] = [];
+        let position: GlobalPosition = start.position;
+        try {
+          for await (const batch of store.subscribeToAll({ after: start.position, signal: ac.signal, batchSize: 3, types: [wanted] })) {
+            expect(batch.events.every((e) => e.type === wanted), 'only the wanted type').to.equal(true);
+            seen.push(...ofStreams(batch.events, prefix));
+            position = batch.position;
+            if (seen.length >= 2) break;
+          }
+        } finally {
+          clearTimeout(timer);
+          ac.abort();
+        }
+        expect(seen.map((e) => (e.data as { n: number }).n)).to.deep.equal([2, 4]);
+
+        // Resumed after the last position handed over: the later events, none of the earlier ones.
+        await store.append(s, [ev(other, { n: 5 }), ev(wanted, { n: 6 })]);
+        const { seen: later } = await collect(store, { after: position, prefix, until: (x) => x.some((e) => e.type === wanted) });
+        expect(later.map((e) => (e.data as { n: number }).n)).to.include(6).and.not.include(4).and.not.include(2);
       });
 
       it('close() makes an active subscription finish', async () => {
