@@ -7,7 +7,27 @@ import { loadConfig } from '../../infra/config';
 import { createLogger } from '../../infra/logger';
 import { createRuntime, startRoles, type Role } from '../../scripts/runtime';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import pg from 'pg';
 import { childMain, percentile } from './common';
+
+/** BENCH_DIAG=1: counts the SQL statements this process sends, by their first words (printed at stop). */
+function countQueries(): () => string {
+  const counts = new Map<string, number>();
+  const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+  const orig = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const q = args[0] as string | { text?: string; name?: string };
+    const text = typeof q === 'string' ? q : q?.name ?? q?.text ?? '?';
+    const key = text.replace(/\s+/g, ' ').trim().slice(0, 70);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+    return orig.apply(this, args);
+  };
+  return () => {
+    const total = [...counts.values()].reduce((a, b) => a + b, 0);
+    const top = [...counts].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([k, n]) => `  ${String(n).padStart(7)}  ${k}`);
+    return `SQL statements sent: ${total}\n${top.join('\n')}`;
+  };
+}
 
 /**
  * BENCH_DIAG=1: times every event store call and the event loop delay of this process, printed
@@ -51,6 +71,7 @@ childMain(async () => {
   const inflight = Number(process.env.BENCH_STORE_INFLIGHT ?? 0);
   if (inflight > 0) (rt.store as unknown as { maxInFlightBatches: number }).maxInFlightBatches = inflight;
   const diag = process.env.BENCH_DIAG === '1' ? instrument(rt.store as unknown as Record<string, unknown>) : null;
+  const queries = process.env.BENCH_DIAG === '1' ? countQueries() : null;
   const started = await startRoles(rt, spec.roles, { port: 0, host: '127.0.0.1' });
   let stopping = false;
   const stop = async () => {
@@ -59,6 +80,7 @@ childMain(async () => {
     await started.stop();
     await rt.close();
     if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
+    if (queries) console.error(`[diag ${spec.roles.join(",")}] ${queries()}`);
     process.exit(0);
   };
   process.on('message', (m: { type?: string }) => { if (m.type === 'stop') void stop(); });

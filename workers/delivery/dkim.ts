@@ -74,9 +74,18 @@ const NEVER_SIGNED = new Set([
  * mailauth, which also signs Ed25519 (nodemailer's signer silently skips it).
  */
 export async function signMessage(raw: Buffer, opts: SignOptions): Promise<Buffer> {
-  const fast = signDirect(raw, opts);
+  const fast = await signDirect(raw, opts);
   if (fast) return fast;
   return signWithMailauth(raw, opts);
+}
+
+/**
+ * The private-key operation on libuv's thread pool (crypto.sign with a callback): an RSA-2048
+ * signature is about a millisecond of CPU that would otherwise stall the event loop the API,
+ * projectors and other deliveries share.
+ */
+function signOffThread(algorithm: string | null, data: Buffer, key: KeyObject): Promise<Buffer> {
+  return new Promise((resolve, reject) => cryptoSign(algorithm, data, key, (err, signature) => (err ? reject(err) : resolve(signature))));
 }
 
 /** Parsed private keys by PEM: parsing an RSA PEM costs about a millisecond of CPU. */
@@ -95,7 +104,7 @@ function privateKeyObject(pem: string): KeyObject {
 
 const SIGNED_ORDER = new Map<string, number>();
 
-function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
+async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null> {
   const text = raw.toString('latin1');
   const sep = text.indexOf('\r\n\r\n');
   // Bare LF anywhere, or no body separator: leave it to mailauth's general parser.
@@ -145,8 +154,8 @@ function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
   canonical += `dkim-signature:${relaxedValue(head.slice(head.indexOf(':') + 1))}`;
   const data = Buffer.from(canonical, 'latin1');
   const signature = opts.algorithm === 'rsa-sha256'
-    ? cryptoSign('sha256', data, key)
-    : cryptoSign(null, createHash('sha256').update(data).digest(), key);
+    ? await signOffThread('sha256', data, key)
+    : await signOffThread(null, createHash('sha256').update(data).digest(), key);
   const b = signature.toString('base64').replace(/.{1,72}/g, (chunk, offset: number) => (offset === 0 ? chunk : `\r\n ${chunk}`));
   return Buffer.concat([Buffer.from(`${head}${b}\r\n`, 'latin1'), raw]);
 }

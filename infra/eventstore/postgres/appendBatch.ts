@@ -98,6 +98,34 @@ export async function executeBatch(client: pg.ClientBase, requests: AppendReques
   return outcomes as AppendOutcome[];
 }
 
+/** SQLSTATE motor_append_batch raises when a batch needs executeBatch's multi-statement path. */
+const NEEDS_CAREFUL_PATH = 'MTR01';
+
+interface FastOutcome { i: number; ok: boolean; rev: string; tx: string; gp: string }
+
+/**
+ * A batch in one round trip: motor_append_batch (schema.ts) inserts and commits when every request
+ * lands whole, which is nearly always; when one does not (a conflict, a failed expectation, a
+ * retried append) it rolls back and the batch goes through executeBatch, which judges each request.
+ * Either way each request's outcome is the same as executeBatch alone would give.
+ */
+export async function appendBatch(client: pg.ClientBase, requests: AppendRequest[]): Promise<AppendOutcome[]> {
+  const batch = requests.map((r) => ({
+    s: r.streamId,
+    x: String(r.expected),
+    e: r.events.map((e, k) => ({ id: r.ids[k], t: e.type, v: e.version, d: e.data ?? null, m: e.metadata ?? {} })),
+  }));
+  let rows: FastOutcome[];
+  try {
+    const res = await client.query<{ r: FastOutcome[] }>({ name: 'motor_es_append_fast', text: 'SELECT motor_append_batch($1::jsonb) AS r', values: [JSON.stringify(batch)] });
+    rows = res.rows[0].r;
+  } catch (err) {
+    if ((err as { code?: string }).code === NEEDS_CAREFUL_PATH) return executeBatch(client, requests);
+    throw err;
+  }
+  return rows.map((o) => ({ kind: 'ok', result: { nextExpectedRevision: BigInt(o.rev), position: `${o.tx}:${o.gp}` } }));
+}
+
 async function loadCurrent(client: pg.ClientBase, streamIds: string[]): Promise<Map<string, bigint>> {
   const res = await client.query<{ stream_id: string; revision: string }>({ name: 'motor_es_current', text: CURRENT_SQL, values: [streamIds] });
   return new Map(res.rows.map((r) => [r.stream_id, BigInt(r.revision)]));

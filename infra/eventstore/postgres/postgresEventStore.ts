@@ -13,7 +13,7 @@ import {
   type RecordedEvent,
   type SubscribeOptions,
 } from '../../../domain/eventStore.js';
-import { executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
+import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema } from './schema.js';
 
@@ -338,7 +338,7 @@ export class PostgresEventStore implements EventStore {
     let broken: Error | undefined;
     let outcomes: AppendOutcome[];
     try {
-      outcomes = await executeBatch(client, batch.map((p) => p.req));
+      outcomes = await appendBatch(client, batch.map((p) => p.req));
     } catch (err) {
       if (isUnavailable(err) || batch.length === 1) {
         if (isUnavailable(err)) broken = err as Error;

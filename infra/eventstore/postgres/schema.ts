@@ -27,6 +27,55 @@ CREATE TABLE IF NOT EXISTS events (
   UNIQUE (stream_id, stream_revision)
 );
 CREATE INDEX IF NOT EXISTS events_tx_order ON events (tx_id, global_position);
+
+-- The common case of a group-commit batch in ONE round trip (appendBatch.ts): every request's
+-- expectation holds and all its events insert cleanly. Called as a single statement outside an
+-- explicit transaction, so it commits (and notifies) on return. Anything else (a conflict, a
+-- failed expectation, a retried append) raises MTR01 and rolls the whole batch back; the caller
+-- then runs the batch through the multi-statement path, which sorts those cases out.
+CREATE OR REPLACE FUNCTION motor_append_batch(batch jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  result jsonb;
+BEGIN
+  WITH req AS (
+    SELECT (r.ord - 1)::int AS i, r.x->>'s' AS s, r.x->>'x' AS expected, r.x->'e' AS ev, jsonb_array_length(r.x->'e') AS n
+    FROM jsonb_array_elements(batch) WITH ORDINALITY AS r(x, ord)
+  ), cur AS (
+    SELECT e.stream_id, max(e.stream_revision) AS rev FROM events e
+    WHERE e.stream_id IN (SELECT req.s FROM req WHERE req.expected <> 'no_stream') GROUP BY e.stream_id
+  ), plan AS (
+    SELECT req.i, req.s, req.ev, req.n, CASE
+      WHEN req.expected = 'no_stream' THEN 0::bigint
+      WHEN req.expected = 'any' THEN coalesce(cur.rev + 1, 0)
+      WHEN req.expected = 'stream_exists' THEN cur.rev + 1
+      WHEN cur.rev = req.expected::bigint THEN cur.rev + 1
+    END AS start
+    FROM req LEFT JOIN cur ON cur.stream_id = req.s
+  ), ins AS (
+    -- Same stream order in every batch (no deadlock between two writers); within a request, event order.
+    INSERT INTO events (stream_id, stream_revision, event_id, type, version, data, metadata)
+    SELECT p.s, p.start + k.ord - 1, (k.v->>'id')::uuid, k.v->>'t', (k.v->>'v')::int, coalesce(k.v->'d', 'null'::jsonb), coalesce(k.v->'m', '{}'::jsonb)
+    FROM plan p CROSS JOIN LATERAL jsonb_array_elements(p.ev) WITH ORDINALITY AS k(v, ord)
+    WHERE p.start IS NOT NULL
+    ORDER BY p.s, k.ord
+    ON CONFLICT DO NOTHING
+    RETURNING events.stream_id, events.stream_revision, events.tx_id, events.global_position
+  ), landed AS (
+    SELECT ins.stream_id, count(*) AS n, max(ins.stream_revision) AS rev, max(ins.tx_id) AS tx, max(ins.global_position) AS gp
+    FROM ins GROUP BY ins.stream_id
+  )
+  SELECT jsonb_agg(jsonb_build_object('i', p.i, 'ok', p.start IS NOT NULL AND coalesce(l.n, 0) = p.n,
+           'rev', l.rev::text, 'tx', l.tx::text, 'gp', l.gp::text) ORDER BY p.i)
+  INTO result
+  FROM plan p LEFT JOIN landed l ON l.stream_id = p.s;
+
+  IF EXISTS (SELECT 1 FROM jsonb_array_elements(result) x WHERE NOT (x->>'ok')::boolean) THEN
+    RAISE EXCEPTION 'append batch needs the multi-statement path' USING ERRCODE = 'MTR01';
+  END IF;
+  PERFORM pg_notify('motor_events', '');
+  RETURN result;
+END
+$fn$;
 `;
 
 /** Creates the schema if missing. Safe to run from several processes at once. */

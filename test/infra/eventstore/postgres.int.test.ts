@@ -190,6 +190,26 @@ describe('PostgresEventStore', function () {
     expect(after.filter((e) => e.streamId === s)).to.deep.equal([]);
   });
 
+  it('motor_append_batch commits a clean batch in one statement, and rolls a batch with a conflict back whole (MTR01)', async () => {
+    const store = await open();
+    const c = await rawClient();
+    const [taken, fresh, other] = [`fast-${randomUUID()}`, `fast-${randomUUID()}`, `fast-${randomUUID()}`];
+    await store.append(taken, [ev()]);
+    const req = (s: string, x: string) => ({ s, x, e: [{ id: randomUUID(), t: 'ThingHappened', v: 1, d: { s } }, { id: randomUUID(), t: 'ThingHappened', v: 1, d: {} }] });
+
+    let code: string | undefined;
+    await c.query('SELECT motor_append_batch($1::jsonb)', [JSON.stringify([req(fresh, 'no_stream'), req(taken, 'no_stream')])]).catch((e) => (code = e.code));
+    expect(code).to.equal('MTR01');
+    expect((await store.readStream(fresh)).length, 'the clean request of that batch is rolled back too').to.equal(0);
+
+    const { rows } = await c.query('SELECT motor_append_batch($1::jsonb) AS r', [JSON.stringify([req(fresh, 'no_stream'), req(taken, '0'), req(other, 'any')])]);
+    const out = rows[0].r as Array<{ i: number; ok: boolean; rev: string; tx: string; gp: string }>;
+    expect(out.map((o) => [o.i, o.ok, o.rev])).to.deep.equal([[0, true, '1'], [1, true, '2'], [2, true, '1']]);
+    const read = await store.readStream(taken);
+    expect(read.map((e) => e.revision)).to.deep.equal([0n, 1n, 2n]);
+    expect(read[2].position).to.equal(`${out[1].tx}:${out[1].gp}`);
+  });
+
   it('coalesces concurrent appends into fewer transactions', async () => {
     const store = await open();
     const results = await Promise.all(Array.from({ length: 50 }, () => store.append(`message-${randomUUID()}`, [ev()], { expectedRevision: 'no_stream' })));
