@@ -46,7 +46,7 @@ interface EventRow {
 interface Cursor { txId: string; globalPosition: string }
 
 /** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
-interface Page { events: RecordedEvent[]; examined: number; last: Cursor | null }
+interface Page { events: RecordedEvent[]; examined: number; last: Cursor | null; heldBack: boolean }
 
 // Selected as text (bigint and xid8 exceed JS numbers); ORDER BY must name the table's columns (e.),
 // not these text output columns of the same names.
@@ -59,27 +59,31 @@ WHERE e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (e.tx_id, e.global_p
 ORDER BY e.tx_id, e.global_position
 LIMIT $3`;
 
-// READ_ALL_SQL for a subscription with a type filter: examines up to $3 log entries and returns one
-// row for each, with the event's columns only where its type is wanted (an unwanted entry is just
-// its position, so the subscriber learns how far it got without receiving data it would drop).
-const READ_FILTERED_SQL = `
-SELECT w.tx_id::text AS tx_id, w.global_position::text AS global_position,
+// A subscription's read: READ_ALL_SQL over a window of up to $3 log entries, one row each, with
+// the event's columns only where its type is wanted ($4; NULL = every type): an unwanted entry is
+// just its position, so the subscriber learns how far it got without receiving data it would drop.
+// \`held\` (on every row, and on the single row of an empty window) tells whether committed events
+// after the cursor are still held back by an older running transaction (such events sort after
+// the whole window: their transaction ids are at or above the horizon), so a subscriber needs one
+// round trip per wake-up.
+const SUBSCRIBE_SQL = `
+SELECT h.held, w.tx_id::text AS tx_id, w.global_position::text AS global_position,
   e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.created_at
 FROM (
-  SELECT x.tx_id, x.global_position, x.type = ANY($4::text[]) AS wanted FROM events x
-  WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
-  ORDER BY x.tx_id, x.global_position
-  LIMIT $3
-) w
-LEFT JOIN events e ON w.wanted AND e.global_position = w.global_position
+  SELECT EXISTS (
+    SELECT 1 FROM events y
+    WHERE y.tx_id >= pg_snapshot_xmin(pg_current_snapshot()) AND (y.tx_id, y.global_position) > ($1::xid8, $2::bigint)
+  ) AS held
+) h
+LEFT JOIN (
+  (SELECT x.tx_id, x.global_position, ($4::text[] IS NULL OR x.type = ANY($4::text[])) AS wanted FROM events x
+   WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
+   ORDER BY x.tx_id, x.global_position
+   LIMIT $3) w
+  -- LATERAL with LIMIT (not flattened into a join): one primary-key lookup per wanted entry, never a table scan.
+  LEFT JOIN LATERAL (SELECT * FROM events z WHERE w.wanted AND z.global_position = w.global_position LIMIT 1) e ON true
+) ON true
 ORDER BY w.tx_id, w.global_position`;
-
-// Committed events that READ_ALL_SQL still holds back because an older transaction is running.
-const HELD_BACK_SQL = `
-SELECT EXISTS (
-  SELECT 1 FROM events
-  WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot()) AND (tx_id, global_position) > ($1::xid8, $2::bigint)
-) AS held`;
 
 const READ_STREAM_SQL = `
 SELECT ${COLUMNS} FROM events e
@@ -198,8 +202,8 @@ export class PostgresEventStore implements EventStore {
       let page: Page;
       let heldBack = false;
       try {
-        page = types ? await this.readFiltered(cursor, batchSize, types) : await this.readPage(cursor, batchSize);
-        if (page.examined < batchSize) heldBack = await this.hasHeldBack(page.last ?? cursor);
+        page = await this.readWindow(cursor, batchSize, types);
+        heldBack = page.heldBack;
         errorDelay = 100;
       } catch (err) {
         if (signal.aborted || this.closed) return;
@@ -386,23 +390,18 @@ export class PostgresEventStore implements EventStore {
     return res.rows.map(toRecorded);
   }
 
-  private async readPage(cursor: Cursor, maxCount: number): Promise<Page> {
-    const events = await this.readAfter(cursor, maxCount);
-    return { events, examined: events.length, last: events.length > 0 ? parsePosition(events[events.length - 1].position) : null };
-  }
-
-  private async readFiltered(cursor: Cursor, maxCount: number, types: string[]): Promise<Page> {
-    const res = await this.query<EventRow>('motor_es_read_filtered', READ_FILTERED_SQL, [cursor.txId, cursor.globalPosition, maxCount, types]);
-    const rows = res.rows;
+  private async readWindow(cursor: Cursor, maxCount: number, types: string[] | null): Promise<Page> {
+    const res = await this.query<EventRow & { held: boolean }>('motor_es_subscribe', SUBSCRIBE_SQL, [cursor.txId, cursor.globalPosition, maxCount, types]);
+    const rows = res.rows.filter((row) => row.tx_id !== null); // an empty window is one row of nulls
     const events: RecordedEvent[] = [];
     for (const row of rows) if (row.event_id !== null) events.push(toRecorded(row));
     const tail = rows[rows.length - 1];
-    return { events, examined: rows.length, last: tail ? { txId: tail.tx_id, globalPosition: tail.global_position } : null };
-  }
-
-  private async hasHeldBack(cursor: Cursor): Promise<boolean> {
-    const res = await this.query<{ held: boolean }>('motor_es_held_back', HELD_BACK_SQL, [cursor.txId, cursor.globalPosition]);
-    return res.rows[0].held;
+    return {
+      events,
+      examined: rows.length,
+      last: tail ? { txId: tail.tx_id, globalPosition: tail.global_position } : null,
+      heldBack: res.rows[0]?.held === true,
+    };
   }
 
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(name: string | undefined, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
