@@ -20,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { EventData } from '../domain/eventStore';
 import { streamName } from '../domain/eventStore';
+import { uuidV7 } from '../domain/ids';
 import { PostgresEventStore } from '../infra/eventstore';
 import { analyticsProjection } from '../projections/analytics/projection';
 import { ProjectionRunner } from '../projections/runner';
@@ -44,12 +45,15 @@ const mxOf = (domain: string, i: number): string =>
   : domain === 'outlook.com' || domain === 'hotmail.com' ? 'outlook-com.olc.protection.outlook.com'
   : domain === 'yahoo.com' ? 'mta5.am0.yahoodns.net' : `mx${i % 3}.${domain}`;
 
+// Ids as the product makes them: the message and its MessageAccepted event get version 7 ids of
+// the acceptance time (domain/ids.ts newId), the worker's outcome events name-derived v5 ids,
+// which are as scattered as random ones.
 function messageEvents(motorBlockId: string, accountId: string, i: number, acceptedAt: number): EventData[] {
-  const id = randomUUID();
+  const id = uuidV7(acceptedAt);
   const n = i % 10 === 0 ? 2 : 1;
   const to = Array.from({ length: n }, (_, k) => `user${(i + k) % 100_000}@${DOMAINS[(i * 7 + k) % DOMAINS.length]}`);
   const events: EventData[] = [{
-    id: randomUUID(), type: 'MessageAccepted', version: 1,
+    id: uuidV7(acceptedAt), type: 'MessageAccepted', version: 1,
     data: {
       messageId: id, motorBlockId, accountId, domainId: '00000000-0000-4000-8000-00000000d0d0', from: 'app@shop.example', fromName: null, to,
       subject: `Order ${i}`, text: 'Your order has shipped.', html: null, headers: {}, smtpMessageId: `${id}@shop.example`, idempotencyKey: null,
