@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { expect } from 'chai';
 import nodemailer from 'nodemailer';
@@ -76,6 +77,7 @@ describe('SMTP mTLS (e2e)', function () {
   });
   after(async () => {
     await h?.close();
+    for (const c of [ca, otherCa]) if (c) rmSync(c.dir, { recursive: true, force: true });
   });
 
   it('without a registered certificate the block cannot switch to mtls (409 client_certificate_missing)', async () => {

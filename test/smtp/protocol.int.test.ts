@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -189,7 +189,7 @@ describe('SMTP listener protocol limits (int)', function () {
       const file = join(tmpdir(), `motor-big-${process.pid}.eml`);
       writeFileSync(file, rfc822({ from: `app@${block.domain}`, to: 'big@rcpt.test', body: `${'x'.repeat(76)}\r\n`.repeat(1000) }));
       const r = await swaks(['--port', String(h.securePort), '--tls-on-connect', ...authArgs(), '--from', `app@${block.domain}`, '--to', 'big@rcpt.test',
-        '--data', file]);
+        '--data', file]).finally(() => rmSync(file, { force: true }));
       expect(r.code).to.not.equal(0);
       expect(r.out).to.match(/552 5\.3\.4/);
 

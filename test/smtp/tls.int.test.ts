@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { X509Certificate } from 'node:crypto';
@@ -17,6 +17,7 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(x.checkPrivateKey(await import('node:crypto').then((c) => c.createPrivateKey(a.key)))).to.equal(true);
     const b = await loadTlsMaterial({ certPath: null, keyPath: null, dataDir, hostname: 'mail.example.test' });
     expect(b.cert.equals(a.cert)).to.equal(true);
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('reads SMTP_TLS_CERT / SMTP_TLS_KEY files when given', async () => {
