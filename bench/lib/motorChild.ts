@@ -80,7 +80,7 @@ childMain(async () => {
     await started.stop();
     await rt.close();
     if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
-    if (queries) console.error(`[diag ${spec.roles.join(",")}] ${queries()}`);
+    if (queries) console.error(`[diag ${spec.roles.join(',')}] ${queries()}`);
     process.exit(0);
   };
   process.on('message', (m: { type?: string }) => { if (m.type === 'stop') void stop(); });

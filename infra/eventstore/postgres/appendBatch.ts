@@ -123,7 +123,7 @@ export async function appendBatch(client: pg.ClientBase, requests: AppendRequest
     if ((err as { code?: string }).code === NEEDS_CAREFUL_PATH) return executeBatch(client, requests);
     throw err;
   }
-  return rows.map((o) => ({ kind: 'ok', result: { nextExpectedRevision: BigInt(o.rev), position: `${o.tx}:${o.gp}` } }));
+  return rows.map((o) => ({ kind: 'ok', result: { nextExpectedRevision: BigInt(o.rev), position: position({ tx_id: o.tx, global_position: o.gp }) } }));
 }
 
 async function loadCurrent(client: pg.ClientBase, streamIds: string[]): Promise<Map<string, bigint>> {

@@ -62,7 +62,7 @@ LIMIT $3`;
 // A subscription's read: READ_ALL_SQL over a window of up to $3 log entries, one row each, with
 // the event's columns only where its type is wanted ($4; NULL = every type): an unwanted entry is
 // just its position, so the subscriber learns how far it got without receiving data it would drop.
-// \`held\` (on every row, and on the single row of an empty window) tells whether committed events
+// `held` (on every row, and on the single row of an empty window) tells whether committed events
 // after the cursor are still held back by an older running transaction (such events sort after
 // the whole window: their transaction ids are at or above the horizon), so a subscriber needs one
 // round trip per wake-up.
@@ -200,10 +200,8 @@ export class PostgresEventStore implements EventStore {
       this.ensureListener();
       const seenWakes = this.wakeCount;
       let page: Page;
-      let heldBack = false;
       try {
         page = await this.readWindow(cursor, batchSize, types);
-        heldBack = page.heldBack;
         errorDelay = 100;
       } catch (err) {
         if (signal.aborted || this.closed) return;
@@ -226,7 +224,7 @@ export class PostgresEventStore implements EventStore {
       if (page.examined === batchSize) continue;
       if (this.wakeCount !== seenWakes) continue;
       const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
-      if (heldBack) {
+      if (page.heldBack) {
         // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
         // the cluster) keeps its events behind the horizon and may never notify: re-poll soon.
         await this.sleep(Math.min(heldBackDelay, untilHandover), signal);
@@ -503,7 +501,7 @@ function toRecorded(row: EventRow): RecordedEvent {
     metadata: row.metadata,
     streamId: row.stream_id,
     revision: BigInt(row.stream_revision),
-    position: `${row.tx_id}:${row.global_position}`,
+    position: formatCursor({ txId: row.tx_id, globalPosition: row.global_position }),
     createdAt: row.created_at,
   };
 }

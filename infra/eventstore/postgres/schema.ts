@@ -72,7 +72,7 @@ BEGIN
   IF EXISTS (SELECT 1 FROM jsonb_array_elements(result) x WHERE NOT (x->>'ok')::boolean) THEN
     RAISE EXCEPTION 'append batch needs the multi-statement path' USING ERRCODE = 'MTR01';
   END IF;
-  PERFORM pg_notify('motor_events', '');
+  PERFORM pg_notify('${NOTIFY_CHANNEL}', '');
   RETURN result;
 END
 $fn$;
