@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Knex } from 'knex';
 import type { EventData } from '../domain/eventStore';
 import { streamName } from '../domain/eventStore';
 import { uuidV7 } from '../domain/ids';
@@ -38,6 +39,30 @@ const LAG_BATCH = intSetting('LAG_BATCH', 'lag-batch', BATCH);
 const SEED_STORES = 2;
 const SEED_INFLIGHT = 500;
 const DAY = 86_400_000;
+const DIAG = process.env.BENCH_DIAG === '1';
+
+/**
+ * BENCH_DIAG=1 (needs pg_stat_statements in shared_preload_libraries): the server time of each
+ * phase by statement, from a reset at the phase start.
+ */
+async function statementTimes(db: Knex, phase: string, reset: boolean): Promise<void> {
+  if (!DIAG) return;
+  try {
+    await db.raw('create extension if not exists pg_stat_statements');
+    if (reset) {
+      await db.raw('select pg_stat_statements_reset()');
+      return;
+    }
+    const r = await db.raw(`select calls, round(total_exec_time)::int8 as total_ms, round(mean_exec_time::numeric, 2) as mean_ms, rows,
+        shared_blks_hit as hit, shared_blks_read as read, shared_blks_dirtied as dirtied, wal_fpi, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) as q
+      from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+      order by total_exec_time desc limit 12`);
+    console.log(`server time by statement (${phase}):`);
+    for (const x of r.rows) console.log(`  ${String(x.total_ms).padStart(8)} ms ${String(x.calls).padStart(7)} calls ${String(x.mean_ms).padStart(8)} ms/call rows ${x.rows} hit ${x.hit} read ${x.read} dirtied ${x.dirtied} fpi ${x.wal_fpi}  ${x.q}`);
+  } catch (err) {
+    console.log(`server time by statement (${phase}): unavailable (${(err as Error).message})`);
+  }
+}
 
 const DOMAINS = ['gmail.com', 'outlook.com', 'yahoo.com', 'hotmail.com', ...Array.from({ length: 196 }, (_, i) => `corp${i}.test`)];
 const mxOf = (domain: string, i: number): string =>
@@ -117,6 +142,7 @@ runBench('bench:analytics', 7200, async () => {
 
   // ------------------------------------------------------------------ project from zero
   const runner = new ProjectionRunner(db, f.rt.store, analyticsProjection, { batchSize: BATCH });
+  await statementTimes(db, 'project from zero', true);
   const p0 = performance.now();
   let projected = 0;
   let lastLog = p0;
@@ -132,6 +158,7 @@ runBench('bench:analytics', 7200, async () => {
   }
   const projMs = performance.now() - p0;
   const projRate = projected / (projMs / 1000);
+  await statementTimes(db, 'project from zero', false);
   await db.raw('VACUUM (ANALYZE) rm_analytics.block_hourly, rm_analytics.domain_hourly, rm_analytics.domain_daily, rm_analytics.code_hourly');
   const sizes = (await db.raw(`select
     (select count(*) from rm_analytics.recipient_stats)::int8 as stats, (select count(*) from rm_analytics.block_hourly)::int8 as bh,
@@ -174,6 +201,7 @@ runBench('bench:analytics', 7200, async () => {
   console.log(`worst p95: ${fmt(worstP95, 1)} ms → ${worstP95 < 50 ? 'OK (< 50 ms)' : 'OVER 50 ms'}\n`);
 
   // ------------------------------------------------------------------ lag under sustained load
+  await statementTimes(db, 'lag', true);
   const abort = new AbortController();
   const batches: Array<{ n: number; ms: number }> = [];
   const live = new ProjectionRunner(db, f.rt.store, analyticsProjection, {
@@ -214,6 +242,7 @@ runBench('bench:analytics', 7200, async () => {
   await sampler;
   abort.abort();
   await running.catch(() => undefined);
+  await statementTimes(db, 'lag', false);
   lags.sort((x, y) => x - y);
   const lagP95 = percentile(lags, 95);
   const lagMax = lags[lags.length - 1] ?? 0;

@@ -44,7 +44,9 @@ export interface Fixture {
 
 export async function createFixture(label: string, env: Record<string, string>): Promise<Fixture> {
   const db = await createTestDatabase(`bench_${label}`);
-  onCleanup(`drop database (${label})`, () => db.drop());
+  // BENCH_KEEP_DB=1 keeps the database for a look afterwards (its URL is printed); drop it by hand.
+  if (process.env.BENCH_KEEP_DB === '1') console.log(`database kept: ${db.url}`);
+  else onCleanup(`drop database (${label})`, () => db.drop());
   const redisUrl = process.env.TEST_REDIS_URL ?? TEST_REDIS_URL;
   const queuePrefix = `motor-bench-${label}-${randomBytes(4).toString('hex')}`;
   const config = loadConfig(env);

@@ -10,6 +10,7 @@ import type { RecordedEvent } from '../../domain/eventStore';
 import type { Projection } from '../runner';
 import { analyticsMigrations } from './migrations';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
+import { selectByIds } from '../lookup';
 import {
   ANALYTICS_EVENT_TYPES, COUNTERS, DOMAIN_COUNTERS, addContributions, applyStatEvent, contributions, statKey,
   type Contribution, type RecipientStat, type RollupTable, type StatOutcome,
@@ -118,7 +119,7 @@ export async function applyAnalyticsEvents(trx: Knex.Transaction, schema: string
   if (firstSends) parts.push(firstSends);
   const ids = [...new Set(events.map((e) => (e.data as { messageId?: unknown } | null)?.messageId).filter((id): id is string => typeof id === 'string'))];
   if (ids.length === 0) return writeParts(trx, parts);
-  const loaded = (await trx.raw(`select * from ${q(schema, 'recipient_stats')} where message_id = any(?::uuid[])`, [ids])).rows as StatRow[];
+  const loaded = await selectByIds<StatRow>(trx, q(schema, 'recipient_stats'), 'message_id', ids);
   const before = new Map<string, RecipientStat>();
   for (const r of loaded) {
     const s = fromRow(r);

@@ -20,6 +20,7 @@ import {
 } from './rows.js';
 import { MESSAGE_EVENT_TYPES, evolveMessageView, messageIdOf, timelineEntryOf, type MessageView, type RecipientView } from './view.js';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
+import { selectByIds } from '../lookup';
 
 const q = (schema: string, table: string) => `"${schema}"."${table}"`;
 
@@ -47,10 +48,9 @@ export async function applyMessageEvents(trx: Knex.Transaction, schema: string, 
   const ids = [...new Set(events.map(messageIdOf).filter((id): id is string => id !== null))];
   if (ids.length === 0) return;
 
-  const [messageRows, recipientRows] = [
-    (await trx.raw(`select * from ${q(schema, 'messages')} where id = any(?::uuid[])`, [ids])).rows as MessageRow[],
-    (await trx.raw(`select * from ${q(schema, 'message_recipients')} where message_id = any(?::uuid[])`, [ids])).rows as RecipientRow[],
-  ];
+  // One index probe per id (projections/lookup.ts), never a scan of the table.
+  const messageRows = await selectByIds<MessageRow>(trx, q(schema, 'messages'), 'id', ids);
+  const recipientRows = await selectByIds<RecipientRow>(trx, q(schema, 'message_recipients'), 'message_id', ids);
   const recipientsBy = new Map<string, RecipientRow[]>();
   for (const r of recipientRows) {
     const list = recipientsBy.get(r.message_id);
