@@ -439,6 +439,11 @@ export async function rebuild(db: Knex, store: EventStore, projection: Projectio
   }
 }
 
+async function analyzeSchema(db: Knex, schema: string): Promise<void> {
+  const { rows } = await db.raw('select tablename from pg_tables where schemaname = ?', [schema]);
+  for (const { tablename } of rows as Array<{ tablename: string }>) await db.raw(`analyze ${quoteIdent(schema)}.${quoteIdent(tablename)}`);
+}
+
 async function rebuildLocked(
   db: Knex,
   store: EventStore,
@@ -475,6 +480,9 @@ async function rebuildLocked(
   await runner.catchUp();
   await runner.catchUp();
   for (const def of deferred) await db.raw(def);
+  // Planner statistics before the API reads the new copy: a bulk-loaded table is otherwise
+  // planned from guesses until autovacuum gets to it (never, where autovacuum is off).
+  await analyzeSchema(db, next);
   await runner.catchUp();
   progress('swap');
 

@@ -183,6 +183,11 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     expect(result.events).to.be.greaterThan(0);
     const schemas = await db.raw("select nspname from pg_namespace where nspname like 'rm_messages%' order by 1");
     expect(schemas.rows.map((r: { nspname: string }) => r.nspname)).to.deep.equal(['rm_messages']);
+    // The swapped-in copy was analyzed: the planner has column statistics for every table with rows.
+    const analyzed = await db.raw(`select c.relname, exists (select 1 from pg_stats s where s.schemaname = 'rm_messages' and s.tablename = c.relname) as has_stats
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'rm_messages' and c.relkind = 'r' and c.relname = any(?::text[])`, [[...MESSAGE_TABLES]]);
+    expect(analyzed.rows).to.have.length(MESSAGE_TABLES.length);
+    for (const r of analyzed.rows as Array<{ relname: string; has_stats: boolean }>) expect(r.has_stats, r.relname).to.equal(true);
 
     // The live runner continues on the swapped-in schema; a second full rebuild must agree with it row for row.
     await waitFor(async () => (await db.raw('select count(*)::int as n from rm_messages.messages')).rows[0].n === 400);

@@ -16,6 +16,7 @@ import {
 import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema } from './schema.js';
+import { SESSION_OPTIONS } from '../../db.js';
 
 export interface PostgresEventStoreOptions {
   /** Connections in the store's own pool. Default 10. */
@@ -135,6 +136,7 @@ export class PostgresEventStore implements EventStore {
       connectionString,
       max: options.poolSize ?? 10,
       application_name: this.applicationName,
+      options: SESSION_OPTIONS,
       connectionTimeoutMillis: 10_000,
     });
     // An idle connection dropped by the server must not crash the process; the next query reports it.
