@@ -67,14 +67,18 @@ LIMIT $3`;
 // after the cursor are still held back by an older running transaction (such events sort after
 // the whole window: their transaction ids are at or above the horizon), so a subscriber needs one
 // round trip per wake-up.
-const SUBSCRIBE_SQL = `
+export const SUBSCRIBE_SQL = `
 SELECT h.held, w.tx_id::text AS tx_id, w.global_position::text AS global_position,
   e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.created_at
 FROM (
-  SELECT EXISTS (
-    SELECT 1 FROM events y
+  -- The first such entry in index order, not EXISTS: EXISTS drops ORDER BY/LIMIT, and without
+  -- statistics on events it was planned as a sequential scan of the whole log on every wake-up.
+  SELECT COALESCE((
+    SELECT true FROM events y
     WHERE y.tx_id >= pg_snapshot_xmin(pg_current_snapshot()) AND (y.tx_id, y.global_position) > ($1::xid8, $2::bigint)
-  ) AS held
+    ORDER BY y.tx_id, y.global_position
+    LIMIT 1
+  ), false) AS held
 ) h
 LEFT JOIN (
   (SELECT x.tx_id, x.global_position, ($4::text[] IS NULL OR x.type = ANY($4::text[])) AS wanted FROM events x

@@ -7,7 +7,7 @@ import {
   type EventData,
   type RecordedEvent,
 } from '../../../domain/eventStore.js';
-import { PostgresEventStore, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
+import { PostgresEventStore, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { createTestDatabase } from '../../support/db.js';
 import { eventStoreContract, type ContractSubject } from './contract.js';
 
@@ -303,6 +303,44 @@ describe('PostgresEventStore', function () {
       expect.fail('should have thrown');
     } catch (err) {
       expect(err).to.be.instanceOf(EventStoreUnavailableError);
+    }
+  });
+});
+
+// The subscription's one statement on a log the planner knows nothing about (autovacuum off or
+// behind, as on the development machine): every part of it must walk an index, never the log.
+describe('PostgresEventStore subscription plan without statistics', function () {
+  this.timeout(60_000);
+  let db: { url: string; drop: () => Promise<void> };
+  let store: PostgresEventStore;
+  let c: pg.Client;
+
+  before(async () => {
+    db = await createTestDatabase('es_plan');
+    store = new PostgresEventStore(db.url, { poolSize: 2 });
+    await store.init();
+    c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    await c.query('ALTER TABLE events SET (autovacuum_enabled = false)');
+    await c.query(`INSERT INTO events (stream_id, stream_revision, event_id, type, version, data)
+      SELECT 'plan-' || g, 0, gen_random_uuid(), CASE WHEN g % 3 = 0 THEN 'MessageAccepted' ELSE 'DeliverySucceeded' END, 1, '{}'
+      FROM generate_series(1, 30000) g`);
+    const stats = await c.query(`SELECT count(*)::int AS n FROM pg_stats WHERE tablename = 'events'`);
+    expect(stats.rows[0].n).to.equal(0);
+  });
+  after(async () => {
+    await c?.end().catch(() => undefined);
+    await store?.close().catch(() => undefined);
+    await db?.drop();
+  });
+
+  it('reads the window and probes for held-back entries through the index, near the head and from the start', async () => {
+    const head = await c.query('SELECT tx_id::text AS tx, global_position::text AS pos FROM events ORDER BY tx_id DESC, global_position DESC LIMIT 1 OFFSET 20');
+    for (const [tx, pos] of [[head.rows[0].tx, head.rows[0].pos], ['0', '0']]) {
+      const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${SUBSCRIBE_SQL}`, [tx, pos, 500, ['MessageAccepted']]);
+      const plan = r.rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n');
+      expect(plan, `from ${tx}:${pos}`).not.to.match(/Seq Scan on events/);
+      expect(plan).to.match(/Index (Only )?Scan using events_tx_order/);
     }
   });
 });
