@@ -34,13 +34,17 @@ ORDER BY x.i
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, stream_id, stream_revision::text, tx_id::text, global_position::text`;
 
-const CURRENT_SQL = `
-SELECT stream_id, max(stream_revision)::text AS revision FROM events
-WHERE stream_id = ANY($1::text[]) GROUP BY stream_id`;
+// Both lookups probe an index per key (LATERAL ... LIMIT is never flattened into a hash join), so
+// they stay cheap on a log the planner has no statistics for.
+export const CURRENT_SQL = `
+SELECT k.id AS stream_id, c.revision::text AS revision
+FROM unnest($1::text[]) AS k(id)
+CROSS JOIN LATERAL (SELECT e.stream_revision AS revision FROM events e WHERE e.stream_id = k.id ORDER BY e.stream_revision DESC LIMIT 1) c`;
 
-const EXISTING_SQL = `
-SELECT event_id::text, stream_id, stream_revision::text, tx_id::text, global_position::text FROM events
-WHERE event_id = ANY($1::uuid[])`;
+export const EXISTING_SQL = `
+SELECT x.event_id::text, x.stream_id, x.stream_revision::text, x.tx_id::text, x.global_position::text
+FROM unnest($1::uuid[]) AS k(id)
+CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.event_id = k.id LIMIT 1) x`;
 
 const position = (row: { tx_id: string; global_position: string }): string => `${row.tx_id}:${row.global_position}`;
 const rowKey = (streamId: string, revision: bigint): string => `${streamId}\u0000${revision}`;

@@ -41,8 +41,11 @@ BEGIN
     SELECT (r.ord - 1)::int AS i, r.x->>'s' AS s, r.x->>'x' AS expected, r.x->'e' AS ev, jsonb_array_length(r.x->'e') AS n
     FROM jsonb_array_elements(batch) WITH ORDINALITY AS r(x, ord)
   ), cur AS (
-    SELECT e.stream_id, max(e.stream_revision) AS rev FROM events e
-    WHERE e.stream_id IN (SELECT req.s FROM req WHERE req.expected <> 'no_stream') GROUP BY e.stream_id
+    -- The last revision of each stream by a backward probe of (stream_id, stream_revision): as
+    -- "stream_id IN (...) GROUP BY", a plan cached while events had no statistics scanned the log.
+    SELECT q.s AS stream_id, c.rev
+    FROM (SELECT DISTINCT req.s FROM req WHERE req.expected <> 'no_stream') q
+    CROSS JOIN LATERAL (SELECT e.stream_revision AS rev FROM events e WHERE e.stream_id = q.s ORDER BY e.stream_revision DESC LIMIT 1) c
   ), plan AS (
     SELECT req.i, req.s, req.ev, req.n, CASE
       WHEN req.expected = 'no_stream' THEN 0::bigint
