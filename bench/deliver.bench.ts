@@ -6,7 +6,7 @@
  *
  * Per mode, on a fresh database and queue prefix:
  *   1. saturation: N sends as fast as SEND connections allow; msg/s = N / (last delivery − first send);
- *   2. paced: M sends at a fixed rate (default half the saturation rate); latency p50/p99 there is
+ *   2. paced: M sends at a fixed rate, evenly spaced (default half the saturation rate); latency p50/p99 there is
  *      what a caller sees below saturation (in phase 1 latency is mostly queueing).
  * Baseline in the same run: the same sink receiving N already-built messages through nodemailer's
  * SMTP pool with the same concurrency (raw SMTP throughput of this machine), and, for diagnosis,
@@ -32,7 +32,7 @@
  */
 import { fmt, intSetting, machine, onCleanup, percentile, runBench, setting, sleep, spawnChild, table, type Child } from './lib/common';
 import { benchEnv, createFixture, motorChildEnv, type Fixture } from './lib/fixture';
-import { runLoad, sendBody } from './lib/load';
+import { pacedLoad, runLoad, sendBody } from './lib/load';
 import { startDnsServer } from '../test/support/dnsServer';
 import { startSmtpSink } from '../test/support/smtpSink';
 import { SMTP_SINK_BIN, startPostfixSink, type BenchSink } from './lib/postfixSink';
@@ -145,7 +145,10 @@ async function phase(f: Fixture, sink: BenchSink, o: { url: string; headers: Rec
   const deliveredBefore = (await f.rt.db.raw(`select count(*)::int as n from events where type in ('DeliverySucceeded', 'DeliveryBounced', 'DeliveryFailed')`)).rows[0].n as number;
   const since = new Date();
   const t0 = Date.now();
-  const load = await runLoad({ url: o.url, headers: o.headers, body: o.body, connections: SEND_CONNECTIONS, amount: o.amount, overallRate: o.rate, timeoutS: 60 });
+  // Paced: evenly spaced arrivals (autocannon's overallRate sends one burst per second).
+  const load = o.rate
+    ? await pacedLoad({ url: o.url, headers: o.headers, body: o.body, connections: SEND_CONNECTIONS, amount: o.amount, rate: o.rate, timeoutS: 60 })
+    : await runLoad({ url: o.url, headers: o.headers, body: o.body, connections: SEND_CONNECTIONS, amount: o.amount, timeoutS: 60 });
   const sendSeconds = (Date.now() - t0) / 1000;
   if (load.ok !== o.amount) console.log(`  ${o.label}: ${load.ok} of ${o.amount} sends answered 200 (${JSON.stringify(load.statusCodes)}, errors ${load.errors})`);
   await sleep(200);

@@ -1,4 +1,5 @@
-/** HTTP load with autocannon (programmatic), and the request body the send benchmarks post. */
+/** HTTP load with autocannon (programmatic), evenly paced load, and the request body the send benchmarks post. */
+import { Agent, request } from 'node:http';
 import autocannon from 'autocannon';
 
 export interface LoadResult {
@@ -26,7 +27,11 @@ export interface LoadOptions {
   /** Seconds; ignored when `amount` is set. */
   duration?: number;
   amount?: number;
-  /** Requests per second across all connections (open-model pacing). */
+  /**
+   * Requests per second across all connections. Note autocannon's pacing: each connection sends
+   * its per-second share back to back at every one-second tick, so the load arrives as one burst
+   * per second. For evenly spaced arrivals use `pacedLoad`.
+   */
   overallRate?: number;
   timeoutS?: number;
 }
@@ -52,6 +57,56 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   return {
     requests: r.requests.total, ok, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, durationS: r.duration,
     rps: ok / r.duration, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, max: r.latency.max, statusCodes, clientCores,
+  };
+}
+
+/**
+ * Open-loop load with evenly spaced arrivals: request i starts at t0 + i / rate whatever the
+ * answers so far (up to `connections` keep-alive sockets; a request due while all are busy queues
+ * in the agent, so a slow server shows up as latency, not as a lower rate).
+ */
+export async function pacedLoad(o: { url: string; body: string; headers?: Record<string, string>; connections: number; amount: number; rate: number; timeoutS?: number }): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: o.connections });
+  const url = new URL(o.url);
+  const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(o.body)), ...o.headers };
+  const statusCodes: Record<string, number> = {};
+  const latencies: number[] = [];
+  let errors = 0;
+  let timeouts = 0;
+  const one = () => new Promise<void>((resolve) => {
+    const started = performance.now();
+    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers, agent, timeout: (o.timeoutS ?? 30) * 1000 }, (res) => {
+      res.resume();
+      res.on('end', () => {
+        latencies.push(performance.now() - started);
+        statusCodes[String(res.statusCode)] = (statusCodes[String(res.statusCode)] ?? 0) + 1;
+        resolve();
+      });
+    });
+    req.on('timeout', () => { timeouts++; req.destroy(); });
+    req.on('error', () => { errors++; resolve(); });
+    req.end(o.body);
+  });
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const inflight: Array<Promise<void>> = [];
+  for (let i = 0; i < o.amount; i++) {
+    const due = t0 + (i * 1000) / o.rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(one());
+  }
+  await Promise.all(inflight);
+  const durationS = (performance.now() - t0) / 1000;
+  agent.destroy();
+  const cpu = process.cpuUsage(cpu0);
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * q) / 100))] ?? 0);
+  const ok = Object.entries(statusCodes).filter(([c]) => c.startsWith('2')).reduce((a, [, n]) => a + n, 0);
+  return {
+    requests: o.amount, ok, non2xx: latencies.length - ok, errors, timeouts, durationS, rps: ok / durationS,
+    p50: at(50), p90: at(90), p99: at(99), max: Math.round(latencies[latencies.length - 1] ?? 0), statusCodes,
+    clientCores: (cpu.user + cpu.system) / 1000 / (durationS * 1000),
   };
 }
 
