@@ -106,6 +106,12 @@ export interface EventStore {
    */
   subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch>;
   /**
+   * Optional: how far a reader at `after` is behind, without reading any event's data (lag probes
+   * of the projector role). Looks at up to `maxCount` log entries after `after`, in readAll's
+   * order, and counts those of `types` (all when omitted). Without it, callers use readAll.
+   */
+  countAfter?(options: CountAfterOptions): Promise<CountAfter>;
+  /**
    * Removes every event of the given streams (the "forget" of a deleted block's history).
    * Adapters without physical deletion soft-delete (tombstone/truncate) and document it.
    */
@@ -113,6 +119,16 @@ export interface EventStore {
   /** Cheap liveness probe for /v1/status and readiness. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface CountAfterOptions { after: GlobalPosition | null; maxCount: number; types?: readonly string[] }
+export interface CountAfter {
+  /** Log entries looked at (= maxCount when there may be more). */
+  examined: number;
+  /** Of those, the ones of the asked types. */
+  matching: number;
+  /** createdAt of the oldest matching entry; null when none matches. */
+  oldestMatching: Date | null;
 }
 
 export class WrongExpectedRevisionError extends Error {

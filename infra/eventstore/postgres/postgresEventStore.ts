@@ -3,6 +3,8 @@ import {
   EventStoreUnavailableError,
   WrongExpectedRevisionError,
   type AppendResult,
+  type CountAfter,
+  type CountAfterOptions,
   type EventData,
   type EventStore,
   type ExpectedRevision,
@@ -89,6 +91,18 @@ LEFT JOIN (
   LEFT JOIN LATERAL (SELECT * FROM events z WHERE w.wanted AND z.global_position = w.global_position LIMIT 1) e ON true
 ) ON true
 ORDER BY w.tx_id, w.global_position`;
+
+// A lag probe: READ_ALL_SQL's window, counted without the events' data.
+const COUNT_AFTER_SQL = `
+SELECT count(*)::int AS examined,
+  count(*) FILTER (WHERE $4::text[] IS NULL OR w.type = ANY($4::text[]))::int AS matching,
+  min(w.created_at) FILTER (WHERE $4::text[] IS NULL OR w.type = ANY($4::text[])) AS oldest
+FROM (
+  SELECT x.type, x.created_at FROM events x
+  WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
+  ORDER BY x.tx_id, x.global_position
+  LIMIT $3
+) w`;
 
 const READ_STREAM_SQL = `
 SELECT ${COLUMNS} FROM events e
@@ -189,6 +203,16 @@ export class PostgresEventStore implements EventStore {
   async readAll(options: ReadAllOptions): Promise<RecordedEvent[]> {
     if (!Number.isInteger(options.maxCount) || options.maxCount < 1) throw new RangeError('maxCount must be a positive integer');
     return this.readAfter(parsePosition(options.after), options.maxCount);
+  }
+
+  async countAfter(options: CountAfterOptions): Promise<CountAfter> {
+    if (!Number.isInteger(options.maxCount) || options.maxCount < 1) throw new RangeError('maxCount must be a positive integer');
+    const cursor = parsePosition(options.after);
+    const res = await this.query<{ examined: number; matching: number; oldest: Date | null }>(
+      'motor_es_count_after', COUNT_AFTER_SQL, [cursor.txId, cursor.globalPosition, options.maxCount, options.types ? [...options.types] : null],
+    );
+    const row = res.rows[0];
+    return { examined: row.examined, matching: row.matching, oldestMatching: row.oldest };
   }
 
   async *subscribeToAll(options: SubscribeOptions): AsyncIterable<LogBatch> {

@@ -191,6 +191,29 @@ describe('PostgresEventStore', function () {
     expect(after.filter((e) => e.streamId === s)).to.deep.equal([]);
   });
 
+  it('countAfter counts the entries after a position, and those of given types, without reading them', async () => {
+    const store = await open();
+    const start = await store.append(`count-${randomUUID()}`, [ev()]);
+    const s = `count-${randomUUID()}`;
+    const kinds = ['Wanted', 'Other', 'Wanted', 'Other', 'Other', 'Wanted'];
+    await store.append(s, kinds.map((type, i) => ({ ...ev({ i }), type })));
+    const mine = (await store.readAll({ after: start.position, maxCount: 100 })).filter((e) => e.streamId === s);
+    expect(mine).to.have.length(6);
+    // Other suites may append to this database too: count only up to the end of our stream.
+    const upTo = (await store.readAll({ after: start.position, maxCount: 1000 })).findIndex((e) => e.id === mine[5].id) + 1;
+    const all = await store.countAfter({ after: start.position, maxCount: upTo });
+    expect(all.examined).to.equal(upTo);
+    expect(all.matching).to.equal(upTo);
+    const wanted = await store.countAfter({ after: start.position, maxCount: upTo, types: ['Wanted'] });
+    expect(wanted.matching).to.equal(3);
+    expect(wanted.oldestMatching?.getTime()).to.equal(mine[0].createdAt.getTime());
+    const firstTwo = await store.countAfter({ after: mine[0].position, maxCount: 2, types: ['Wanted'] });
+    expect(firstTwo).to.deep.equal({ examined: 2, matching: 1, oldestMatching: mine[2].createdAt });
+    const none = await store.countAfter({ after: mine[5].position, maxCount: 10, types: ['NobodyWritesThis'] });
+    expect(none.matching).to.equal(0);
+    expect(none.oldestMatching).to.equal(null);
+  });
+
   it('motor_append_batch commits a clean batch in one statement, and rolls a batch with a conflict back whole (MTR01)', async () => {
     const store = await open();
     const c = await rawClient();
