@@ -5,7 +5,7 @@ import {
   type EventData,
   type ExpectedRevision,
 } from '../../../domain/eventStore.js';
-import { NOTIFY_CHANNEL } from './schema.js';
+import { NOTIFY_CHANNEL, notifyPayload } from './schema.js';
 
 /** One append() call, validated; `ids` are the event ids lower-cased as PostgreSQL prints uuids. */
 export interface AppendRequest {
@@ -94,7 +94,11 @@ export async function executeBatch(client: pg.ClientBase, requests: AppendReques
     });
     let kept = landed.size;
     if (toVerify.length > 0) kept -= await verify(client, requests, starts, toVerify, landed, outcomes);
-    await client.query(kept > 0 ? `NOTIFY ${NOTIFY_CHANNEL}; COMMIT` : 'COMMIT');
+    if (kept > 0) {
+      const types = requests.filter((_, i) => outcomes[i]?.kind === 'ok').flatMap((r) => r.events.map((e) => e.type));
+      await client.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, notifyPayload(types)]);
+    }
+    await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;

@@ -17,7 +17,7 @@ import {
 } from '../../../domain/eventStore.js';
 import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
 import { isUnavailable, toStoreError } from './errors.js';
-import { NOTIFY_CHANNEL, ensureSchema } from './schema.js';
+import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
 import { SESSION_OPTIONS } from '../../db.js';
 
 export interface PostgresEventStoreOptions {
@@ -47,6 +47,9 @@ interface EventRow {
 }
 
 interface Cursor { txId: string; globalPosition: string }
+
+/** A subscription between reads: what it wants, whether a NOTIFY concerned it since its last read. */
+interface Sleeper { types: ReadonlySet<string> | null; woken: boolean; resolve: (() => void) | null }
 
 /** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
 interface Page { events: RecordedEvent[]; examined: number; last: Cursor | null; heldBack: boolean }
@@ -138,8 +141,8 @@ export class PostgresEventStore implements EventStore {
   private listener: pg.Client | null = null;
   private listenerConnecting: Promise<void> | null = null;
   private listenerRetryAt = 0;
-  private wakeCount = 0;
-  private readonly waiters = new Set<() => void>();
+  /** Subscriptions, each with its type filter: a NOTIFY wakes those its payload's types concern. */
+  private readonly sleepers = new Set<Sleeper>();
 
   private closed = false;
   private closing: Promise<void> | null = null;
@@ -219,7 +222,17 @@ export class PostgresEventStore implements EventStore {
     const { signal } = options;
     const batchSize = options.batchSize ?? 500;
     const types = options.types ? [...options.types] : null;
-    let cursor = parsePosition(options.after);
+    const me: Sleeper = { types: types ? new Set(types) : null, woken: false, resolve: null };
+    this.sleepers.add(me);
+    try {
+      yield* this.follow(me, parsePosition(options.after), batchSize, types, signal);
+    } finally {
+      this.sleepers.delete(me);
+    }
+  }
+
+  private async *follow(me: Sleeper, from: Cursor, batchSize: number, types: string[] | null, signal: AbortSignal): AsyncIterable<LogBatch> {
+    let cursor = from;
     // With a type filter, a stretch of skipped entries is handed over as a position-only batch at
     // most every SKIPPED_POSITION_MS: consumers can persist every batch they get.
     let unsent = false;
@@ -228,7 +241,7 @@ export class PostgresEventStore implements EventStore {
     let errorDelay = 100;
     while (!signal.aborted && !this.closed) {
       this.ensureListener();
-      const seenWakes = this.wakeCount;
+      me.woken = false;
       let page: Page;
       try {
         page = await this.readWindow(cursor, batchSize, types);
@@ -236,7 +249,7 @@ export class PostgresEventStore implements EventStore {
       } catch (err) {
         if (signal.aborted || this.closed) return;
         if (!isUnavailable(err)) throw err;
-        await this.sleep(errorDelay, signal); // a subscription outlives a database restart
+        await this.sleep(me, errorDelay, signal); // a subscription outlives a database restart
         errorDelay = Math.min(errorDelay * 2, 5000);
         continue;
       }
@@ -252,15 +265,15 @@ export class PostgresEventStore implements EventStore {
         yield { events: page.events, position: formatCursor(cursor) };
       }
       if (page.examined === batchSize) continue;
-      if (this.wakeCount !== seenWakes) continue;
+      if (me.woken) continue;
       const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
       if (page.heldBack) {
         // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
         // the cluster) keeps its events behind the horizon and may never notify: re-poll soon.
-        await this.sleep(Math.min(heldBackDelay, untilHandover), signal);
+        await this.sleep(me, Math.min(heldBackDelay, untilHandover), signal);
         heldBackDelay = Math.min(heldBackDelay * 2, HELD_BACK_MAX_MS);
       } else {
-        await this.sleep(Math.min(this.pollIntervalMs, untilHandover), signal);
+        await this.sleep(me, Math.min(this.pollIntervalMs, untilHandover), signal);
       }
     }
   }
@@ -450,7 +463,7 @@ export class PostgresEventStore implements EventStore {
       client.end().catch(() => undefined);
     };
     client.on('error', drop);
-    client.on('notification', () => this.wake());
+    client.on('notification', (n) => this.wake(typesOfPayload(n.payload)));
     this.listenerConnecting = (async () => {
       try {
         await client.connect();
@@ -470,26 +483,28 @@ export class PostgresEventStore implements EventStore {
     })();
   }
 
-  private wake(): void {
-    this.wakeCount++;
-    const waiters = [...this.waiters];
-    this.waiters.clear();
-    for (const w of waiters) w();
+  /** Wakes the subscriptions that want any of `types` (every one when null). */
+  private wake(types: string[] | null = null): void {
+    for (const s of this.sleepers) {
+      if (types !== null && s.types !== null && !types.some((t) => s.types!.has(t))) continue;
+      s.woken = true;
+      s.resolve?.();
+    }
   }
 
-  /** Waits `ms`, or less when a NOTIFY arrives, the signal aborts or the store closes. */
-  private sleep(ms: number, signal: AbortSignal): Promise<void> {
+  /** Waits `ms`, or less when a NOTIFY for this subscription arrives, the signal aborts or the store closes. */
+  private sleep(me: Sleeper, ms: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
-      if (signal.aborted || this.closed) return resolve();
+      if (signal.aborted || this.closed || me.woken) return resolve();
       const done = (): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
-        this.waiters.delete(done);
+        me.resolve = null;
         resolve();
       };
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done);
-      this.waiters.add(done);
+      me.resolve = done;
     });
   }
 }

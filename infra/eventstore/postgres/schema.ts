@@ -2,6 +2,23 @@ import type pg from 'pg';
 
 /** Channel the append transaction notifies; LISTEN/NOTIFY is per database, so one name is enough. */
 export const NOTIFY_CHANNEL = 'motor_events';
+/** Longest NOTIFY payload sent (PostgreSQL's limit is 8,000 bytes); a longer type list sends ''. */
+export const NOTIFY_PAYLOAD_MAX = 4000;
+
+/**
+ * The NOTIFY payload of a committed batch: its distinct event types, comma-separated, or '' when
+ * that is too long or a type contains a comma ('' wakes every subscriber).
+ */
+export function notifyPayload(types: Iterable<string>): string {
+  const distinct = [...new Set(types)];
+  const payload = distinct.join(',');
+  return distinct.some((t) => t.includes(',')) || Buffer.byteLength(payload) > NOTIFY_PAYLOAD_MAX ? '' : payload;
+}
+
+/** The types a NOTIFY payload names; null (everyone) for ''. */
+export function typesOfPayload(payload: string | undefined): string[] | null {
+  return payload ? payload.split(',') : null;
+}
 
 /** Arbitrary constant key ("motor-es" in ASCII) serialising schema creation across processes. */
 const SCHEMA_LOCK_KEY = '7885649494554797427';
@@ -75,7 +92,12 @@ BEGIN
   IF EXISTS (SELECT 1 FROM jsonb_array_elements(result) x WHERE NOT (x->>'ok')::boolean) THEN
     RAISE EXCEPTION 'append batch needs the multi-statement path' USING ERRCODE = 'MTR01';
   END IF;
-  PERFORM pg_notify('${NOTIFY_CHANNEL}', '');
+  -- The payload names the batch's event types (subscribers with a type filter sleep through
+  -- the rest); '' (too long, or another writer) wakes everyone.
+  PERFORM pg_notify('${NOTIFY_CHANNEL}', coalesce((
+    SELECT CASE WHEN length(t) <= ${NOTIFY_PAYLOAD_MAX} THEN t ELSE '' END
+    FROM (SELECT string_agg(DISTINCT k.v->>'t', ',') AS t FROM jsonb_array_elements(batch) r(x), jsonb_array_elements(r.x->'e') k(v)) y
+  ), ''));
   RETURN result;
 END
 $fn$;

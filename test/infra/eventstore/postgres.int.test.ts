@@ -139,6 +139,34 @@ describe('PostgresEventStore', function () {
     expect(elapsed).to.be.below(3000); // typically a few ms; the polling interval is 20 s
   });
 
+  it('a NOTIFY wakes only the subscriptions whose types it names', async () => {
+    const store = await open({ pollIntervalMs: 20_000 });
+    const writer = await open();
+    const s = `typed-${randomUUID()}`;
+    const ac = new AbortController();
+    const seen: RecordedEvent[] = [];
+    const done = (async () => {
+      for await (const batch of store.subscribeToAll({ signal: ac.signal, types: ['WantedThing'] })) seen.push(...batch.events.filter((e) => e.streamId === s));
+    })();
+    await new Promise((r) => setTimeout(r, 300)); // caught up and waiting
+    let reads = 0;
+    const spied = store as unknown as { readWindow: (...a: unknown[]) => Promise<unknown> };
+    const readWindow = spied.readWindow.bind(store);
+    spied.readWindow = (...a: unknown[]) => { reads++; return readWindow(...a); };
+    for (let i = 0; i < 10; i++) await writer.append(`${s}-other-${i}`, [{ ...ev(), type: 'OtherThing' }]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(reads, 'reads after appends of other types').to.equal(0);
+    const t0 = Date.now();
+    await writer.append(s, [{ ...ev({ n: 1 }), type: 'WantedThing' }]);
+    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
+    const elapsed = Date.now() - t0;
+    ac.abort();
+    await done;
+    expect(seen.map((e) => e.type)).to.deep.equal(['WantedThing']);
+    expect(elapsed).to.be.below(3000); // woken by its NOTIFY; the polling interval is 20 s
+    expect(reads).to.be.at.least(1);
+  });
+
   it('re-polls soon when a NOTIFY arrives but an unrelated older transaction holds the horizon', async () => {
     const store = await open({ pollIntervalMs: 20_000 });
     const blocker = await rawClient();
