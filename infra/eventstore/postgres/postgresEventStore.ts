@@ -107,6 +107,14 @@ FROM (
   LIMIT $3
 ) w`;
 
+// The rows of each stream found through (stream_id, stream_revision), then deleted by tuple id:
+// "stream_id = ANY($1)" could plan a scan of the whole log on a table without statistics.
+export const DELETE_STREAMS_SQL = `
+DELETE FROM events WHERE ctid = ANY(ARRAY(
+  SELECT x.ctid FROM unnest($1::text[]) AS k(id)
+  CROSS JOIN LATERAL (SELECT e.ctid FROM events e WHERE e.stream_id = k.id OFFSET 0) x
+))`;
+
 const READ_STREAM_SQL = `
 SELECT ${COLUMNS} FROM events e
 WHERE e.stream_id = $1 AND e.stream_revision >= $2
@@ -284,7 +292,7 @@ export class PostgresEventStore implements EventStore {
    */
   async deleteStreams(streamIds: string[]): Promise<void> {
     if (streamIds.length === 0) return;
-    await this.query('motor_es_delete_streams', 'DELETE FROM events WHERE stream_id = ANY($1::text[])', [streamIds]);
+    await this.query('motor_es_delete_streams', DELETE_STREAMS_SQL, [streamIds]);
   }
 
   async ping(): Promise<void> {

@@ -7,7 +7,7 @@ import {
   type EventData,
   type RecordedEvent,
 } from '../../../domain/eventStore.js';
-import { PostgresEventStore, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
+import { DELETE_STREAMS_SQL, PostgresEventStore, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { CURRENT_SQL, EXISTING_SQL } from '../../../infra/eventstore/postgres/appendBatch.js';
 import { createTestDatabase } from '../../support/db.js';
 import { eventStoreContract, type ContractSubject } from './contract.js';
@@ -398,6 +398,13 @@ describe('PostgresEventStore subscription plan without statistics', function () 
 
   const planOf = async (sql: string, params: unknown[]): Promise<string> =>
     (await c.query(`EXPLAIN ${sql}`, params)).rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n');
+
+  it('deleteStreams finds the streams through the index', async () => {
+    // A deleted block's history: many message streams at once.
+    const streams = Array.from({ length: 200 }, (_, i) => `plan-${i + 1}`);
+    expect(await planOf(DELETE_STREAMS_SQL, [streams])).not.to.match(/Seq Scan on events/);
+    expect(await planOf('DELETE FROM events WHERE stream_id = ANY($1::text[])', [streams]), 'the form it replaces').to.match(/Seq Scan on events/);
+  });
 
   it("an append's revision and event-id checks probe the index (group commit's fallback path)", async () => {
     const streams = Array.from({ length: 50 }, (_, i) => `plan-${i + 1}`);
