@@ -54,6 +54,27 @@ eventStoreContract('PostgreSQL, one transaction per append', postgresSubject('es
 
 const ev = (data: unknown = {}): EventData => ({ id: randomUUID(), type: 'ThingHappened', version: 1, data });
 
+/** Subscribes and collects the events of one stream; `firstSeen` waits (up to 10 s) for the first, `stop` ends it. */
+function follow(store: PostgresEventStore, streamId: string, types?: string[]) {
+  const ac = new AbortController();
+  const seen: RecordedEvent[] = [];
+  const done = (async () => {
+    for await (const batch of store.subscribeToAll({ signal: ac.signal, types })) seen.push(...batch.events.filter((e) => e.streamId === streamId));
+  })();
+  return {
+    seen,
+    async firstSeen(): Promise<number> {
+      const t0 = Date.now();
+      while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
+      return Date.now() - t0;
+    },
+    async stop(): Promise<void> {
+      ac.abort();
+      await done;
+    },
+  };
+}
+
 describe('PostgresEventStore', function () {
   this.timeout(30_000);
   let db: { url: string; drop: () => Promise<void> };
@@ -123,19 +144,14 @@ describe('PostgresEventStore', function () {
   it('wakes a subscriber by NOTIFY, well before the polling interval', async () => {
     const store = await open({ pollIntervalMs: 20_000 });
     const s = `notify-${randomUUID()}`;
-    const ac = new AbortController();
-    const seen: RecordedEvent[] = [];
-    const done = (async () => {
-      for await (const batch of store.subscribeToAll({ signal: ac.signal })) seen.push(...batch.events.filter((e) => e.streamId === s));
-    })();
+    const sub = follow(store, s);
     await new Promise((r) => setTimeout(r, 300)); // caught up and waiting
-    const t0 = Date.now();
-    await (await open()).append(s, [ev()]);
-    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
-    const elapsed = Date.now() - t0;
-    ac.abort();
-    await done;
-    expect(seen).to.have.length(1);
+    const writer = await open();
+    const appended = writer.append(s, [ev()]);
+    const elapsed = await sub.firstSeen();
+    await appended;
+    await sub.stop();
+    expect(sub.seen).to.have.length(1);
     expect(elapsed).to.be.below(3000); // typically a few ms; the polling interval is 20 s
   });
 
@@ -143,11 +159,7 @@ describe('PostgresEventStore', function () {
     const store = await open({ pollIntervalMs: 20_000 });
     const writer = await open();
     const s = `typed-${randomUUID()}`;
-    const ac = new AbortController();
-    const seen: RecordedEvent[] = [];
-    const done = (async () => {
-      for await (const batch of store.subscribeToAll({ signal: ac.signal, types: ['WantedThing'] })) seen.push(...batch.events.filter((e) => e.streamId === s));
-    })();
+    const sub = follow(store, s, ['WantedThing']);
     await new Promise((r) => setTimeout(r, 300)); // caught up and waiting
     let reads = 0;
     const spied = store as unknown as { readWindow: (...a: unknown[]) => Promise<unknown> };
@@ -156,13 +168,11 @@ describe('PostgresEventStore', function () {
     for (let i = 0; i < 10; i++) await writer.append(`${s}-other-${i}`, [{ ...ev(), type: 'OtherThing' }]);
     await new Promise((r) => setTimeout(r, 200));
     expect(reads, 'reads after appends of other types').to.equal(0);
-    const t0 = Date.now();
-    await writer.append(s, [{ ...ev({ n: 1 }), type: 'WantedThing' }]);
-    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
-    const elapsed = Date.now() - t0;
-    ac.abort();
-    await done;
-    expect(seen.map((e) => e.type)).to.deep.equal(['WantedThing']);
+    const appended = writer.append(s, [{ ...ev({ n: 1 }), type: 'WantedThing' }]);
+    const elapsed = await sub.firstSeen();
+    await appended;
+    await sub.stop();
+    expect(sub.seen.map((e) => e.type)).to.deep.equal(['WantedThing']);
     expect(elapsed).to.be.below(3000); // woken by its NOTIFY; the polling interval is 20 s
     expect(reads).to.be.at.least(1);
   });
@@ -171,24 +181,17 @@ describe('PostgresEventStore', function () {
     const store = await open({ pollIntervalMs: 20_000 });
     const blocker = await rawClient();
     const s = `horizon-${randomUUID()}`;
-    const ac = new AbortController();
-    const seen: RecordedEvent[] = [];
-    const done = (async () => {
-      for await (const batch of store.subscribeToAll({ signal: ac.signal })) seen.push(...batch.events.filter((e) => e.streamId === s));
-    })();
+    const sub = follow(store, s);
     await new Promise((r) => setTimeout(r, 300));
     await blocker.query('BEGIN');
     await blocker.query('SELECT pg_current_xact_id()');
     await (await open()).append(s, [ev()]);
     await new Promise((r) => setTimeout(r, 300));
-    expect(seen).to.have.length(0);
-    const t0 = Date.now();
+    expect(sub.seen).to.have.length(0);
     await blocker.query('COMMIT'); // commits nothing to events: no NOTIFY
-    while (seen.length === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 5));
-    const elapsed = Date.now() - t0;
-    ac.abort();
-    await done;
-    expect(seen).to.have.length(1);
+    const elapsed = await sub.firstSeen();
+    await sub.stop();
+    expect(sub.seen).to.have.length(1);
     expect(elapsed).to.be.below(3000); // typically a few ms; the polling interval is 20 s
   });
 
