@@ -58,12 +58,15 @@ interface Page { events: RecordedEvent[]; examined: number; last: Cursor | null;
 // not these text output columns of the same names.
 const COLUMNS = 'e.event_id::text, e.type, e.version, e.data, e.metadata, e.stream_id, e.stream_revision::text, e.tx_id::text, e.global_position::text, e.created_at';
 
-// Only transactions older than every running one are final: nothing can commit before them later.
+// The log after the cursor ($1, $2) in its order, up to $3 entries, of table alias `a`. Only
+// transactions older than every running one are final: nothing can commit before them later.
+const finalWindow = (a: string): string => `WHERE ${a}.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (${a}.tx_id, ${a}.global_position) > ($1::xid8, $2::bigint)
+ORDER BY ${a}.tx_id, ${a}.global_position
+LIMIT $3`;
+
 const READ_ALL_SQL = `
 SELECT ${COLUMNS} FROM events e
-WHERE e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (e.tx_id, e.global_position) > ($1::xid8, $2::bigint)
-ORDER BY e.tx_id, e.global_position
-LIMIT $3`;
+${finalWindow('e')}`;
 
 // A subscription's read: READ_ALL_SQL over a window of up to $3 log entries, one row each, with
 // the event's columns only where its type is wanted ($4; NULL = every type): an unwanted entry is
@@ -87,9 +90,7 @@ FROM (
 ) h
 LEFT JOIN (
   (SELECT x.tx_id, x.global_position, ($4::text[] IS NULL OR x.type = ANY($4::text[])) AS wanted FROM events x
-   WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
-   ORDER BY x.tx_id, x.global_position
-   LIMIT $3) w
+   ${finalWindow('x')}) w
   -- LATERAL with LIMIT (not flattened into a join): one primary-key lookup per wanted entry, never a table scan.
   LEFT JOIN LATERAL (SELECT * FROM events z WHERE w.wanted AND z.global_position = w.global_position LIMIT 1) e ON true
 ) ON true
@@ -102,9 +103,7 @@ SELECT count(*)::int AS examined,
   min(w.created_at) FILTER (WHERE $4::text[] IS NULL OR w.type = ANY($4::text[])) AS oldest
 FROM (
   SELECT x.type, x.created_at FROM events x
-  WHERE x.tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (x.tx_id, x.global_position) > ($1::xid8, $2::bigint)
-  ORDER BY x.tx_id, x.global_position
-  LIMIT $3
+  ${finalWindow('x')}
 ) w`;
 
 // The rows of each stream found through (stream_id, stream_revision), then deleted by tuple id:
@@ -212,12 +211,12 @@ export class PostgresEventStore implements EventStore {
   }
 
   async readAll(options: ReadAllOptions): Promise<RecordedEvent[]> {
-    if (!Number.isInteger(options.maxCount) || options.maxCount < 1) throw new RangeError('maxCount must be a positive integer');
+    checkMaxCount(options.maxCount);
     return this.readAfter(parsePosition(options.after), options.maxCount);
   }
 
   async countAfter(options: CountAfterOptions): Promise<CountAfter> {
-    if (!Number.isInteger(options.maxCount) || options.maxCount < 1) throw new RangeError('maxCount must be a positive integer');
+    checkMaxCount(options.maxCount);
     const cursor = parsePosition(options.after);
     const res = await this.query<{ examined: number; matching: number; oldest: Date | null }>(
       'motor_es_count_after', COUNT_AFTER_SQL, [cursor.txId, cursor.globalPosition, options.maxCount, options.types ? [...options.types] : null],
@@ -541,6 +540,10 @@ function parsePosition(position: GlobalPosition | null | undefined): Cursor {
   const m = /^(\d+):(\d+)$/.exec(position);
   if (!m) throw new TypeError(`Not a PostgreSQL event store position: ${position}`);
   return { txId: m[1], globalPosition: m[2] };
+}
+
+function checkMaxCount(maxCount: number): void {
+  if (!Number.isInteger(maxCount) || maxCount < 1) throw new RangeError('maxCount must be a positive integer');
 }
 
 const formatCursor = (c: Cursor): GlobalPosition => `${c.txId}:${c.globalPosition}`;
