@@ -125,7 +125,11 @@ export async function appendBatch(client: pg.ClientBase, requests: AppendRequest
   }));
   let rows: FastOutcome[];
   try {
-    const res = await client.query<{ r: FastOutcome[] }>({ name: 'motor_es_append_fast', text: 'SELECT motor_append_batch($1::jsonb) AS r', values: [JSON.stringify(batch)] });
+    const res = await client.query<{ r: FastOutcome[] }>({
+      name: 'motor_es_append_fast',
+      text: 'SELECT motor_append_batch($1::jsonb, $2::text) AS r',
+      values: [JSON.stringify(batch), notifyPayload(requests.flatMap((r) => r.events.map((e) => e.type)))],
+    });
     rows = res.rows[0].r;
   } catch (err) {
     if ((err as { code?: string }).code === NEEDS_CAREFUL_PATH) return executeBatch(client, requests);

@@ -49,8 +49,10 @@ CREATE INDEX IF NOT EXISTS events_tx_order ON events (tx_id, global_position);
 -- expectation holds and all its events insert cleanly. Called as a single statement outside an
 -- explicit transaction, so it commits (and notifies) on return. Anything else (a conflict, a
 -- failed expectation, a retried append) raises MTR01 and rolls the whole batch back; the caller
--- then runs the batch through the multi-statement path, which sorts those cases out.
-CREATE OR REPLACE FUNCTION motor_append_batch(batch jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+-- then runs the batch through the multi-statement path, which sorts those cases out. \`payload\` is
+-- the NOTIFY payload (notifyPayload: the batch's event types). The one-argument version of the
+-- previous release is left in place for its processes during an upgrade; this code never calls it.
+CREATE OR REPLACE FUNCTION motor_append_batch(batch jsonb, payload text) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   result jsonb;
 BEGIN
@@ -92,12 +94,7 @@ BEGIN
   IF EXISTS (SELECT 1 FROM jsonb_array_elements(result) x WHERE NOT (x->>'ok')::boolean) THEN
     RAISE EXCEPTION 'append batch needs the multi-statement path' USING ERRCODE = 'MTR01';
   END IF;
-  -- The payload names the batch's event types (subscribers with a type filter sleep through
-  -- the rest); '' (too long, or another writer) wakes everyone.
-  PERFORM pg_notify('${NOTIFY_CHANNEL}', coalesce((
-    SELECT CASE WHEN length(t) <= ${NOTIFY_PAYLOAD_MAX} THEN t ELSE '' END
-    FROM (SELECT string_agg(DISTINCT k.v->>'t', ',') AS t FROM jsonb_array_elements(batch) r(x), jsonb_array_elements(r.x->'e') k(v)) y
-  ), ''));
+  PERFORM pg_notify('${NOTIFY_CHANNEL}', payload);
   RETURN result;
 END
 $fn$;
