@@ -114,6 +114,8 @@ export interface SmtpConfig {
   maxRecipients: number;
   /** SMTP_CLIENT_CA: PEM file of the CA(s) client certificates of mTLS blocks must chain to; null = mTLS logins impossible (docs/SMTP.md). */
   clientCaPath: string | null;
+  /** SMTP_PROCESSES: listener processes sharing the two ports (node:cluster; 1 = in the Motor process itself). */
+  processes: number;
 }
 
 export class ConfigError extends Error {
@@ -246,6 +248,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxMessageBytes: int('SMTP_MAX_MESSAGE_BYTES', 10 * 1024 * 1024, 1024, 100 * 1024 * 1024),
       maxRecipients: int('SMTP_MAX_RECIPIENTS', 50, 1, 1000),
       clientCaPath: str('SMTP_CLIENT_CA', null),
+      processes: int('SMTP_PROCESSES', 1, 1, 64),
     },
     domainChecks: {
       lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),

@@ -34,6 +34,7 @@ import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker } from '../workers/blockDeletion';
 import { startSmtpListeners, type SmtpListeners, type SmtpSettings } from '../smtp/listener';
 import { loadTlsMaterial } from '../smtp/tls';
+import { startSmtpProcesses } from './smtpProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
 export const ALL_ROLES: Role[] = ['api', 'projector', 'worker', 'smtp'];
@@ -224,13 +225,16 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const c = rt.config;
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, clientCaPath: c.smtp.clientCaPath, dataDir: c.dataDir, hostname: c.hostname });
     if (tls.selfSigned) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
-    smtp = await startSmtpListeners(
-      { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
-      {
-        hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: opts.smtpPort ?? c.smtp.port, securePort: opts.smtpsPort ?? c.smtp.securePort,
-        tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp,
-      },
-    );
+    const host = opts.host ?? '0.0.0.0';
+    const port = opts.smtpPort ?? c.smtp.port;
+    const securePort = opts.smtpsPort ?? c.smtp.securePort;
+    smtp = c.smtp.processes > 1
+      // The certificate above is loaded (a self-signed one generated) before the children start, so they only read it.
+      ? await startSmtpProcesses(c.smtp.processes, { config: c, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, host, port, securePort, smtp: opts.smtp }, rt.logger)
+      : await startSmtpListeners(
+        { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
+        { hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp },
+      );
   }
 
   return {

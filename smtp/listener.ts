@@ -70,7 +70,10 @@ export interface SmtpSettings {
 export interface SmtpListeners {
   port: number;
   securePort: number;
-  known: KnownClients;
+  /** Listener processes (SMTP_PROCESSES; 1 = this process). */
+  processes: number;
+  /** The recently authenticated addresses of this process's listeners; null when they run in other processes. */
+  known: KnownClients | null;
   close(): Promise<void>;
 }
 
@@ -267,7 +270,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   }
   log.info({ port, securePort }, 'SMTP submission listening');
   return {
-    port, securePort, known,
+    port, securePort, processes: 1, known,
     async close() {
       await Promise.all([closeOne(starttls), closeOne(implicit)]);
     },

@@ -24,16 +24,32 @@ import { STARTS_WITH_ENHANCED } from './replies';
  *    for the reply number (451 → 4.3.0).
  */
 
-/** Addresses that authenticated recently, in this process (bounded; oldest dropped first). */
+/**
+ * Addresses that authenticated recently (bounded; oldest dropped first). Kept in memory; with
+ * several listener processes (SMTP_PROCESSES) each one tells the others through the cluster's
+ * primary (scripts/smtpProcesses.ts): `remember` is a login seen here and is passed on, `learn` is
+ * one passed on by a sibling.
+ */
 export class KnownClients {
   private readonly seen = new Map<string, number>();
+  private readonly listeners: ((address: string) => void)[] = [];
 
   constructor(private readonly ttlMs = 10 * 60_000, private readonly max = 100_000, private readonly now: () => number = Date.now) {}
 
   remember(address: string): void {
+    this.learn(address);
+    for (const l of this.listeners) l(address);
+  }
+
+  learn(address: string): void {
     this.seen.delete(address);
     this.seen.set(address, this.now() + this.ttlMs);
     if (this.seen.size > this.max) this.seen.delete(this.seen.keys().next().value as string);
+  }
+
+  /** Called with each address this process sees log in (not with learned ones). */
+  onRemember(listener: (address: string) => void): void {
+    this.listeners.push(listener);
   }
 
   clear(): void {

@@ -44,7 +44,7 @@ describe('SMTP listener protocol limits (int)', function () {
   }
 
   it('pregreet: an unknown client waits ~100 ms for the greeting and talking first is refused; a client that authenticated recently is greeted at once', async () => {
-    h.smtp.smtp!.known.clear();
+    h.smtp.smtp!.known!.clear();
     const early = await RawClient.connect(h.port);
     early.write('EHLO too.soon\r\n');
     expect(await early.reply()).to.match(/^421 .*talk too soon/i);

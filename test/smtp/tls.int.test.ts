@@ -29,7 +29,8 @@ describe('smtp/tls and SMTP configuration (int)', () => {
 
   it('validates the SMTP variables', () => {
     const c = loadConfig({});
-    expect(c.smtp).to.deep.equal({ port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null });
+    expect(c.smtp).to.deep.equal({ port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1 });
+    expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
     const problems = (env: Record<string, string>) => {
       try {
         loadConfig(env);
@@ -42,6 +43,8 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(problems({ SMTP_TLS_CERT: testCertPaths().cert }).join()).to.include('together');
     expect(problems({ SMTP_TLS_CERT: '/no/such.pem', SMTP_TLS_KEY: '/no/such.key' }).join()).to.include('does not exist');
     expect(problems({ SMTP_MAX_RECIPIENTS: '0' }).join()).to.include('SMTP_MAX_RECIPIENTS');
+    expect(problems({ SMTP_PROCESSES: '0' }).join()).to.include('SMTP_PROCESSES');
+    expect(problems({ SMTP_PROCESSES: 'two' }).join()).to.include('SMTP_PROCESSES');
     expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
     expect(problems({ SMTP_CLIENT_CA: '/no/such-ca.pem' }).join()).to.include('SMTP_CLIENT_CA names a file that does not exist');
   });

@@ -1,0 +1,128 @@
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, type AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { startRoles } from '../../scripts/runtime';
+import { eventually } from '../support/motor';
+import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+
+/**
+ * SMTP_PROCESSES=2: the listeners run in two child processes (node:cluster) sharing the ports.
+ * Real children of this test process, real sockets, the real store.
+ */
+describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
+  this.timeout(90_000);
+  let h: SmtpHarness;
+  let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+
+  const children = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
+  const countAccepted = async (): Promise<number> =>
+    (await h.motor.rt.db.raw(`select count(*)::int as n from events where type = 'MessageAccepted' and data->>'source' = 'smtp'`)).rows[0].n;
+  const sendOne = async (n: number) => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
+    try {
+      return await t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['user@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'user@rcpt.test', subject: `multi ${n}` }) });
+    } finally {
+      t.close();
+    }
+  };
+  const greetingMs = async (): Promise<number> => {
+    const t = process.hrtime.bigint();
+    const c = await RawClient.connect(h.port);
+    expect(await c.reply()).to.match(/^220 /);
+    c.end();
+    return Number(process.hrtime.bigint() - t) / 1e6;
+  };
+
+  before(async () => {
+    h = await startSmtpHarness({ env: { SMTP_PROCESSES: '2', LOG_LEVEL: process.env.DBG_LOG ?? 'error' } });
+    block = await h.newBlock();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('two children share both ports; every 250 is a committed MessageAccepted and the mail is delivered', async () => {
+    expect(h.smtp.smtp!.processes).to.equal(2);
+    expect(h.smtp.smtp!.known).to.equal(null);
+    expect(children()).to.have.length(2);
+    const before = await countAccepted();
+    // A new connection per message: the primary deals them out round-robin.
+    const infos = await Promise.all(Array.from({ length: 10 }, (_, i) => sendOne(i)));
+    for (const info of infos) expect(info.response).to.match(/^250 2\.6\.0 OK: queued as /);
+    expect(await countAccepted()).to.equal(before + 10);
+    await eventually(async () => (h.mx.messages.filter((m) => m.raw.toString().includes('Subject: multi')).length === 10 ? true : undefined), 30_000);
+
+    const secure = transport(h, { user: block.smtpUsername, pass: block.smtpPassword, secure: true });
+    const info = await secure.sendMail({ envelope: { from: `app@${block.domain}`, to: ['user@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'user@rcpt.test' }) });
+    secure.close();
+    expect(info.response).to.match(/^250 2\.6\.0 /);
+  });
+
+  it('a login in one child spares the address the pregreet wait in the other', async () => {
+    // Fresh children (restarted by the previous test or not) may know 127.0.0.1 already; a login
+    // makes sure, and then every new connection, whichever child takes it, is greeted at once.
+    const c = await RawClient.connect(h.port);
+    await c.reply();
+    await c.command('EHLO client.test');
+    await c.command('STARTTLS');
+    await c.startTls(h.ca);
+    await c.command('EHLO client.test');
+    expect(await c.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^235 /);
+    c.end();
+    await new Promise((r) => setTimeout(r, 200));
+    // Round-robin over two children: six connections reach both of them.
+    const times = [];
+    for (let i = 0; i < 6; i++) times.push(await greetingMs());
+    expect(Math.max(...times), `greeting times ${times.map((t) => t.toFixed(0)).join(', ')} ms`).to.be.below(60);
+  });
+
+  it('a child killed with SIGKILL is replaced, and the other one keeps accepting meanwhile', async () => {
+    const [victim] = children();
+    const pid = victim.process.pid!;
+    const gone = new Promise((r) => victim.once('exit', r));
+    // The replacement reports itself ready (listening on the shared ports) to the primary.
+    const replaced = new Promise<number>((resolve) => {
+      const onMessage = (w: Worker, m: { type?: string; port?: number }) => {
+        if (m.type !== 'listening' || w.process.pid === pid) return;
+        cluster.off('message', onMessage);
+        resolve(m.port!);
+      };
+      cluster.on('message', onMessage);
+    });
+    process.kill(pid, 'SIGKILL');
+    await gone;
+    const info = await sendOne(100);
+    expect(info.response).to.match(/^250 2\.6\.0 /);
+    expect(await replaced).to.equal(h.port);
+    expect(children()).to.have.length(2);
+    expect(children().map((w) => w.process.pid)).to.not.include(pid);
+    const infos = await Promise.all(Array.from({ length: 4 }, (_, i) => sendOne(200 + i)));
+    for (const i of infos) expect(i.response).to.match(/^250 2\.6\.0 /);
+  });
+
+  it('a port that is taken fails the start with the reason, and no child is left behind', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    const port = (taken.address() as AddressInfo).port;
+    const before = children().map((w) => w.process.pid);
+    try {
+      const err = await startRoles(h.motor.rt, ['smtp'], { host: '127.0.0.1', smtpPort: port, smtpsPort: 0 }).then(() => null, (e: Error) => e);
+      expect(err?.message).to.match(/could not start: .*EADDRINUSE/);
+    } finally {
+      taken.close();
+    }
+    await eventually(async () => (children().length === before.length ? true : undefined), 10_000);
+    expect(children().map((w) => w.process.pid)).to.deep.equal(before);
+  });
+
+  it('stop drains the children: they exit and the ports close', async () => {
+    const pids = children().map((w) => w.process.pid!);
+    const t = Date.now();
+    await h.smtp.stop();
+    expect(Date.now() - t, 'idle children stop at once').to.be.below(10_000);
+    expect(children()).to.have.length(0);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).to.throw();
+    const refused = await RawClient.connect(h.port).then((c) => { c.end(); return false; }, () => true);
+    expect(refused).to.equal(true);
+  });
+});
