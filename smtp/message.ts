@@ -18,12 +18,11 @@ const LF = 0x0a;
  * relays it.
  */
 export function normalizeLineEndings(input: Buffer): Buffer {
+  // Counted by jumping from line end to line end (Buffer.indexOf is native): a 20 KB message has a
+  // few hundred of them, and most messages have no bare one, so they are returned as they are.
   let extra = 0;
-  for (let i = 0; i < input.length; i++) {
-    const b = input[i];
-    if (b === LF && (i === 0 || input[i - 1] !== CR)) extra++;
-    else if (b === CR && input[i + 1] !== LF) extra++;
-  }
+  for (let i = input.indexOf(LF); i !== -1; i = input.indexOf(LF, i + 1)) if (i === 0 || input[i - 1] !== CR) extra++;
+  for (let i = input.indexOf(CR); i !== -1; i = input.indexOf(CR, i + 1)) if (input[i + 1] !== LF) extra++;
   if (extra === 0) return input;
   const out = Buffer.allocUnsafe(input.length + extra);
   let j = 0;

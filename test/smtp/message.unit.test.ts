@@ -19,6 +19,26 @@ describe('smtp/message (unit)', () => {
       expect(normalizeLineEndings(Buffer.from('a\nb\rc\r\nd\n\n')).toString()).to.equal('a\r\nb\r\nc\r\nd\r\n\r\n');
       expect(normalizeLineEndings(Buffer.from('\nx')).toString()).to.equal('\r\nx');
     });
+    it('agrees with a byte-by-byte reference on random mixes of CR, LF and text (ends included)', () => {
+      const reference = (input: Buffer): string => {
+        let out = '';
+        for (let i = 0; i < input.length; i++) {
+          const c = String.fromCharCode(input[i]);
+          if (c === '\n' && input[i - 1] !== 0x0d) out += '\r\n';
+          else if (c === '\r' && input[i + 1] !== 0x0a) out += '\r\n';
+          else out += c;
+        }
+        return out;
+      };
+      expect(normalizeLineEndings(Buffer.from('x\r')).toString()).to.equal('x\r\n');
+      expect(normalizeLineEndings(Buffer.from('a\r\r\nb')).toString()).to.equal('a\r\n\r\nb');
+      const alphabet = ['\r', '\n', 'a', '.'];
+      for (let n = 0; n < 2000; n++) {
+        const len = n % 17;
+        const b = Buffer.from(Array.from({ length: len }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join(''), 'latin1');
+        expect(normalizeLineEndings(b).toString('latin1'), JSON.stringify(b.toString('latin1'))).to.equal(reference(b));
+      }
+    });
     it('returns the same buffer when there is nothing to change', () => {
       const b = Buffer.from('a\r\nb\r\n');
       expect(normalizeLineEndings(b)).to.equal(b);
