@@ -14,6 +14,9 @@
  *   FLOOR_POOL / --floor-pool       PostgreSQL pool of the floor (default 10 = the store's pool)
  *   SEND_RATE / --rate              requests/s for both (open model, fixed rate); 0 = as fast as
  *                                   the connections allow (default)
+ *   SEND_PROCESSES / --processes    server processes on each side (default 1): Motor with
+ *                                   API_PROCESSES=N, the floor in N node:cluster children, both
+ *                                   sharing one port
  *   BENCH_STORE_INFLIGHT=<n>        experiment: group-commit batches in flight in the Motor process
  *   BENCH_CPU_PROF=<dir>            --cpu-prof the server processes
  */
@@ -28,6 +31,7 @@ const ROUNDS = Math.max(1, intSetting('SEND_ROUNDS', 'rounds', 1));
 const ROLES = setting('SEND_ROLES', 'roles', 'api').split(',').map((s) => s.trim()).filter(Boolean);
 const FLOOR_POOL = intSetting('FLOOR_POOL', 'floor-pool', 10);
 const RATE = intSetting('SEND_RATE', 'rate', 0);
+const PROCESSES = Math.max(1, intSetting('SEND_PROCESSES', 'processes', 1));
 
 const TARGET_RATIO = 0.7;
 const GOAL_RATIO = 1.0;
@@ -35,14 +39,14 @@ const TARGET_P99_MS = 50;
 
 runBench('bench:send', 120 + ROUNDS * 2 * (DURATION + WARMUP + 30), async () => {
   console.log(`bench:send — ${machine()}`);
-  console.log(`duration ${DURATION}s (+${WARMUP}s warm-up) × ${ROUNDS} round(s), ${CONNECTIONS} connections${RATE ? ` at ${RATE} req/s` : ' (closed loop)'}, Motor roles: ${ROLES.join(',')}, floor pool ${FLOOR_POOL}\n`);
+  console.log(`duration ${DURATION}s (+${WARMUP}s warm-up) × ${ROUNDS} round(s), ${CONNECTIONS} connections${RATE ? ` at ${RATE} req/s` : ' (closed loop)'}, Motor roles: ${ROLES.join(',')}, floor pool ${FLOOR_POOL}, ${PROCESSES} server process(es) per side\n`);
 
   const f = await createFixture('send', benchEnv());
   const body = sendBody(`app@${f.senderDomain}`);
   console.log(`request body ${Buffer.byteLength(body)} bytes`);
 
-  const floor = spawnChild('floorChild.ts', 'floor', { FLOOR_CHILD: JSON.stringify({ databaseUrl: f.databaseUrl, pool: FLOOR_POOL }) });
-  const motor = spawnChild('motorChild.ts', 'motor-send', motorChildEnv(f, ROLES));
+  const floor = spawnChild('floorChild.ts', 'floor', { FLOOR_CHILD: JSON.stringify({ databaseUrl: f.databaseUrl, pool: FLOOR_POOL, processes: PROCESSES }) });
+  const motor = spawnChild('motorChild.ts', 'motor-send', motorChildEnv(f, ROLES, { API_PROCESSES: String(PROCESSES) }));
   const [{ port: floorPort }, { port: motorPort }] = await Promise.all([
     floor.next<{ port: number }>('ready'), motor.next<{ port: number }>('ready'),
   ]);

@@ -40,6 +40,8 @@ export function planOf(config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFa
 
 export interface Config {
   port: number;
+  /** API_PROCESSES: HTTP API processes sharing PORT (node:cluster; 1 = in the Motor process itself). */
+  apiProcesses: number;
   /** Unset = embedded PostgreSQL under ./var/postgres. */
   databaseUrl: string | null;
   /** Unset = 127.0.0.1:6379, else a redis-server started by Motor. */
@@ -114,7 +116,7 @@ export interface SmtpConfig {
   maxRecipients: number;
   /** SMTP_CLIENT_CA: PEM file of the CA(s) client certificates of mTLS blocks must chain to; null = mTLS logins impossible (docs/SMTP.md). */
   clientCaPath: string | null;
-  /** SMTP_PROCESSES: listener processes sharing the two ports (node:cluster; 1 = in the Motor process itself). */
+  /** SMTP_PROCESSES: listener processes sharing the two ports (node:cluster, scripts/roleProcesses.ts; 1 = in the Motor process itself). */
   processes: number;
 }
 
@@ -188,6 +190,7 @@ export function loadConfig(env: Env = process.env): Config {
   const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
   const config: Config = {
     port,
+    apiProcesses: int('API_PROCESSES', 1, 1, 64),
     databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
     redisUrl: url('REDIS_URL', ['redis', 'rediss']),
     eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),

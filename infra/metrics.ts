@@ -24,6 +24,11 @@ export function createMetrics() {
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),
     projectionSkipped: new client.Counter({ name: 'motor_projection_skipped_events_total', help: 'Events a projection did not handle', labelNames: ['projection'] as const, registers: [registry] }),
+    /**
+     * The text /metrics serves: this registry; in a child of API_PROCESSES, the whole cluster's,
+     * added up by the primary (scripts/roleWorker.ts replaces it).
+     */
+    exposition: (): Promise<string> => registry.metrics(),
   };
   return m;
 }

@@ -51,7 +51,7 @@ export function createApp(ctx: HttpContext): Express {
   });
   app.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', ctx.metrics.registry.contentType);
-    res.send(await ctx.metrics.registry.metrics());
+    res.send(await ctx.metrics.exposition());
   });
   app.get('/api/public/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/api/public/docs', swaggerUi.serve, swaggerUi.setup(undefined, { swaggerOptions: { url: '/api/public/openapi.json' }, customSiteTitle: 'Motor API reference' }));

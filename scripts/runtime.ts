@@ -34,7 +34,7 @@ import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker } from '../workers/blockDeletion';
 import { startSmtpListeners, type SmtpListeners, type SmtpSettings } from '../smtp/listener';
 import { loadTlsMaterial } from '../smtp/tls';
-import { startSmtpProcesses } from './smtpProcesses';
+import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
 export const ALL_ROLES: Role[] = ['api', 'projector', 'worker', 'smtp'];
@@ -209,7 +209,14 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     depth.unref();
     abort.signal.addEventListener('abort', () => clearInterval(depth));
   }
-  if (roles.includes('api')) {
+  let apiProcesses: RoleProcesses | null = null;
+  if (roles.includes('api') && rt.config.apiProcesses > 1) {
+    apiProcesses = await startRoleProcesses(
+      { role: 'api', config: rt.config, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, queuePrefix: rt.queuePrefix, host: opts.host ?? '0.0.0.0', port: opts.port ?? rt.config.port },
+      rt.config.apiProcesses, rt,
+    );
+    port = apiProcesses.port;
+  } else if (roles.includes('api')) {
     const app = createApp(rt.http);
     server = createServer(app);
     server.keepAliveTimeout = 65_000;
@@ -230,7 +237,10 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const securePort = opts.smtpsPort ?? c.smtp.securePort;
     smtp = c.smtp.processes > 1
       // The certificate above is loaded (a self-signed one generated) before the children start, so they only read it.
-      ? await startSmtpProcesses(c.smtp.processes, { config: c, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, host, port, securePort, smtp: opts.smtp }, rt.logger)
+      ? await startRoleProcesses(
+        { role: 'smtp', config: c, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, queuePrefix: rt.queuePrefix, host, port, securePort, smtp: opts.smtp },
+        c.smtp.processes, rt,
+      ).then((p) => ({ port: p.port, securePort: p.securePort!, processes: p.processes, known: null, close: p.close }))
       : await startSmtpListeners(
         { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
         { hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp },
@@ -241,6 +251,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     server, port, workers, smtp,
     async stop() {
       const smtpClosed = smtp ? smtp.close() : Promise.resolve();
+      const apiClosed = apiProcesses ? apiProcesses.close() : Promise.resolve();
       if (server) {
         const s = server;
         await new Promise<void>((resolve) => { s.close(() => resolve()); s.closeIdleConnections(); setTimeout(() => { s.closeAllConnections(); }, 5000).unref(); });
@@ -250,6 +261,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       await Promise.all([...workers, ...extraWorkers].map((w) => w.close()));
       await Promise.allSettled(background);
       await smtpClosed;
+      await apiClosed;
     },
   };
 }

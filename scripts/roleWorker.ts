@@ -1,0 +1,80 @@
+/**
+ * One child process of API_PROCESSES / SMTP_PROCESSES > 1 (scripts/roleProcesses.ts starts it
+ * with node:cluster): a `--role api` or `--role smtp` runtime on the stores the primary resolved,
+ * listening on the shared port(s). It drains and exits when the primary says stop, on
+ * SIGTERM/SIGINT, or when the primary is gone.
+ */
+import cluster from 'node:cluster';
+import { createLogger } from '../infra/logger';
+import { createRuntime, startRoles } from './runtime';
+import { ROLE_WORKER_ENV, type RoleWorkerMessage, type RoleWorkerSpec } from './roleProcesses';
+
+const send = (m: RoleWorkerMessage) => { if (process.connected) process.send!(m); };
+
+let stopRequested: string | null = null;
+let stop: ((why: string) => void) | null = null;
+const requestStop = (why: string) => {
+  if (stopRequested) return;
+  stopRequested = why;
+  stop?.(why);
+};
+const handlers: Partial<{ [K in RoleWorkerMessage['type']]: (m: Extract<RoleWorkerMessage, { type: K }>) => void }> = {};
+// Installed before anything else: a stop asked for while the runtime is still starting is acted on
+// as soon as it has started.
+process.on('message', (m: RoleWorkerMessage) => {
+  if (m.type === 'stop') return requestStop('asked by the primary');
+  (handlers[m.type] as ((m: RoleWorkerMessage) => void) | undefined)?.(m);
+});
+process.on('disconnect', () => requestStop('the primary is gone'));
+process.on('SIGTERM', () => requestStop('SIGTERM'));
+process.on('SIGINT', () => requestStop('SIGINT'));
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.env[ROLE_WORKER_ENV] ?? 'null') as RoleWorkerSpec | null;
+  if (!cluster.isWorker || !spec) throw new Error('scripts/roleWorker.ts is started by API_PROCESSES / SMTP_PROCESSES (scripts/roleProcesses.ts), not by hand');
+  // This process is one of the children: it serves the role itself.
+  const config = { ...spec.config, apiProcesses: 1, smtp: { ...spec.config.smtp, processes: 1 } };
+  const logger = createLogger(config.logLevel, { roles: spec.role, child: cluster.worker!.id });
+  const rt = await createRuntime(config, { databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger });
+
+  // /metrics answers for the whole cluster: the primary adds up every child's registry.
+  let asks = 0;
+  const answers = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();
+  handlers['metrics-answer'] = (m) => {
+    const a = answers.get(m.id);
+    answers.delete(m.id);
+    if (m.text !== undefined) a?.resolve(m.text);
+    else a?.reject(new Error(m.error ?? 'no metrics'));
+  };
+  handlers['metrics-collect'] = (m) => {
+    void rt.metrics.registry.getMetricsAsJSON().then((metrics) => send({ type: 'metrics-part', id: m.id, metrics }));
+  };
+  rt.metrics.exposition = () => new Promise<string>((resolve, reject) => {
+    const id = ++asks;
+    answers.set(id, { resolve, reject });
+    send({ type: 'metrics-request', id });
+    setTimeout(() => { if (answers.delete(id)) reject(new Error('the primary did not answer with the metrics')); }, 5000).unref();
+  });
+
+  const started = spec.role === 'api'
+    ? await startRoles(rt, ['api'], { host: spec.host, port: spec.port })
+    : await startRoles(rt, ['smtp'], { host: spec.host, smtpPort: spec.port, smtpsPort: spec.securePort, smtp: spec.smtp });
+  if (started.smtp) {
+    const known = started.smtp.known!;
+    known.onRemember((address) => send({ type: 'known', address }));
+    handlers.known = (m) => known.learn(m.address);
+  }
+
+  stop = (why: string) => {
+    logger.info({ why }, `${spec.role} process draining`);
+    void started.stop().then(() => rt.close()).then(() => process.exit(0));
+  };
+  if (stopRequested) return stop(stopRequested);
+  send(started.smtp ? { type: 'listening', port: started.smtp.port, securePort: started.smtp.securePort } : { type: 'listening', port: started.port! });
+}
+
+main().catch((err: Error) => {
+  // The primary fails Motor's start with this reason and logs it.
+  send({ type: 'failed', error: err.message });
+  process.exit(1);
+});
