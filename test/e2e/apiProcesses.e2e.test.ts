@@ -3,6 +3,7 @@ import { request } from 'node:http';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { newId } from '../../domain/ids';
+import { ConfigError, loadConfig } from '../../infra/config';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 
 /** One request on a connection of its own (no keep-alive), so node:cluster deals each to the next child. */
@@ -53,6 +54,14 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
   });
   after(async () => {
     await motor?.close();
+  });
+
+  it('API_PROCESSES is validated: 1 to 64, default 1', () => {
+    expect(loadConfig({}).apiProcesses).to.equal(1);
+    expect(loadConfig({ API_PROCESSES: '3' }).apiProcesses).to.equal(3);
+    for (const bad of ['0', '65', 'many']) {
+      expect(() => loadConfig({ API_PROCESSES: bad }), bad).to.throw(ConfigError, /API_PROCESSES/);
+    }
   });
 
   it('two children serve the port; every 200 is readable by id at once from either child', async () => {
