@@ -20,6 +20,7 @@
  *                                     worker processes); comma-separated (default "inproc,split")
  *   DELIVER_WORKERS / --workers       worker processes in split mode (default 1)
  *   DELIVER_CONCURRENCY / --concurrency  DELIVERY_CONCURRENCY per worker process (default 32)
+ *   DELIVER_API_PROCESSES / --api-processes  API_PROCESSES of the Motor process(es) with the api role (default 1)
  *   DELIVER_SEND_CONNECTIONS / --send-connections  HTTP connections sending (default 50)
  *   DELIVER_BASELINES / --baselines   "pool,nopool" (default), "pool" or "none"
  *   DELIVER_SINK / --sink             "postfix" (Postfix's smtp-sink, no TLS; the default when installed)
@@ -43,6 +44,7 @@ const PACED_RATE = intSetting('DELIVER_PACED_RATE', 'paced-rate', 0);
 const MODES = setting('DELIVER_MODES', 'modes', 'inproc,split').split(',').map((s) => s.trim()).filter((s): s is 'inproc' | 'split' => s === 'inproc' || s === 'split');
 const WORKERS = Math.max(1, intSetting('DELIVER_WORKERS', 'workers', 1));
 const CONCURRENCY = Math.max(1, intSetting('DELIVER_CONCURRENCY', 'concurrency', 32));
+const API_PROCESSES = Math.max(1, intSetting('DELIVER_API_PROCESSES', 'api-processes', 1));
 const SEND_CONNECTIONS = Math.max(1, intSetting('DELIVER_SEND_CONNECTIONS', 'send-connections', 50));
 const BASELINES = setting('DELIVER_BASELINES', 'baselines', 'pool,nopool').split(',').map((s) => s.trim()).filter((s) => s === 'pool' || s === 'nopool');
 const SINK = setting('DELIVER_SINK', 'sink', SMTP_SINK_BIN ? 'postfix' : 'node') === 'node' ? 'node' : 'postfix';
@@ -98,6 +100,7 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
     const poolEnv: Record<string, string> = enginePool ? {} : { BENCH_SMTP_POOL: '0' };
     const f = await createFixture(`deliver_${modeName}_${enginePool ? 'p' : 'np'}`, benchEnv({
       DNS_SERVERS: dns.address, MX_PORT: String(sink.port), DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
+      API_PROCESSES: String(API_PROCESSES),
     }));
     const children: Child[] = [];
     const sessions0 = sink.sessions();
