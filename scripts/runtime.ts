@@ -18,6 +18,7 @@ import { KeyStore } from '../infra/keys/keyStore';
 import { createLogger, type Logger } from '../infra/logger';
 import { createMetrics, type Metrics } from '../infra/metrics';
 import { createFastRedis } from '../infra/redis';
+import { RedisBatch } from '../infra/redisBatch';
 import { DirectoryCache } from '../commands/directoryCache';
 import { RequestLimiter } from '../commands/quota/requestLimiter';
 import { SendQuota } from '../commands/quota/sendQuota';
@@ -57,6 +58,8 @@ export interface Runtime {
   resolver: DnsResolver;
   queue: Queue<DeliveryJob>;
   queuePrefix: string;
+  /** The request path's Redis pipeline batch (limiter and quota). */
+  redisBatch: RedisBatch;
   http: HttpContext;
   close(): Promise<void>;
 }
@@ -95,8 +98,10 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   for (const p of allProjections()) await migrateProjection(db, p);
   await initEnqueuerSchema(db);
   const directory = new DirectoryCache(db, opts.directoryTtlMs ?? 2000);
-  const quota = new SendQuota(redis);
-  const limiter = new RequestLimiter(redis, config.apiRequestLimit);
+  // One batch for the request path's Redis commands: a turn's limiter hits and quota charges share a write.
+  const redisBatch = new RedisBatch(redis);
+  const quota = new SendQuota(redis, redisBatch);
+  const limiter = new RequestLimiter(redis, config.apiRequestLimit, redisBatch);
   const resolver = createResolver(config.dnsServers);
   const queuePrefix = opts.queuePrefix ?? 'motor';
   const queue = createDeliveryQueue(opts.redisUrl, queuePrefix);
@@ -118,7 +123,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
-    quota, limiter, resolver, queue, queuePrefix, http,
+    quota, limiter, resolver, queue, queuePrefix, http, redisBatch,
     async close() {
       await queue.close().catch(() => {});
       redis.disconnect();

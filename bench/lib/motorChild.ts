@@ -81,6 +81,10 @@ childMain(async () => {
     await rt.close();
     if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
     if (queries) console.error(`[diag ${spec.roles.join(',')}] ${queries()}`);
+    if (diag) {
+      const b = rt.redisBatch.stats;
+      console.error(`[diag ${spec.roles.join(',')}] request-path Redis commands: ${b.commands} in ${b.pipelines} pipelines (${(b.commands / Math.max(1, b.pipelines)).toFixed(2)} per write)`);
+    }
     process.exit(0);
   };
   process.on('message', (m: { type?: string }) => { if (m.type === 'stop') void stop(); });

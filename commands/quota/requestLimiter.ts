@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { RedisBatch } from '../../infra/redisBatch';
 
 /**
  * The API request limit (SPEC "Limits", limiter 1): a fixed one-minute window per credential.
@@ -19,20 +20,22 @@ return v
 export class RequestLimiter {
   private readonly commands: { motorRequestHit(key: string, ttl: number): Promise<number> };
 
-  constructor(private readonly redis: Redis, readonly limitPerMinute: number) {
+  /** `batch`: hits go out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the send quota. */
+  constructor(private readonly redis: Redis, readonly limitPerMinute: number, private readonly batch = new RedisBatch(redis)) {
     // Sent once, then run by SHA.
     redis.defineCommand('motorRequestHit', { numberOfKeys: 1, lua: HIT });
     this.commands = redis as unknown as { motorRequestHit(key: string, ttl: number): Promise<number> };
   }
 
   /** The same counters with another limit (client-IP limiting of routes without a credential). */
-  withLimit(limitPerMinute: number): RequestLimiter { return new RequestLimiter(this.redis, limitPerMinute); }
+  withLimit(limitPerMinute: number): RequestLimiter { return new RequestLimiter(this.redis, limitPerMinute, this.batch); }
 
   async hit(credentialId: string, now: Date): Promise<RequestLimitReading> {
     const window = Math.floor(now.getTime() / 60000);
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
     try {
-      const count = Number(await this.commands.motorRequestHit(`reqlimit:{${credentialId}}:${window}`, 120));
+      const key = `reqlimit:{${credentialId}}:${window}`;
+      const count = Number(await this.batch.call<number>((p) => (p as unknown as typeof this.commands).motorRequestHit(key, 120)));
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
       return { kind: 'unavailable', limit: this.limitPerMinute };

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { RedisBatch } from '../../infra/redisBatch';
 
 /**
  * The send volume quota (SPEC "Limits"): burst, hourly and daily ceilings per Motor Block, hourly
@@ -116,7 +117,8 @@ interface QuotaCommands {
 export class SendQuota {
   private readonly commands: QuotaCommands;
 
-  constructor(private readonly redis: Redis) {
+  /** `batch`: consume() goes out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the request limiter. */
+  constructor(private readonly redis: Redis, private readonly batch = new RedisBatch(redis)) {
     redis.defineCommand('motorQuotaConsume', { numberOfKeys: 6, lua: CONSUME });
     redis.defineCommand('motorQuotaRefund', { numberOfKeys: 6, lua: REFUND });
     redis.defineCommand('motorQuotaRead', { numberOfKeys: 6, lua: READ });
@@ -127,14 +129,14 @@ export class SendQuota {
     const keys = quotaKeys(req.motorBlockId, req.accountId, req.now, req.domainId);
     let reply: number[];
     try {
-      reply = await this.commands.motorQuotaConsume(
+      reply = await this.batch.call<number[]>((p) => (p as unknown as QuotaCommands).motorQuotaConsume(
         ...keys,
         req.count, req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily,
         req.enforceAccount ? '1' : '0',
         // TTLs outlive their window a little so a reader near the boundary still sees the count.
         WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
         req.warmupCap ?? -1,
-      );
+      ));
     } catch {
       return { kind: 'unavailable' };
     }
