@@ -119,8 +119,9 @@ export interface PreparedMessage {
   messageIdAssigned: boolean;
   /** Names of the fields removed (service-owned), lower case. */
   removed: string[];
-  /** The header section as received, for parsing From and Subject. */
-  headerSection: string;
+  /** The From field and the Subject field (if any) as received, for decoding (smtp/headerValues.ts). */
+  fromField: string;
+  subjectField: string | null;
 }
 
 /** RFC 5322 date-time in UTC. */
@@ -141,7 +142,6 @@ export function prepareMessage(raw: string, opts: { now: Date; newMessageId: () 
     else kept.push(f);
   }
 
-  const headerSection = fields.map((f) => f.raw).join('');
   const given = kept.find((f) => f.name === 'message-id');
   const valid = given ? MSG_ID_RE.exec(given.value) : null;
   let messageId: string;
@@ -163,6 +163,7 @@ export function prepareMessage(raw: string, opts: { now: Date; newMessageId: () 
     messageId,
     messageIdAssigned: !valid,
     removed,
-    headerSection,
+    fromField: fields.find((f) => f.name === 'from')!.raw,
+    subjectField: fields.find((f) => f.name === 'subject')?.raw ?? null,
   };
 }

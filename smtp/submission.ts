@@ -1,4 +1,4 @@
-import { simpleParser } from 'mailparser';
+import { fromAndSubject } from './headerValues';
 import { streamName } from '../domain/eventStore';
 import { fail } from '../domain/errors';
 import { toEventData } from '../domain/events';
@@ -41,8 +41,8 @@ export async function submitMessage(
   const domain = domainOf(input.envelope.mailFrom);
   const prepared = prepareMessage(text, { now: input.now, newMessageId: () => `${newId()}@${domain}` });
 
-  // Only the header section is parsed (for From and Subject): the body goes through untouched.
-  const parsed = await simpleParser(`${prepared.headerSection}\r\n`, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
+  // Only From and Subject are decoded: the body goes through untouched.
+  const parsed = fromAndSubject(prepared.fromField, prepared.subjectField);
   const mailboxes = parsed.from?.value ?? [];
   const from = mailboxes.length === 1 && !mailboxes[0].group ? mailboxes[0].address?.trim() ?? '' : '';
   if (!from || !isValidAddress(from)) throw fail('invalid_message', 554, 'The From header must name exactly one valid mailbox');
