@@ -3,6 +3,7 @@
  * starts the roles (api, projector, worker). `npm start`, the CLI, the replay script, tests and
  * benchmarks all assemble Motor through here, so there is one wiring.
  */
+import cluster from 'node:cluster';
 import { setMaxListeners } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -236,7 +237,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   if (roles.includes('smtp')) {
     const c = rt.config;
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, clientCaPath: c.smtp.clientCaPath, dataDir: c.dataDir, hostname: c.hostname });
-    if (tls.selfSigned) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
+    // Said once, by the process that starts the listeners (not again by each SMTP_PROCESSES child).
+    if (tls.selfSigned && !cluster.isWorker) rt.logger.warn('SMTP listeners use a generated self-signed certificate (set SMTP_TLS_CERT and SMTP_TLS_KEY in production)');
     const host = opts.host ?? '0.0.0.0';
     const port = opts.smtpPort ?? c.smtp.port;
     const securePort = opts.smtpsPort ?? c.smtp.securePort;
