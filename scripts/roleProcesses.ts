@@ -82,10 +82,11 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
     const live = [...children].filter((c) => c.isConnected());
     const parts: RegistryJson[] = [await deps.metrics.registry.getMetricsAsJSON()];
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => { pendingParts.delete(id); resolve(); }, METRICS_TIMEOUT_MS);
-      const entry = { parts, waiting: live.length, done: () => { clearTimeout(timer); pendingParts.delete(id); resolve(); } };
-      pendingParts.set(id, entry);
-      if (live.length === 0) return entry.done();
+      // Done when every live child has answered, or after METRICS_TIMEOUT_MS with what came.
+      const done = () => { clearTimeout(timer); pendingParts.delete(id); resolve(); };
+      const timer = setTimeout(done, METRICS_TIMEOUT_MS);
+      pendingParts.set(id, { parts, waiting: live.length, done });
+      if (live.length === 0) return done();
       for (const c of live) c.send({ type: 'metrics-collect', id } satisfies RoleWorkerMessage);
     });
     return AggregatorRegistry.aggregate(parts).metrics();

@@ -217,6 +217,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   }
   let apiProcesses: RoleProcesses | null = null;
   if (roles.includes('api') && rt.config.apiProcesses > 1) {
+    // The children listen; this process only supervises them.
     apiProcesses = await startRoleProcesses(
       { role: 'api', config: rt.config, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, queuePrefix: rt.queuePrefix, host: opts.host ?? '0.0.0.0', port: opts.port ?? rt.config.port },
       rt.config.apiProcesses, rt,

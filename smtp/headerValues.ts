@@ -17,12 +17,12 @@ interface HeaderStep { processHeaders(lines: HeaderLine[]): Map<string, unknown>
 
 const parser = new MailParser() as unknown as HeaderStep;
 
-/** `fromRaw` / `subjectRaw`: whole fields as received ("From: ...\r\n", folds included), or null. */
-export function fromAndSubject(fromRaw: string | null, subjectRaw: string | null): { from: AddressObject | undefined; subject: string | undefined } {
-  // mailparser reads header lines as binary strings of the received bytes.
-  const lines: HeaderLine[] = [];
-  if (fromRaw !== null) lines.push({ key: 'from', line: Buffer.from(fromRaw.replace(/\r\n$/, ''), 'utf8').toString('binary') });
-  if (subjectRaw !== null) lines.push({ key: 'subject', line: Buffer.from(subjectRaw.replace(/\r\n$/, ''), 'utf8').toString('binary') });
+/** mailparser reads a header line as a binary string of the received bytes, without the final CRLF. */
+const headerLine = (key: string, raw: string): HeaderLine => ({ key, line: Buffer.from(raw.replace(/\r\n$/, ''), 'utf8').toString('binary') });
+
+/** `fromRaw` / `subjectRaw`: whole fields as received ("From: ...\r\n", folds included); no Subject field: null. */
+export function fromAndSubject(fromRaw: string, subjectRaw: string | null): { from: AddressObject | undefined; subject: string | undefined } {
+  const lines = [headerLine('from', fromRaw), ...(subjectRaw === null ? [] : [headerLine('subject', subjectRaw)])];
   const headers = parser.processHeaders(lines);
   return { from: headers.get('from') as AddressObject | undefined, subject: headers.get('subject') as string | undefined };
 }

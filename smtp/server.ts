@@ -27,7 +27,7 @@ import { STARTS_WITH_ENHANCED } from './replies';
 /**
  * Addresses that authenticated recently (bounded; oldest dropped first). Kept in memory; with
  * several listener processes (SMTP_PROCESSES) each one tells the others through the cluster's
- * primary (scripts/smtpProcesses.ts): `remember` is a login seen here and is passed on, `learn` is
+ * primary (scripts/roleProcesses.ts): `remember` is a login seen here and is passed on, `learn` is
  * one passed on by a sibling.
  */
 export class KnownClients {

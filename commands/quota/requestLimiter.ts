@@ -17,14 +17,14 @@ if v == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
 return v
 `;
 
-export class RequestLimiter {
-  private readonly commands: { motorRequestHit(key: string, ttl: number): Promise<number> };
+/** The script as an ioredis command (defineCommand below), on a pipeline of the batch. */
+interface HitCommand { motorRequestHit(key: string, ttl: number): unknown }
 
+export class RequestLimiter {
   /** `batch`: hits go out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the send quota. */
   constructor(private readonly redis: Redis, readonly limitPerMinute: number, private readonly batch = new RedisBatch(redis)) {
     // Sent once, then run by SHA.
     redis.defineCommand('motorRequestHit', { numberOfKeys: 1, lua: HIT });
-    this.commands = redis as unknown as { motorRequestHit(key: string, ttl: number): Promise<number> };
   }
 
   /** The same counters with another limit (client-IP limiting of routes without a credential). */
@@ -35,7 +35,7 @@ export class RequestLimiter {
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
     try {
       const key = `reqlimit:{${credentialId}}:${window}`;
-      const count = Number(await this.batch.call<number>((p) => (p as unknown as typeof this.commands).motorRequestHit(key, 120)));
+      const count = Number(await this.batch.call<number>((p) => (p as unknown as HitCommand).motorRequestHit(key, 120)));
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
       return { kind: 'unavailable', limit: this.limitPerMinute };
