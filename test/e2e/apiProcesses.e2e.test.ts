@@ -1,9 +1,9 @@
-import cluster, { type Worker } from 'node:cluster';
 import { request } from 'node:http';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { newId } from '../../domain/ids';
 import { ConfigError, loadConfig } from '../../infra/config';
+import { killOneChild, liveChildren as children } from '../support/cluster';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 
 /** One request on a connection of its own (no keep-alive), so node:cluster deals each to the next child. */
@@ -35,7 +35,6 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
   let block: BootstrapResult;
   let senderDomain: string;
 
-  const children = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
   const send = (extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) => call(`${motor.baseUrl}/v1/send`, {
     method: 'POST', headers: { 'x-api-key': block.apiKey, ...headers },
     body: { from: `app@${senderDomain}`, to: 'someone@rcpt.test', subject: 'From a child', text: 'hi', ...extra },
@@ -97,21 +96,9 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
   });
 
   it('a child killed with SIGKILL is replaced; sends keep succeeding meanwhile', async () => {
-    const [victim] = children();
-    const pid = victim.process.pid!;
-    const replaced = new Promise<void>((resolve) => {
-      const onMessage = (w: Worker, m: { type?: string }) => {
-        if (m.type !== 'listening' || w.process.pid === pid) return;
-        cluster.off('message', onMessage);
-        resolve();
-      };
-      cluster.on('message', onMessage);
-    });
-    const gone = new Promise((r) => victim.once('exit', r));
-    process.kill(pid, 'SIGKILL');
-    await gone;
+    const { pid, replacementListening } = await killOneChild();
     for (let i = 0; i < 4; i++) expect((await send()).status).to.equal(200);
-    await replaced;
+    expect(await replacementListening).to.equal(Number(new URL(motor.baseUrl).port));
     expect(children()).to.have.length(2);
     expect(children().map((w) => w.process.pid)).to.not.include(pid);
     await eventually(async () => ((await send()).status === 200 ? true : undefined));

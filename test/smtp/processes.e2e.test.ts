@@ -1,7 +1,7 @@
-import cluster, { type Worker } from 'node:cluster';
 import { createServer, type AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { startRoles } from '../../scripts/runtime';
+import { killOneChild, liveChildren as children } from '../support/cluster';
 import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
 
@@ -14,7 +14,6 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   let h: SmtpHarness;
   let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
 
-  const children = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
   const countAccepted = async (): Promise<number> =>
     (await h.motor.rt.db.raw(`select count(*)::int as n from events where type = 'MessageAccepted' and data->>'source' = 'smtp'`)).rows[0].n;
   const sendOne = async (n: number) => {
@@ -77,23 +76,10 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   });
 
   it('a child killed with SIGKILL is replaced, and the other one keeps accepting meanwhile', async () => {
-    const [victim] = children();
-    const pid = victim.process.pid!;
-    const gone = new Promise((r) => victim.once('exit', r));
-    // The replacement reports itself ready (listening on the shared ports) to the primary.
-    const replaced = new Promise<number>((resolve) => {
-      const onMessage = (w: Worker, m: { type?: string; port?: number }) => {
-        if (m.type !== 'listening' || w.process.pid === pid) return;
-        cluster.off('message', onMessage);
-        resolve(m.port!);
-      };
-      cluster.on('message', onMessage);
-    });
-    process.kill(pid, 'SIGKILL');
-    await gone;
+    const { pid, replacementListening } = await killOneChild();
     const info = await sendOne(100);
     expect(info.response).to.match(/^250 2\.6\.0 /);
-    expect(await replaced).to.equal(h.port);
+    expect(await replacementListening).to.equal(h.port);
     expect(children()).to.have.length(2);
     expect(children().map((w) => w.process.pid)).to.not.include(pid);
     const infos = await Promise.all(Array.from({ length: 4 }, (_, i) => sendOne(200 + i)));
