@@ -84,6 +84,11 @@ export interface Config {
   deliveryConcurrency: number;
   /** Most events a projector applies in one transaction when it is behind (caught up, batches are small). */
   projectionBatchSize: number;
+  /**
+   * Message-traffic projections (messages, analytics) start a batch transaction at most this often
+   * (ms) while events keep coming; 0 = every batch at once (docs/PROJECTIONS.md "Batch interval").
+   */
+  projectionBatchIntervalMs: number;
   /** Ceilings of the default plan: block limits default to these. */
   defaultPlan: PlanLimits;
   /** Every plan tier by name (the default plan included): ceilings and retention of an account's plan. */
@@ -231,6 +236,7 @@ export function loadConfig(env: Env = process.env): Config {
     })(),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
     projectionBatchSize: int('PROJECTION_BATCH_SIZE', 5000, 1, 100_000),
+    projectionBatchIntervalMs: int('PROJECTION_BATCH_INTERVAL_MS', 100, 0, 10_000),
     defaultPlan: {
       name: str('PLAN_DEFAULT_NAME', 'default')!,
       accountHourly: int('PLAN_DEFAULT_ACCOUNT_HOURLY', 50_000, 1, 100_000_000),

@@ -34,6 +34,12 @@ export interface Projection {
   migrations: readonly ProjectionMigration[];
   /** Event types applyBatch receives; every other type is skipped and counted. */
   handles: readonly string[];
+  /**
+   * True for read models fed by every send (messages, analytics): the projector role spaces their
+   * batches by PROJECTION_BATCH_INTERVAL_MS, so a steady stream of sends is applied in fewer,
+   * larger transactions. Read models that a command waits on (directory) leave it unset.
+   */
+  followsMessageTraffic?: boolean;
   /** Applies events (only handled types, in log order) inside the runner's transaction. */
   applyBatch(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void>;
 }
@@ -73,6 +79,12 @@ export interface RunnerOptions {
    * lost or kept together, and lost batches are replayed); rebuild() uses it for its bulk replay.
    */
   asyncCommit?: boolean;
+  /**
+   * While following the log, start a batch transaction at most this often (ms): a batch that is
+   * not full waits for the rest of the interval, so events arriving meanwhile join the next one.
+   * 0 (the default) applies every batch as soon as it is read.
+   */
+  minBatchIntervalMs?: number;
 }
 
 export interface RunnerStats {
@@ -289,12 +301,17 @@ export class ProjectionRunner {
         await this.init();
         let after = await this.checkpoint();
         const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles });
+        const interval = this.opts.minBatchIntervalMs ?? 0;
         for await (const batch of sub) {
           if (signal.aborted) break;
+          const started = performance.now();
           const r = await this.applyEvents(after, batch.events, batch.position);
           // On conflict leave the subscription: it is positioned after events we did not apply.
           if (!r.ok) break;
           after = r.position;
+          // Full batch: the log is ahead of us, read on. Otherwise let the next batch gather company.
+          const rest = interval - (performance.now() - started);
+          if (rest > 0 && batch.events.length < this.batchSize) await sleep(rest, signal);
         }
         // Subscription left (conflict) or ended by the adapter: resubscribe from the checkpoint, without spinning.
         if (!signal.aborted) await sleep(20, signal);

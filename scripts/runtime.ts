@@ -169,6 +169,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       const runner = new ProjectionRunner(rt.db, rt.store, p, {
         logger: rt.logger,
         batchSize: rt.config.projectionBatchSize,
+        minBatchIntervalMs: p.followsMessageTraffic ? rt.config.projectionBatchIntervalMs : 0,
         onBatch: (r) => {
           if (r.skipped > 0) rt.metrics.projectionSkipped.inc({ projection: r.projection }, r.skipped);
           if (r.lastEventCreatedAt) rt.metrics.projectionLagSeconds.set({ projection: r.projection }, Math.max(0, (Date.now() - r.lastEventCreatedAt.getTime()) / 1000));

@@ -173,5 +173,6 @@ export const analyticsProjection: Projection = {
   name: 'analytics',
   migrations: analyticsMigrations,
   handles: [...ANALYTICS_EVENT_TYPES, TOMBSTONE],
+  followsMessageTraffic: true,
   applyBatch: withTombstones(applyAnalyticsEvents, forgetBlockAnalytics),
 };

@@ -99,5 +99,6 @@ export const messagesProjection: Projection = {
   name: 'messages',
   migrations: messagesMigrations,
   handles: [...MESSAGE_EVENT_TYPES, TOMBSTONE],
+  followsMessageTraffic: true,
   applyBatch: withTombstones(applyMessageEvents, forgetBlockMessages),
 };

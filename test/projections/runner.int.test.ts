@@ -144,6 +144,44 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     await running;
   });
 
+  it('minBatchIntervalMs: the first event is applied at once, a trickle in few batches, a backlog without waiting', async () => {
+    const tick = () => store.append(`tick-${randomUUID()}`, [{ id: randomUUID(), type: 'Tick', version: 1, data: {} }]);
+    const total = async () => Number((await db.withSchema('rm_counting').table('total').where({ id: 1 }).first('n')).n);
+    const interval = 1000;
+    const runner = new ProjectionRunner(db, store, countingProjection, { batchSize: 100, minBatchIntervalMs: interval });
+    await runner.init();
+    const ctl = new AbortController();
+    const running = runner.run(ctl.signal);
+    try {
+      // After a quiet spell nothing waits: the interval only spaces batches that follow each other.
+      const t0 = performance.now();
+      await tick();
+      await waitFor(async () => (await total()) === 1);
+      expect(performance.now() - t0).to.be.below(interval);
+
+      // 40 events over ~1.6 s, one every 40 ms: without the interval that is a batch per event.
+      const before = runner.stats().batches;
+      for (let i = 0; i < 40; i++) {
+        await tick();
+        await new Promise((r) => setTimeout(r, 40));
+      }
+      await waitFor(async () => (await total()) === 41);
+      const trickleBatches = runner.stats().batches - before;
+      expect(trickleBatches).to.be.within(1, 4);
+
+      // A backlog of 350 events: full batches (100) follow each other without the interval.
+      await new Promise((r) => setTimeout(r, interval)); // the trickle's last wait is over
+      await Promise.all(Array.from({ length: 350 }, () => tick()));
+      const t1 = performance.now();
+      await waitFor(async () => (await total()) === 391);
+      // Waiting between the four batches would take at least 3 × interval.
+      expect(performance.now() - t1).to.be.below(2 * interval);
+    } finally {
+      ctl.abort();
+      await running;
+    }
+  });
+
   it('rebuild swaps a fresh schema in while readers keep answering and a live runner keeps going', async () => {
     const { ids, eventCount } = await appendTraffic(store, { count: 300, motorBlockId: BLOCK });
     const live = new ProjectionRunner(db, store, messagesProjection, { batchSize: 100 });
