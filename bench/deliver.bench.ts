@@ -29,6 +29,8 @@
  *   DELIVER_ENGINE_POOL / --engine-pool  "on" (default), "off" (one connection per message, as before
  *                                     the connection cache) or "both" (each mode run twice, off first)
  *   DELIVER_TIMEOUT / --timeout       seconds to wait for all deliveries of a phase (default 600)
+ *   DELIVER_PROJECTION_INTERVAL / --projection-interval  PROJECTION_BATCH_INTERVAL_MS of the Motor
+ *                                     processes (default: Motor's own default)
  *   BENCH_CPU_PROF=<dir>              --cpu-prof the Motor processes
  */
 import { fmt, intSetting, machine, onCleanup, percentile, runBench, setting, sleep, spawnChild, table, type Child } from './lib/common';
@@ -52,6 +54,7 @@ const STARTTLS = SINK === 'node' && setting('SINK_STARTTLS', 'sink-starttls', '1
 const ENGINE_POOL = setting('DELIVER_ENGINE_POOL', 'engine-pool', 'on');
 const POOL_VARIANTS: boolean[] = ENGINE_POOL === 'both' ? [false, true] : [ENGINE_POOL !== 'off'];
 const TIMEOUT_S = intSetting('DELIVER_TIMEOUT', 'timeout', 600);
+const PROJECTION_INTERVAL = setting('DELIVER_PROJECTION_INTERVAL', 'projection-interval', '');
 
 const TARGET_RATE = 500;
 const TARGET_P50_MS = 100;
@@ -62,7 +65,8 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
   console.log(`bench:deliver — ${machine()}`);
   console.log(`N=${N}, paced ${PACED_N}${PACED_RATE ? ` at ${PACED_RATE}/s` : ''}, modes ${MODES.join(',')}, DELIVERY_CONCURRENCY=${CONCURRENCY}` +
     `${MODES.includes('split') ? `, split workers ${WORKERS}` : ''}, send connections ${SEND_CONNECTIONS}, sink ${SINK === 'postfix' ? 'Postfix smtp-sink' : 'smtp-server'} STARTTLS ${STARTTLS ? 'on' : 'off'},` +
-    ` engine connection cache ${POOL_VARIANTS.map((v) => (v ? 'on' : 'off')).join(' then ')}\n`);
+    ` engine connection cache ${POOL_VARIANTS.map((v) => (v ? 'on' : 'off')).join(' then ')}` +
+    `${PROJECTION_INTERVAL ? `, PROJECTION_BATCH_INTERVAL_MS=${PROJECTION_INTERVAL}` : ''}\n`);
 
   const dns = await startDnsServer({
     'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
@@ -101,6 +105,7 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
     const f = await createFixture(`deliver_${modeName}_${enginePool ? 'p' : 'np'}`, benchEnv({
       DNS_SERVERS: dns.address, MX_PORT: String(sink.port), DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
       API_PROCESSES: String(API_PROCESSES),
+      ...(PROJECTION_INTERVAL ? { PROJECTION_BATCH_INTERVAL_MS: PROJECTION_INTERVAL } : {}),
     }));
     const children: Child[] = [];
     const sessions0 = sink.sessions();
