@@ -75,6 +75,11 @@ export interface SubscribeOptions {
    * data. Omitted = every event.
    */
   types?: readonly string[];
+  /**
+   * Top-level keys of the events' data that the consumer never reads (MessageAccepted's bodies,
+   * say): the store leaves them out of the data it sends. Omitted = the whole data.
+   */
+  omitData?: readonly string[];
 }
 
 /**

@@ -100,6 +100,11 @@ export interface MessageAccepted {
   envelopeFrom?: string;
   acceptedAt: Iso;
 }
+/**
+ * MessageAccepted's content: up to the SMTP size limit, read only by delivery (and the message's
+ * own stream reads). Log consumers that index or count messages subscribe without them.
+ */
+export const MESSAGE_CONTENT_FIELDS = ['text', 'html', 'raw', 'headers'] as const satisfies readonly (keyof MessageAccepted)[];
 interface RecipientOutcome { messageId: string; recipient: string; at: Iso }
 interface SmtpReply { smtpCode: string | null; smtpResponse: string | null; enhancedCode?: string | null; mx?: string | null; attempt: number }
 /** A delivery worker took the recipient's delivery in hand (outcome `processed`). */

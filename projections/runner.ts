@@ -40,6 +40,8 @@ export interface Projection {
    * larger transactions. Read models that a command waits on (directory) leave it unset.
    */
   followsMessageTraffic?: boolean;
+  /** Top-level event data keys applyBatch never reads: a live runner's subscription leaves them out. */
+  ignoresData?: readonly string[];
   /** Applies events (only handled types, in log order) inside the runner's transaction. */
   applyBatch(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void>;
 }
@@ -300,7 +302,7 @@ export class ProjectionRunner {
       try {
         await this.init();
         let after = await this.checkpoint();
-        const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles });
+        const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles, omitData: this.projection.ignoresData });
         const interval = this.opts.minBatchIntervalMs ?? 0;
         for await (const batch of sub) {
           if (signal.aborted) break;

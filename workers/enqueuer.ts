@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Queue } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
-import type { DeliveryDeferred, MessageAccepted } from '../domain/events';
+import { MESSAGE_CONTENT_FIELDS, type DeliveryDeferred, type MessageAccepted } from '../domain/events';
 import type { Logger } from '../infra/logger';
 import { jobIdFor, type DeliveryJob } from './queue';
 
@@ -59,7 +59,7 @@ export class DeliveryEnqueuer {
     while (!signal.aborted) {
       try {
         const after = await this.checkpoint();
-        for await (const batch of this.store.subscribeToAll({ after, batchSize: 500, signal, types: ENQUEUED_TYPES })) {
+        for await (const batch of this.store.subscribeToAll({ after, batchSize: 500, signal, types: ENQUEUED_TYPES, omitData: MESSAGE_CONTENT_FIELDS })) {
           const jobs = jobsFor(batch.events, new Date());
           if (jobs.length > 0) await this.queue.addBulk(jobs);
           await this.save(batch.position);

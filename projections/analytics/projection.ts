@@ -7,6 +7,7 @@
  */
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
+import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
 import type { Projection } from '../runner';
 import { analyticsMigrations } from './migrations';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
@@ -174,5 +175,6 @@ export const analyticsProjection: Projection = {
   migrations: analyticsMigrations,
   handles: [...ANALYTICS_EVENT_TYPES, TOMBSTONE],
   followsMessageTraffic: true,
+  ignoresData: MESSAGE_CONTENT_FIELDS,
   applyBatch: withTombstones(applyAnalyticsEvents, forgetBlockAnalytics),
 };

@@ -5,6 +5,7 @@
  */
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore.js';
+import { MESSAGE_CONTENT_FIELDS } from '../../domain/events.js';
 import type { Projection } from '../runner.js';
 import { messagesMigrations } from './migrations.js';
 import {
@@ -100,5 +101,6 @@ export const messagesProjection: Projection = {
   migrations: messagesMigrations,
   handles: [...MESSAGE_EVENT_TYPES, TOMBSTONE],
   followsMessageTraffic: true,
+  ignoresData: MESSAGE_CONTENT_FIELDS,
   applyBatch: withTombstones(applyMessageEvents, forgetBlockMessages),
 };

@@ -140,7 +140,7 @@ export class KurrentEventStore implements EventStore {
     const later = (a: Position | null, b: Position | null): Position | null => (!a ? b : !b ? a : comparePositions(a, b) >= 0 ? a : b);
     try {
       for await (const resolved of subscription) {
-        const e = toRecorded(resolved);
+        const e = toRecorded(resolved, options.omitData);
         if (e && !(after && comparePositions(parsePosition(e.position), after) <= 0)) batch.push(e);
         // Hand over what has arrived as soon as nothing more is buffered.
         if (batch.length >= batchSize || (batch.length > 0 && subscription.readableLength === 0)) {
@@ -205,15 +205,22 @@ function toEventData(e: EventData) {
   return jsonEvent({ id: e.id, type: e.type, data: e.data as JSONType, metadata: stored as unknown as JSONType });
 }
 
-function toRecorded(resolved: ResolvedEvent | AllStreamResolvedEvent): RecordedEvent | null {
+/** `omit`: top-level data keys to leave out (the server sends them anyway; the contract is the same). */
+function toRecorded(resolved: ResolvedEvent | AllStreamResolvedEvent, omit?: readonly string[]): RecordedEvent | null {
   const e = resolved.event;
   if (!e || !e.isJson || !e.position) return null;
   const stored = (e.metadata ?? {}) as Partial<StoredMetadata>;
+  let data: unknown = e.data;
+  if (omit && omit.length > 0 && data !== null && typeof data === 'object' && !Array.isArray(data)) {
+    const kept: Record<string, unknown> = { ...(data as Record<string, unknown>) };
+    for (const key of omit) delete kept[key];
+    data = kept;
+  }
   return {
     id: e.id,
     type: e.type,
     version: typeof stored.version === 'number' ? stored.version : 1,
-    data: e.data,
+    data,
     metadata: stored.metadata ?? {},
     streamId: e.streamId,
     revision: e.revision,

@@ -349,6 +349,33 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         expect(later.map((e) => (e.data as { n: number }).n)).to.include(6).and.not.include(4).and.not.include(2);
       });
 
+      it('with omitData, leaves those top-level data keys out and keeps the rest, metadata and readStream whole', async () => {
+        const prefix = `subomit${randomUUID().slice(0, 8)}`;
+        const s = `${prefix}-${randomUUID()}`;
+        const start = await store.append(`${prefix}-start`, [ev()]);
+        const body = 'x'.repeat(50_000);
+        const data = { messageId: 'm1', to: ['a@x.test'], text: body, html: `<p>${body}</p>`, nested: { text: 'kept' } };
+        await store.append(s, [ev('Big', data, { actor: 'test' }), ev('Small', { n: 7 })]);
+        const ac = new AbortController();
+        const timer = setTimeout(() => ac.abort(), 10_000);
+        const seen: RecordedEvent[] = [];
+        try {
+          for await (const batch of store.subscribeToAll({ after: start.position, signal: ac.signal, omitData: ['text', 'html', 'absent'] })) {
+            seen.push(...ofStreams(batch.events, s));
+            if (seen.length >= 2) break;
+          }
+        } finally {
+          clearTimeout(timer);
+          ac.abort();
+        }
+        expect(seen.map((e) => e.type)).to.deep.equal(['Big', 'Small']);
+        expect(seen[0].data).to.deep.equal({ messageId: 'm1', to: ['a@x.test'], nested: { text: 'kept' } });
+        expect(seen[0].metadata).to.deep.equal({ actor: 'test' });
+        expect(seen[1].data).to.deep.equal({ n: 7 });
+        // Only the subscription's copy is trimmed: the stored event is whole.
+        expect((await store.readStream(s))[0].data).to.deep.equal(data);
+      });
+
       it('close() makes an active subscription finish', async () => {
         const other = await subject.open();
         const ac = new AbortController();
