@@ -77,7 +77,8 @@ export interface SubscribeOptions {
   types?: readonly string[];
   /**
    * Top-level keys of the events' data that the consumer never reads (MessageAccepted's bodies,
-   * say): the store leaves them out of the data it sends. Omitted = the whole data.
+   * say): the store may leave them out of the data it sends, and does for large events (the
+   * PostgreSQL store above 2 KB stored, KurrentDB always). The consumer must not read them.
    */
   omitData?: readonly string[];
 }
