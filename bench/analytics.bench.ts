@@ -204,8 +204,9 @@ runBench('bench:analytics', 7200, async () => {
   await statementTimes(db, 'lag', true);
   const abort = new AbortController();
   const batches: Array<{ n: number; ms: number }> = [];
+  // Spaced like the projector role's (PROJECTION_BATCH_INTERVAL_MS, docs/PROJECTIONS.md "Batch interval").
   const live = new ProjectionRunner(db, f.rt.store, analyticsProjection, {
-    batchSize: LAG_BATCH, onBatch: (r) => { if (r.applied + r.skipped > 0) batches.push({ n: r.applied + r.skipped, ms: r.durationMs }); },
+    batchSize: LAG_BATCH, minBatchIntervalMs: f.config.projectionBatchIntervalMs, onBatch: (r) => { if (r.applied + r.skipped > 0) batches.push({ n: r.applied + r.skipped, ms: r.durationMs }); },
   });
   const running = live.run(abort.signal);
   const lags: number[] = [];
