@@ -41,6 +41,14 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
+interface PendingRead {
+  streamId: string;
+  from: bigint;
+  maxCount: number | null;
+  resolve: (events: RecordedEvent[]) => void;
+  reject: (err: unknown) => void;
+}
+
 interface EventRow {
   event_id: string; type: string; version: number; data: unknown; metadata: Record<string, unknown>;
   stream_id: string; stream_revision: string; tx_id: string; global_position: string; created_at: Date;
@@ -128,8 +136,22 @@ WHERE e.stream_id = $1 AND e.stream_revision >= $2
 ORDER BY e.stream_revision
 LIMIT $3`;
 
+// Several streams in one statement (concurrent readStream calls, grouped): request k.i's rows,
+// each stream through its (stream_id, stream_revision) index by a LATERAL probe.
+export const READ_STREAMS_SQL = `
+SELECT k.i::int AS req, ${COLUMNS}
+FROM unnest($1::text[], $2::bigint[], $3::int[]) WITH ORDINALITY AS k(stream_id, from_rev, max_count, i)
+CROSS JOIN LATERAL (
+  SELECT * FROM events x WHERE x.stream_id = k.stream_id AND x.stream_revision >= k.from_rev
+  ORDER BY x.stream_revision LIMIT k.max_count
+) e
+ORDER BY k.i, e.stream_revision`;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_APPEND_ATTEMPTS = 20;
+/** Stream reads running at once; the others wait and go together in one statement. */
+const MAX_INFLIGHT_READS = 2;
+const MAX_GROUPED_READS = 100;
 const HELD_BACK_MIN_MS = 5;
 const HELD_BACK_MAX_MS = 250;
 /** A filtered subscription hands over the position past skipped entries at most this often. */
@@ -152,6 +174,8 @@ export class PostgresEventStore implements EventStore {
   private inFlightBatches = 0;
   private readonly inFlightStreams = new Set<string>();
   private drainWaiters: Array<() => void> = [];
+  private readQueue: PendingRead[] = [];
+  private inFlightReads = 0;
 
   private listener: pg.Client | null = null;
   private listenerConnecting: Promise<void> | null = null;
@@ -211,11 +235,51 @@ export class PostgresEventStore implements EventStore {
     });
   }
 
-  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+  /**
+   * Up to MAX_INFLIGHT_READS reads run at once, each as its own statement; reads asked for while
+   * they run wait and then go together, up to MAX_GROUPED_READS streams in one statement (the
+   * delivery worker reads one message stream per job, 32 jobs at a time).
+   */
+  readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const from = options.fromRevision ?? 0n;
-    if (from < 0n) throw new RangeError('fromRevision must be >= 0');
-    const res = await this.query<EventRow>('motor_es_read_stream', READ_STREAM_SQL, [streamId, from.toString(), options.maxCount ?? null]);
-    return res.rows.map(toRecorded);
+    if (from < 0n) return Promise.reject(new RangeError('fromRevision must be >= 0'));
+    const maxCount = options.maxCount ?? null;
+    if (maxCount !== null && (!Number.isInteger(maxCount) || maxCount < 0)) return Promise.reject(new RangeError('maxCount must be a non-negative integer'));
+    return new Promise((resolve, reject) => {
+      this.readQueue.push({ streamId, from, maxCount, resolve, reject });
+      this.flushReads();
+    });
+  }
+
+  private flushReads(): void {
+    while (this.inFlightReads < MAX_INFLIGHT_READS && this.readQueue.length > 0) {
+      const group = this.readQueue.splice(0, MAX_GROUPED_READS);
+      this.inFlightReads++;
+      void this.runReads(group).finally(() => {
+        this.inFlightReads--;
+        this.flushReads();
+      });
+    }
+  }
+
+  /** One statement for the group; settles every read in it, never throws. */
+  private async runReads(group: PendingRead[]): Promise<void> {
+    try {
+      if (group.length === 1) {
+        const r = group[0];
+        const res = await this.query<EventRow>('motor_es_read_stream', READ_STREAM_SQL, [r.streamId, r.from.toString(), r.maxCount]);
+        r.resolve(res.rows.map(toRecorded));
+        return;
+      }
+      const res = await this.query<EventRow & { req: number }>('motor_es_read_streams', READ_STREAMS_SQL, [
+        group.map((r) => r.streamId), group.map((r) => r.from.toString()), group.map((r) => r.maxCount),
+      ]);
+      const byRequest: RecordedEvent[][] = group.map(() => []);
+      for (const row of res.rows) byRequest[row.req - 1].push(toRecorded(row));
+      group.forEach((r, i) => r.resolve(byRequest[i]));
+    } catch (err) {
+      for (const r of group) r.reject(err);
+    }
   }
 
   async readAll(options: ReadAllOptions): Promise<RecordedEvent[]> {

@@ -7,7 +7,7 @@ import {
   type EventData,
   type RecordedEvent,
 } from '../../../domain/eventStore.js';
-import { DELETE_STREAMS_SQL, PostgresEventStore, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
+import { DELETE_STREAMS_SQL, PostgresEventStore, READ_STREAMS_SQL, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { CURRENT_SQL, EXISTING_SQL } from '../../../infra/eventstore/postgres/appendBatch.js';
 import { createTestDatabase } from '../../support/db.js';
 import { eventStoreContract, type ContractSubject } from './contract.js';
@@ -272,6 +272,38 @@ describe('PostgresEventStore', function () {
     expect(transactions.size).to.be.below(50);
   });
 
+  it('groups concurrent stream reads into few statements, each read getting its own stream, range and count', async () => {
+    const store = await open();
+    const streams = Array.from({ length: 60 }, () => `message-${randomUUID()}`);
+    await Promise.all(streams.map((s, i) => store.append(s, Array.from({ length: 1 + (i % 4) }, () => ev({ s, n: i })))));
+    // Counted at the pool: one statement per group.
+    const pool = (store as unknown as { pool: pg.Pool }).pool;
+    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+    let statements = 0;
+    (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return query(...args);
+    };
+    try {
+      const reads = await Promise.all(streams.map((s, i) =>
+        i % 3 === 0 ? store.readStream(s) : i % 3 === 1 ? store.readStream(s, { fromRevision: 1n }) : store.readStream(s, { maxCount: 1 })));
+      expect(statements).to.be.at.most(10);
+      reads.forEach((events, i) => {
+        const size = 1 + (i % 4);
+        const expected = i % 3 === 0 ? size : i % 3 === 1 ? size - 1 : 1;
+        expect(events.map((e) => e.revision), `read ${i}`).to.deep.equal(Array.from({ length: expected }, (_, k) => BigInt(k + (i % 3 === 1 ? 1 : 0))));
+        expect(events.every((e) => e.streamId === streams[i] && (e.data as { s: string }).s === streams[i])).to.equal(true);
+      });
+      // A read alone is not held back for company.
+      const before = statements;
+      expect((await store.readStream(streams[5])).length).to.equal(2);
+      expect(statements - before).to.equal(1);
+      expect(await store.readStream(`message-${randomUUID()}`)).to.deep.equal([]);
+    } finally {
+      (pool as unknown as { query: unknown }).query = query;
+    }
+  });
+
   it("a retried 'any' append returns the original result", async () => {
     const store = await open();
     const s = `retry-${randomUUID()}`;
@@ -401,6 +433,12 @@ describe('PostgresEventStore subscription plan without statistics', function () 
 
   const planOf = async (sql: string, params: unknown[]): Promise<string> =>
     (await c.query(`EXPLAIN ${sql}`, params)).rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n');
+
+  it('grouped stream reads probe the index per stream', async () => {
+    const streams = Array.from({ length: 50 }, (_, i) => `plan-${i + 1}`);
+    const plan = await planOf(READ_STREAMS_SQL, [streams, streams.map(() => '0'), streams.map(() => null)]);
+    expect(plan).not.to.match(/Seq Scan on events/);
+  });
 
   it('deleteStreams finds the streams through the index', async () => {
     // A deleted block's history: many message streams at once.
