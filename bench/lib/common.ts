@@ -112,6 +112,8 @@ export function spawnChild(script: string, label: string, env: Record<string, st
   const execArgv = ['--import', 'tsx'];
   const profDir = process.env.BENCH_CPU_PROF;
   if (profDir) execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(profDir, label)}`);
+  // BENCH_NODE_FLAGS: extra Node/V8 flags for the children (e.g. "--max-semi-space-size=32").
+  if (process.env.BENCH_NODE_FLAGS) execArgv.push(...process.env.BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean));
   const proc = fork(join(__dirname, script), [], { execArgv, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const inbox: Array<Record<string, unknown>> = [];
   const waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void; reject: (e: Error) => void }> = [];
