@@ -32,6 +32,10 @@
  *   DELIVER_PROJECTION_INTERVAL / --projection-interval  PROJECTION_BATCH_INTERVAL_MS of the Motor
  *                                     processes (default: Motor's own default)
  *   BENCH_CPU_PROF=<dir>              --cpu-prof the Motor processes
+ *   BENCH_ALLOC_PROF=<dir>            allocation sampling of the Motor processes, collected objects included
+ *   BENCH_NODE_FLAGS="..."            extra Node/V8 flags for the Motor processes
+ * Each phase also prints CPU per message (user + system, from /proc on Linux): the Motor
+ * processes, every PostgreSQL process and Redis, and the rig (this process and Postfix's smtp-sink).
  */
 import { fmt, intSetting, machine, onCleanup, percentile, runBench, setting, sleep, spawnChild, table, type Child } from './lib/common';
 import { benchEnv, createFixture, motorChildEnv, type Fixture } from './lib/fixture';

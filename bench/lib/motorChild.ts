@@ -7,6 +7,9 @@ import { loadConfig } from '../../infra/config';
 import { createLogger } from '../../infra/logger';
 import { createRuntime, startRoles, type Role } from '../../scripts/runtime';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Session } from 'node:inspector/promises';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { childMain, percentile } from './common';
 
@@ -58,6 +61,23 @@ function instrument(store: Record<string, unknown>): () => string {
   };
 }
 
+/**
+ * BENCH_ALLOC_PROF=<dir>: samples allocations from ready to stop, including the objects that
+ * scavenges and mark-compacts collect (what the garbage collector's time goes to), into
+ * <dir>/<roles>-<pid>.heapprofile (Chrome DevTools' Memory tab opens it).
+ */
+async function allocationSampler(dir: string, label: string): Promise<() => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 32 * 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  return async () => {
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${label}-${process.pid}.heapprofile`), JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 childMain(async () => {
   const spec = JSON.parse(process.env.MOTOR_CHILD ?? '{}') as {
     databaseUrl: string; redisUrl: string; queuePrefix: string; roles: Role[]; env: Record<string, string>;
@@ -73,10 +93,13 @@ childMain(async () => {
   const diag = process.env.BENCH_DIAG === '1' ? instrument(rt.store as unknown as Record<string, unknown>) : null;
   const queries = process.env.BENCH_DIAG === '1' ? countQueries() : null;
   const started = await startRoles(rt, spec.roles, { port: 0, host: '127.0.0.1' });
+  const allocDir = process.env.BENCH_ALLOC_PROF;
+  const stopAlloc = allocDir ? await allocationSampler(allocDir, spec.roles.join('+')) : null;
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
+    await stopAlloc?.();
     await started.stop();
     await rt.close();
     if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
