@@ -105,10 +105,14 @@ function privateKeyObject(pem: string): KeyObject {
 const SIGNED_ORDER = new Map<string, number>();
 
 async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null> {
-  const text = raw.toString('latin1');
-  const sep = text.indexOf('\r\n\r\n');
-  // Bare LF anywhere, or no body separator: leave it to mailauth's general parser.
-  if (sep === -1 || /(^|[^\r])\n/.test(text) || /\r(?!\n)/.test(text)) return null;
+  const sep = raw.indexOf('\r\n\r\n', 0, 'latin1');
+  if (sep === -1) return null;
+  // The header block as text; the body stays bytes (hashed in place below).
+  const text = raw.toString('latin1', 0, sep);
+  // Bare LF or CR anywhere, or no body separator: leave it to mailauth's general parser.
+  if (/(^|[^\r])\n/.test(text) || /\r(?!\n)/.test(text)) return null;
+  const bh = relaxedBodyHash(raw, sep + 4);
+  if (bh === null) return null;
   let key: KeyObject;
   try {
     key = privateKeyObject(opts.privateKeyPem);
@@ -120,10 +124,6 @@ async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null
     throw new Error(`DKIM signing failed for ${opts.selector}._domainkey.${opts.domain}: Invalid key type: "${keyType}" (expecting "${opts.algorithm.split('-')[0]}")`);
   }
 
-  // Body, relaxed: no trailing WSP on lines, WSP runs as one SP, no empty lines at the end.
-  let body = text.slice(sep + 4).replace(/[ \t]+(?=\r\n|$)/g, '').replace(/[ \t]+/g, ' ').replace(/(\r\n)+$/, '');
-  if (body.length > 0) body += '\r\n';
-  const bh = createHash('sha256').update(body, 'latin1').digest('base64');
 
   // Header fields, each instance bottom-up (as mailauth signs them), relaxed.
   const fields = text.slice(0, sep).split(/\r\n(?![ \t])/);
@@ -158,6 +158,46 @@ async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null
     : await signOffThread(null, createHash('sha256').update(data).digest(), key);
   const b = signature.toString('base64').replace(/.{1,72}/g, (chunk, offset: number) => (offset === 0 ? chunk : `\r\n ${chunk}`));
   return Buffer.concat([Buffer.from(`${head}${b}\r\n`, 'latin1'), raw]);
+}
+
+const SP = 0x20;
+const TAB = 0x09;
+const CR = 0x0d;
+const LF = 0x0a;
+
+/**
+ * The body hash (bh=) of `raw` from `start`, relaxed (RFC 6376 §3.4.4): no WSP at the end of a
+ * line, WSP runs as one SP, no empty lines at the end, a final CRLF unless empty. One pass over
+ * the bytes into one buffer. Null when the body has a bare CR or LF (mailauth's path then).
+ */
+export function relaxedBodyHash(raw: Buffer, start: number): string | null {
+  const out = Buffer.allocUnsafe(raw.length - start + 2);
+  let o = 0;
+  let space = false;
+  for (let i = start; i < raw.length; i++) {
+    const b = raw[i];
+    if (b === SP || b === TAB) {
+      space = true;
+    } else if (b === CR) {
+      if (raw[i + 1] !== LF) return null;
+      out[o++] = CR;
+      out[o++] = LF;
+      i++;
+      space = false; // WSP before a line break is dropped
+    } else if (b === LF) {
+      return null;
+    } else {
+      if (space) out[o++] = SP;
+      space = false;
+      out[o++] = b;
+    }
+  }
+  while (o >= 2 && out[o - 2] === CR && out[o - 1] === LF) o -= 2;
+  if (o > 0) {
+    out[o++] = CR;
+    out[o++] = LF;
+  }
+  return createHash('sha256').update(out.subarray(0, o)).digest('base64');
 }
 
 /** Relaxed header value: unfolded, WSP runs as one SP, no WSP at either end. */

@@ -215,32 +215,70 @@ function encodedWords(value: string, used: number): string {
 /** 7bit when ASCII with short lines; else quoted-printable, or base64 when mostly non-ASCII. */
 function encodeBody(body: string): { cte: string; encoded: string } {
   const text = body.replace(/\r\n|\r|\n/g, '\r\n');
-  const lines = text.split('\r\n');
-  if (/^[\x00-\x7f]*$/.test(text) && !/[\x00\x7f]/.test(text) && lines.every((l) => l.length <= 76)) return { cte: '7bit', encoded: text };
+  if (/^[\x00-\x7f]*$/.test(text) && !/[\x00\x7f]/.test(text) && longestLine(text) <= 76) return { cte: '7bit', encoded: text };
   const bytes = Buffer.from(text, 'utf8');
   let high = 0;
-  for (const b of bytes) if (b > 0x7e) high++;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] > 0x7e) high++;
   if (high > bytes.length / 3) {
     return { cte: 'base64', encoded: bytes.toString('base64').replace(/.{76}(?=.)/g, '$&\r\n') };
   }
-  return { cte: 'quoted-printable', encoded: lines.map(qpLine).join('\r\n') };
+  return { cte: 'quoted-printable', encoded: quotedPrintable(bytes) };
 }
 
-/** One line of quoted-printable (RFC 2045 §6.7): soft breaks keep lines at most 76 characters. */
-function qpLine(line: string): string {
-  const bytes = Buffer.from(line, 'utf8');
-  let out = '';
-  let cur = '';
+/** Characters in the longest CRLF-separated line. */
+function longestLine(text: string): number {
+  let longest = 0;
+  let start = 0;
+  for (let end = text.indexOf('\r\n'); end !== -1; end = text.indexOf('\r\n', start)) {
+    longest = Math.max(longest, end - start);
+    start = end + 2;
+  }
+  return Math.max(longest, text.length - start);
+}
+
+const EQ = 0x3d;
+const CR = 0x0d;
+const LF = 0x0a;
+const HEX_DIGITS = Buffer.from('0123456789ABCDEF', 'latin1');
+
+/**
+ * Quoted-printable (RFC 2045 §6.7) of UTF-8 text whose line breaks are all CRLF: each line's
+ * bytes, "=XX" for the non-printable ones, "=" itself, and a space or tab that ends a line; soft
+ * breaks ("=" CRLF) keep every line at most 76 characters. One pass into one buffer: built a
+ * character at a time as a string, this was most of what a delivery worker allocated.
+ */
+export function quotedPrintable(bytes: Buffer): string {
+  // Worst case: every byte as "=XX", and a soft break every 25 of them.
+  const out = Buffer.allocUnsafe(bytes.length * 3 + Math.ceil(bytes.length / 25) * 3 + 3);
+  let o = 0;
+  let col = 0;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
-    const last = i === bytes.length - 1;
-    const tok = (b >= 33 && b <= 126 && b !== 61) || ((b === 32 || b === 9) && !last) ? String.fromCharCode(b) : HEX[b];
-    // A line is at most 76 characters including the soft break "=".
-    if (cur.length + tok.length > (last ? 76 : 75)) {
-      out += `${cur}=\r\n`;
-      cur = '';
+    if (b === CR && bytes[i + 1] === LF) {
+      out[o++] = CR;
+      out[o++] = LF;
+      i++;
+      col = 0;
+      continue;
     }
-    cur += tok;
+    const endsLine = i + 1 === bytes.length || (bytes[i + 1] === CR && bytes[i + 2] === LF);
+    const literal = (b >= 33 && b <= 126 && b !== EQ) || ((b === 32 || b === 9) && !endsLine);
+    const width = literal ? 1 : 3;
+    // A line is at most 76 characters including the soft break's "=".
+    if (col + width > (endsLine ? 76 : 75)) {
+      out[o++] = EQ;
+      out[o++] = CR;
+      out[o++] = LF;
+      col = 0;
+    }
+    if (literal) {
+      out[o++] = b;
+    } else {
+      out[o++] = EQ;
+      out[o++] = HEX_DIGITS[b >> 4];
+      out[o++] = HEX_DIGITS[b & 15];
+    }
+    col += width;
   }
-  return out + cur;
+  return out.toString('latin1', 0, o);
 }

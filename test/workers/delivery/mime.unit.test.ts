@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { simpleParser } from 'mailparser';
 // @ts-expect-error libmime (mailparser's own dependency) ships no types
 import libmime from 'libmime';
-import { buildMime, buildMimeComposer, type MimeInput } from '../../../workers/delivery/mime.js';
+// @ts-expect-error libqp (mailparser's own dependency) ships no types
+import libqp from 'libqp';
+import { buildMime, buildMimeComposer, quotedPrintable, type MimeInput } from '../../../workers/delivery/mime.js';
 
 const base: MimeInput = {
   from: 'sender@example.com',
@@ -135,5 +137,41 @@ describe('buildMime: lean builder parsed back with mailparser', () => {
     const composer = await time(() => buildMimeComposer(input));
     const lean = await time(() => buildMime(input));
     expect(lean).to.be.below(composer / 2);
+  });
+});
+
+describe('quotedPrintable against a line-by-line reference (RFC 2045 §6.7)', () => {
+  // The rules written as plainly as possible: per line, per byte, a string at a time.
+  const reference = (text: string): string => text.split('\r\n').map((line) => {
+    const bytes = Buffer.from(line, 'utf8');
+    let out = '';
+    let cur = '';
+    bytes.forEach((b, i) => {
+      const last = i === bytes.length - 1;
+      const tok = (b >= 33 && b <= 126 && b !== 61) || ((b === 32 || b === 9) && !last) ? String.fromCharCode(b) : `=${b.toString(16).toUpperCase().padStart(2, '0')}`;
+      if (cur.length + tok.length > (last ? 76 : 75)) {
+        out += `${cur}=\r\n`;
+        cur = '';
+      }
+      cur += tok;
+    });
+    return out + cur;
+  }).join('\r\n');
+  // A seeded generator: the same inputs on every run.
+  let seed = 12345;
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const alphabet = ['a', 'Z', '0', ' ', '\t', '=', '.', 'é', '–', '🚚', '\r\n', '\r\n', '<p style="x">', '\u0000', '\u007f', '~'];
+
+  it('matches the reference on 2,000 random texts, keeps lines within 76 characters and decodes back (libqp)', () => {
+    for (let n = 0; n < 2000; n++) {
+      const length = Math.floor(random() * 400);
+      let text = '';
+      for (let i = 0; i < length; i++) text += alphabet[Math.floor(random() * alphabet.length)];
+      if (random() < 0.1) text = 'x'.repeat(Math.floor(random() * 300));
+      const encoded = quotedPrintable(Buffer.from(text, 'utf8'));
+      expect(encoded, JSON.stringify(text)).to.equal(reference(text));
+      for (const line of encoded.split('\r\n')) expect(line.length).to.be.at.most(76);
+      expect(libqp.decode(encoded).toString('utf8'), JSON.stringify(text)).to.equal(text);
+    }
   });
 });
