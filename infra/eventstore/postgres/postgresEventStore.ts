@@ -79,18 +79,21 @@ const READ_ALL_SQL = `
 SELECT ${COLUMNS} FROM events e
 ${finalWindow('e')}`;
 
-// A subscription's read: READ_ALL_SQL over a window of up to $3 log entries, one row each, with
-// the event's columns only where its type is wanted ($4; NULL = every type): an unwanted entry is
-// just its position, so the subscriber learns how far it got without receiving data it would drop.
-// `held` (on every row, and on the single row of an empty window) tells whether committed events
-// after the cursor are still held back by an older running transaction (such events sort after
-// the whole window: their transaction ids are at or above the horizon), so a subscriber needs one
-// round trip per wake-up. The data of an event stored larger than OMIT_MIN_BYTES leaves out the
-// top-level keys in $5 (empty: none): a consumer that never reads message bodies does not receive
-// them (nor does PostgreSQL print them). A smaller event is sent whole: rebuilding every small
-// jsonb value costs PostgreSQL more than its few bytes cost the consumer (measured, bench:deliver).
+// A subscription's read: READ_ALL_SQL over a window of up to $3 log entries, in order: a row for
+// each entry whose type is wanted ($4; NULL = every type), with the event's columns, and one for
+// the window's last entry if it is not wanted, with just its position, so the subscriber learns
+// how far it got without receiving the entries it would drop (a projection that follows a few
+// event types used to receive a row for every message event). `examined` (on every row) is the
+// window's size. `held` (on every row, and on the single row of an empty window) tells whether
+// committed events after the cursor are still held back by an older running transaction (such
+// events sort after the whole window: their transaction ids are at or above the horizon), so a
+// subscriber needs one round trip per wake-up. The data of an event stored larger than
+// OMIT_MIN_BYTES leaves out the top-level keys in $5 (empty: none): a consumer that never reads
+// message bodies does not receive them (nor does PostgreSQL print them). A smaller event is sent
+// whole: rebuilding every small jsonb value costs PostgreSQL more than its few bytes cost the
+// consumer (measured, bench:deliver).
 export const SUBSCRIBE_SQL = `
-SELECT h.held, w.tx_id::text AS tx_id, w.global_position::text AS global_position,
+SELECT h.held, w.examined::int AS examined, w.tx_id::text AS tx_id, w.global_position::text AS global_position,
   e.event_id::text, e.type, e.version,
   CASE WHEN cardinality($5::text[]) > 0 AND pg_column_size(e.data) > ${OMIT_MIN_BYTES} THEN e.data - $5::text[] ELSE e.data END AS data,
   e.metadata, e.stream_id, e.stream_revision::text, e.created_at
@@ -105,8 +108,14 @@ FROM (
   ), false) AS held
 ) h
 LEFT JOIN (
-  (SELECT x.tx_id, x.global_position, ($4::text[] IS NULL OR x.type = ANY($4::text[])) AS wanted FROM events x
-   ${finalWindow('x')}) w
+  (SELECT v.tx_id, v.global_position, v.wanted, v.examined FROM (
+     -- Numbered after the LIMIT (window functions run before a LIMIT of their own level).
+     SELECT u.tx_id, u.global_position, ($4::text[] IS NULL OR u.type = ANY($4::text[])) AS wanted,
+       row_number() OVER (ORDER BY u.tx_id, u.global_position) AS n, count(*) OVER () AS examined
+     FROM (SELECT x.tx_id, x.global_position, x.type FROM events x
+           ${finalWindow('x')}) u
+   ) v
+   WHERE v.wanted OR v.n = v.examined) w
   -- LATERAL with LIMIT (not flattened into a join): one primary-key lookup per wanted entry, never a table scan.
   LEFT JOIN LATERAL (SELECT * FROM events z WHERE w.wanted AND z.global_position = w.global_position LIMIT 1) e ON true
 ) ON true
@@ -512,14 +521,14 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async readWindow(cursor: Cursor, maxCount: number, types: string[] | null, omit: string[]): Promise<Page> {
-    const res = await this.query<EventRow & { held: boolean }>('motor_es_subscribe', SUBSCRIBE_SQL, [cursor.txId, cursor.globalPosition, maxCount, types, omit]);
+    const res = await this.query<EventRow & { held: boolean; examined: number | null }>('motor_es_subscribe', SUBSCRIBE_SQL, [cursor.txId, cursor.globalPosition, maxCount, types, omit]);
     const rows = res.rows.filter((row) => row.tx_id !== null); // an empty window is one row of nulls
     const events: RecordedEvent[] = [];
     for (const row of rows) if (row.event_id !== null) events.push(toRecorded(row));
     const tail = rows[rows.length - 1];
     return {
       events,
-      examined: rows.length,
+      examined: tail?.examined ?? 0,
       last: tail ? { txId: tail.tx_id, globalPosition: tail.global_position } : null,
       heldBack: res.rows[0]?.held === true,
     };

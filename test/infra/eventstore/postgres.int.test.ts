@@ -222,6 +222,34 @@ describe('PostgresEventStore', function () {
     expect(after.filter((e) => e.streamId === s)).to.deep.equal([]);
   });
 
+  it("a filtered subscription's read returns the wanted entries and the window's last one, not a row per entry", async () => {
+    const writer = await open();
+    const c = await rawClient();
+    const first = await writer.append(`window-${randomUUID()}`, [ev()]);
+    const kinds = ['Other', 'Wanted', 'Other', 'Other', 'Wanted', 'Other', 'Other'];
+    await writer.append(`window-${randomUUID()}`, kinds.map((type, i) => ({ ...ev({ i }), type })));
+    const [tx, pos] = first.position.split(':');
+    const read = async (max: number, types: string[] | null) =>
+      (await c.query(SUBSCRIBE_SQL, [tx, pos, max, types, []])).rows as Array<{ examined: number | null; type: string | null; global_position: string | null; data: { i: number } | null }>;
+
+    const seven = await read(7, ['Wanted']);
+    expect(seven.map((r) => r.type), 'two wanted, then the last entry as a position').to.deep.equal(['Wanted', 'Wanted', null]);
+    expect(seven.map((r) => r.data?.i ?? null)).to.deep.equal([1, 4, null]);
+    expect(seven.every((r) => r.examined === 7)).to.equal(true);
+    const everything = await read(7, null);
+    expect(everything.map((r) => r.data?.i), 'no filter: every entry').to.deep.equal([0, 1, 2, 3, 4, 5, 6]);
+    expect(seven[2].global_position).to.equal(everything[6].global_position);
+    // The window ends on a wanted entry: no extra row.
+    expect((await read(5, ['Wanted'])).map((r) => r.data?.i)).to.deep.equal([1, 4]);
+    expect((await read(3, ['NobodyWritesThis'])).map((r) => [r.type, r.examined])).to.deep.equal([[null, 3]]);
+    // An empty window: the single row of nulls.
+    const [tail] = everything.slice(-1);
+    const [tTx, tPos] = [(await c.query('SELECT tx_id::text AS tx FROM events WHERE global_position = $1', [tail.global_position])).rows[0].tx, tail.global_position];
+    const empty = (await c.query(SUBSCRIBE_SQL, [tTx, tPos, 10, ['Wanted'], []])).rows;
+    expect(empty).to.have.length(1);
+    expect(empty[0]).to.include({ examined: null, global_position: null });
+  });
+
   it('countAfter counts the entries after a position, and those of given types, without reading them', async () => {
     const store = await open();
     const start = await store.append(`count-${randomUUID()}`, [ev()]);
