@@ -105,11 +105,11 @@ function privateKeyObject(pem: string): KeyObject {
 const SIGNED_ORDER = new Map<string, number>();
 
 async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null> {
+  // No body separator, or a bare LF or CR anywhere: leave it to mailauth's general parser. The
+  // header block is read as text; the body stays bytes and is checked as it is hashed.
   const sep = raw.indexOf('\r\n\r\n', 0, 'latin1');
   if (sep === -1) return null;
-  // The header block as text; the body stays bytes (hashed in place below).
   const text = raw.toString('latin1', 0, sep);
-  // Bare LF or CR anywhere, or no body separator: leave it to mailauth's general parser.
   if (/(^|[^\r])\n/.test(text) || /\r(?!\n)/.test(text)) return null;
   const bh = relaxedBodyHash(raw, sep + 4);
   if (bh === null) return null;
@@ -124,9 +124,8 @@ async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null
     throw new Error(`DKIM signing failed for ${opts.selector}._domainkey.${opts.domain}: Invalid key type: "${keyType}" (expecting "${opts.algorithm.split('-')[0]}")`);
   }
 
-
   // Header fields, each instance bottom-up (as mailauth signs them), relaxed.
-  const fields = text.slice(0, sep).split(/\r\n(?![ \t])/);
+  const fields = text.split(/\r\n(?![ \t])/);
   const names: string[] = [];
   let canonical = '';
   if (SIGNED_ORDER.size === 0) STANDARD_SIGNED.forEach((n, i) => SIGNED_ORDER.set(n, i));
