@@ -1,7 +1,8 @@
 /**
  * CPU seconds (user + system) spent by the processes a benchmark exercises, read from /proc
  * (Linux only; null elsewhere). Divided by the messages of a phase it gives a cost per message
- * that is much steadier than a rate on a shared 2-core machine, where identical runs vary ±10 %.
+ * and says which process it goes to; with the number of cores it bounds the rate a machine can
+ * reach. On a shared VM it varies between identical runs too (with the host's speed).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
