@@ -1,45 +1,22 @@
 import type { Knex } from 'knex';
 import * as q from '../projections/directory/queries';
+import { TtlCache } from '../infra/ttlCache';
 
 /**
  * A short-lived in-process cache over the directory read model for the hot paths (every send
  * authenticates a key and reads its block and domain). Entries live `ttlMs` (default 2 s): a
- * revoked key or deactivated block stops working within that time on every process.
- *
- * Concurrent misses of one key share one query: when an entry expires under load, the requests
- * in flight (up to the HTTP connections) would otherwise each read the same row. A caller that
- * joins a load started before it sees data no older than the TTL allows. With `ttlMs` 0 every
- * call reads (no sharing); `clear()` also drops the loads in flight, whose results are then
- * returned to their callers but not cached.
+ * revoked key or deactivated block stops working within that time on every process. Concurrent
+ * misses of one key share one query (infra/ttlCache.ts); with `ttlMs` 0 every call reads.
  */
 export class DirectoryCache {
-  private readonly entries = new Map<string, { at: number; value: unknown }>();
-  private readonly loading = new Map<string, Promise<unknown>>();
-  private generation = 0;
+  private readonly entries: TtlCache<unknown>;
 
-  constructor(readonly db: Knex, private readonly ttlMs = 2000, private readonly now: () => number = Date.now) {}
+  constructor(readonly db: Knex, ttlMs = 2000, now: () => number = Date.now) {
+    this.entries = new TtlCache(ttlMs, now);
+  }
 
   private cached<T>(key: string, load: () => Promise<T>): Promise<T> {
-    const hit = this.entries.get(key);
-    const t = this.now();
-    if (hit && t - hit.at < this.ttlMs) return Promise.resolve(hit.value as T);
-    if (this.ttlMs <= 0) return load();
-    const inFlight = this.loading.get(key);
-    if (inFlight) return inFlight as Promise<T>;
-    const generation = this.generation;
-    const loaded: Promise<T> = load()
-      .then((value) => {
-        if (generation === this.generation) {
-          if (this.entries.size > 50_000) this.entries.clear();
-          this.entries.set(key, { at: t, value });
-        }
-        return value;
-      })
-      .finally(() => {
-        if (this.loading.get(key) === loaded) this.loading.delete(key);
-      });
-    this.loading.set(key, loaded);
-    return loaded;
+    return this.entries.get(key, load) as Promise<T>;
   }
 
   apiKeyByPrefix(prefix: string) { return this.cached(`k:${prefix}`, () => q.findApiKeyByPrefix(this.db, prefix)); }
@@ -52,9 +29,5 @@ export class DirectoryCache {
   confirmedFreeRecipients(accountId: string) { return this.cached(`fr:${accountId}`, () => q.confirmedFreeRecipients(this.db, accountId)); }
 
   /** Forget everything (tests and the CLI call it after writing). */
-  clear(): void {
-    this.entries.clear();
-    this.loading.clear();
-    this.generation++;
-  }
+  clear(): void { this.entries.clear(); }
 }

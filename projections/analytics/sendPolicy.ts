@@ -10,6 +10,7 @@ import { reputationThrottle, effectiveLimits, type BlockLimits, type EffectiveLi
 import { warmupCap, type Warmup } from '../../domain/analytics/warmup';
 import { planOf, type Config, type PlanLimits } from '../../infra/config';
 import { domainFirstSend, reputation } from './queries';
+import { TtlCache } from '../../infra/ttlCache';
 
 export interface SendPolicy {
   plan: PlanLimits;
@@ -61,37 +62,24 @@ export function sendPolicyOf(config: PolicyConfig, inputs: PolicyInputs, rep: Pa
 
 /**
  * Loads the block's reputation from the analytics read model, cached per block for `ttlMs` (the
- * send path calls it on every send). A read-model failure means "no throttle": analytics being
- * down must never stop sending.
+ * send path calls it on every send; concurrent misses share one query, infra/ttlCache.ts). A
+ * read-model failure means "no throttle": analytics being down must never stop sending.
  */
 export class ReputationCache {
-  private readonly entries = new Map<string, { at: number; value: Awaited<ReturnType<typeof reputation>> | null }>();
-  private readonly firstSends = new Map<string, { at: number; value: Date | null }>();
-  constructor(private readonly db: Knex, private readonly ttlMs = 30_000, private readonly clock: () => number = Date.now) {}
+  private readonly reputations: TtlCache<Awaited<ReturnType<typeof reputation>> | null>;
+  private readonly firstSends: TtlCache<Date | null>;
+  constructor(private readonly db: Knex, ttlMs = 30_000, clock: () => number = Date.now) {
+    this.reputations = new TtlCache(ttlMs, clock);
+    this.firstSends = new TtlCache(ttlMs, clock);
+  }
 
-  async get(motorBlockId: string, windowDays: number, now: Date): Promise<Awaited<ReturnType<typeof reputation>> | null> {
-    const key = `${motorBlockId}:${windowDays}`;
-    const hit = this.entries.get(key);
-    if (hit && this.clock() - hit.at < this.ttlMs) return hit.value;
-    let value: Awaited<ReturnType<typeof reputation>> | null;
-    try {
-      value = await reputation(this.db, motorBlockId, windowDays, now);
-    } catch {
-      value = null;
-    }
-    if (this.entries.size > 50_000) this.entries.clear();
-    this.entries.set(key, { at: this.clock(), value });
-    return value;
+  get(motorBlockId: string, windowDays: number, now: Date): Promise<Awaited<ReturnType<typeof reputation>> | null> {
+    return this.reputations.get(`${motorBlockId}:${windowDays}`, () => reputation(this.db, motorBlockId, windowDays, now).catch(() => null));
   }
 
   /** The domain's first send (same TTL; a read-model failure reads as "none yet": day 1, the strictest cap). */
-  async firstSend(domainId: string): Promise<Date | null> {
-    const hit = this.firstSends.get(domainId);
-    if (hit && this.clock() - hit.at < this.ttlMs) return hit.value;
-    const value = await domainFirstSend(this.db, domainId).catch(() => null);
-    if (this.firstSends.size > 50_000) this.firstSends.clear();
-    this.firstSends.set(domainId, { at: this.clock(), value });
-    return value;
+  firstSend(domainId: string): Promise<Date | null> {
+    return this.firstSends.get(domainId, () => domainFirstSend(this.db, domainId).catch(() => null));
   }
 }
 

@@ -63,19 +63,4 @@ describe('DirectoryCache (PostgreSQL)', function () {
     await cache.domain(id);
     expect(queries, 'the second load was cached').to.equal(2);
   });
-
-  it('caches nothing when the load fails, and the next call tries again', async () => {
-    const cache = new DirectoryCache(db, 2000, () => clock);
-    let calls = 0;
-    const failing = () => {
-      calls++;
-      return Promise.reject(new Error('store down'));
-    };
-    // Through the private loader, the way every accessor uses it.
-    const load = (cache as unknown as { cached: (k: string, f: () => Promise<unknown>) => Promise<unknown> }).cached.bind(cache);
-    const results = await Promise.allSettled([load('x', failing), load('x', failing)]);
-    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
-    expect(calls, 'the two concurrent calls shared the failed load').to.equal(1);
-    await load('x', () => Promise.resolve('ok')).then((v) => expect(v).to.equal('ok'));
-  });
 });
