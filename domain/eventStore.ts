@@ -92,6 +92,13 @@ export interface SubscribeOptions {
 export interface LogBatch {
   events: RecordedEvent[];
   position: GlobalPosition;
+  /**
+   * True when the store had more of the log at hand as it handed this batch over (its read window
+   * was full, or more events were already buffered), so a consumer that spaces its batches should
+   * read on at once. With a type filter the window counts the log entries examined, not the
+   * events handed over. Absent when the store cannot tell.
+   */
+  more?: boolean;
 }
 
 export interface EventStore {

@@ -311,9 +311,10 @@ export class ProjectionRunner {
           // On conflict leave the subscription: it is positioned after events we did not apply.
           if (!r.ok) break;
           after = r.position;
-          // Full batch: the log is ahead of us, read on. Otherwise let the next batch gather company.
+          // Full batch, or a full window of the log behind a few handled events: the log is ahead of
+          // us, read on. Otherwise let the next batch gather company.
           const rest = interval - (performance.now() - started);
-          if (rest > 0 && batch.events.length < this.batchSize) await sleep(rest, signal);
+          if (rest > 0 && batch.events.length < this.batchSize && batch.more !== true) await sleep(rest, signal);
         }
         // Subscription left (conflict) or ended by the adapter: resubscribe from the checkpoint, without spinning.
         if (!signal.aborted) await sleep(20, signal);

@@ -182,6 +182,30 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     }
   });
 
+  it('minBatchIntervalMs: behind a stretch of other event types, windows with few handled events follow each other at once', async () => {
+    const total = async () => Number((await db.withSchema('rm_counting').table('total').where({ id: 1 }).first('n')).n);
+    const interval = 1000;
+    // Ten windows of 50 log entries, each with one handled event among 49 others.
+    for (let w = 0; w < 10; w++) {
+      await store.append(`other-${randomUUID()}`, Array.from({ length: 49 }, () => ({ id: randomUUID(), type: 'SomethingElse', version: 1, data: {} })));
+      await store.append(`tick-${randomUUID()}`, [{ id: randomUUID(), type: 'Tick', version: 1, data: {} }]);
+    }
+    const runner = new ProjectionRunner(db, store, countingProjection, { batchSize: 50, minBatchIntervalMs: interval });
+    await runner.init();
+    const ctl = new AbortController();
+    const t0 = performance.now();
+    const running = runner.run(ctl.signal);
+    try {
+      await waitFor(async () => (await total()) === 10);
+      // Waiting the interval after each of those batches would take at least 9 × interval.
+      expect(performance.now() - t0).to.be.below(3 * interval);
+      expect(runner.stats().batches).to.be.at.least(5);
+    } finally {
+      ctl.abort();
+      await running;
+    }
+  });
+
   it('rebuild swaps a fresh schema in while readers keep answering and a live runner keeps going', async () => {
     const { ids, eventCount } = await appendTraffic(store, { count: 300, motorBlockId: BLOCK });
     const live = new ProjectionRunner(db, store, messagesProjection, { batchSize: 100 });

@@ -73,7 +73,7 @@ export class MemoryEventStore implements EventStore {
       const batch = await this.readAll({ after, maxCount: batchSize });
       if (batch.length > 0) {
         after = batch[batch.length - 1].position;
-        yield { events: types ? batch.filter((e) => types.has(e.type)) : batch, position: after };
+        yield { events: types ? batch.filter((e) => types.has(e.type)) : batch, position: after, more: batch.length === batchSize };
         continue;
       }
       await new Promise<void>((resolve) => {

@@ -146,7 +146,7 @@ export class KurrentEventStore implements EventStore {
         if (batch.length >= batchSize || (batch.length > 0 && subscription.readableLength === 0)) {
           const last = parsePosition(batch[batch.length - 1].position);
           const position = checkpoint && comparePositions(checkpoint, last) > 0 && subscription.readableLength === 0 ? checkpoint : last;
-          yield { events: batch, position: formatPosition(position) };
+          yield { events: batch, position: formatPosition(position), more: subscription.readableLength > 0 };
           batch = [];
           checkpoint = null;
         } else if (batch.length === 0 && checkpoint && subscription.readableLength === 0) {

@@ -351,7 +351,7 @@ export class PostgresEventStore implements EventStore {
       if (unsent && (page.events.length > 0 || sinceHanded >= SKIPPED_POSITION_MS)) {
         unsent = false;
         handedAt = performance.now();
-        yield { events: page.events, position: formatCursor(cursor) };
+        yield { events: page.events, position: formatCursor(cursor), more: page.examined === batchSize };
       }
       if (page.examined === batchSize) continue;
       if (me.woken) continue;
