@@ -133,9 +133,10 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
     await waitDelivered(f, 1, 60);
 
     const pids = children.map((c) => c.proc.pid).filter((p): p is number => p !== undefined);
-    const sat = await phase(f, sink, { url, headers, body, amount: N, label: `${mode} saturation`, pids });
+    const roles = new Map(children.flatMap((c) => (c.proc.pid === undefined ? [] : [[c.proc.pid, c.label.replace(/^motor-/, '')] as const])));
+    const sat = await phase(f, sink, { url, headers, body, amount: N, label: `${mode} saturation`, pids, roles });
     const rate = PACED_RATE || Math.max(1, Math.round(sat.msgPerSec * 0.5));
-    const paced = PACED_N > 0 ? await phase(f, sink, { url, headers, body, amount: PACED_N, rate, label: `${mode} paced ${rate}/s`, pids }) : null;
+    const paced = PACED_N > 0 ? await phase(f, sink, { url, headers, body, amount: PACED_N, rate, label: `${mode} paced ${rate}/s`, pids, roles }) : null;
     results.push({ mode, sat, paced });
     for (const c of children) await c.stop();
     await sleep(300);
@@ -154,7 +155,7 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
   }
 });
 
-async function phase(f: Fixture, sink: BenchSink, o: { url: string; headers: Record<string, string>; body: string; amount: number; rate?: number; label: string; pids: number[] }): Promise<PhaseResult> {
+async function phase(f: Fixture, sink: BenchSink, o: { url: string; headers: Record<string, string>; body: string; amount: number; rate?: number; label: string; pids: number[]; roles: Map<number, string> }): Promise<PhaseResult> {
   const acceptedBefore = await f.countEvents('MessageAccepted');
   const receivedBefore = sink.received();
   const deliveredBefore = (await f.rt.db.raw(`select count(*)::int as n from events where type in ('DeliverySucceeded', 'DeliveryBounced', 'DeliveryFailed')`)).rows[0].n as number;
@@ -222,7 +223,7 @@ async function phase(f: Fixture, sink: BenchSink, o: { url: string; headers: Rec
     `    queued part: accepted→job added p50 ${fmt(percentile(toQueue, 50))} ms p99 ${fmt(percentile(toQueue, 99))} ms;` +
     ` job added→DeliveryStarted p50 ${fmt(percentile(inQueue, 50))} ms p99 ${fmt(percentile(inQueue, 99))} ms` +
     ` (job added→active p50 ${fmt(percentile(pickup, 50))} ms p99 ${fmt(percentile(pickup, 99))} ms)\n` +
-    `    CPU per message, send to delivered: ${cpuPerItem(cpu0, cpu1, accepted)}`);
+    `    CPU per message, send to delivered: ${cpuPerItem(cpu0, cpu1, accepted, o.roles)}`);
   return res;
 }
 

@@ -97,6 +97,8 @@ export function runBench(name: string, deadlineSeconds: number, main: () => Prom
 
 export interface Child {
   proc: ChildProcess;
+  /** The label it was spawned with (names its profiles and its share of CPU). */
+  label: string;
   /** Next IPC message of this type (rejects if the child exits first). */
   next<T = Record<string, unknown>>(type: string, timeoutMs?: number): Promise<T>;
   send(msg: Record<string, unknown>): void;
@@ -133,6 +135,7 @@ export function spawnChild(script: string, label: string, env: Record<string, st
   });
   const child: Child = {
     proc,
+    label,
     next<T>(type: string, timeoutMs = 60_000) {
       const i = inbox.findIndex((m) => m.type === type);
       if (i >= 0) return Promise.resolve(inbox.splice(i, 1)[0] as T);
