@@ -14,6 +14,8 @@ export interface StoredPrivateKey { id: string; algorithm: string; privateKeyPem
 export class KeyStore {
   private readonly aesKey: Buffer;
   private readonly cache = new Map<string, StoredPrivateKey>();
+  /** Reads in flight: a worker that starts with 32 jobs of one domain reads and decrypts its key once. */
+  private readonly loading = new Map<string, Promise<StoredPrivateKey | null>>();
 
   constructor(private readonly db: Knex, keyEncryptionKey: string) {
     this.aesKey = createHash('sha256').update(keyEncryptionKey, 'utf8').digest();
@@ -38,9 +40,19 @@ export class KeyStore {
     await this.db.withSchema(SCHEMA).table('private_keys').insert({ id, algorithm, ciphertext }).onConflict('id').ignore();
   }
 
-  async get(id: string): Promise<StoredPrivateKey | null> {
+  /** The key, decrypted; kept in memory once found (a key id never changes its key). Unknown ids are not kept. */
+  get(id: string): Promise<StoredPrivateKey | null> {
     const hit = this.cache.get(id);
-    if (hit) return hit;
+    if (hit) return Promise.resolve(hit);
+    let loading = this.loading.get(id);
+    if (!loading) {
+      loading = this.load(id).finally(() => this.loading.delete(id));
+      this.loading.set(id, loading);
+    }
+    return loading;
+  }
+
+  private async load(id: string): Promise<StoredPrivateKey | null> {
     const row = await this.db.withSchema(SCHEMA).table('private_keys').where({ id }).first();
     if (!row) return null;
     const buf: Buffer = row.ciphertext;
