@@ -23,6 +23,7 @@
 import { fmt, intSetting, machine, runBench, setting, spawnChild, table, sleep } from './lib/common';
 import { benchEnv, createFixture, motorChildEnv } from './lib/fixture';
 import { runLoad, sendBody, type LoadResult } from './lib/load';
+import { cpuPerItem, cpuSnapshot } from './lib/cpu';
 
 const DURATION = intSetting('SEND_DURATION', 'duration', 20);
 const WARMUP = intSetting('SEND_WARMUP', 'warmup', 3);
@@ -69,10 +70,14 @@ runBench('bench:send', 120 + ROUNDS * 2 * (DURATION + WARMUP + 30), async () => 
         const w = await runLoad({ ...t, body, connections: CONNECTIONS, duration: WARMUP, overallRate: RATE || undefined });
         if (name === 'motor') { motorAcknowledged += w.ok; motorRequestsStarted += w.requests + CONNECTIONS; }
       }
+      const server = name === 'floor' ? floor : motor;
+      const cpu0 = cpuSnapshot([server.proc.pid!]);
       const r = await runLoad({ ...t, body, connections: CONNECTIONS, duration: DURATION, overallRate: RATE || undefined });
+      const cpu1 = cpuSnapshot([server.proc.pid!]);
       if (name === 'motor') { motorAcknowledged += r.ok; motorRequestsStarted += r.requests + CONNECTIONS; }
       results[name].push(r);
-      console.log(`round ${round} ${name.padEnd(5)}: ${fmt(r.rps)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}, load generator ${fmt(r.clientCores, 2)} cores${r.non2xx ? ` ${JSON.stringify(r.statusCodes)}` : ''}`);
+      console.log(`round ${round} ${name.padEnd(5)}: ${fmt(r.rps)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}, load generator ${fmt(r.clientCores, 2)} cores${r.non2xx ? ` ${JSON.stringify(r.statusCodes)}` : ''}\n` +
+        `        CPU per request: ${cpuPerItem(cpu0, cpu1, r.requests, undefined, name === 'floor' ? 'floor' : 'Motor')}`);
       await sleep(1000); // let the server drain (and autovacuum/checkpoints settle) between runs
     }
   }
