@@ -28,7 +28,8 @@ export interface SmtpSinkOptions {
 }
 
 export interface ReceivedMessage {
-  envelope: { mailFrom: string; rcptTo: string[] };
+  /** `mailFromArgs`: the MAIL FROM parameters as given (e.g. { BODY: '8BITMIME', SIZE: '1234' }). */
+  envelope: { mailFrom: string; rcptTo: string[]; mailFromArgs: Record<string, string> };
   raw: Buffer;
   /** The session was TLS (STARTTLS or implicit) when the message was sent. */
   secure: boolean;
@@ -136,6 +137,7 @@ export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSin
       const envelope = {
         mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         rcptTo: session.envelope.rcptTo.map((r) => r.address),
+        mailFromArgs: { ...((session.envelope.mailFrom ? session.envelope.mailFrom.args : null) || {}) } as Record<string, string>,
       };
       const secure = session.secure;
       const heloName = session.hostNameAppearsAs;

@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer';
 import { isIP } from 'node:net';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
@@ -343,7 +344,8 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
   pc.messages++;
   // Tells "the server answered nothing in this transaction" from a reply that decided.
   raw.lastServerResponse = false;
-  const eightBit = o.raw.some((b) => b > 0x7f);
+  // Native check: a per-byte callback over the message cost ~5 % of the worker's CPU.
+  const eightBit = !isAscii(o.raw);
   const sent = await new Promise<{ err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null }>((resolve) => {
     conn.send(
       { from: o.envelopeFrom, to: o.recipients, size: o.raw.length, use8BitMime: eightBit },

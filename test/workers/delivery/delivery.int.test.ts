@@ -143,6 +143,20 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(auth.dkim.results[0].status.result).to.equal('pass');
   });
 
+  it('declares BODY=8BITMIME for a message with 8-bit bytes only (the MX offers 8BITMIME)', async () => {
+    const s = await sink();
+    const message = (body: string) => Buffer.from(
+      `From: news@${SENDER_DOMAIN}\r\nTo: alice@rcpt.test\r\nSubject: hi\r\nMIME-Version: 1.0\r\n` +
+      `Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n${body}\r\n`, 'utf8');
+    await deliver(s, message('plain ASCII '.repeat(300)), ['alice@rcpt.test']);
+    // The one 8-bit byte sits at the very end of a long message.
+    await deliver(s, message(`${'plain ASCII '.repeat(300)}Grüße`), ['alice@rcpt.test']);
+    const [ascii, eightBit] = await s.waitFor(2);
+    expect(ascii.envelope.mailFromArgs).not.to.have.property('BODY');
+    expect(eightBit.envelope.mailFromArgs).to.include({ BODY: '8BITMIME' });
+    expect(eightBit.raw.toString('utf8')).to.include('Grüße');
+  });
+
   it('uses STARTTLS when the MX offers it, and delivers in plain text when it does not', async () => {
     const tls = await sink({ starttls: true });
     await deliver(tls, await signedMessage({ to: ['alice@rcpt.test'] }), ['alice@rcpt.test']);
