@@ -28,8 +28,9 @@ export interface SmtpSinkOptions {
 }
 
 export interface ReceivedMessage {
-  /** `mailFromArgs`: the MAIL FROM parameters as given (e.g. { BODY: '8BITMIME', SIZE: '1234' }). */
-  envelope: { mailFrom: string; rcptTo: string[]; mailFromArgs: Record<string, string> };
+  envelope: { mailFrom: string; rcptTo: string[] };
+  /** The MAIL FROM parameters as given (e.g. { BODY: '8BITMIME', SIZE: '1234' }). */
+  mailFromArgs: Record<string, string>;
   raw: Buffer;
   /** The session was TLS (STARTTLS or implicit) when the message was sent. */
   secure: boolean;
@@ -137,8 +138,8 @@ export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSin
       const envelope = {
         mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         rcptTo: session.envelope.rcptTo.map((r) => r.address),
-        mailFromArgs: { ...((session.envelope.mailFrom ? session.envelope.mailFrom.args : null) || {}) } as Record<string, string>,
       };
+      const mailFromArgs = { ...((session.envelope.mailFrom ? session.envelope.mailFrom.args : null) || {}) } as Record<string, string>;
       const secure = session.secure;
       const heloName = session.hostNameAppearsAs;
       const chunks: Buffer[] = [];
@@ -147,6 +148,7 @@ export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSin
       stream.on('end', () => {
         const message: ReceivedMessage = {
           envelope,
+          mailFromArgs,
           raw: Buffer.concat(chunks),
           secure,
           heloName,

@@ -152,8 +152,8 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     // The one 8-bit byte sits at the very end of a long message.
     await deliver(s, message(`${'plain ASCII '.repeat(300)}Grüße`), ['alice@rcpt.test']);
     const [ascii, eightBit] = await s.waitFor(2);
-    expect(ascii.envelope.mailFromArgs).not.to.have.property('BODY');
-    expect(eightBit.envelope.mailFromArgs).to.include({ BODY: '8BITMIME' });
+    expect(ascii.mailFromArgs).not.to.have.property('BODY');
+    expect(eightBit.mailFromArgs).to.include({ BODY: '8BITMIME' });
     expect(eightBit.raw.toString('utf8')).to.include('Grüße');
   });
 
