@@ -6,10 +6,11 @@
  * lost).
  *
  * Settings (env or --arg=value):
- *   SEND_DURATION / --duration      measured seconds per run (default 20)
+ *   SEND_DURATION / --duration      measured seconds per run (default 10)
  *   SEND_WARMUP / --warmup          warm-up seconds before each measured run (default 3)
  *   SEND_CONNECTIONS / --connections autocannon connections (default 50)
- *   SEND_ROUNDS / --rounds          floor/Motor alternations (default 1)
+ *   SEND_ROUNDS / --rounds          floor/Motor alternations (default 3: the host's speed drifts
+ *                                   between runs, and one pair of runs carries all of that drift into the ratio)
  *   SEND_ROLES / --roles            roles of the Motor process (default "api"; e.g. "api,projector")
  *   FLOOR_POOL / --floor-pool       PostgreSQL pool of the floor (default 10 = the store's pool)
  *   SEND_RATE / --rate              requests/s for both (open model, fixed rate); 0 = as fast as
@@ -25,10 +26,10 @@ import { benchEnv, createFixture, motorChildEnv } from './lib/fixture';
 import { runLoad, sendBody, type LoadResult } from './lib/load';
 import { cpuPerItem, cpuSnapshot } from './lib/cpu';
 
-const DURATION = intSetting('SEND_DURATION', 'duration', 20);
+const DURATION = intSetting('SEND_DURATION', 'duration', 10);
 const WARMUP = intSetting('SEND_WARMUP', 'warmup', 3);
 const CONNECTIONS = intSetting('SEND_CONNECTIONS', 'connections', 50);
-const ROUNDS = Math.max(1, intSetting('SEND_ROUNDS', 'rounds', 1));
+const ROUNDS = Math.max(1, intSetting('SEND_ROUNDS', 'rounds', 3));
 const ROLES = setting('SEND_ROLES', 'roles', 'api').split(',').map((s) => s.trim()).filter(Boolean);
 const FLOOR_POOL = intSetting('FLOOR_POOL', 'floor-pool', 10);
 const RATE = intSetting('SEND_RATE', 'rate', 0);
