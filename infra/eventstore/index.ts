@@ -1,8 +1,6 @@
 import type { EventStore } from '../../domain/eventStore.js';
-import { KurrentEventStore } from './kurrentdb/kurrentEventStore.js';
 import { PostgresEventStore } from './postgres/postgresEventStore.js';
 
-export { KurrentEventStore } from './kurrentdb/kurrentEventStore.js';
 export { PostgresEventStore, type PostgresEventStoreOptions } from './postgres/postgresEventStore.js';
 
 export interface EventStoreOptions {
@@ -13,10 +11,14 @@ export interface EventStoreOptions {
   poolSize?: number;
 }
 
-/** The configured event store, initialised (schema created / server reached). */
+/**
+ * The configured event store, initialised (schema created / server reached). The KurrentDB adapter
+ * is loaded only when it is configured: its gRPC client adds ~0.2 s to the start of every process
+ * and ~8 MB to its heap.
+ */
 export async function createEventStore(opts: EventStoreOptions): Promise<EventStore> {
   const store = opts.eventstoreUrl
-    ? new KurrentEventStore(opts.eventstoreUrl)
+    ? new (await import('./kurrentdb/kurrentEventStore.js')).KurrentEventStore(opts.eventstoreUrl)
     : new PostgresEventStore(opts.databaseUrl, { poolSize: opts.poolSize });
   try {
     await store.init();
