@@ -25,17 +25,12 @@ import { RequestLimiter } from '../commands/quota/requestLimiter';
 import { SendQuota } from '../commands/quota/sendQuota';
 import { allProjections } from '../projections';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
-import { createApp } from '../read-api/app';
 import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
-import { DeliveryEnqueuer, initEnqueuerSchema } from '../workers/enqueuer';
-import { DeliverySweeper } from '../workers/sweeper';
-import { RetentionSweeper } from '../workers/retention';
-import { startDeliveryWorker, type DeliveryDeps } from '../workers/deliveryWorker';
+import { initEnqueuerSchema } from '../workers/enqueuer';
+import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
-import { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker } from '../workers/blockDeletion';
-import { startSmtpListeners, type SmtpListeners, type SmtpSettings } from '../smtp/listener';
-import { loadTlsMaterial } from '../smtp/tls';
+import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
@@ -153,7 +148,12 @@ export interface StartOptions {
   smtp?: Partial<Omit<SmtpSettings, 'port' | 'securePort' | 'host' | 'tls'>>;
 }
 
-/** Starts the given roles in this process; stop() drains in-flight work, then returns. */
+/**
+ * Starts the given roles in this process; stop() drains in-flight work, then returns. Each role's
+ * modules are loaded when the role starts: a worker process never loads the HTTP API (its routes,
+ * controllers and OpenAPI document are the larger part of a process's heap), an API process
+ * never loads the delivery engine or the SMTP listeners.
+ */
 export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions = {}): Promise<StartedRoles> {
   const abort = new AbortController();
   // Every projector, the enqueuer and the sweeper listen on this one signal.
@@ -187,6 +187,9 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     }
   }
   if (roles.includes('worker')) {
+    const [{ DeliveryEnqueuer }, { DeliverySweeper }, { RetentionSweeper }, { startDeliveryWorker }, { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker }] = await Promise.all([
+      import('../workers/enqueuer.js'), import('../workers/sweeper.js'), import('../workers/retention.js'), import('../workers/deliveryWorker.js'), import('../workers/blockDeletion.js'),
+    ]);
     const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger);
     background.push(enqueuer.run(abort.signal));
     background.push(new DeliverySweeper(rt.db, rt.queue, rt.logger).run(abort.signal));
@@ -225,6 +228,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     );
     port = apiProcesses.port;
   } else if (roles.includes('api')) {
+    const { createApp } = await import('../read-api/app.js');
     const app = createApp(rt.http);
     server = createServer(app);
     server.keepAliveTimeout = 65_000;
@@ -237,6 +241,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   }
   let smtp: SmtpListeners | null = null;
   if (roles.includes('smtp')) {
+    const [{ startSmtpListeners }, { loadTlsMaterial }] = await Promise.all([import('../smtp/listener.js'), import('../smtp/tls.js')]);
     const c = rt.config;
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, clientCaPath: c.smtp.clientCaPath, dataDir: c.dataDir, hostname: c.hostname });
     // Said once, by the process that starts the listeners (not again by each SMTP_PROCESSES child).
