@@ -7,6 +7,8 @@
  * 0-based positions inside a stream, as in EventStoreDB.
  */
 
+import { MAX_EVENT_DEPTH, jsonProblem } from './storableJson';
+
 /** Expected state of a stream for an optimistic-concurrency append. */
 export type ExpectedRevision = 'any' | 'no_stream' | 'stream_exists' | bigint;
 
@@ -160,6 +162,27 @@ export class EventStoreUnavailableError extends Error {
   constructor(message: string, override readonly cause?: unknown) {
     super(message);
     this.name = 'EventStoreUnavailableError';
+  }
+}
+
+/**
+ * An event the store cannot keep as it is (a string with U+0000 or an unpaired surrogate, a
+ * BigInt, nesting past MAX_EVENT_DEPTH): the append is refused whole, before anything is written,
+ * and no other append fails with it.
+ */
+export class InvalidEventDataError extends TypeError {
+  readonly code = 'invalid_event_data';
+  constructor(readonly streamId: string, readonly eventType: string, readonly problem: string) {
+    super(`Event ${eventType} on ${streamId} cannot be stored: its data or metadata holds ${problem}`);
+    this.name = 'InvalidEventDataError';
+  }
+}
+
+/** Every adapter's append() calls this first, so the contract holds whatever the backend accepts. */
+export function assertStorable(streamId: string, events: readonly EventData[]): void {
+  for (const e of events) {
+    const problem = jsonProblem(e.data, MAX_EVENT_DEPTH) ?? jsonProblem(e.metadata ?? null, MAX_EVENT_DEPTH);
+    if (problem !== null) throw new InvalidEventDataError(streamId, e.type, problem);
   }
 }
 

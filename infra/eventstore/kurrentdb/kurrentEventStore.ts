@@ -16,6 +16,7 @@ import {
   type ResolvedEvent,
 } from '@kurrent/kurrentdb-client';
 import {
+  assertStorable,
   EventStoreUnavailableError,
   WrongExpectedRevisionError,
   type AppendResult,
@@ -65,6 +66,7 @@ export class KurrentEventStore implements EventStore {
 
   async append(streamId: string, events: EventData[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     if (events.length === 0) throw new TypeError('append needs at least one event');
+    assertStorable(streamId, events);
     const expected = options.expectedRevision ?? 'any';
     try {
       const result = await this.client.appendToStream(streamId, events.map(toEventData), { streamState: expected });

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import {
+  assertStorable,
   EventStoreUnavailableError,
   WrongExpectedRevisionError,
   type AppendResult,
@@ -612,6 +613,7 @@ function validateAppend(streamId: string, events: EventData[], expected: Expecte
     if (typeof e.type !== 'string' || e.type.length === 0) throw new TypeError('Event type must be a non-empty string');
     if (!Number.isInteger(e.version)) throw new TypeError('Event version must be an integer');
   }
+  assertStorable(streamId, events);
   if (typeof expected === 'bigint' ? expected < 0n : !['any', 'no_stream', 'stream_exists'].includes(expected)) {
     throw new TypeError(`Invalid expected revision: ${String(expected)}`);
   }

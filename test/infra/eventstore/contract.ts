@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import {
+  InvalidEventDataError,
   WrongExpectedRevisionError,
   type EventData,
   type EventStore,
@@ -220,6 +221,51 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         expect(failures).to.have.length(1);
         expect((failures[0] as PromiseRejectedResult).reason).to.be.instanceOf(WrongExpectedRevisionError);
         expect(await store.readStream(taken)).to.have.length(1);
+      });
+    });
+
+    describe('data the store cannot keep', () => {
+      const deep = (levels: number): unknown => { let v: unknown = 'leaf'; for (let i = 0; i < levels; i++) v = { v }; return v; };
+      const cyclic = (): unknown => { const o: Record<string, unknown> = {}; o.self = o; return o; };
+      const bad: Array<[string, unknown, EventData['metadata']?]> = [
+        ['U+0000 in a value', { subject: 'a\u0000b' }],
+        ['an unpaired high surrogate', { name: 'x\ud800' }],
+        ['an unpaired low surrogate in a key', { ['k\udc00']: 1 }],
+        ['U+0000 in metadata', { n: 1 }, { actor: 'a\u0000' }],
+        ['a BigInt', { n: 10n }],
+        ['runaway nesting', deep(500)],
+        ['a cycle', cyclic()],
+      ];
+      for (const [what, data, metadata] of bad) {
+        it(`refuses an event with ${what}, whole, with InvalidEventDataError`, async () => {
+          const s = stream();
+          const err = await store.append(s, [ev('Fine'), ev('Bad', data, metadata)]).then(() => null, (e: unknown) => e);
+          expect(err).to.be.instanceOf(InvalidEventDataError);
+          expect((err as InvalidEventDataError).eventType).to.equal('Bad');
+          expect(await store.readStream(s)).to.deep.equal([]);
+        });
+      }
+
+      it('keeps well-formed text of every plane as it was', async () => {
+        const s = stream();
+        const data = { text: 'Grüße, 東京, 😀 \u2028 \ud83d\ude00 tab\t', nested: { list: ['é', { deeper: '\u{10FFFF}' }] } };
+        await store.append(s, [ev('Unicode', data)]);
+        expect((await store.readStream(s))[0].data).to.deep.equal(data);
+      });
+
+      it('fails the unstorable append alone among concurrent ones', async () => {
+        const good = Array.from({ length: 30 }, () => stream());
+        const poisoned = stream();
+        const results = await Promise.allSettled([
+          ...good.slice(0, 15).map((s) => store.append(s, [ev()], { expectedRevision: 'no_stream' })),
+          store.append(poisoned, [ev('Bad', { subject: '\u0000' })], { expectedRevision: 'no_stream' }),
+          ...good.slice(15).map((s) => store.append(s, [ev(), ev()], { expectedRevision: 'no_stream' })),
+        ]);
+        const failures = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
+        expect(failures).to.have.length(1);
+        expect(failures[0].reason).to.be.instanceOf(InvalidEventDataError);
+        for (const s of good) expect(await store.readStream(s)).to.not.be.empty;
+        expect(await store.readStream(poisoned)).to.deep.equal([]);
       });
     });
 
