@@ -5,7 +5,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
-import { errorMiddleware, notFoundMiddleware } from './http/errors';
+import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
 import { RegisterRoutes } from './generated/routes';
 
 /** Largest JSON body accepted (a send's text + html + headers are capped at 10 MiB inside it). */
@@ -43,6 +43,7 @@ export function createApp(ctx: HttpContext): Express {
   // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
   app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
+  app.use(refuseUnstorableInput);
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });
   app.get('/readyz', async (_req, res) => {

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ValidateError } from '@tsoa/runtime';
-import { EventStoreUnavailableError } from '../../domain/eventStore';
+import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
+import { jsonProblem } from '../../domain/storableJson';
 import { isDomainError } from '../../domain/errors';
 import { isUnavailable } from '../../infra/eventstore/postgres/errors';
 import { ctxOf } from './context';
@@ -71,6 +72,38 @@ export function errorBody(code: string, message: string, extra: { nextAction?: s
   };
 }
 
+/** Deepest nesting a JSON request body may have (no route takes more than a few levels). */
+export const MAX_BODY_DEPTH = 32;
+
+/**
+ * After the JSON parser: a body nested past MAX_BODY_DEPTH, or with a string holding U+0000 or an
+ * unpaired surrogate (valid JSON text, but nothing downstream can store or mail it: see
+ * domain/storableJson.ts), is refused with 400 `invalid_json` before any route sees it; a query
+ * string with an encoded U+0000 with 400 `invalid_query` (percent-decoding never yields an
+ * unpaired surrogate: malformed sequences decode to U+FFFD).
+ */
+export function refuseUnstorableInput(req: Request, res: Response, next: NextFunction): void {
+  const q = req.url.indexOf('?');
+  if (q !== -1 && /%00/.test(req.url.slice(q))) {
+    res.status(400).json(errorBody('invalid_query', 'The query string holds U+0000 (%00)'));
+    return;
+  }
+  if (typeof req.body === 'object' && req.body !== null) {
+    const problem = jsonProblem(req.body, MAX_BODY_DEPTH);
+    if (problem !== null) {
+      res.status(400).json(errorBody('invalid_json', `Request body is not acceptable JSON: it holds ${problem}`));
+      return;
+    }
+  }
+  next();
+}
+
+/** Codes of the body parser's other client errors (by body-parser error `type`); the rest are `bad_request`. */
+const PARSER_ERROR_CODES: Record<string, string> = {
+  'request.aborted': 'request_aborted',
+  'request.size.invalid': 'invalid_body',
+};
+
 interface RateLimitDetails { limit: number; remaining: number; reset: number }
 
 // Express recognises error middleware by its four parameters.
@@ -109,7 +142,7 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     res.status(422).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
     return;
   }
-  const e = err as { type?: string; status?: number; message?: string };
+  const e = err as { type?: string; status?: number; statusCode?: number; expose?: boolean; message?: string };
   if (e?.type === 'entity.parse.failed') {
     res.status(400).json(errorBody('invalid_json', 'Request body is not valid JSON'));
     return;
@@ -122,6 +155,17 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     res.status(415).json(errorBody('unsupported_encoding', e.message ?? 'Unsupported body encoding'));
     return;
   }
+  // A path segment that is not valid percent-encoding (the router's decodeURIComponent failed).
+  if (err instanceof URIError) {
+    res.status(400).json(errorBody('invalid_path', 'The request path is not valid percent-encoding'));
+    return;
+  }
+  // Something that slipped past refuseUnstorableInput (e.g. a value a route derived) and that the
+  // event store refused on its own: nothing was written.
+  if (err instanceof InvalidEventDataError) {
+    res.status(400).json(errorBody('invalid_json', `Request holds text that cannot be stored: ${err.problem}`));
+    return;
+  }
   // A PostgreSQL that cannot be reached fails the directory lookup of authentication before the
   // append is tried: with the default store that database IS the event store, so it is the same
   // 503 (never a 500, never a 200). With EVENTSTORE_URL only the read models are down.
@@ -132,6 +176,15 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     res.setHeader('Retry-After', '5');
     res.status(503).json(errorBody(store ? 'event_store_unavailable' : 'database_unavailable',
       `${what}; ${req.method === 'GET' || req.method === 'HEAD' ? 'retry shortly' : 'nothing was accepted. Retry shortly'}.`));
+    return;
+  }
+  // Any other client error the HTTP layer raised (http-errors: a 4xx status with expose: true): a
+  // gzip body that does not inflate, a body shorter than its Content-Length. Only those: tsoa's
+  // authentication wrapper stamps status 401 on whatever its handler threw, a database error too.
+  const status = e?.status ?? e?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500 && e?.expose === true) {
+    const code = (e.type && PARSER_ERROR_CODES[e.type]) ?? 'bad_request';
+    res.status(status).json(errorBody(code, status === 400 && !e.type ? 'The request body could not be read (bad Content-Encoding or framing)' : e.message ?? 'Bad request'));
     return;
   }
   ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');

@@ -1,0 +1,215 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { SCOPES } from '../../domain/credentials/scopes';
+import { eventually, postJson } from '../support/motor';
+import { createBlockFor } from '../auth/fixtures';
+import { startAuthHarness, type AuthHarness } from '../auth/harness';
+
+/**
+ * Hostile input on every route of the OpenAPI document, with a credential that passes: malformed
+ * and non-object JSON, each body field with the wrong type or an absurd size, deep nesting,
+ * prototype-polluting keys, wrong Content-Type / charset / Content-Encoding, broken percent
+ * encoding and oversized path ids, and each query parameter with wrong, repeated and huge values.
+ * Every answer must come quickly and be a client error (or a success that ignored the junk) with
+ * a JSON body carrying a `code`: never a 5xx, a hang or an HTML page. Routes added later are
+ * picked up from read-api/generated/openapi.json automatically.
+ */
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+interface Param { name: string; in: string; required?: boolean; schema: Json }
+interface Operation { method: string; path: string; scheme: string | null; params: Param[]; bodySchema: Json | null }
+
+const spec = JSON.parse(readFileSync(join(__dirname, '../../read-api/generated/openapi.json'), 'utf8'));
+const resolveRef = (s: Json): Json => {
+  for (let depth = 0; s?.$ref && depth < 10; depth++) s = spec.components.schemas[s.$ref.split('/').pop()];
+  return s;
+};
+const operations: Operation[] = [];
+for (const [path, ops] of Object.entries(spec.paths as Record<string, Record<string, Json>>)) {
+  for (const [method, op] of Object.entries(ops)) {
+    const sec = (op.security ?? []) as Array<Record<string, string[]>>;
+    operations.push({
+      method: method.toUpperCase(), path,
+      scheme: sec.length ? Object.keys(sec[0])[0] : null,
+      params: (op.parameters ?? []) as Param[],
+      bodySchema: op.requestBody ? resolveRef(op.requestBody.content?.['application/json']?.schema) ?? null : null,
+    });
+  }
+}
+// Destructive routes last, so the fixtures stay in place for every other route.
+operations.sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
+
+/** Values (as JSON text) of the wrong type, or absurd ones of the right type, for a schema. */
+function hostileValues(schema: Json): Array<[string, string]> {
+  const s = resolveRef(schema) ?? {};
+  const type = s.type ?? (s.properties ? 'object' : s.enum ? typeof s.enum[0] : 'any');
+  return hostileByType(type).map(([what, value]) => [what, JSON.stringify(value)] as [string, string])
+    .concat([['deeply nested array', '['.repeat(5000) + ']'.repeat(5000)]]);
+}
+function hostileByType(type: string): Array<[string, unknown]> {
+  const common: Array<[string, unknown]> = [['operator object', { $ne: null, $gt: '' }], ['null', null]];
+  switch (type) {
+    case 'string': return [...common, ['number', 12345], ['array', ['a', 'b']], ['1 MB string', 'x'.repeat(1 << 20)], ['NUL and CRLF', 'a\u0000b\r\nX-Injected: 1'], ['lone surrogate', '\ud800']];
+    case 'integer':
+    case 'number': return [...common, ['string', '1; DROP TABLE x'], ['huge', 1e308], ['negative', -1], ['fraction', 1.5], ['2^64', 18446744073709551616]];
+    case 'boolean': return [...common, ['string', 'true'], ['number', 1]];
+    case 'array': return [...common, ['string', 'not-an-array'], ['array of objects', [{ a: 1 }, {}]], ['100k items', Array.from({ length: 100_000 }, () => 'a')]];
+    case 'object': return [...common, ['string', 'str'], ['array', [1, 2]], ['10k keys', Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, i]))]];
+    default: return common;
+  }
+}
+
+interface Case { name: string; url: string; method: string; headers: Record<string, string>; body?: string | Buffer }
+
+describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang (int)', function () {
+  this.timeout(300_000);
+  let h: AuthHarness;
+  const ids = {} as { block: string; message: string; keyId: string; accountKeyId: string; from: string };
+  const creds = {} as Record<string, Record<string, string>>;
+
+  before(async () => {
+    h = await startAuthHarness({ API_REQUEST_LIMIT: '1000000' });
+    const a = await h.signUp('hostile@rcpt.test');
+    const block = await createBlockFor(h.motor, a.accountId);
+    ids.block = block.motorBlockId;
+    ids.from = `app@${block.domain}`;
+    const dash = { authorization: `Bearer ${a.token}` };
+    const blockKey = await h.post(`/api/motor-blocks/${ids.block}/api-keys`, {}, dash);
+    const accountKey = await h.post('/api/account/api-keys', {}, dash);
+    const token = await h.post('/api/public/token', { motorBlockId: ids.block, scopes: [...SCOPES] }, dash);
+    if (blockKey.status !== 201 || accountKey.status !== 201 || token.status !== 200) throw new Error('fixture credentials');
+    ids.keyId = blockKey.body.data.id;
+    ids.accountKeyId = accountKey.body.data.id;
+    creds.dashboardJwt = dash;
+    creds.blockApiKey = { 'x-api-key': blockKey.body.data.key };
+    creds.accountApiKey = { 'x-api-key': accountKey.body.data.key };
+    creds.publicBearer = { authorization: `Bearer ${token.body.data.token}` };
+    const sent = await eventually(async () => {
+      const r = await postJson(`${h.motor.baseUrl}/v1/send`, { from: ids.from, to: 'user@rcpt.test', subject: 's', text: 't' }, creds.blockApiKey);
+      return r.status === 200 ? r : null;
+    });
+    ids.message = sent.body.data.id;
+  });
+  after(async () => { await h?.close(); });
+
+  const pathWith = (op: Operation, override?: string): string => op.path.replace(/\{(\w+)\}/g, (_, name: string) => {
+    if (override !== undefined) return override;
+    if (name === 'keyId') return op.path.startsWith('/api/account/') ? ids.accountKeyId : ids.keyId;
+    if (name === 'id') return op.path.includes('/messages') ? ids.message : ids.block;
+    return randomUUID();
+  });
+  /** Required query parameters with plausible values, so the junk in one parameter is what gets judged. */
+  const baseQuery = (op: Operation, except?: string): string[] => op.params
+    .filter((p) => p.in === 'query' && p.required && p.name !== except)
+    .map((p) => {
+      const s = resolveRef(p.schema) ?? {};
+      const v = Array.isArray(s.enum) ? String(s.enum[0]) : s.type === 'integer' || s.type === 'number' ? '1' : s.type === 'boolean' ? 'false' : 'x';
+      return `${p.name}=${encodeURIComponent(v)}`;
+    });
+  const urlOf = (op: Operation, path: string, query: string[]): string => `${h.motor.baseUrl}${path}${query.length ? `?${query.join('&')}` : ''}`;
+
+  function casesFor(op: Operation): Case[] {
+    const headers = { ...(op.scheme ? creds[op.scheme] : {}) };
+    const url = urlOf(op, pathWith(op), baseQuery(op));
+    const cases: Case[] = [];
+    const json = { ...headers, 'content-type': 'application/json' };
+    if (op.method !== 'GET' && op.method !== 'DELETE') {
+      cases.push({ name: 'malformed JSON', url, method: op.method, headers: json, body: '{"from": ' });
+      for (const raw of ['null', '[]', '"text"', '12', 'true']) cases.push({ name: `JSON ${raw}`, url, method: op.method, headers: json, body: raw });
+      cases.push({ name: 'prototype keys', url, method: op.method, headers: json, body: '{"__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}' });
+      cases.push({ name: 'deeply nested', url, method: op.method, headers: json, body: `{"a": ${'['.repeat(10_000)}${']'.repeat(10_000)}}` });
+      cases.push({ name: 'text/plain', url, method: op.method, headers: { ...headers, 'content-type': 'text/plain' }, body: '{}' });
+      cases.push({ name: 'UTF-16 charset', url, method: op.method, headers: { ...headers, 'content-type': 'application/json; charset=utf-16' }, body: '{}' });
+      cases.push({ name: 'gzip that is not gzip', url, method: op.method, headers: { ...json, 'content-encoding': 'gzip' }, body: Buffer.from('not gzip at all') });
+      cases.push({ name: 'unknown Content-Encoding', url, method: op.method, headers: { ...json, 'content-encoding': 'br2' }, body: '{}' });
+      cases.push({ name: 'invalid UTF-8', url, method: op.method, headers: json, body: Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]) });
+      const props = Object.entries((op.bodySchema?.properties ?? {}) as Record<string, Json>);
+      for (const [prop, schema] of props) {
+        for (const [what, value] of hostileValues(schema)) {
+          cases.push({ name: `body.${prop} = ${what}`, url, method: op.method, headers: json, body: `{${JSON.stringify(prop)}: ${value}}` });
+        }
+      }
+    }
+    if (op.path.includes('{')) {
+      for (const [what, id] of [['not a UUID', 'not-a-uuid'], ['3,000 characters', 'x'.repeat(3000)], ['broken percent-encoding', '%E0%A4%A'], ['NUL', '%00'], ['dot segments', '..%2F..%2Fetc'], ['unknown UUID', randomUUID()]]) {
+        const c: Case = { name: `path id: ${what}`, url: urlOf(op, pathWith(op, id), baseQuery(op)), method: op.method, headers: op.method === 'GET' || op.method === 'DELETE' ? headers : json };
+        if (op.method !== 'GET' && op.method !== 'DELETE') c.body = '{}';
+        cases.push(c);
+      }
+    }
+    for (const p of op.params.filter((q) => q.in === 'query')) {
+      const values: Array<[string, string[]]> = [
+        ['wrong type', [`${p.name}=%7B%22%24ne%22%3A1%7D`]],
+        ['empty', [`${p.name}=`]],
+        ['repeated', [`${p.name}=1`, `${p.name}=2`]],
+        ['bracketed', [`${p.name}[a]=1`]],
+        ['huge number', [`${p.name}=1e999`]],
+        ['negative', [`${p.name}=-1`]],
+        ['10,000 characters', [`${p.name}=${'z'.repeat(10_000)}`]],
+        ['broken percent-encoding', [`${p.name}=%E0%A4%A`]],
+        ['NUL', [`${p.name}=a%00b`]],
+      ];
+      for (const [what, q] of values) {
+        const c: Case = { name: `query ${p.name}: ${what}`, url: urlOf(op, pathWith(op), [...baseQuery(op, p.name), ...q]), method: op.method, headers: op.method === 'GET' || op.method === 'DELETE' ? headers : json };
+        if (op.method !== 'GET' && op.method !== 'DELETE') c.body = '{}';
+        cases.push(c);
+      }
+    }
+    if (op.path === '/v1/send') {
+      // A valid send with one field made hostile: this one reaches the event store.
+      const valid = { from: ids.from, to: 'user@rcpt.test', subject: 's', text: 't' };
+      const hostile: Array<[string, Record<string, unknown>]> = [
+        ['NUL in text', { text: 'a\u0000b' }], ['unpaired surrogate in subject', { subject: 'x\ud800' }],
+        ['unpaired surrogate in fromName', { fromName: '\udfff' }], ['NUL in a header value', { headers: { 'X-Tag': 'a\u0000' } }],
+        ['unpaired surrogate in a metadata key', { metadata: { ['k\ud800']: 'v' } }], ['NUL in html', { html: '<p>\u0000</p>' }],
+      ];
+      for (const [what, patch] of hostile) cases.push({ name: `valid send with ${what}`, url, method: op.method, headers: json, body: JSON.stringify({ ...valid, ...patch }) });
+    }
+    return cases;
+  }
+
+  /** Pages for people in a browser: their errors are HTML pages, not JSON (still never a 5xx). */
+  const htmlPages = new Set(['/api/oauth2/authorize', '/api/oauth2/consent', '/free-recipients/confirm']);
+  /** OAuth 2.0 endpoints answer errors in RFC 6749's shape: `error` (+ `error_description`). */
+  const errorCodeOf = (op: Operation, body: Json): unknown => (op.path.startsWith('/api/oauth2/') && typeof body?.error === 'string' && body.code === undefined ? body.error : body?.code);
+
+  let checked = 0;
+  after(() => { console.log(`      hostile input: ${operations.length} routes, ${checked} cases`); }); // eslint-disable-line no-console
+
+  for (const op of operations) {
+    it(`${op.method} ${op.path}`, async () => {
+      const failures: string[] = [];
+      for (const c of casesFor(op)) {
+        const started = Date.now();
+        let status = 0;
+        let text = '';
+        let type = '';
+        try {
+          const res = await fetch(c.url, { method: c.method, headers: c.headers, body: c.body, redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+          status = res.status;
+          type = res.headers.get('content-type') ?? '';
+          text = await res.text();
+        } catch (err) {
+          failures.push(`${c.name}: no answer (${(err as Error).message})`);
+          continue;
+        }
+        checked++;
+        const ms = Date.now() - started;
+        let body: Json = null;
+        try { body = JSON.parse(text); } catch { /* judged below */ }
+        if (status >= 500) failures.push(`${c.name}: ${status} ${text.slice(0, 200)}`);
+        else if (status >= 400 && !htmlPages.has(op.path) && (!type.startsWith('application/json') || typeof errorCodeOf(op, body) !== 'string')) failures.push(`${c.name}: ${status} without a JSON error code (${type}) ${text.slice(0, 120)}`);
+        if (ms > 5000) failures.push(`${c.name}: took ${ms} ms`);
+      }
+      expect(Object.prototype).not.to.have.property('polluted');
+      expect(failures, failures.join('\n')).to.deep.equal([]);
+    });
+  }
+
+  it('the service still answers afterwards', async () => {
+    const r = await fetch(`${h.motor.baseUrl}/v1/status`);
+    expect(r.status).to.equal(200);
+  });
+});
