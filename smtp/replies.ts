@@ -1,4 +1,5 @@
 import { isDomainError, type DomainError } from '../domain/errors';
+import { InvalidEventDataError } from '../domain/eventStore';
 
 /**
  * The SMTP edge's one mapping table: DomainError code → reply code + enhanced status code
@@ -51,6 +52,8 @@ function quotaText(err: DomainError): string | null {
 const oneLine = (s: string): string => s.replace(/[\r\n]+/g, ' ').slice(0, 400);
 
 export function replyFor(err: unknown): SmtpReply {
+  // The message holds something the store can never keep: a retry would fail the same way.
+  if (err instanceof InvalidEventDataError) return { code: 554, enhanced: '5.6.0', text: 'Message content cannot be stored' };
   if (!isDomainError(err)) return { ...TEMPORARY, text: 'Temporary local problem, please try again later' };
   const mapped = TABLE[err.code]
     // A code not in the table: its HTTP-ish status decides temporary versus permanent.

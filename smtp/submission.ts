@@ -1,4 +1,5 @@
 import { fromAndSubject } from './headerValues';
+import { storableText } from '../domain/storableJson';
 import { streamName } from '../domain/eventStore';
 import { fail } from '../domain/errors';
 import { toEventData } from '../domain/events';
@@ -49,9 +50,9 @@ export async function submitMessage(
 
   const validated: ValidSendRequest = {
     from,
-    fromName: mailboxes[0].name ? [...mailboxes[0].name].slice(0, MAX_FROM_NAME).join('') : null,
+    fromName: mailboxes[0].name ? storableText([...mailboxes[0].name].slice(0, MAX_FROM_NAME).join('')) || null : null,
     to: input.envelope.rcptTo,
-    subject: (parsed.subject ?? '').slice(0, 998),
+    subject: storableText(parsed.subject ?? '', 998),
     // The message is `raw`; text/html stay null instead of doubling the event's size.
     text: null,
     html: null,

@@ -1,3 +1,4 @@
+import { MAX_REPLY_TEXT } from '../../workers/delivery/smtpClient';
 import { expect } from 'chai';
 import { authenticate } from 'mailauth';
 import { simpleParser } from 'mailparser';
@@ -122,6 +123,16 @@ describe('send → deliver → outcome (e2e)', function () {
     expect(bounced.smtpCode).to.equal('550');
     expect(bounced.smtpResponse).to.include('No such user');
     expect(bounced.bouncedAt).to.be.a('string');
+  });
+
+  it('a reply of 200,000 characters still bounces, its text capped', async () => {
+    rcptScript.set('huge@rcpt.test', () => ({ code: 550, message: `5.1.1 ${'x'.repeat(200_000)}` }));
+    const token = await motor.token(block, ['logs.read']);
+    const res = await send(mail({ to: 'huge@rcpt.test' }));
+    const bounced = await outcome(res.body.data.id, token, 'bounced');
+    expect(bounced.smtpCode).to.equal('550');
+    expect(bounced.smtpResponse).to.match(/^550 5\.1\.1 x+$/);
+    expect(bounced.smtpResponse.length).to.equal(MAX_REPLY_TEXT);
   });
 
   it('a multi-recipient send shows each recipient outcome on the recipients route', async () => {

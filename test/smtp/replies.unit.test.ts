@@ -1,3 +1,4 @@
+import { InvalidEventDataError } from '../../domain/eventStore';
 import { expect } from 'chai';
 import { fail } from '../../domain/errors';
 import { formatReply, replyFor } from '../../smtp/replies';
@@ -44,6 +45,12 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
     const r = replyFor(new Error('connection refused 10.0.0.3:5432'));
     expect(r).to.deep.include({ code: 451, enhanced: '4.3.0' });
     expect(r.text).to.not.include('10.0.0.3');
+  });
+
+  it('content the event store can never keep is a permanent 554 5.6.0, not a 451 the client would retry forever', () => {
+    const r = replyFor(new InvalidEventDataError('message-1', 'MessageAccepted', 'a string holding U+0000'));
+    expect(r).to.deep.include({ code: 554, enhanced: '5.6.0' });
+    expect(r.text).to.not.include('message-1');
   });
 
   it('reply text is one line', () => {

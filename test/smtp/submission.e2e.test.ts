@@ -79,6 +79,22 @@ describe('SMTP submission (e2e)', function () {
     expect(status.smtpMessageId).to.equal('keep-me.1@client.example');
   });
 
+  it('a Subject or display name that decodes to U+0000 or is cut mid surrogate pair is cleaned, not refused', async () => {
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword, method: 'PLAIN' });
+    // 997 ASCII characters then an emoji (a surrogate pair): the 998-unit cut falls between its halves.
+    const long = `${'a'.repeat(997)}😀`;
+    const sends = await Promise.all([
+      t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['user@rcpt.test'] }, raw: rfc822({ from: `=?UTF-8?Q?Ops=00Team?= <app@${block.domain}>`, to: 'user@rcpt.test', subject: '=?UTF-8?Q?a=00b?=', body: 'x' }) }),
+      t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['user@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'user@rcpt.test', subject: `=?UTF-8?B?${Buffer.from(long).toString('base64')}?=`, body: 'x' }) }),
+    ]);
+    t.close();
+    for (const info of sends) expect(info.response).to.match(/^250 2\.6\.0 /);
+    const [nul, cut] = await Promise.all(sends.map((info) => accepted(queuedId(info.response))));
+    expect(nul.subject).to.equal('ab');
+    expect(nul.fromName).to.equal('OpsTeam');
+    expect(cut.subject).to.equal('a'.repeat(997));
+  });
+
   it('implicit TLS + AUTH LOGIN; a message without Message-ID gets <uuid>@<sending domain>', async () => {
     const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword, method: 'LOGIN', secure: true });
     const info = await t.sendMail({

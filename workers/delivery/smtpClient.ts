@@ -5,6 +5,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
 import { resolveHostAddresses, resolveMxHosts } from './mx.js';
+import { storableText } from '../../domain/storableJson.js';
 
 /**
  * Outbound SMTP: one message, its recipients, straight to each domain's MX (or through one smart
@@ -411,10 +412,14 @@ function discard(pc: PooledConnection, o: SessionOptions): void {
   else pc.conn.close();
 }
 
-/** "450-4.2.0 first line\n450 4.2.0 last" → code 450, enhanced 4.2.0, the text as received. */
+/** Longest reply text kept in an outcome event (a hostile MX could send megabytes of continuation lines). */
+export const MAX_REPLY_TEXT = 4000;
+
+/** "450-4.2.0 first line\n450 4.2.0 last" → code 450, enhanced 4.2.0, the text as received (see storableText). */
 export function parseReply(response: string): SmtpReply {
-  const m = /^([2-5]\d\d)[ -]?(?:([245]\.\d{1,3}\.\d{1,3})(?=\s|$))?/.exec(response.trim());
-  return { code: m?.[1] ?? '', enhancedCode: m?.[2] ?? null, response: response.trim() };
+  const text = storableText(response.trim(), MAX_REPLY_TEXT);
+  const m = /^([2-5]\d\d)[ -]?(?:([245]\.\d{1,3}\.\d{1,3})(?=\s|$))?/.exec(text);
+  return { code: m?.[1] ?? '', enhancedCode: m?.[2] ?? null, response: text };
 }
 
 /** 2xx delivered, 4xx deferred, 5xx bounced (RFC 5321 §4.2.1). */
@@ -448,5 +453,5 @@ function fromHostFailure(recipient: string, failure: HostFailure | null): Recipi
 }
 
 function describe(err: SmtpError): string {
-  return `${err.code ?? 'ERROR'}: ${err.message}`;
+  return storableText(`${err.code ?? 'ERROR'}: ${err.message}`, MAX_REPLY_TEXT);
 }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { groupByDomain, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
+import { MAX_REPLY_TEXT, groupByDomain, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
 
 describe('smtpClient (pure parts)', () => {
   it('groupByDomain groups case-insensitively by domain, keeping order and the addresses as given', () => {
@@ -9,6 +9,14 @@ describe('smtpClient (pure parts)', () => {
       ['other.org', ['b@other.org']],
       ['', ['nodomain']],
     ]);
+  });
+
+  it('parseReply drops U+0000 and caps the text without cutting a surrogate pair in two', () => {
+    expect(parseReply('550 5.1.1 No such\u0000 user').response).to.equal('550 5.1.1 No such user');
+    const long = parseReply(`550 ${'x'.repeat(MAX_REPLY_TEXT - 5)}😀 tail`).response;
+    expect(long.length).to.be.at.most(MAX_REPLY_TEXT);
+    expect(long.isWellFormed()).to.equal(true);
+    expect(long).to.equal(`550 ${'x'.repeat(MAX_REPLY_TEXT - 5)}`);
   });
 
   it('parseReply extracts the code and the enhanced status code', () => {
