@@ -228,10 +228,11 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     );
     port = apiProcesses.port;
   } else if (roles.includes('api')) {
-    const { createApp } = await import('../read-api/app.js');
+    const [{ createApp }, { answerClientError }] = await Promise.all([import('../read-api/app.js'), import('../read-api/http/errors.js')]);
     const app = createApp(rt.http);
     server = createServer(app);
     server.keepAliveTimeout = 65_000;
+    server.on('clientError', answerClientError);
     await new Promise<void>((resolve, reject) => {
       server!.once('error', reject);
       server!.listen(opts.port ?? rt.config.port, opts.host ?? '0.0.0.0', () => resolve());

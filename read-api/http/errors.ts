@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
 import { ValidateError } from '@tsoa/runtime';
 import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
@@ -189,6 +191,25 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
   }
   ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');
   res.status(500).json(errorBody('internal_error', 'Internal error'));
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Express sees them (request line and headers over
+ * 16 KiB, malformed HTTP) get the JSON envelope too, instead of Node's bare status line; the
+ * connection is closed after it, as Node does.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] = err.code === 'HPE_HEADER_OVERFLOW'
+    ? [431, 'headers_too_large', 'The request line and headers exceed 16 KiB']
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'request_timeout', 'The request did not arrive in time']
+      : [400, 'bad_request', 'Malformed HTTP request'];
+  const body = JSON.stringify(errorBody(code, message));
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 export function notFoundMiddleware(req: Request, res: Response): void {

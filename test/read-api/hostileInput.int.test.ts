@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import { expect } from 'chai';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { eventually, postJson } from '../support/motor';
@@ -148,9 +149,21 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
         ['huge number', [`${p.name}=1e999`]],
         ['negative', [`${p.name}=-1`]],
         ['10,000 characters', [`${p.name}=${'z'.repeat(10_000)}`]],
+        ['past the 16 KiB header limit', [`${p.name}=${'z'.repeat(20_000)}`]],
         ['broken percent-encoding', [`${p.name}=%E0%A4%A`]],
         ['NUL', [`${p.name}=a%00b`]],
       ];
+      if (p.name === 'query') {
+        // The logs filter language: as many terms as a URL can carry, of each kind, and broken quoting.
+        const many = (term: (i: number) => string) => [`${p.name}=${encodeURIComponent(Array.from({ length: 300 }, (_, i) => term(i)).join(' '))}`];
+        values.push(
+          ['300 recipient terms', many((i) => `recipient:u${i}@rcpt.test`)],
+          ['300 metadata terms', many((i) => `metadata.k${i}:"v ${i}"`)],
+          ['300 domain and status terms', many((i) => (i % 2 ? `domain:d${i}.test` : 'status:sent'))],
+          ['unterminated quote', [`${p.name}=${encodeURIComponent('metadata.a:"open')}`]],
+          ['escapes and SQL', [`${p.name}=${encodeURIComponent(`metadata.a:"\\\"' OR 1=1 --" metadata.%_:x recipient:'@x`)}`]],
+        );
+      }
       for (const [what, q] of values) {
         const c: Case = { name: `query ${p.name}: ${what}`, url: urlOf(op, pathWith(op), [...baseQuery(op, p.name), ...q]), method: op.method, headers: op.method === 'GET' || op.method === 'DELETE' ? headers : json };
         if (op.method !== 'GET' && op.method !== 'DELETE') c.body = '{}';
@@ -207,6 +220,19 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
       expect(failures, failures.join('\n')).to.deep.equal([]);
     });
   }
+
+  it('a request Node itself refuses (malformed HTTP) still gets the JSON envelope', async () => {
+    const port = Number(new URL(h.motor.baseUrl).port);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write('GARBAGE /\u0001 HTTP/9\r\n\r\n'));
+      let got = '';
+      socket.on('data', (d) => { got += d.toString(); });
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+    });
+    expect(raw).to.match(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).to.include({ success: false, code: 'bad_request' });
+  });
 
   it('the service still answers afterwards', async () => {
     const r = await fetch(`${h.motor.baseUrl}/v1/status`);
