@@ -5,7 +5,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 
 /** `--duration=5` on the command line wins over `SEND_DURATION=5` in the environment. */
 export function setting(envName: string, argName: string, fallback: string): string {
@@ -107,7 +107,7 @@ export interface Child {
 }
 
 /**
- * Forks a bench/lib child script under tsx. BENCH_CPU_PROF=<dir> adds --cpu-prof: profiles land in
+ * Forks a bench/lib child script (or the script at an absolute path) under tsx. BENCH_CPU_PROF=<dir> adds --cpu-prof: profiles land in
  * <dir>/<label>/ (one per thread; the largest is the main thread, the small one tsx's loader).
  */
 export function spawnChild(script: string, label: string, env: Record<string, string> = {}): Child {
@@ -116,7 +116,7 @@ export function spawnChild(script: string, label: string, env: Record<string, st
   if (profDir) execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(profDir, label)}`);
   // BENCH_NODE_FLAGS: extra Node/V8 flags for the children (e.g. "--max-semi-space-size=32").
   if (process.env.BENCH_NODE_FLAGS) execArgv.push(...process.env.BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean));
-  const proc = fork(join(__dirname, script), [], { execArgv, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const proc = fork(isAbsolute(script) ? script : join(__dirname, script), [], { execArgv, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const inbox: Array<Record<string, unknown>> = [];
   const waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void; reject: (e: Error) => void }> = [];
   let exited = false;
