@@ -6,7 +6,7 @@
  * smaller than the spread between two bench:send runs.
  *
  *   git worktree add /tmp/base <commit> && ln -s "$PWD/node_modules" /tmp/base/node_modules
- *   npx tsx bench/tools/send-ab.ts --base=/tmp/base [--rounds=6] [--duration=8] [--warmup=2] [--connections=50]
+ *   npx tsx bench/tools/send-ab.ts --base=/tmp/base [--rounds=6] [--duration=8] [--warmup=2] [--jit-warmup=10] [--connections=50]
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -19,6 +19,8 @@ const ROUNDS = intSetting('SEND_ROUNDS', 'rounds', 6);
 const DURATION = intSetting('SEND_DURATION', 'duration', 8);
 const WARMUP = intSetting('SEND_WARMUP', 'warmup', 2);
 const CONNECTIONS = intSetting('SEND_CONNECTIONS', 'connections', 50);
+/** Load on each side before the first round, not measured: the JIT's warm-up. */
+const JIT_WARMUP = intSetting('SEND_AB_JIT_WARMUP', 'jit-warmup', 10);
 
 /** CPU seconds (user + system) of one process so far. */
 function cpuSeconds(pid: number): number {
@@ -40,6 +42,9 @@ runBench('send-ab', 120 + ROUNDS * 2 * (DURATION + WARMUP + 5), async () => {
   };
   const ports = { A: (await sides.A.next<{ port: number }>('ready')).port, B: (await sides.B.next<{ port: number }>('ready')).port };
   const results = { A: [] as Array<{ rps: number; cpuMs: number; p99: number }>, B: [] as Array<{ rps: number; cpuMs: number; p99: number }> };
+  for (const side of ['A', 'B'] as const) {
+    await runLoad({ url: `http://127.0.0.1:${ports[side]}/v1/send`, headers: { 'x-api-key': f.block.apiKey }, body, connections: CONNECTIONS, duration: JIT_WARMUP });
+  }
   for (let round = 1; round <= ROUNDS; round++) {
     // Alternate which side goes first, so neither always runs on the warmer (or cooler) half.
     const order = round % 2 === 1 ? (['A', 'B'] as const) : (['B', 'A'] as const);
