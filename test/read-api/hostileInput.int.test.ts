@@ -170,6 +170,11 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
         cases.push(c);
       }
     }
+    for (const p of op.params.filter((q) => q.in === 'header')) {
+      for (const [what, value] of [['empty', ''], ['8,000 characters', 'k'.repeat(8000)], ['control characters', 'a\tb'], ['Latin-1 bytes', 'cl\u00e9'], ['JSON', '{"$ne":1}']]) {
+        cases.push({ name: `header ${p.name}: ${what}`, url, method: op.method, headers: { ...json, [p.name]: value }, body: '{}' });
+      }
+    }
     if (op.path === '/v1/send') {
       // A valid send with one field made hostile: this one reaches the event store.
       const valid = { from: ids.from, to: 'user@rcpt.test', subject: 's', text: 't' };
