@@ -112,7 +112,7 @@ describe('secrets at rest: no issued secret is stored in clear (int)', function 
           : type === 'hash' ? Object.entries(await redis.hgetall(key)).flat()
             : type === 'list' ? await redis.lrange(key, 0, -1)
               : type === 'set' ? await redis.smembers(key)
-                : type === 'zset' ? await redis.zrange(key, 0, -1)
+                : type === 'zset' ? await redis.zrange(key, '0', '-1')
                   : type === 'stream' ? (await redis.xrange(key, '-', '+')).flatMap(([id, fields]) => [id, ...fields])
                     : [];
         const text = [key, ...values].join('\n');
