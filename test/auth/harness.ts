@@ -20,13 +20,13 @@ export interface AuthHarness {
 
 export const PASSWORD = 'correct horse battery staple';
 
-export async function startAuthHarness(env: Record<string, string> = {}): Promise<AuthHarness> {
+export async function startAuthHarness(env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<AuthHarness> {
   const dns = await startDnsServer({
     'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
     'mx.rcpt.test': { A: ['127.0.0.1'] },
   });
   const mx = await startSmtpSink();
-  const motor = await startTestMotor({ env: { DNS_SERVERS: dns.address, MX_PORT: String(mx.port), DELIVERY_RETRY_SCHEDULE: '1,1,1', SYSTEM_MAIL_FROM: 'no-reply@motor.test', ANONYMOUS_REQUEST_LIMIT: '100000', ...env } });
+  const motor = await startTestMotor({ logLines: opts.logLines, env: { DNS_SERVERS: dns.address, MX_PORT: String(mx.port), DELIVERY_RETRY_SCHEDULE: '1,1,1', SYSTEM_MAIL_FROM: 'no-reply@motor.test', ANONYMOUS_REQUEST_LIMIT: '100000', ...env } });
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) => postJson(`${motor.baseUrl}${path}`, body, headers);
   const codeFor = async (email: string, after = 0) => eventually(async () => {
     const mails = mx.messages.slice(after).filter((m) => m.envelope.rcptTo.map((r) => r.toLowerCase()).includes(email.toLowerCase()));

@@ -5,20 +5,22 @@ import { createBlockFor } from './fixtures';
 import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
 
 /**
- * Secrets at rest: after every kind of secret has been issued and used (password, refresh tokens,
+ * Secrets at rest (and in the logs): after every kind of secret has been issued and used (password, refresh tokens,
  * dashboard and public JWTs, block and account API keys, an SMTP password, an OAuth client secret,
  * a setup token), none of them appears anywhere Motor keeps data: any table of any schema of its
  * database (event log, read models, checkpoints, key store) or any key of Redis (queues, caches,
  * limiter and quota counters). Only hashes are kept; this reads everything rather than trusting
- * the columns it knows about.
+ * the columns it knows about. The Motor logs at trace level into memory meanwhile, and no log line
+ * holds a secret either, failed logins and unparsable bodies with secrets in them included.
  */
 describe('secrets at rest: no issued secret is stored in clear (int)', function () {
   this.timeout(120_000);
   let h: AuthHarness;
   const secrets: Record<string, string> = {};
+  const logLines: string[] = [];
 
   before(async () => {
-    h = await startAuthHarness({ API_REQUEST_LIMIT: '1000000' });
+    h = await startAuthHarness({ API_REQUEST_LIMIT: '1000000' }, { logLines });
     const email = 'secrets@rcpt.test';
     // register → code → verify-code (setup token) → set-password, by hand to keep the setup token.
     const before = h.mx.messages.length;
@@ -62,6 +64,14 @@ describe('secrets at rest: no issued secret is stored in clear (int)', function 
     secrets.publicJwt = minted.body.data.token;
     const read = await getJson(`${h.motor.baseUrl}/api/public/v1/messages/${sent.body.data.id}`, { authorization: `Bearer ${secrets.publicJwt}` });
     expect(read.status).to.equal(200);
+    // Failure paths, where a secret could end up in an error that gets logged.
+    await h.post('/api/auth/login', { email, password: `${PASSWORD}x` });
+    await postJson(`${h.motor.baseUrl}/api/auth/login`, 'not json', {});
+    await fetch(`${h.motor.baseUrl}/api/auth/set-password`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"email":"${email}","password":"${PASSWORD}","setupToken":"${secrets.setupToken}"` });
+    await fetch(`${h.motor.baseUrl}/api/auth/refresh`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: JSON.stringify({ refreshToken: secrets.refreshToken }) });
+    await postJson(`${h.motor.baseUrl}/v1/send`, { from: 'nobody@elsewhere.test', to: 'x@rcpt.test', subject: 's', text: 't' }, { 'x-api-key': secrets.blockApiKey });
+    await postJson(`${h.motor.baseUrl}/v1/send`, {}, { authorization: `ApiKey ${secrets.accountApiKey}` });
+    await getJson(`${h.motor.baseUrl}/api/public/v1/motor-blocks`, { authorization: `Bearer ${secrets.dashboardJwt}x` });
     // Let the projectors and the delivery worker write what they write (this fixture's domain has
     // no usable DKIM key, so the worker's verdict is a failure; it is the writing that matters).
     await eventually(async () => (await getJson(`${h.motor.baseUrl}/api/public/v1/messages/${sent.body.data.id}`, { authorization: `Bearer ${secrets.publicJwt}` })).body.data?.currentOutcome !== 'queued', 20_000);
@@ -94,6 +104,15 @@ describe('secrets at rest: no issued secret is stored in clear (int)', function 
       for (const [name, needle] of needles()) if (text.includes(needle)) found.push(`${name} in ${t.schema}.${t.name}`);
     }
     expect(rows).to.be.above(20);
+    expect(found).to.deep.equal([]);
+  });
+
+  it('no log line holds one', () => {
+    expect(logLines.length).to.be.above(15);
+    const found: string[] = [];
+    logLines.forEach((line, i) => {
+      for (const [name, needle] of needles()) if (line.includes(needle)) found.push(`${name} in log line ${i}: ${line.slice(0, 200)}`);
+    });
     expect(found).to.deep.equal([]);
   });
 

@@ -27,11 +27,17 @@ export interface TestMotor {
   close(): Promise<void>;
 }
 
-/** `redisUrl` overrides the test Redis (e.g. a port nobody listens on, to test Redis being down). */
-export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string } = {}): Promise<TestMotor> {
+/**
+ * `redisUrl` overrides the test Redis (e.g. a port nobody listens on, to test Redis being down);
+ * `logLines` collects every log line at trace level instead of the silent default.
+ */
+export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[] } = {}): Promise<TestMotor> {
   const db = await createTestDatabase('motor');
   const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', ...opts.env });
-  const logger = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const lines = opts.logLines;
+  const logger = lines
+    ? createLogger('trace', {}, { write: (line: string) => { lines.push(line); } })
+    : createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const rt = await createRuntime(config, {
     databaseUrl: db.url, redisUrl: opts.redisUrl ?? process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
     queuePrefix: `motor-test-${randomBytes(4).toString('hex')}`,
