@@ -1,0 +1,145 @@
+import { expect } from 'chai';
+import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
+
+/**
+ * Hostile input on an authenticated submission session: odd MAIL FROM / RCPT TO forms and
+ * parameters, commands out of order, broken AUTH, and messages whose headers are malformed,
+ * oversized or encoded in ways that decode badly. Each must get a definite SMTP reply that is not
+ * the internal-error one (451 4.3.0, which means an exception escaped), and the listener must go on
+ * accepting normal mail afterwards.
+ */
+describe('SMTP hostile input: a definite reply, never an internal error (int)', function () {
+  this.timeout(120_000);
+  let h: SmtpHarness;
+  let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+  let from: string;
+
+  before(async () => {
+    h = await startSmtpHarness({ env: { SMTP_MAX_MESSAGE_BYTES: '262144', SMTP_MAX_RECIPIENTS: '5' } });
+    block = await h.newBlock();
+    from = `app@${block.domain}`;
+  });
+  after(async () => { await h?.close(); });
+
+  async function session(): Promise<RawClient> {
+    const c = await RawClient.connect(h.securePort, true, h.ca);
+    expect(await c.reply()).to.match(/^220 /);
+    expect(await c.command('EHLO client.test')).to.match(/^250/);
+    expect(await c.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^235/);
+    return c;
+  }
+
+  const internal = (reply: string | null): boolean => reply !== null && /^451 4\.3\.0/.test(reply);
+  const definite = (reply: string | null): boolean => reply !== null && /^[245]\d\d[ -]/.test(reply);
+
+  it('envelope commands: odd addresses, parameters and order', async () => {
+    const cases: Array<[string, string[]]> = [
+      ['null sender', ['MAIL FROM:<>']],
+      ['SIZE not a number', [`MAIL FROM:<${from}> SIZE=abc`]],
+      ['SIZE past 2^64', [`MAIL FROM:<${from}> SIZE=99999999999999999999999`]],
+      ['unknown BODY', [`MAIL FROM:<${from}> BODY=BOGUS`]],
+      ['unknown parameter', [`MAIL FROM:<${from}> X-EVIL=1`]],
+      ['no angle brackets', [`MAIL FROM:${from}`]],
+      ['control character', [`MAIL FROM:<a\u0001b@${block.domain}>`]],
+      ['300-character local part', [`MAIL FROM:<${'l'.repeat(300)}@${block.domain}>`]],
+      ['quoted local part with spaces', [`MAIL FROM:<"a b"@${block.domain}>`]],
+      ['address literal', ['MAIL FROM:<app@[127.0.0.1]>']],
+      ['Latin-1 byte without SMTPUTF8', [`MAIL FROM:<caf\u00e9@${block.domain}>`]],
+      ['SMTPUTF8 address', [`MAIL FROM:<café@${block.domain}> SMTPUTF8`]],
+      ['AUTH= parameter', [`MAIL FROM:<${from}> AUTH=<>`]],
+      ['RCPT before MAIL', ['RCPT TO:<user@rcpt.test>']],
+      ['DATA before RCPT', [`MAIL FROM:<${from}>`, 'DATA']],
+      ['two @', [`MAIL FROM:<${from}>`, 'RCPT TO:<a@b@rcpt.test>']],
+      ['empty recipient', [`MAIL FROM:<${from}>`, 'RCPT TO:<>']],
+      ['bare postmaster', [`MAIL FROM:<${from}>`, 'RCPT TO:<postmaster>']],
+      ['IP literal recipient', [`MAIL FROM:<${from}>`, 'RCPT TO:<x@[10.0.0.1]>']],
+      ['DSN parameters', [`MAIL FROM:<${from}> RET=HDRS ENVID=x`, 'RCPT TO:<user@rcpt.test> NOTIFY=SUCCESS,FAILURE ORCPT=rfc822;user@rcpt.test']],
+      ['second MAIL', [`MAIL FROM:<${from}>`, `MAIL FROM:<${from}>`]],
+      ['BDAT', [`MAIL FROM:<${from}>`, 'RCPT TO:<user@rcpt.test>', 'BDAT 5 LAST']],
+      ['VRFY, EXPN, HELP, NOOP with arguments', ['VRFY root', 'EXPN staff', 'HELP me', 'NOOP hello']],
+      ['second AUTH', ['AUTH PLAIN AGFhAGI=']],
+      ['unknown command', ['XYZZY']],
+      ['empty line', ['']],
+    ];
+    const failures: string[] = [];
+    for (const [name, lines] of cases) {
+      const c = await session();
+      for (const line of lines) {
+        const r = await c.command(line).catch((e: Error) => `no reply: ${e.message}`);
+        if (!definite(r) || internal(r)) failures.push(`${name}: ${JSON.stringify(line)} → ${r}`);
+        if (c.closed) break;
+      }
+      c.end();
+    }
+    expect(failures).to.deep.equal([]);
+  });
+
+  it('broken AUTH exchanges', async () => {
+    const failures: string[] = [];
+    const cases: Array<[string, string[]]> = [
+      ['not base64', ['AUTH PLAIN !!!notbase64!!!']],
+      ['only NULs', [`AUTH PLAIN ${Buffer.from('\0\0').toString('base64')}`]],
+      ['NUL inside the password', [`AUTH PLAIN ${Buffer.from(`\0${block.smtpUsername}\0a\0b`).toString('base64')}`]],
+      ['10 KB of base64', [`AUTH PLAIN ${Buffer.alloc(7000, 1).toString('base64')}`]],
+      ['unknown mechanism', ['AUTH XOAUTH2 garbage']],
+      ['cancelled', ['AUTH PLAIN', '*']],
+      ['LOGIN with invalid UTF-8 user', ['AUTH LOGIN', Buffer.from([0xff, 0xfe, 0x41]).toString('base64'), Buffer.from('x').toString('base64')]],
+    ];
+    for (const [name, lines] of cases) {
+      const c = await RawClient.connect(h.securePort, true, h.ca);
+      await c.reply();
+      await c.command('EHLO client.test');
+      for (const line of lines) {
+        const r = await c.command(line).catch((e: Error) => `no reply: ${e.message}`);
+        if (!(definite(r) || /^334/.test(r ?? '')) || internal(r)) failures.push(`${name}: ${JSON.stringify(line)} → ${r}`);
+        if (c.closed) break;
+      }
+      c.end();
+    }
+    expect(failures).to.deep.equal([]);
+  });
+
+  it('messages with malformed, oversized or badly encoded headers', async () => {
+    const base = { from, to: 'user@rcpt.test' };
+    const cases: Array<[string, string]> = [
+      ['no From', 'To: user@rcpt.test\r\nSubject: x\r\n\r\nbody\r\n'],
+      ['two From headers', rfc822({ ...base, extraHeaders: [`From: other@${block.domain}`] })],
+      ['From as a group', rfc822({ ...base, from: `team: ${from}, b@${block.domain};` })],
+      ['empty From', rfc822({ ...base, from: '' })],
+      ['no header section', '\r\njust a body\r\n'],
+      ['a 5,000-character header line', rfc822({ ...base, extraHeaders: [`X-Long: ${'y'.repeat(5000)}`] })],
+      ['2,000 headers', rfc822({ ...base, extraHeaders: Array.from({ length: 2000 }, (_, i) => `X-H${i}: v`) })],
+      ['unknown charset', rfc822({ ...base, subject: '=?x-unknown-charset?Q?abc?=' })],
+      ['UTF-16 encoded-word with half a surrogate pair', rfc822({ ...base, subject: `=?UTF-16LE?B?${Buffer.from([0x3d, 0xd8]).toString('base64')}?=` })],
+      ['broken base64 encoded-word', rfc822({ ...base, subject: '=?UTF-8?B?***?=' })],
+      ['invalid UTF-8 in a raw header', rfc822({ ...base, subject: '\u00ff\u00fe caf\u00e9' })],
+      ['header without a colon', rfc822({ ...base, extraHeaders: ['NoColonHere'] })],
+      ['Message-ID of 2,000 characters', rfc822({ ...base, messageId: `${'m'.repeat(2000)}@x` })],
+      ['display name of 500 characters', rfc822({ ...base, from: `"${'n'.repeat(500)}" <${from}>` })],
+      ['From with comments and routes', rfc822({ ...base, from: `(c) <@route.example:${from}> (more)` })],
+    ];
+    const failures: string[] = [];
+    for (const [name, message] of cases) {
+      const c = await session();
+      const steps = [`MAIL FROM:<${from}>`, 'RCPT TO:<user@rcpt.test>', 'DATA'];
+      let r: string | null = null;
+      for (const line of steps) r = await c.command(line);
+      if (!/^354/.test(r ?? '')) { failures.push(`${name}: DATA → ${r}`); c.end(); continue; }
+      // Sent as bytes of latin1 text: \u00ff is the byte 0xFF, an invalid UTF-8 sequence.
+      c.write(Buffer.from(`${message.replace(/^\./gm, '..')}\r\n.\r\n`, 'latin1'));
+      r = await c.reply(10_000).catch((e: Error) => `no reply: ${e.message}`);
+      if (!definite(r) || internal(r)) failures.push(`${name}: → ${r}`);
+      c.end();
+    }
+    expect(failures).to.deep.equal([]);
+  });
+
+  it('still accepts a normal message afterwards', async () => {
+    const c = await session();
+    for (const line of [`MAIL FROM:<${from}>`, 'RCPT TO:<user@rcpt.test>']) expect(await c.command(line)).to.match(/^250/);
+    expect(await c.command('DATA')).to.match(/^354/);
+    c.write(`${rfc822({ from, to: 'user@rcpt.test' })}\r\n.\r\n`);
+    expect(await c.reply()).to.match(/^250 /);
+    c.end();
+  });
+});
