@@ -82,6 +82,8 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** Seconds a delivery job stays locked to its worker without a renewal (a crashed worker's jobs come back after it). */
+  deliveryJobLockSeconds: number;
   /** Most events a projector applies in one transaction when it is behind (caught up, batches are small). */
   projectionBatchSize: number;
   /**
@@ -235,6 +237,7 @@ export function loadConfig(env: Env = process.env): Config {
       return list;
     })(),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),
     projectionBatchSize: int('PROJECTION_BATCH_SIZE', 5000, 1, 100_000),
     projectionBatchIntervalMs: int('PROJECTION_BATCH_INTERVAL_MS', 100, 0, 10_000),
     defaultPlan: {

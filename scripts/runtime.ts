@@ -198,13 +198,13 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       background.push(new RetentionSweeper(rt.db, rt.config, rt.logger, { intervalMs: intervalSeconds * 1000, batchSize, clock: rt.clock }).run(abort.signal));
     }
     const deps: DeliveryDeps = {
-      store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics,
+      store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics, now: () => rt.clock.now(),
       settings: {
         mxPort: rt.config.mxPort, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
       },
     };
-    workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix));
+    workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix, rt.config.deliveryJobLockSeconds));
     // Motor Block deletion (docs/BLOCKS.md): a subscriber queues the jobs, a worker runs them.
     const deletionQueue = createBlockDeletionQueue(rt.redisUrl, rt.queuePrefix);
     deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));

@@ -150,7 +150,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
  * to a destination reused for up to 100 messages, 5 s idle) and a DNS cache for the MX/A/AAAA
  * lookups; `close()` closes the cached connections after the jobs in hand are finished.
  */
-export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor'): Worker<DeliveryJob> {
+export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor', lockSeconds = 60): Worker<DeliveryJob> {
   const pool = inputDeps.pool ?? new SmtpConnectionPool({ maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency) });
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const deps: DeliveryDeps = { ...inputDeps, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
@@ -169,10 +169,11 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
       connection: bullConnection(redisUrl),
       prefix,
       concurrency,
-      // A worker that dies mid-job leaves it stalled; it must come back, not fail.
+      // A worker that dies mid-job leaves it stalled; it must come back, not fail. Its lock lapses
+      // `lockSeconds` after the crash; the other workers look for such jobs four times as often.
       maxStalledCount: 50,
-      stalledInterval: 15_000,
-      lockDuration: 60_000,
+      lockDuration: lockSeconds * 1000,
+      stalledInterval: Math.min(15_000, Math.max(1000, (lockSeconds * 1000) / 4)),
     },
   );
   worker.on('failed', (job, err) => deps.logger.warn({ err, messageId: job?.data.messageId, attemptsMade: job?.attemptsMade }, 'delivery job failed'));
