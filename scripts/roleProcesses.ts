@@ -67,6 +67,25 @@ const METRICS_TIMEOUT_MS = 2000;
 
 let collectIds = 0;
 
+/** What sendToChild needs of a child: a node:cluster Worker, or anything with its IPC methods. */
+export interface ChildChannel {
+  isConnected(): boolean;
+  send(message: RoleWorkerMessage, callback: (err: Error | null) => void): boolean;
+}
+
+/**
+ * A message to a child that may be dying. isConnected() still says yes for a moment after the
+ * child was killed, and a send that then fails without a callback becomes an 'error' event on the
+ * child which, unhandled, takes the primary (and the projectors and workers it runs) down with it.
+ * With the callback the failure is only logged; the exit handler replaces the child.
+ */
+export function sendToChild(child: ChildChannel, message: RoleWorkerMessage, log: Pick<Logger, 'debug'>): void {
+  if (!child.isConnected()) return;
+  child.send(message, (err) => {
+    if (err) log.debug({ type: message.type, err: err.message }, 'message to a child not delivered');
+  });
+}
+
 export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, deps: { logger: Logger; metrics: Metrics }): Promise<RoleProcesses> {
   const log = deps.logger.child({ component: `${spec.role}-processes` });
   // The children run this repository's TypeScript through the same loader as the primary (tsx's
@@ -75,6 +94,8 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
   const children = new Set<Worker>();
   const pendingParts = new Map<number, { parts: RegistryJson[]; waiting: number; done: () => void }>();
   let stopping = false;
+
+  const sendTo = (child: Worker, message: RoleWorkerMessage): void => sendToChild(child, message, log);
 
   /** Every child's registry and this process's own, added up (counters and histograms summed). */
   const clusterMetrics = async (): Promise<string> => {
@@ -87,7 +108,7 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
       const timer = setTimeout(done, METRICS_TIMEOUT_MS);
       pendingParts.set(id, { parts, waiting: live.length, done });
       if (live.length === 0) return done();
-      for (const c of live) c.send({ type: 'metrics-collect', id } satisfies RoleWorkerMessage);
+      for (const c of live) sendTo(c, { type: 'metrics-collect', id });
     });
     return AggregatorRegistry.aggregate(parts).metrics();
   };
@@ -95,6 +116,8 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
   const fork = (): Promise<{ port: number; securePort?: number }> => new Promise((resolve, reject) => {
     const child = cluster.fork({ [ROLE_WORKER_ENV]: JSON.stringify(spec) });
     children.add(child);
+    // Backstop for anything else the channel reports (the exit handler below does the rest).
+    child.on('error', (err: Error) => log.debug({ pid: child.process.pid, err: err.message }, 'child process channel error'));
     let listening = false;
     child.on('message', (m: RoleWorkerMessage) => {
       if (m.type === 'listening') {
@@ -104,11 +127,11 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
       } else if (m.type === 'failed') {
         reject(new Error(`${spec.role} process ${child.process.pid} could not start: ${m.error}`));
       } else if (m.type === 'known') {
-        for (const other of children) if (other !== child && other.isConnected()) other.send(m);
+        for (const other of children) if (other !== child) sendTo(other, m);
       } else if (m.type === 'metrics-request') {
         clusterMetrics().then(
-          (text) => { if (child.isConnected()) child.send({ type: 'metrics-answer', id: m.id, text } satisfies RoleWorkerMessage); },
-          (err: Error) => { if (child.isConnected()) child.send({ type: 'metrics-answer', id: m.id, error: err.message } satisfies RoleWorkerMessage); },
+          (text) => sendTo(child, { type: 'metrics-answer', id: m.id, text }),
+          (err: Error) => sendTo(child, { type: 'metrics-answer', id: m.id, error: err.message }),
         );
       } else if (m.type === 'metrics-part') {
         const entry = pendingParts.get(m.id);
@@ -134,7 +157,7 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
       if (child.isDead()) return resolve();
       const force = setTimeout(() => child.process.kill('SIGKILL'), STOP_TIMEOUT_MS);
       child.once('exit', () => { clearTimeout(force); resolve(); });
-      if (child.isConnected()) child.send({ type: 'stop' } satisfies RoleWorkerMessage);
+      if (child.isConnected()) sendTo(child, { type: 'stop' });
       else child.process.kill('SIGTERM');
     })));
   };

@@ -9,7 +9,8 @@ import { createLogger } from '../infra/logger';
 import { createRuntime, startRoles } from './runtime';
 import { ROLE_WORKER_ENV, type RoleWorkerMessage, type RoleWorkerSpec } from './roleProcesses';
 
-const send = (m: RoleWorkerMessage) => { if (process.connected) process.send!(m); };
+// With a callback, a primary that died between the check and the write is not an 'error' event.
+const send = (m: RoleWorkerMessage) => { if (process.connected) process.send!(m, undefined, {}, () => undefined); };
 
 let stopRequested: string | null = null;
 let stop: ((why: string) => void) | null = null;

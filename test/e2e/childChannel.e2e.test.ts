@@ -1,0 +1,67 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { sendToChild, type ChildChannel } from '../../scripts/roleProcesses';
+
+/**
+ * The primary of API_PROCESSES / SMTP_PROCESSES sends its children messages (a login's address to
+ * the other SMTP children, metrics fan-out, stop). A child killed a moment ago still looks
+ * connected, and a plain send to it then emits an 'error' event that, unhandled, crashed the
+ * primary (seen when an SMTP child was killed under load). sendToChild must never emit one.
+ * Real processes, killed with SIGKILL; the primary is made to miss the exit for 3 ms, which opens
+ * the window in about half of the tries.
+ */
+describe('messages to a child that was just killed (e2e)', function () {
+  this.timeout(60_000);
+  const TRIES = 20;
+
+  let dir: string;
+  let script: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'motor-child-'));
+    script = join(dir, 'idle.js');
+    writeFileSync(script, 'process.on("message", () => {}); setInterval(() => {}, 1000); process.send("up");\n');
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  async function killedChild(): Promise<{ child: ChildProcess; exited: Promise<unknown>; errorEvents: () => number }> {
+    const child = fork(script, [], { execArgv: [], stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+    await new Promise((r) => child.once('message', r));
+    let errors = 0;
+    child.on('error', () => { errors++; });
+    const exited = new Promise((r) => child.once('exit', r));
+    process.kill(child.pid!, 'SIGKILL');
+    const until = Date.now() + 3;
+    while (Date.now() < until) { /* the primary busy: the child is gone, its channel not yet closed */ }
+    return { child, exited, errorEvents: () => errors };
+  }
+
+  it('a plain send in that window emits an error event (the hazard is real)', async () => {
+    let errorEvents = 0;
+    for (let i = 0; i < TRIES; i++) {
+      const { child, exited, errorEvents: n } = await killedChild();
+      if (child.connected) child.send({ type: 'stop' });
+      await exited;
+      await new Promise((r) => setTimeout(r, 10));
+      errorEvents += n();
+    }
+    expect(errorEvents).to.be.above(0);
+  });
+
+  it('sendToChild in the same window never does: failures are only logged', async () => {
+    let errorEvents = 0;
+    const logged: unknown[] = [];
+    for (let i = 0; i < TRIES; i++) {
+      const { child, exited, errorEvents: n } = await killedChild();
+      const channel: ChildChannel = { isConnected: () => child.connected, send: (m, cb) => child.send(m, cb) };
+      sendToChild(channel, { type: 'stop' }, { debug: (o: unknown) => { logged.push(o); } });
+      await exited;
+      await new Promise((r) => setTimeout(r, 10));
+      errorEvents += n();
+    }
+    expect(errorEvents).to.equal(0);
+    expect(logged.length, 'the window was never hit').to.be.above(0);
+  });
+});
