@@ -173,7 +173,7 @@ export class EventStoreUnavailableError extends Error {
 export class InvalidEventDataError extends TypeError {
   readonly code = 'invalid_event_data';
   constructor(readonly streamId: string, readonly eventType: string, readonly problem: string) {
-    super(`Event ${eventType} on ${streamId} cannot be stored: its data or metadata holds ${problem}`);
+    super(`Event ${eventType} on ${streamId} cannot be stored: ${problem} in its data or metadata`);
     this.name = 'InvalidEventDataError';
   }
 }

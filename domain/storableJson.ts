@@ -45,8 +45,8 @@ function problemOf(value: unknown, depth: number, maxDepth: number): string | nu
 }
 
 function stringProblem(s: string): string | null {
-  if (s.includes('\u0000')) return 'a string holding U+0000';
-  if (!s.isWellFormed()) return 'a string holding an unpaired UTF-16 surrogate';
+  if (s.includes('\u0000')) return 'U+0000 in a string';
+  if (!s.isWellFormed()) return 'an unpaired UTF-16 surrogate in a string';
   return null;
 }
 

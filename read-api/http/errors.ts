@@ -93,7 +93,7 @@ export function refuseUnstorableInput(req: Request, res: Response, next: NextFun
   if (typeof req.body === 'object' && req.body !== null) {
     const problem = jsonProblem(req.body, MAX_BODY_DEPTH);
     if (problem !== null) {
-      res.status(400).json(errorBody('invalid_json', `Request body is not acceptable JSON: it holds ${problem}`));
+      res.status(400).json(errorBody('invalid_json', `Request body is not acceptable JSON: ${problem}`));
       return;
     }
   }

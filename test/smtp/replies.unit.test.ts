@@ -48,7 +48,7 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
   });
 
   it('content the event store can never keep is a permanent 554 5.6.0, not a 451 the client would retry forever', () => {
-    const r = replyFor(new InvalidEventDataError('message-1', 'MessageAccepted', 'a string holding U+0000'));
+    const r = replyFor(new InvalidEventDataError('message-1', 'MessageAccepted', 'U+0000 in a string'));
     expect(r).to.deep.include({ code: 554, enhanced: '5.6.0' });
     expect(r.text).to.not.include('message-1');
   });
