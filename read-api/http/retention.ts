@@ -9,6 +9,8 @@ import { fail } from '../../domain/errors';
  * - A `from` (or `to`) older than the window is `outside_retention_window` (400). A small grace
  *   absorbs clock skew, so a client asking for exactly "the last N days" is not refused.
  * - Without `from`, the window start applies: nothing older than the retention is ever returned.
+ * - Nothing exists after now: a `from` or `to` later than now counts as now, so a list asked from
+ *   the future is empty and `to=9999-12-31` cannot make a route build hourly buckets until then.
  */
 
 export const RETENTION_GRACE_MS = 5 * 60 * 1000;
@@ -60,5 +62,7 @@ export function retentionRange(params: { from?: string | null; to?: string | nul
     }
   }
   if (from && to && from.getTime() > to.getTime()) throw fail('invalid_query', 400, 'from must not be after to');
-  return { from: from && from > windowStart ? from : windowStart, to };
+  const after = (d: Date, floor: Date): Date => (d > floor ? d : floor);
+  const before = (d: Date, ceiling: Date): Date => (d < ceiling ? d : ceiling);
+  return { from: before(from ? after(from, windowStart) : windowStart, now), to: to ? before(to, now) : null };
 }

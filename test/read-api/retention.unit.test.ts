@@ -36,6 +36,13 @@ describe('retention window (unit)', () => {
     expect(codeOf(() => retentionRange({ from: '2026-11-01T00:00:00Z' }, 7, now))).to.equal('outside_retention_window');
   });
 
+  it('a from or to after now counts as now (nothing exists later)', () => {
+    expect(retentionRange({ to: '9999-12-31T23:59:59.999Z' }, 30, now)).to.deep.equal({ from: windowStart, to: now });
+    expect(retentionRange({ from: '2026-11-22T11:00:00Z', to: '2027-01-01' }, 30, now)).to.deep.equal({ from: new Date('2026-11-22T11:00:00Z'), to: now });
+    expect(retentionRange({ from: '9999-12-31T23:59:59Z' }, 30, now)).to.deep.equal({ from: now, to: null });
+    expect(retentionRange({ from: '9999-01-01', to: '9999-12-31' }, 30, now)).to.deep.equal({ from: now, to: now });
+  });
+
   it('invalid_query for a malformed time or from after to', () => {
     expect(codeOf(() => retentionRange({ from: 'soon' }, 30, now))).to.equal('invalid_query');
     expect(codeOf(() => retentionRange({ to: '2026-11-31' }, 30, now))).to.equal('invalid_query');
