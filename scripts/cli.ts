@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
-import type { EventStore } from '../domain/eventStore';
+import { EventStoreUnavailableError, type EventStore } from '../domain/eventStore';
 import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { isDomainError } from '../domain/errors';
@@ -174,6 +174,11 @@ async function main(): Promise<void> {
     } else if (isDomainError(e)) {
       if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message })}\n`);
       else process.stderr.write(`${e.code}: ${e.message}\n`);
+      process.exitCode = 1;
+    } else if (e instanceof EventStoreUnavailableError) {
+      // The database (or EventStoreDB) cannot be reached: say so in one line, not with a stack.
+      if (json) process.stdout.write(`${JSON.stringify({ error: 'event_store_unavailable', message: err.message })}\n`);
+      else process.stderr.write(`event_store_unavailable: ${err.message} (check DATABASE_URL / EVENTSTORE_URL)\n`);
       process.exitCode = 1;
     } else {
       process.stderr.write(`${err.stack ?? err.message}\n`);

@@ -53,6 +53,17 @@ describe('OAuth clients: registration (int)', function () {
     expect(JSON.parse(uri.stdout).error).to.equal('validation_error');
   });
 
+  it('CLI with an unreachable database: one line naming event_store_unavailable, exit 1, no stack trace', async () => {
+    const env = { ...process.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' };
+    const plain = await run('npx', ['tsx', 'scripts/cli.ts', 'block', 'list'], { env }).catch((e) => e);
+    expect(plain.code).to.equal(1);
+    expect(plain.stderr.trim().split('\n').filter((l: string) => !l.startsWith('npm warn'))).to.have.length(1);
+    expect(plain.stderr).to.match(/^event_store_unavailable: .*ECONNREFUSED/m).and.not.match(/\n\s+at /);
+    const json = await run('npx', ['tsx', 'scripts/cli.ts', 'block', 'list', '--json'], { env }).catch((e) => e);
+    expect(json.code).to.equal(1);
+    expect(JSON.parse(json.stdout).error).to.equal('event_store_unavailable');
+  });
+
   it('POST /api/oauth2/clients with a dashboard JWT: 201, secret once, event registeredBy the user', async () => {
     const u = await dashboardUser(motor, accountId);
     const r = await postJson(`${motor.baseUrl}/api/oauth2/clients`, { name: 'My app', redirectUris: ['https://my.app.test/callback'] }, { authorization: `Bearer ${u.token}` });
