@@ -135,6 +135,13 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
  * the next host. STARTTLS is used whenever offered, without certificate checks (opportunistic
  * MTA-to-MTA TLS, RFC 7435); a host whose TLS handshake fails is retried once in plain text.
  */
+/**
+ * MX hosts looked at per attempt, in preference order (Postfix's smtp_mx_address_limit is 5): a
+ * domain publishing hundreds of MX records, unresolvable or slow, cannot hold a delivery slot for
+ * hundreds of lookups. The connection budget (6 by default) still applies within them.
+ */
+export const MAX_MX_HOSTS = 10;
+
 export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
   const mx = await resolveMxHosts(opts.resolver, opts.domain, { random: opts.random });
   if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
@@ -143,7 +150,7 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
   let budget = opts.maxConnectionAttempts ?? 6;
   let lastFailure: HostFailure | null = null;
   let everyHostUnresolvable = true;
-  for (const host of mx.hosts) {
+  for (const host of mx.hosts.slice(0, MAX_MX_HOSTS)) {
     if (budget <= 0) break;
     const addresses = await resolveHostAddresses(opts.resolver, host.exchange);
     if (addresses.kind !== 'addresses') {

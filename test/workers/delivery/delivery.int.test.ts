@@ -7,7 +7,7 @@ import { startSmtpSink, testCertificate, type SmtpSink, type SmtpSinkOptions } f
 import { createResolver, mailauthResolver, type DnsResolver } from '../../../workers/delivery/dns.js';
 import { generateDkimKey, signMessage, type DkimAlgorithm, type DkimKey } from '../../../workers/delivery/dkim.js';
 import { buildMime } from '../../../workers/delivery/mime.js';
-import { deliverMessage, deliverToDomain, deliverViaRelay, type RecipientResult } from '../../../workers/delivery/smtpClient.js';
+import { MAX_MX_HOSTS, deliverMessage, deliverToDomain, deliverViaRelay, type RecipientResult } from '../../../workers/delivery/smtpClient.js';
 
 const timeouts = { connectMs: 2000, greetingMs: 2000, socketMs: 5000 };
 const HOSTNAME = 'out.motor.test';
@@ -249,6 +249,17 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(results['y@nowhere.test']).to.include({ outcome: 'failed', mx: null });
     expect(results['y@nowhere.test'].detail).to.match(/does not exist/);
     expect(results['z@ghostmx.test']).to.include({ outcome: 'failed', mx: 'ghost.ghostmx.test' });
+    expect(s.connections).to.equal(0);
+  });
+
+  it(`looks at no more than ${MAX_MX_HOSTS} MX hosts per attempt, however many the domain publishes`, async () => {
+    const s = await sink();
+    dns.setRecords('manymx.test', { MX: Array.from({ length: 200 }, (_, i) => ({ exchange: `h${i}.manymx.test`, priority: i })) });
+    const before = dns.queries.length;
+    const [result] = await deliver(s, await signedMessage({ to: ['x@manymx.test'] }), ['x@manymx.test']);
+    const lookedUp = new Set(dns.queries.slice(before).filter((q) => q.name.endsWith('.manymx.test') && q.name !== 'manymx.test').map((q) => q.name));
+    expect(lookedUp.size).to.equal(MAX_MX_HOSTS);
+    expect(result).to.include({ outcome: 'failed', mx: `h${MAX_MX_HOSTS - 1}.manymx.test` });
     expect(s.connections).to.equal(0);
   });
 
