@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { newId } from '../../domain/ids';
 import { ConfigError, loadConfig } from '../../infra/config';
-import { killOneChild, liveChildren as children } from '../support/cluster';
+import { killOneChild, killUnderLoad, liveChildren as children } from '../support/cluster';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 
 /** One request on a connection of its own (no keep-alive), so node:cluster deals each to the next child. */
@@ -106,35 +106,14 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
   });
 
   it('under load, a child killed with SIGKILL loses no acknowledged send: every 200 has its MessageAccepted', async () => {
-    const acknowledged: string[] = [];
-    let failed = 0;
-    let stop = false;
     // 16 clients sending back to back; the kill lands in the middle of their requests. A client
     // gives up on a request after 5 s, as real ones do: about one connection per kill is never
     // answered (node:cluster's primary was handing it to the child as it died), besides the resets.
-    const clients = Array.from({ length: 16 }, async () => {
-      while (!stop) {
-        try {
-          const r = await send({}, {}, 5000);
-          if (r.status === 200) acknowledged.push(r.json.data.id);
-          else failed++;
-        } catch (err) {
-          failed++; // the connection died with the child: not acknowledged, the client would retry
-        }
-      }
+    const r = await killUnderLoad({
+      clients: 16, each: 50, store: motor.rt.store,
+      attempt: async () => { const res = await send({}, {}, 5000); return res.status === 200 ? res.json.data.id : null; },
     });
-    await eventually(async () => acknowledged.length >= 50, 20_000, 10);
-    await killOneChild();
-    const atKill = acknowledged.length;
-    await eventually(async () => acknowledged.length >= atKill + 50, 20_000, 10);
-    stop = true;
-    await Promise.all(clients);
-    const missing: string[] = [];
-    for (const id of acknowledged) {
-      const events = await motor.rt.store.readStream(`message-${id}`, { maxCount: 1 });
-      if (events[0]?.type !== 'MessageAccepted') missing.push(id);
-    }
-    expect(missing, `${missing.length} of ${acknowledged.length} acknowledged sends have no event (${failed} requests failed)`).to.deep.equal([]);
+    expect(r.missing, `${r.missing.length} of ${r.acknowledged.length} acknowledged sends have no event (${r.failed} requests failed)`).to.deep.equal([]);
   });
 
   it('stop drains the children and closes the port', async () => {

@@ -1,7 +1,7 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { startRoles } from '../../scripts/runtime';
-import { killOneChild, liveChildren as children } from '../support/cluster';
+import { killOneChild, killUnderLoad, liveChildren as children } from '../support/cluster';
 import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
 
@@ -87,35 +87,13 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   });
 
   it('under load, a child killed with SIGKILL loses no acknowledged message: every 250 has its MessageAccepted', async () => {
-    const acknowledged: string[] = [];
-    let failed = 0;
-    let stop = false;
     // 8 clients, one message per connection, back to back; nodemailer gives up on a silent
     // connection after 10 s (the greeting) or 20 s (any later reply).
-    const clients = Array.from({ length: 8 }, async (_, c) => {
-      for (let i = 0; !stop; i++) {
-        try {
-          const info = await sendOne(1000 * (c + 1) + i);
-          const id = /queued as ([0-9a-f-]{36})/.exec(info.response)?.[1];
-          if (id) acknowledged.push(id);
-          else failed++;
-        } catch {
-          failed++; // the session died with the child: no 250, the client keeps the message
-        }
-      }
+    const r = await killUnderLoad({
+      clients: 8, each: 20, store: h.motor.rt.store,
+      attempt: async (c, i) => /queued as ([0-9a-f-]{36})/.exec((await sendOne(1000 * (c + 1) + i)).response)?.[1] ?? null,
     });
-    await eventually(async () => acknowledged.length >= 20, 30_000, 10);
-    await killOneChild();
-    const atKill = acknowledged.length;
-    await eventually(async () => acknowledged.length >= atKill + 20, 30_000, 10);
-    stop = true;
-    await Promise.all(clients);
-    const missing: string[] = [];
-    for (const id of acknowledged) {
-      const events = await h.motor.rt.store.readStream(`message-${id}`, { maxCount: 1 });
-      if (events[0]?.type !== 'MessageAccepted') missing.push(id);
-    }
-    expect(missing, `${missing.length} of ${acknowledged.length} acknowledged messages have no event (${failed} sessions failed)`).to.deep.equal([]);
+    expect(r.missing, `${r.missing.length} of ${r.acknowledged.length} acknowledged messages have no event (${r.failed} sessions failed)`).to.deep.equal([]);
   });
 
   it('a port that is taken fails the start with the reason, and no child is left behind', async () => {

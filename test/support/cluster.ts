@@ -1,5 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
+import type { EventStore } from '../../domain/eventStore';
 import type { RoleWorkerMessage } from '../../scripts/roleProcesses';
+import { eventually } from './motor';
 
 /** The live node:cluster children of this test process (API_PROCESSES / SMTP_PROCESSES). */
 export const liveChildren = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
@@ -23,4 +25,44 @@ export async function killOneChild(): Promise<{ pid: number; replacementListenin
   process.kill(pid, 'SIGKILL');
   await gone;
   return { pid, replacementListening };
+}
+
+/**
+ * Kills one child with SIGKILL while `clients` loops of `attempt` run back to back: waits for
+ * `each` acknowledgements before the kill and `each` more after it, stops the clients, then
+ * reads the store for every acknowledged message. `attempt` resolves with the message id of an
+ * acknowledged send, null for a refusal, and throws when the connection failed (not acknowledged).
+ */
+export async function killUnderLoad(o: {
+  clients: number;
+  each: number;
+  attempt: (client: number, i: number) => Promise<string | null>;
+  store: EventStore;
+}): Promise<{ acknowledged: string[]; missing: string[]; failed: number }> {
+  const acknowledged: string[] = [];
+  let failed = 0;
+  let stop = false;
+  const loops = Array.from({ length: o.clients }, async (_, c) => {
+    for (let i = 0; !stop; i++) {
+      try {
+        const id = await o.attempt(c, i);
+        if (id) acknowledged.push(id);
+        else failed++;
+      } catch {
+        failed++;
+      }
+    }
+  });
+  await eventually(async () => acknowledged.length >= o.each, 30_000, 10);
+  await killOneChild();
+  const atKill = acknowledged.length;
+  await eventually(async () => acknowledged.length >= atKill + o.each, 30_000, 10);
+  stop = true;
+  await Promise.all(loops);
+  const missing: string[] = [];
+  for (const id of acknowledged) {
+    const events = await o.store.readStream(`message-${id}`, { maxCount: 1 });
+    if (events[0]?.type !== 'MessageAccepted') missing.push(id);
+  }
+  return { acknowledged, missing, failed };
 }
