@@ -195,6 +195,18 @@ export interface LogPage {
 export const LOGS_DEFAULT_LIMIT = 100;
 export const LOGS_MAX_LIMIT = 1000;
 
+/** `2026-11-24T08:56:23.050136+00:00`: a timestamptz as to_json renders it (µs optional). */
+const CURSOR_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?[+-](\d{2}):(\d{2})$/;
+
+/** A time PostgreSQL takes back: real calendar fields, an offset within ±15:59, and no earlier than 1970. */
+function isCursorTime(t: string): boolean {
+  const m = CURSOR_TIME_RE.exec(t);
+  if (!m) return false;
+  const [y, mo, d, h, mi, s, oh, om] = m.slice(1).map(Number);
+  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  return y >= 1970 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth && h <= 23 && mi <= 59 && s <= 59 && oh <= 15 && om <= 59;
+}
+
 /** Opaque keyset cursor: base64url of JSON [queuedAt as PostgreSQL renders it (µs), id]. */
 export function encodeCursor(queuedAt: string, id: string): string {
   return Buffer.from(JSON.stringify([queuedAt, id]), 'utf8').toString('base64url');
@@ -209,7 +221,10 @@ export function decodeCursor(cursor: string): { queuedAt: string; id: string } {
     throw bad();
   }
   if (!Array.isArray(parsed) || parsed.length !== 2 || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') throw bad();
-  if (Number.isNaN(Date.parse(parsed[0])) || !UUID_RE.test(parsed[1])) throw bad();
+  // Only the form to_json(timestamptz) renders (what encodeCursor is given): JavaScript's Date
+  // parses much that PostgreSQL refuses ("0", "2026", years past 9999), and a crafted cursor must be
+  // a 400, not a query error.
+  if (!isCursorTime(parsed[0]) || !UUID_RE.test(parsed[1])) throw bad();
   return { queuedAt: parsed[0], id: parsed[1] };
 }
 

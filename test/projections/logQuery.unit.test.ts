@@ -62,6 +62,14 @@ describe('logs cursor', () => {
     expect(codeOf(() => decodeCursor('nope'))).to.equal('invalid_cursor/400');
     expect(codeOf(() => decodeCursor(Buffer.from('["x","y"]').toString('base64url')))).to.equal('invalid_cursor/400');
   });
+  it('takes only times PostgreSQL takes back, whatever Date.parse accepts', () => {
+    const id = '11111111-1111-4111-8111-111111111111';
+    const cursor = (t: string) => encodeCursor(t, id);
+    for (const t of ['0', '2026', '0000-01-01T00:00:00+00:00', '2026-02-30T00:00:00+00:00', '2026-11-24T10:00:00+23:59', '+275760-09-13T00:00:00Z', '2026-11-24T10:00:00Z']) {
+      expect(codeOf(() => decodeCursor(cursor(t))), t).to.equal('invalid_cursor/400');
+    }
+    expect(decodeCursor(cursor('2026-11-24T10:00:00-05:30')).queuedAt).to.equal('2026-11-24T10:00:00-05:30');
+  });
 });
 
 describe('maskEmail', () => {

@@ -163,6 +163,13 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
       if (p.name === 'limit' || p.name === 'days') {
         for (const n of ['0', '0.5', '1e-9', 'NaN', 'Infinity', '9007199254740993', '0x10']) values.push([`number ${n}`, [`${p.name}=${n}`]]);
       }
+      if (p.name === 'cursor') {
+        // Well-formed cursors (base64url JSON of [time, uuid]) whose time JavaScript parses but a database may not.
+        const u = randomUUID();
+        for (const t of ['0', '12', '2026', 'Tue Nov 24 2026 10:00:00 GMT+0100', '+275760-09-13T00:00:00Z', '-000001-01-01T00:00:00Z', '2026-11-24 10:00:00.1234567', '2026-11-24T10:00:00Z\u0000', '1 2026-11-24', '0000-01-01T00:00:00+00:00', '2026-02-30T00:00:00+00:00', '2026-11-24T10:00:00+23:59', '2026-11-24T24:00:00+00:00']) {
+          values.push([`crafted cursor ${JSON.stringify(t)}`, [`${p.name}=${Buffer.from(JSON.stringify([t, u])).toString('base64url')}`]]);
+        }
+      }
       if (p.name === 'query') {
         // The logs filter language: as many terms as a URL can carry, of each kind, and broken quoting.
         const many = (term: (i: number) => string) => [`${p.name}=${encodeURIComponent(Array.from({ length: 300 }, (_, i) => term(i)).join(' '))}`];
