@@ -50,7 +50,12 @@ export async function formBody(req: Request): Promise<Record<string, string>> {
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > 16 * 1024) throw fail('payload_too_large', 413, 'Form body over 16 KiB');
+    if (size > 16 * 1024) {
+      // The rest of the body stays unread: the connection cannot carry another request, so the
+      // answer closes it (otherwise the client's next request on it would wait forever).
+      req.res?.setHeader('Connection', 'close');
+      throw fail('payload_too_large', 413, 'Form body over 16 KiB');
+    }
     chunks.push(chunk);
   }
   const out: Record<string, string> = {};

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { expect } from 'chai';
 import { SCOPES } from '../../domain/credentials/scopes';
@@ -192,6 +193,20 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
         cases.push({ name: `header ${p.name}: ${what}`, url, method: op.method, headers: { ...json, [p.name]: value }, body: '{}' });
       }
     }
+    if (op.method === 'POST' && (op.path.startsWith('/api/oauth2/') || op.path === '/free-recipients/confirm')) {
+      // Routes that also read application/x-www-form-urlencoded (OAuth, the confirmation page's form).
+      const form = { ...headers, 'content-type': 'application/x-www-form-urlencoded' };
+      for (const [what, body] of [
+        ['repeated and bracketed fields', 'grant_type=authorization_code&grant_type=refresh_token&code[]=a&code[b]=c&token=x&token=y'],
+        ['broken percent-encoding', 'grant_type=%E0%A4%A&code=%zz&token=%'],
+        ['NUL', 'grant_type=authorization_code&code=a%00b&token=a%00b'],
+        ['no equals signs', '&&&&===&&'],
+        ['20,000 fields', Array.from({ length: 20_000 }, (_, i) => `f${i}=${i}`).join('&')],
+        ['a 1 MB value', `code=${'c'.repeat(1 << 20)}`],
+      ] as Array<[string, string]>) {
+        cases.push({ name: `form body: ${what}`, url, method: op.method, headers: form, body });
+      }
+    }
     if (op.path === '/v1/send') {
       // A valid send with one field made hostile: this one reaches the event store.
       const valid = { from: ids.from, to: 'user@rcpt.test', subject: 's', text: 't' };
@@ -254,6 +269,33 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
     });
     expect(raw).to.match(/^HTTP\/1\.1 400 /);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).to.include({ success: false, code: 'bad_request' });
+  });
+
+  it('a refused oversized body leaves no connection that hangs the next request on it', async () => {
+    // One keep-alive connection: each refusal is followed by a request on the same socket.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const post = (path: string, body: string, type: string) => new Promise<string>((resolve) => {
+      const req = httpRequest(`${h.motor.baseUrl}${path}`, { method: 'POST', agent, headers: { 'content-type': type, 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(String(res.statusCode)));
+      });
+      req.on('error', (e) => resolve(`error ${e.message}`));
+      req.setTimeout(5000, () => req.destroy(new Error('no answer within 5 s')));
+      req.end(body);
+    });
+    const oversized: Array<[string, string, string]> = [
+      ['/free-recipients/confirm', `token=${'c'.repeat(1 << 20)}`, 'application/x-www-form-urlencoded'],
+      ['/api/oauth2/token', `code=${'c'.repeat(1 << 20)}`, 'application/x-www-form-urlencoded'],
+      ['/api/auth/login', JSON.stringify({ email: 'x'.repeat(100_000) }), 'application/json'],
+      ['/v1/send', JSON.stringify({ text: 'x'.repeat(13 << 20) }), 'application/json'],
+    ];
+    const got: string[] = [];
+    for (const [path, body, type] of oversized) {
+      got.push(`${path}: ${await post(path, body, type)}`);
+      got.push(`then: ${await post('/api/public/v1/account/free-recipients', '{"a":', 'application/json')}`);
+    }
+    agent.destroy();
+    expect(got.map((g) => g.replace(/: 4\d\d$/, ': 4xx'))).to.deep.equal(oversized.flatMap(([path]) => [`${path}: 4xx`, 'then: 4xx']));
   });
 
   it('the service still answers afterwards', async () => {
