@@ -100,6 +100,32 @@ describe('send → deliver → outcome (e2e)', function () {
     expect(timeline.body.data.events.map((e: { outcome: string }) => e.outcome)).to.deep.equal(['queued', 'processed', 'delivered']);
   });
 
+  it('awkward but valid content arrives intact and DKIM-verifies: long and mixed-script subject, bare CR/LF, a 2 MB line, Unicode header values', async () => {
+    const subject = `Ünïcødé 東京 Ελληνικά עברית 😀 ${'🚀'.repeat(150)} end`;
+    const text = 'line one\rbare CR\nbare LF\r\nCRLF\n\n\u00a0nbsp, trailing spaces   \n.\n..leading dots\nFrom the start of a line';
+    const html = `<p>${'x'.repeat(2 * 1024 * 1024)}</p>`;
+    const res = await send(mail({ subject, text, html, fromName: 'Zoë "Quoted" O\'Brien \\ Ops', headers: { 'X-Note': 'naïve café — ✓', 'X-Empty-Ish': ' ' } }));
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    const token = await motor.token(block, ['logs.read']);
+    await outcome(res.body.data.id, token, 'delivered');
+    const received = mx.messages.find((m) => m.raw.toString().includes(res.body.data.id))!;
+    const parsed = await simpleParser(received.raw);
+    expect(parsed.subject).to.equal(subject);
+    expect(parsed.from?.value[0]).to.deep.include({ name: 'Zoë "Quoted" O\'Brien \\ Ops', address: `app@${senderDomain}` });
+    // Custom header values go out RFC 2047-encoded; mailparser decodes only the headers it knows.
+    const decoded = async (value: unknown) => (await simpleParser(Buffer.from(`Subject: ${String(value)}\r\n\r\n`))).subject;
+    expect(await decoded(parsed.headers.get('x-note'))).to.equal('naïve café — ✓');
+    expect(parsed.html).to.equal(html);
+    // Line ends become CRLF on the wire; the words and the dots at line starts survive.
+    expect(parsed.text?.replace(/\r\n/g, '\n')).to.include('bare CR\nbare LF\nCRLF').and.include('\n.\n..leading dots\nFrom the start');
+    const auth = await authenticate(received.raw, {
+      resolver: mailauthResolver(createResolver([dns.address])), sender: `app@${senderDomain}`, ip: '127.0.0.1', helo: 'localhost', trustReceived: false,
+    });
+    expect(auth.dkim.results[0].status.result).to.equal('pass');
+    // No line of the message is longer than RFC 5322's 998 characters.
+    expect(Math.max(...received.raw.toString('latin1').split('\r\n').map((l) => l.length))).to.be.at.most(998);
+  });
+
   it('a 4xx defers, and the retry delivers', async () => {
     let calls = 0;
     rcptScript.set('grey@rcpt.test', () => (++calls === 1 ? { code: 450, message: '4.2.0 Greylisted, try again' } : 250));
