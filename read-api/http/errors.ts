@@ -100,10 +100,17 @@ export function refuseUnstorableInput(req: Request, res: Response, next: NextFun
   next();
 }
 
-/** Codes of the body parser's other client errors (by body-parser error `type`); the rest are `bad_request`. */
-const PARSER_ERROR_CODES: Record<string, string> = {
-  'request.aborted': 'request_aborted',
-  'request.size.invalid': 'invalid_body',
+/**
+ * The body parser's client errors by their `type` (body-parser sets the status: 400, 413 or 415),
+ * with the message to give when its own would say less. Other 4xx http-errors are `bad_request`.
+ */
+const PARSER_ERRORS: Record<string, { code: string; message?: string }> = {
+  'entity.parse.failed': { code: 'invalid_json', message: 'Request body is not valid JSON' },
+  'entity.too.large': { code: 'payload_too_large', message: 'Request body is too large' },
+  'encoding.unsupported': { code: 'unsupported_encoding' },
+  'charset.unsupported': { code: 'unsupported_encoding' },
+  'request.aborted': { code: 'request_aborted' },
+  'request.size.invalid': { code: 'invalid_body' },
 };
 
 interface RateLimitDetails { limit: number; remaining: number; reset: number }
@@ -145,18 +152,6 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     return;
   }
   const e = err as { type?: string; status?: number; statusCode?: number; expose?: boolean; message?: string };
-  if (e?.type === 'entity.parse.failed') {
-    res.status(400).json(errorBody('invalid_json', 'Request body is not valid JSON'));
-    return;
-  }
-  if (e?.type === 'entity.too.large') {
-    res.status(413).json(errorBody('payload_too_large', 'Request body is too large'));
-    return;
-  }
-  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
-    res.status(415).json(errorBody('unsupported_encoding', e.message ?? 'Unsupported body encoding'));
-    return;
-  }
   // A path segment that is not valid percent-encoding (the router's decodeURIComponent failed).
   if (err instanceof URIError) {
     res.status(400).json(errorBody('invalid_path', 'The request path is not valid percent-encoding'));
@@ -180,13 +175,14 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
       `${what}; ${req.method === 'GET' || req.method === 'HEAD' ? 'retry shortly' : 'nothing was accepted. Retry shortly'}.`));
     return;
   }
-  // Any other client error the HTTP layer raised (http-errors: a 4xx status with expose: true): a
-  // gzip body that does not inflate, a body shorter than its Content-Length. Only those: tsoa's
-  // authentication wrapper stamps status 401 on whatever its handler threw, a database error too.
+  // A client error the HTTP layer raised (http-errors: a 4xx status with expose: true): the body
+  // parser's, or a gzip body that does not inflate. Only those: tsoa's authentication wrapper
+  // stamps status 401 on whatever its handler threw, a database error too.
   const status = e?.status ?? e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500 && e?.expose === true) {
-    const code = (e.type && PARSER_ERROR_CODES[e.type]) ?? 'bad_request';
-    res.status(status).json(errorBody(code, status === 400 && !e.type ? 'The request body could not be read (bad Content-Encoding or framing)' : e.message ?? 'Bad request'));
+    const known = e.type ? PARSER_ERRORS[e.type] : undefined;
+    const message = known?.message ?? (status === 400 && !e.type ? 'The request body could not be read (bad Content-Encoding or framing)' : e.message);
+    res.status(status).json(errorBody(known?.code ?? 'bad_request', message ?? 'Bad request'));
     return;
   }
   ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');

@@ -62,7 +62,6 @@ export function retentionRange(params: { from?: string | null; to?: string | nul
     }
   }
   if (from && to && from.getTime() > to.getTime()) throw fail('invalid_query', 400, 'from must not be after to');
-  const after = (d: Date, floor: Date): Date => (d > floor ? d : floor);
-  const before = (d: Date, ceiling: Date): Date => (d < ceiling ? d : ceiling);
-  return { from: before(from ? after(from, windowStart) : windowStart, now), to: to ? before(to, now) : null };
+  const notAfterNow = (d: Date): Date => (d > now ? now : d);
+  return { from: notAfterNow(from && from > windowStart ? from : windowStart), to: to && notAfterNow(to) };
 }
