@@ -85,7 +85,8 @@ export function createResolver(dnsServers: string[], opts: ResolverOptions = {})
     };
 
   return {
-    resolveMx: wrap('MX', (n) => resolver.resolveMx(n)),
+    // Node 24 adds `type: 'MX'` to each record: the port's records are exchange and priority only.
+    resolveMx: wrap('MX', async (n) => (await resolver.resolveMx(n)).map(({ exchange, priority }) => ({ exchange, priority }))),
     resolveTxt: wrap('TXT', (n) => resolver.resolveTxt(n)),
     resolve4: wrap('A', (n) => resolver.resolve4(n)),
     resolve6: wrap('AAAA', (n) => resolver.resolve6(n)),
