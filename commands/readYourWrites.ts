@@ -11,16 +11,21 @@ import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
  * Returns false when the projector did not get there within `timeoutMs` (it is down or far
  * behind); the write is committed either way, so routes still answer with what they wrote.
  */
-export async function awaitDirectoryRow(
+export function awaitDirectoryRow(
   db: Knex,
   table: 'accounts' | 'domains' | 'motor_blocks' | 'free_recipient_lists',
   id: string,
   revision: bigint,
   timeoutMs = 3000,
 ): Promise<boolean> {
+  return awaitRow(db, DIRECTORY_SCHEMA, table, id, revision, timeoutMs);
+}
+
+/** The same wait on any read-model row with a `revision` column (e.g. webhook endpoints). */
+export async function awaitRow(db: Knex, schema: string, table: string, id: string, revision: bigint, timeoutMs = 3000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
-    const row = (await db.withSchema(DIRECTORY_SCHEMA).table(table).where({ id }).first('revision')) as { revision: string } | undefined;
+    const row = (await db.withSchema(schema).table(table).where({ id }).first('revision')) as { revision: string } | undefined;
     if (row && BigInt(row.revision) >= revision) return true;
     if (Date.now() + delay > deadline) return false;
     await new Promise((r) => setTimeout(r, delay));

@@ -263,6 +263,40 @@ export interface MotorBlockDeleted {
 /** The deletion job gave up (the block stays in deletion_queued; a new DELETE re-queues the same job). */
 export interface MotorBlockDeletionFailed { motorBlockId: string; jobId: string; reason: string; at: Iso }
 
+// ---------------------------------------------------------------- webhook-<uuid> (docs/WEBHOOKS.md)
+/** The six outcome event names a webhook can subscribe to (SPEC "Webhook events"). */
+export type WebhookEventName = 'message.processed' | 'message.deferred' | 'message.delivered' | 'message.bounced' | 'message.failed' | 'message.complained';
+export interface WebhookCreated {
+  webhookId: string; motorBlockId: string; accountId: string; url: string; events: WebhookEventName[];
+  /** The signing secret lives in the key store (encrypted), never in the log: only its id is here. */
+  secretKeyId: string;
+  createdAt: Iso;
+}
+/** The endpoint's whole new state (url, events, enabled) after a PUT. */
+export interface WebhookUpdated { webhookId: string; motorBlockId: string; url: string; events: WebhookEventName[]; enabled: boolean; updatedAt: Iso }
+export interface WebhookDeleted { webhookId: string; motorBlockId: string; deletedAt: Iso }
+
+// ---------------------------------------------------------------- webhookDelivery-<deliveryId>
+/**
+ * One delivery of one event to one endpoint, decided by the dispatcher (an outcome event of a
+ * message of the block) or by POST .../test. `payload` is the exact JSON every attempt sends.
+ */
+export interface WebhookDeliveryQueued {
+  deliveryId: string; webhookId: string; motorBlockId: string;
+  event: WebhookEventName | 'webhook.test';
+  messageId: string | null;
+  payload: Record<string, unknown>;
+  queuedAt: Iso;
+}
+/** One HTTP attempt: `delivered` (2xx), `retrying` (another attempt at nextAttemptAt) or `failed` (gave up). */
+export interface WebhookDeliveryAttempted {
+  deliveryId: string; webhookId: string; motorBlockId: string; attempt: number;
+  outcome: 'delivered' | 'retrying' | 'failed';
+  httpStatus: number | null; error: string | null; responseBody: string | null; durationMs: number;
+  nextAttemptAt: Iso | null;
+  attemptedAt: Iso;
+}
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -323,6 +357,11 @@ export interface EventCatalogue {
   MotorBlockDeletionStarted: MotorBlockDeletionStarted;
   MotorBlockDeleted: MotorBlockDeleted;
   MotorBlockDeletionFailed: MotorBlockDeletionFailed;
+  WebhookCreated: WebhookCreated;
+  WebhookUpdated: WebhookUpdated;
+  WebhookDeleted: WebhookDeleted;
+  WebhookDeliveryQueued: WebhookDeliveryQueued;
+  WebhookDeliveryAttempted: WebhookDeliveryAttempted;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -388,6 +427,11 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   MotorBlockDeletionStarted: { category: 'motorBlock', version: 1 },
   MotorBlockDeleted: { category: 'motorBlock', version: 1 },
   MotorBlockDeletionFailed: { category: 'motorBlock', version: 1 },
+  WebhookCreated: { category: 'webhook', version: 1 },
+  WebhookUpdated: { category: 'webhook', version: 1 },
+  WebhookDeleted: { category: 'webhook', version: 1 },
+  WebhookDeliveryQueued: { category: 'webhookDelivery', version: 1 },
+  WebhookDeliveryAttempted: { category: 'webhookDelivery', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

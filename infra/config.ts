@@ -82,6 +82,15 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** Outgoing webhooks (docs/WEBHOOKS.md). */
+  webhooks: {
+    /** Waits in seconds after attempt 1, 2, ...; its length + 1 attempts in all. */
+    retrySchedule: number[];
+    timeoutSeconds: number;
+    concurrency: number;
+    /** Lets endpoints resolve to loopback and private addresses (off in production: SSRF guard). */
+    allowPrivateAddresses: boolean;
+  };
   /** Seconds a delivery job stays locked to its worker without a renewal (a crashed worker's jobs come back after it). */
   deliveryJobLockSeconds: number;
   /** Most events a projector applies in one transaction when it is behind (caught up, batches are small). */
@@ -136,6 +145,9 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** Waits between webhook attempts (docs/WEBHOOKS.md): 9 attempts over about 22 hours. */
+export const WEBHOOK_RETRY_SCHEDULE: readonly number[] = [30, 120, 600, 1800, 3600, 10800, 21600, 43200];
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const str = (name: string, fallback: string | null): string | null => {
@@ -184,6 +196,17 @@ export function loadConfig(env: Env = process.env): Config {
   } else if (keyEncryptionKey.length < 32) {
     problems.push('KEY_ENCRYPTION_KEY must be at least 32 characters');
   }
+  /** A comma-separated list of waits in whole seconds (1..86400), or null when unset or invalid. */
+  const seconds = (name: string): number[] | null => {
+    const raw = str(name, null);
+    if (raw === null) return null;
+    const list = raw.split(',').map((x) => Number(x.trim()));
+    if (list.some((n) => !Number.isInteger(n) || n < 1 || n > 86400)) {
+      problems.push(`${name} must be a comma-separated list of whole seconds (1..86400)`);
+      return null;
+    }
+    return list;
+  };
   const bool = (name: string, fallback: boolean): boolean => {
     const raw = str(name, null);
     if (raw === null) return fallback;
@@ -226,18 +249,15 @@ export function loadConfig(env: Env = process.env): Config {
     anonymousRequestLimit: int('ANONYMOUS_REQUEST_LIMIT', 60, 1, 1_000_000),
     systemMailFrom: (str('SYSTEM_MAIL_FROM', null) ?? `no-reply@${(str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase()}`).toLowerCase(),
     deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
-    deliveryRetrySchedule: ((): number[] | null => {
-      const raw = str('DELIVERY_RETRY_SCHEDULE', null);
-      if (raw === null) return null;
-      const list = raw.split(',').map((x) => Number(x.trim()));
-      if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n < 1 || n > 86400)) {
-        problems.push('DELIVERY_RETRY_SCHEDULE must be a comma-separated list of whole seconds (1..86400)');
-        return null;
-      }
-      return list;
-    })(),
+    deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
     deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),
+    webhooks: {
+      retrySchedule: seconds('WEBHOOK_RETRY_SCHEDULE') ?? [...WEBHOOK_RETRY_SCHEDULE],
+      timeoutSeconds: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60),
+      concurrency: int('WEBHOOK_CONCURRENCY', 16, 1, 1000),
+      allowPrivateAddresses: bool('WEBHOOK_ALLOW_PRIVATE_URLS', false),
+    },
     projectionBatchSize: int('PROJECTION_BATCH_SIZE', 5000, 1, 100_000),
     projectionBatchIntervalMs: int('PROJECTION_BATCH_INTERVAL_MS', 100, 0, 10_000),
     defaultPlan: {

@@ -12,6 +12,7 @@ export function createMetrics() {
     sendsAccepted: new client.Counter({ name: 'motor_sends_accepted_total', help: 'Sends accepted (HTTP and SMTP)', labelNames: ['source'] as const, registers: [registry] }),
     sendsRefused: new client.Counter({ name: 'motor_sends_refused_total', help: 'Sends refused, by error code', labelNames: ['source', 'code'] as const, registers: [registry] }),
     deliveries: new client.Counter({ name: 'motor_deliveries_total', help: 'Recipient delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    webhookAttempts: new client.Counter({ name: 'motor_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, failed)', labelNames: ['outcome'] as const, registers: [registry] }),
     httpDuration: new client.Histogram({
       name: 'motor_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['method', 'route', 'status'] as const,
       buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [registry],

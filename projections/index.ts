@@ -5,10 +5,11 @@ import { directoryProjection } from './directory/projection.js';
 import { messagesProjection } from './messages/projection.js';
 import { oauthClientsProjection } from './oauthClients/projection.js';
 import { smtpAuthProjection } from './smtpAuth/projection.js';
+import { webhooksProjection } from './webhooks/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

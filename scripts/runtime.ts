@@ -28,6 +28,7 @@ import { ProjectionRunner, migrateProjection } from '../projections/runner';
 import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
 import { initEnqueuerSchema } from '../workers/enqueuer';
+import { initWebhookDispatchSchema } from '../workers/webhooks/dispatcher';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
@@ -93,6 +94,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   await keys.init();
   for (const p of allProjections()) await migrateProjection(db, p);
   await initEnqueuerSchema(db);
+  await initWebhookDispatchSchema(db);
   const directory = new DirectoryCache(db, opts.directoryTtlMs ?? 2000);
   // One batch for the request path's Redis commands: a turn's limiter hits and quota charges share a write.
   const redisBatch = new RedisBatch(redis);
@@ -210,6 +212,16 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));
     background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
     extraWorkers.push(startBlockDeletionWorker({ store: rt.store, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
+    // Outgoing webhooks (docs/WEBHOOKS.md): the dispatcher queues deliveries from the log, a worker posts them.
+    const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }] = await Promise.all([
+      import('../workers/webhooks/dispatcher.js'), import('../workers/webhooks/worker.js'),
+    ]);
+    const webhookQueue = createWebhookQueue(rt.redisUrl, rt.queuePrefix);
+    webhookQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'webhook queue connection error'));
+    const webhookSettings = rt.config.webhooks;
+    background.push(new WebhookDispatcher(rt.db, rt.store, webhookQueue, rt.logger, { jobOptions: { attempts: webhookSettings.retrySchedule.length + 1 } })
+      .run(abort.signal).finally(() => webhookQueue.close().catch(() => {})));
+    extraWorkers.push(startWebhookWorker({ store: rt.store, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
     const depth = setInterval(async () => {
       try {
         const c = await rt.queue.getJobCounts('waiting', 'delayed', 'active');

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested } from '../domain/events';
+import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
@@ -16,7 +16,8 @@ import type { Logger } from '../infra/logger';
  *
  *   1. MotorBlockDeletionStarted (status running) on the block's stream;
  *   2. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
- *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>) and removes them
+ *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>, webhookDelivery-<id>
+ *      of its webhook deliveries) and removes them
  *      with EventStore.deleteStreams;
  *   3. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
  *
@@ -71,6 +72,8 @@ export async function findHistoryStreams(store: EventStore, motorBlockId: string
     if (page.length === 0) break;
     for (const e of page) {
       if (e.type === 'MessageAccepted' && (e.data as MessageAccepted).motorBlockId === motorBlockId) messageStreams.add(e.streamId);
+      // Webhook deliveries carry the recipient and the message's metadata: history too.
+      if (e.type === 'WebhookDeliveryQueued' && (e.data as WebhookDeliveryQueued).motorBlockId === motorBlockId) own.add(e.streamId);
       if (messageStreams.has(e.streamId) || own.has(e.streamId)) {
         events++;
         present.add(e.streamId);

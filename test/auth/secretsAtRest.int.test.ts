@@ -7,7 +7,7 @@ import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
 /**
  * Secrets at rest (and in the logs): after every kind of secret has been issued and used (password, refresh tokens,
  * dashboard and public JWTs, block and account API keys, an SMTP password, an OAuth client secret,
- * a setup token), none of them appears anywhere Motor keeps data: any table of any schema of its
+ * a setup token, a webhook signing secret), none of them appears anywhere Motor keeps data: any table of any schema of its
  * database (event log, read models, checkpoints, key store) or any key of Redis (queues, caches,
  * limiter and quota counters). Only hashes are kept; this reads everything rather than trusting
  * the columns it knows about. The Motor logs at trace level into memory meanwhile, and no log line
@@ -62,6 +62,10 @@ describe('secrets at rest: no issued secret is stored in clear (int)', function 
       return r.status === 200 ? r : null;
     });
     secrets.publicJwt = minted.body.data.token;
+    // A webhook's signing secret (kept encrypted in the key store: it must be usable, so not hashed).
+    const hook = await postJson(`${h.motor.baseUrl}/api/public/v1/motor-blocks/${block.motorBlockId}/webhooks`, { url: 'https://hooks.example.test/motor' }, { authorization: `Bearer ${secrets.publicJwt}` });
+    expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
+    secrets.webhookSecret = hook.body.data.secret;
     const read = await getJson(`${h.motor.baseUrl}/api/public/v1/messages/${sent.body.data.id}`, { authorization: `Bearer ${secrets.publicJwt}` });
     expect(read.status).to.equal(200);
     // Failure paths, where a secret could end up in an error that gets logged.
@@ -85,7 +89,7 @@ describe('secrets at rest: no issued secret is stored in clear (int)', function 
   });
 
   it('issued every kind of secret (the check below would pass vacuously otherwise)', () => {
-    for (const name of ['password', 'setupToken', 'signupRefreshToken', 'refreshToken', 'rotatedRefreshToken', 'dashboardJwt', 'publicJwt', 'blockApiKey', 'accountApiKey', 'smtpPassword', 'oauthClientSecret']) {
+    for (const name of ['password', 'setupToken', 'signupRefreshToken', 'refreshToken', 'rotatedRefreshToken', 'dashboardJwt', 'publicJwt', 'blockApiKey', 'accountApiKey', 'smtpPassword', 'oauthClientSecret', 'webhookSecret']) {
       expect(secrets[name], name).to.be.a('string').with.length.above(11);
     }
   });

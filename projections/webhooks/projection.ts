@@ -1,0 +1,135 @@
+import type { Knex } from 'knex';
+import type { RecordedEvent } from '../../domain/eventStore';
+import { asDomainEvent, type MotorBlockDeleted } from '../../domain/events';
+import type { Projection } from '../runner';
+import { TOMBSTONE } from '../blockTombstone';
+
+/**
+ * Webhook endpoints and their deliveries as the API shows them (schema `rm_webhooks`,
+ * docs/WEBHOOKS.md). `endpoints.revision` is the revision of `webhook-<id>` the row reflects
+ * (read-your-writes of the management routes). A delivery row follows its stream
+ * `webhookDelivery-<id>`: queued, then one update per attempt; `attempts` keeps each attempt's
+ * latency for the stats route. A deleted block's endpoints stop (the tombstone); with its history
+ * its deliveries go too.
+ */
+
+export const WEBHOOKS_SCHEMA = 'rm_webhooks';
+export const WEBHOOKS_EVENTS = ['WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'WebhookDeliveryQueued', 'WebhookDeliveryAttempted', TOMBSTONE] as const;
+
+const MIGRATIONS = [
+  {
+    name: '001_webhooks',
+    async up(knex: Knex, schema: string) {
+      await knex.schema.withSchema(schema).createTable('endpoints', (t) => {
+        t.uuid('id').primary();
+        t.uuid('motor_block_id').notNullable().index();
+        t.uuid('account_id').notNullable();
+        t.text('url').notNullable();
+        t.specificType('events', 'text[]').notNullable();
+        t.boolean('enabled').notNullable();
+        t.uuid('secret_key_id').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.timestamp('deleted_at', { useTz: true });
+        t.bigInteger('revision').notNullable();
+      });
+      await knex.schema.withSchema(schema).createTable('deliveries', (t) => {
+        t.uuid('id').primary();
+        t.uuid('webhook_id').notNullable();
+        t.uuid('motor_block_id').notNullable().index();
+        t.text('event').notNullable();
+        t.uuid('message_id');
+        t.text('status').notNullable();
+        t.integer('attempts').notNullable().defaultTo(0);
+        t.integer('last_http_status');
+        t.text('last_error');
+        t.text('last_response_body');
+        t.integer('last_duration_ms');
+        t.timestamp('queued_at', { useTz: true }).notNullable();
+        t.timestamp('last_attempt_at', { useTz: true });
+        t.timestamp('next_attempt_at', { useTz: true });
+        t.timestamp('completed_at', { useTz: true });
+        // Newest first per endpoint (deliveries route); the window of the stats route.
+        t.index(['webhook_id', 'queued_at', 'id']);
+      });
+      await knex.schema.withSchema(schema).createTable('attempts', (t) => {
+        t.uuid('delivery_id').notNullable();
+        t.integer('attempt').notNullable();
+        t.uuid('webhook_id').notNullable();
+        t.uuid('motor_block_id').notNullable().index();
+        t.text('outcome').notNullable();
+        t.integer('duration_ms').notNullable();
+        t.timestamp('attempted_at', { useTz: true }).notNullable();
+        t.primary(['delivery_id', 'attempt']);
+        t.index(['webhook_id', 'attempted_at']);
+      });
+    },
+  },
+];
+
+async function applyWebhooks(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
+  const t = (table: string) => trx.withSchema(schema).table(table);
+  for (const e of events) {
+    const event = asDomainEvent(e);
+    if (!event) continue;
+    const revision = e.revision.toString();
+    switch (event.type) {
+      case 'WebhookCreated': {
+        const d = event.data;
+        await t('endpoints').insert({
+          id: d.webhookId, motor_block_id: d.motorBlockId, account_id: d.accountId, url: d.url, events: d.events, enabled: true,
+          secret_key_id: d.secretKeyId, created_at: d.createdAt, updated_at: d.createdAt, revision,
+        }).onConflict('id').ignore();
+        break;
+      }
+      case 'WebhookUpdated': {
+        const d = event.data;
+        await t('endpoints').where({ id: d.webhookId }).update({ url: d.url, events: d.events, enabled: d.enabled, updated_at: d.updatedAt, revision });
+        break;
+      }
+      case 'WebhookDeleted':
+        await t('endpoints').where({ id: event.data.webhookId }).update({ deleted_at: event.data.deletedAt, updated_at: event.data.deletedAt, revision });
+        break;
+      case 'WebhookDeliveryQueued': {
+        const d = event.data;
+        await t('deliveries').insert({
+          id: d.deliveryId, webhook_id: d.webhookId, motor_block_id: d.motorBlockId, event: d.event, message_id: d.messageId, status: 'queued', queued_at: d.queuedAt,
+        }).onConflict('id').ignore();
+        break;
+      }
+      case 'WebhookDeliveryAttempted': {
+        const d = event.data;
+        await t('attempts').insert({
+          delivery_id: d.deliveryId, attempt: d.attempt, webhook_id: d.webhookId, motor_block_id: d.motorBlockId, outcome: d.outcome, duration_ms: d.durationMs, attempted_at: d.attemptedAt,
+        }).onConflict(['delivery_id', 'attempt']).ignore();
+        // Attempts arrive in order on one stream; a later one never goes back to an earlier state.
+        await t('deliveries').where({ id: d.deliveryId }).andWhere('attempts', '<', d.attempt).update({
+          status: d.outcome, attempts: d.attempt, last_http_status: d.httpStatus, last_error: d.error, last_response_body: d.responseBody,
+          last_duration_ms: d.durationMs, last_attempt_at: d.attemptedAt, next_attempt_at: d.nextAttemptAt,
+          completed_at: d.outcome === 'retrying' ? null : d.attemptedAt,
+        });
+        break;
+      }
+      case 'MotorBlockDeleted': {
+        const d = event.data as MotorBlockDeleted;
+        await t('endpoints').where({ motor_block_id: d.motorBlockId }).whereNull('deleted_at').update({ deleted_at: d.deletedAt, enabled: false });
+        if (d.historyDeleted === true) {
+          await t('deliveries').where({ motor_block_id: d.motorBlockId }).delete();
+          await t('attempts').where({ motor_block_id: d.motorBlockId }).delete();
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+export const webhooksProjection: Projection = {
+  name: 'webhooks',
+  migrations: MIGRATIONS,
+  handles: WEBHOOKS_EVENTS,
+  // Delivery payloads carry the recipient; the read model never shows them.
+  ignoresData: ['payload'],
+  applyBatch: applyWebhooks,
+};

@@ -1,0 +1,147 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Delete, Get, Path, Post, Put, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import {
+  createWebhook, deleteWebhook, listDeliveries, listWebhooks, testWebhook, updateWebhook, webhookStats,
+  type WebhookDeliveryView, type WebhookStats, type WebhookView,
+} from '../../commands/webhooks/webhooks';
+import { fail } from '../../domain/errors';
+import type { WebhookEventName } from '../../domain/events';
+import { requireBlock } from '../http/authorize';
+import { ctxOf, principalOf } from '../http/context';
+import type { PrincipalOf } from '../http/principal';
+
+export interface WebhookBody {
+  /** http or https URL the events are POSTed to (required on create). */
+  url?: unknown;
+  /** Event names; omitted on create means all six. */
+  events?: unknown;
+  /** PUT only: pause (false) or resume (true) deliveries. */
+  enabled?: unknown;
+}
+export interface WebhookListResponse { success: true; data: WebhookView[] }
+export interface WebhookResponse { success: true; data: WebhookView }
+export interface WebhookCreatedResponse {
+  success: true;
+  /** `secret` is shown here once: it signs every delivery (X-Service-Signature). */
+  data: WebhookView & { secret: string };
+  message: string;
+}
+export interface WebhookDeletedResponse { success: true; data: { id: string; deleted: true } }
+export interface WebhookTestResponse { success: true; data: { deliveryId: string; status: 'queued' }; message: string }
+export interface WebhookDeliveriesResponse { success: true; data: { deliveries: WebhookDeliveryView[]; limit: number } }
+export interface WebhookStatsResponse { success: true; data: WebhookStats }
+
+/** Re-exported for the OpenAPI document: the names a webhook subscribes to. */
+export type WebhookEvent = WebhookEventName;
+
+function callerOf(req: ExpressRequest, motorBlockId: string) {
+  const ctx = ctxOf(req);
+  const p = principalOf<PrincipalOf<'publicBearer'>>(req);
+  requireBlock(p, motorBlockId);
+  return {
+    ctx,
+    deps: { store: ctx.store, db: ctx.db, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
+    caller: { accountId: p.accountId, motorBlockId, actor: `token:${p.tokenId}` },
+  };
+}
+
+function intParam(name: string, value: number | undefined, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) throw fail('validation_error', 400, `${name} must be a whole number from ${min} to ${max}`, { details: { field: name } });
+  return value;
+}
+
+/**
+ * Outgoing webhooks of a Motor Block (SPEC "Webhooks", docs/WEBHOOKS.md): each endpoint gets the
+ * block's message outcome events it subscribes to, signed with its secret.
+ */
+@Route('api/public/v1/motor-blocks')
+@Tags('Webhooks')
+@Response<ErrorResponse>(401, 'Token missing, invalid or expired; a dashboard JWT is not accepted')
+@Response<ErrorResponse>(403, 'Scope missing or token bound to another block')
+@Response<ErrorResponse>(429, 'rate_limited: API request limit of this token exceeded')
+export class WebhooksController extends Controller {
+  /** The block's webhooks, oldest first (never their secrets). */
+  @Get('{id}/webhooks')
+  @Security('publicBearer', ['webhooks.read'])
+  public async list(@Request() req: ExpressRequest, @Path() id: string): Promise<WebhookListResponse> {
+    const { ctx, caller } = callerOf(req, id);
+    return { success: true, data: await listWebhooks(ctx.db, caller.motorBlockId) };
+  }
+
+  /** Creates an endpoint; the answer carries its signing secret, once. */
+  @Post('{id}/webhooks')
+  @Security('publicBearer', ['webhooks.manage'])
+  @SuccessResponse(201, 'Created')
+  @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error')
+  @Response<ErrorResponse>(409, 'webhook_limit')
+  public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: WebhookBody): Promise<WebhookCreatedResponse> {
+    const { deps, caller } = callerOf(req, id);
+    const { webhook, secret } = await createWebhook(deps, caller, body);
+    this.setStatus(201);
+    return { success: true, data: { ...webhook, secret }, message: 'Keep the secret: it is not shown again. Verify X-Service-Signature (hex HMAC-SHA256 of the raw body) on every delivery' };
+  }
+
+  /** Changes url, events or enabled (what is left out keeps its value). */
+  @Put('{id}/webhooks/{webhookId}')
+  @Security('publicBearer', ['webhooks.manage'])
+  @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error, invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found')
+  @Response<ErrorResponse>(409, 'webhook_conflict')
+  public async update(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body: WebhookBody): Promise<WebhookResponse> {
+    const { deps, caller } = callerOf(req, id);
+    return { success: true, data: await updateWebhook(deps, caller, webhookId, body) };
+  }
+
+  /** Deletes the endpoint: nothing more is queued for it; deliveries in flight stop at their next attempt. */
+  @Delete('{id}/webhooks/{webhookId}')
+  @Security('publicBearer', ['webhooks.manage'])
+  @Response<ErrorResponse>(400, 'invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found')
+  public async remove(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string): Promise<WebhookDeletedResponse> {
+    const { deps, caller } = callerOf(req, id);
+    return { success: true, data: await deleteWebhook(deps, caller, webhookId) };
+  }
+
+  /** Queues a synthetic `webhook.test` delivery (also to a disabled endpoint); read its outcome in the deliveries. */
+  @Post('{id}/webhooks/{webhookId}/test')
+  @Security('publicBearer', ['webhooks.manage'])
+  @SuccessResponse(202, 'Queued')
+  @Response<ErrorResponse>(400, 'invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found')
+  public async test(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string): Promise<WebhookTestResponse> {
+    const { deps, caller } = callerOf(req, id);
+    const queued = await testWebhook(deps, caller, webhookId);
+    this.setStatus(202);
+    return { success: true, data: queued, message: 'Test delivery queued' };
+  }
+
+  /**
+   * The endpoint's deliveries, newest first, with the last attempt's answer.
+   * @param limit 1 to 200, default 50
+   */
+  @Get('{id}/webhooks/{webhookId}/deliveries')
+  @Security('publicBearer', ['webhooks.read'])
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found')
+  public async deliveries(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Query() limit?: number): Promise<WebhookDeliveriesResponse> {
+    const { ctx, caller } = callerOf(req, id);
+    const n = intParam('limit', limit, 1, 200, 50);
+    return { success: true, data: { deliveries: await listDeliveries(ctx.db, caller.motorBlockId, webhookId, n), limit: n } };
+  }
+
+  /**
+   * Delivered, failed, queued and retrying deliveries, failure rate and attempt latency over the last `hours`.
+   * @param hours 1 to 168, default 24
+   */
+  @Get('{id}/webhooks/{webhookId}/stats')
+  @Security('publicBearer', ['webhooks.read'])
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found')
+  public async stats(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Query() hours?: number): Promise<WebhookStatsResponse> {
+    const { ctx, caller } = callerOf(req, id);
+    const h = intParam('hours', hours, 1, 168, 24);
+    return { success: true, data: await webhookStats(ctx.db, caller.motorBlockId, webhookId, h, ctx.clock.now()) };
+  }
+}

@@ -1,0 +1,208 @@
+import type { Knex } from 'knex';
+import type { Queue } from 'bullmq';
+import { streamName, type EventStore, type EventData, type GlobalPosition, type RecordedEvent } from '../../domain/eventStore';
+import {
+  MESSAGE_CONTENT_FIELDS, asDomainEvent, toEventData,
+  type MessageAccepted, type WebhookDeliveryQueued, type WebhookEventName,
+} from '../../domain/events';
+import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } from '../../domain/webhooks/webhooks';
+import type { Logger } from '../../infra/logger';
+import type { WebhookJob } from './worker';
+
+/**
+ * Decides which endpoint gets which event (docs/WEBHOOKS.md "How an event reaches an endpoint"),
+ * from the log alone:
+ *
+ *   1. an outcome event of a message (DeliveryStarted on the first attempt, DeliverySucceeded, ...)
+ *      becomes one WebhookDeliveryQueued per endpoint of the message's block subscribed to it,
+ *      appended to `webhookDelivery-<id>` with a stable id (endpoint + source event): a replay
+ *      appends nothing new;
+ *   2. every WebhookDeliveryQueued (these, and those of POST .../test) becomes a BullMQ job whose
+ *      id is the delivery id: a replay adds nothing twice.
+ *
+ * To know an outcome's block it keeps, for blocks with endpoints, message id → block (from
+ * MessageAccepted) and the endpoints themselves, in its own tables, written in one transaction
+ * with its checkpoint. A crash before that commit replays the batch; both steps above are
+ * idempotent, so it costs nothing but time. An endpoint hears of the messages accepted after it was
+ * created.
+ */
+
+export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';
+const CHECKPOINTS = 'motor_workers.checkpoints';
+const TYPES = [
+  'WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'MotorBlockDeleted', 'MessageAccepted',
+  'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived',
+  'WebhookDeliveryQueued',
+] as const;
+/** Message → block rows are kept this long (complaints can come days after delivery). */
+const MESSAGE_MEMORY_DAYS = 45;
+
+export async function initWebhookDispatchSchema(db: Knex): Promise<void> {
+  await db.raw(`CREATE SCHEMA IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}`);
+  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.targets (
+    webhook_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, events text[] NOT NULL, enabled boolean NOT NULL)`);
+  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.messages (
+    message_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, smtp_message_id text NOT NULL, metadata jsonb NOT NULL, accepted_at timestamptz NOT NULL)`);
+  await db.raw(`CREATE INDEX IF NOT EXISTS messages_accepted_at ON ${WEBHOOK_DISPATCH_SCHEMA}.messages (accepted_at)`);
+}
+
+interface Target { webhookId: string; motorBlockId: string; events: WebhookEventName[]; enabled: boolean }
+
+export interface DispatcherOptions {
+  /** Attempts and backoff each job gets (the worker's retry schedule). */
+  jobOptions: { attempts: number };
+  name?: string;
+  batchSize?: number;
+}
+
+export class WebhookDispatcher {
+  private targets = new Map<string, Target>();
+  /** targets by block, rebuilt after a change (outcome events look it up; endpoints change rarely). */
+  private byBlock: Map<string, Target[]> | null = null;
+  private lastPrune = 0;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly store: EventStore,
+    private readonly queue: Queue<WebhookJob>,
+    private readonly logger: Logger,
+    private readonly options: DispatcherOptions,
+  ) {}
+
+  private get name(): string { return this.options.name ?? 'webhook-dispatcher'; }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        const row = await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position');
+        const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('targets').select('*');
+        this.targets = new Map(rows.map((r) => [r.webhook_id, { webhookId: r.webhook_id, motorBlockId: r.motor_block_id, events: r.events, enabled: r.enabled }]));
+        this.byBlock = null;
+        for await (const batch of this.store.subscribeToAll({
+          after: row?.position ?? null, batchSize: this.options.batchSize ?? 500, signal, types: TYPES, omitData: MESSAGE_CONTENT_FIELDS,
+        })) {
+          await this.handle(batch.events, batch.position);
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.logger.error({ err }, 'webhook dispatcher failed; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  private targetsOf(motorBlockId: string): Target[] {
+    if (this.byBlock === null) {
+      this.byBlock = new Map();
+      for (const t of this.targets.values()) this.byBlock.set(t.motorBlockId, [...(this.byBlock.get(t.motorBlockId) ?? []), t]);
+    }
+    return this.byBlock.get(motorBlockId) ?? [];
+  }
+
+  private async handle(events: RecordedEvent[], position: GlobalPosition): Promise<void> {
+    const known = await this.knownMessages(events);
+    const newMessages: Array<MessageFacts & { acceptedAt: string }> = [];
+    const changedTargets = new Set<string>();
+    const queued: WebhookDeliveryQueued[] = [];
+    const jobs: { name: string; data: WebhookJob; opts: { jobId: string; attempts: number; backoff: { type: 'webhook' } } }[] = [];
+
+    for (const e of events) {
+      const event = asDomainEvent(e);
+      if (!event) continue;
+      switch (event.type) {
+        case 'WebhookCreated': {
+          const d = event.data;
+          this.targets.set(d.webhookId, { webhookId: d.webhookId, motorBlockId: d.motorBlockId, events: d.events, enabled: true });
+          changedTargets.add(d.webhookId);
+          this.byBlock = null;
+          break;
+        }
+        case 'WebhookUpdated': {
+          const t = this.targets.get(event.data.webhookId);
+          if (t) Object.assign(t, { events: event.data.events, enabled: event.data.enabled });
+          changedTargets.add(event.data.webhookId);
+          break;
+        }
+        case 'WebhookDeleted':
+          this.targets.delete(event.data.webhookId);
+          changedTargets.add(event.data.webhookId);
+          this.byBlock = null;
+          break;
+        case 'MotorBlockDeleted':
+          for (const t of this.targetsOf(event.data.motorBlockId)) {
+            this.targets.delete(t.webhookId);
+            changedTargets.add(t.webhookId);
+          }
+          this.byBlock = null;
+          break;
+        case 'MessageAccepted': {
+          const d = event.data as MessageAccepted;
+          if (this.targetsOf(d.motorBlockId).length === 0) break;
+          const facts = { messageId: d.messageId, motorBlockId: d.motorBlockId, smtpMessageId: d.smtpMessageId, metadata: d.metadata ?? {} };
+          known.set(d.messageId, facts);
+          newMessages.push({ ...facts, acceptedAt: d.acceptedAt });
+          break;
+        }
+        case 'WebhookDeliveryQueued': {
+          const d = event.data;
+          jobs.push({
+            name: 'webhook',
+            data: { deliveryId: d.deliveryId, webhookId: d.webhookId, motorBlockId: d.motorBlockId, event: d.event, payload: d.payload },
+            opts: { jobId: d.deliveryId, attempts: this.options.jobOptions.attempts, backoff: { type: 'webhook' } },
+          });
+          break;
+        }
+        default: {
+          const name = webhookEventOf(event);
+          const message = name ? known.get((event.data as { messageId: string }).messageId) : undefined;
+          if (!name || !message) break;
+          for (const t of this.targetsOf(message.motorBlockId)) {
+            if (!t.enabled || !t.events.includes(name)) continue;
+            const deliveryId = deliveryIdOf(t.webhookId, e.id);
+            queued.push({
+              deliveryId, webhookId: t.webhookId, motorBlockId: message.motorBlockId, event: name, messageId: message.messageId,
+              payload: messageEventPayload(deliveryId, name, event, message), queuedAt: e.createdAt.toISOString(),
+            });
+          }
+        }
+      }
+    }
+
+    // The event id is the delivery id: appending it again (a replayed batch) is a no-op.
+    await Promise.all(queued.map((q) => this.store.append(streamName('webhookDelivery', q.deliveryId), [
+      toEventData(q.deliveryId, { type: 'WebhookDeliveryQueued', data: q }, { actor: 'worker:webhook-dispatcher' }) as EventData,
+    ], { expectedRevision: 'any' })));
+    if (jobs.length > 0) await this.queue.addBulk(jobs);
+    await this.db.transaction(async (trx) => {
+      const s = () => trx.withSchema(WEBHOOK_DISPATCH_SCHEMA);
+      for (const id of changedTargets) {
+        const t = this.targets.get(id);
+        if (!t) await s().table('targets').where({ webhook_id: id }).delete();
+        else await s().table('targets').insert({ webhook_id: id, motor_block_id: t.motorBlockId, events: t.events, enabled: t.enabled }).onConflict('webhook_id').merge();
+      }
+      if (newMessages.length > 0) {
+        await s().table('messages').insert(newMessages.map((m) => ({
+          message_id: m.messageId, motor_block_id: m.motorBlockId, smtp_message_id: m.smtpMessageId, metadata: JSON.stringify(m.metadata), accepted_at: m.acceptedAt,
+        }))).onConflict('message_id').ignore();
+      }
+      if (Date.now() - this.lastPrune > 3600_000) {
+        this.lastPrune = Date.now();
+        await s().table('messages').where('accepted_at', '<', new Date(Date.now() - MESSAGE_MEMORY_DAYS * 86400_000)).delete();
+      }
+      await trx.table(CHECKPOINTS).insert({ name: this.name, position, updated_at: trx.fn.now() }).onConflict('name').merge();
+    });
+  }
+
+  /** message id → facts for the outcome events of the batch whose message was accepted earlier. */
+  private async knownMessages(events: RecordedEvent[]): Promise<Map<string, MessageFacts>> {
+    const ids = new Set<string>();
+    for (const e of events) {
+      if (e.type.startsWith('Delivery') || e.type === 'ComplaintReceived') ids.add((e.data as { messageId: string }).messageId);
+    }
+    const known = new Map<string, MessageFacts>();
+    if (ids.size === 0 || this.targets.size === 0) return known;
+    const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('messages').whereIn('message_id', [...ids]).select('*');
+    for (const r of rows) known.set(r.message_id, { messageId: r.message_id, motorBlockId: r.motor_block_id, smtpMessageId: r.smtp_message_id, metadata: r.metadata });
+    return known;
+  }
+}

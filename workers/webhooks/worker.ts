@@ -1,0 +1,117 @@
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { streamName, type EventStore } from '../../domain/eventStore';
+import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
+import type { Clock } from '../../domain/ids';
+import { attemptEventIdOf, foldEndpoint, retryDelaySeconds } from '../../domain/webhooks/webhooks';
+import { loadBlock } from '../../commands/blocks/grants';
+import type { KeyStore } from '../../infra/keys/keyStore';
+import type { Logger } from '../../infra/logger';
+import type { Metrics } from '../../infra/metrics';
+import { bullConnection } from '../../infra/redis';
+import { postWebhook, signWebhookBody } from './post';
+
+/**
+ * Posts webhook deliveries (docs/WEBHOOKS.md). One BullMQ job per delivery, its id the delivery
+ * id. Each attempt reads the endpoint from its own stream and the block from its (a URL changed, an
+ * endpoint disabled or deleted, a block deleted a moment ago is seen), signs the payload, posts it, and appends WebhookDeliveryAttempted
+ * with a stable id (delivery + attempt). A failed attempt with attempts left throws, and BullMQ
+ * runs the job again after the schedule's wait.
+ */
+
+export const WEBHOOK_QUEUE = 'motor-webhooks';
+
+export interface WebhookJob {
+  deliveryId: string; webhookId: string; motorBlockId: string; event: string;
+  payload: Record<string, unknown>;
+}
+
+export interface WebhookSettings { retrySchedule: number[]; timeoutSeconds: number; concurrency: number; allowPrivateAddresses: boolean }
+export interface WebhookWorkerDeps { store: EventStore; keys: KeyStore; clock: Clock; logger: Logger; metrics: Metrics; settings: WebhookSettings }
+
+export function createWebhookQueue(redisUrl: string, prefix = 'motor'): Queue<WebhookJob> {
+  return new Queue<WebhookJob>(WEBHOOK_QUEUE, {
+    connection: bullConnection(redisUrl),
+    prefix,
+    defaultJobOptions: {
+      // Kept past the longest schedule so a replayed WebhookDeliveryQueued finds its job id taken.
+      removeOnComplete: { age: 7 * 24 * 3600, count: 1_000_000 },
+      removeOnFail: { age: 30 * 24 * 3600 },
+    },
+  });
+}
+
+/** Thrown to have BullMQ run the job again after the schedule's wait. */
+class AttemptFailed extends Error {}
+
+/** One attempt of a delivery; exported for tests. Returns the outcome it recorded. */
+export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, attempt: number): Promise<WebhookDeliveryAttempted['outcome']> {
+  const [endpoint, { state: block }] = await Promise.all([
+    deps.store.readStream(streamName('webhook', job.webhookId)).then(foldEndpoint),
+    loadBlock(deps.store, job.motorBlockId),
+  ]);
+  const started = Date.now();
+  let result: { ok: boolean; status: number | null; error: string | null; responseBody: string | null; durationMs: number };
+  // A block on its way out (deletion queued or done) takes its endpoints with it.
+  if (!endpoint || endpoint.deleted || !block || block.status === 'deleted' || block.status === 'deletion_queued') {
+    result = { ok: false, status: null, error: 'webhook_deleted', responseBody: null, durationMs: 0 };
+  } else if (!endpoint.enabled && job.event !== 'webhook.test') {
+    result = { ok: false, status: null, error: 'webhook_disabled', responseBody: null, durationMs: 0 };
+  } else {
+    const secret = await deps.keys.get(endpoint.secretKeyId);
+    if (!secret) throw new UnrecoverableError(`signing secret ${endpoint.secretKeyId} of webhook ${job.webhookId} is missing from the key store`);
+    const body = JSON.stringify(job.payload);
+    result = await postWebhook({
+      url: endpoint.url,
+      body,
+      headers: {
+        'X-Service-Signature': signWebhookBody(secret.privateKeyPem, body),
+        'X-Service-Event': job.event,
+        'X-Service-Delivery': job.deliveryId,
+        'X-Service-Attempt': String(attempt),
+      },
+      timeoutMs: deps.settings.timeoutSeconds * 1000,
+      allowPrivateAddresses: deps.settings.allowPrivateAddresses,
+    });
+  }
+  // A deleted or paused endpoint is not retried: it is final now.
+  const final = result.error === 'webhook_deleted' || result.error === 'webhook_disabled';
+  const wait = result.ok || final ? null : retryDelaySeconds(deps.settings.retrySchedule, attempt);
+  const outcome = result.ok ? 'delivered' : wait === null ? 'failed' : 'retrying';
+  const now = deps.clock.now();
+  const data: WebhookDeliveryAttempted = {
+    deliveryId: job.deliveryId, webhookId: job.webhookId, motorBlockId: job.motorBlockId, attempt, outcome,
+    httpStatus: result.status, error: result.error, responseBody: result.responseBody, durationMs: result.durationMs || Math.max(0, Date.now() - started),
+    nextAttemptAt: wait === null ? null : new Date(now.getTime() + wait * 1000).toISOString(),
+    attemptedAt: now.toISOString(),
+  };
+  await deps.store.append(streamName('webhookDelivery', job.deliveryId), [
+    toEventData(attemptEventIdOf(job.deliveryId, attempt), { type: 'WebhookDeliveryAttempted', data }, { actor: 'worker:webhooks' }),
+  ], { expectedRevision: 'any' });
+  deps.metrics.webhookAttempts.inc({ outcome });
+  return outcome;
+}
+
+export function startWebhookWorker(deps: WebhookWorkerDeps, redisUrl: string, prefix = 'motor'): Worker<WebhookJob> {
+  const schedule = deps.settings.retrySchedule;
+  const worker = new Worker<WebhookJob>(
+    WEBHOOK_QUEUE,
+    async (job: Job<WebhookJob>) => {
+      const outcome = await attemptDelivery(deps, job.data, job.attemptsMade + 1);
+      if (outcome === 'retrying') throw new AttemptFailed(`webhook delivery ${job.data.deliveryId}: attempt ${job.attemptsMade + 1} failed`);
+      return outcome;
+    },
+    {
+      connection: bullConnection(redisUrl),
+      prefix,
+      concurrency: deps.settings.concurrency,
+      maxStalledCount: 50,
+      // The wait after attempt n is the schedule's n-th entry.
+      settings: { backoffStrategy: (attemptsMade: number) => (retryDelaySeconds(schedule, attemptsMade) ?? schedule[schedule.length - 1]) * 1000 },
+    },
+  );
+  worker.on('failed', (job, err) => {
+    if (!(err instanceof AttemptFailed)) deps.logger.warn({ err, deliveryId: job?.data.deliveryId, attemptsMade: job?.attemptsMade }, 'webhook job failed');
+  });
+  worker.on('error', (err) => deps.logger.error({ err }, 'webhook worker error'));
+  return worker;
+}
