@@ -1,5 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -10,8 +10,11 @@ import { sendToChild, type ChildChannel } from '../../scripts/roleProcesses';
  * the other SMTP children, metrics fan-out, stop). A child killed a moment ago still looks
  * connected, and a plain send to it then emits an 'error' event that, unhandled, crashed the
  * primary (seen when an SMTP child was killed under load). sendToChild must never emit one.
- * Real processes, killed with SIGKILL; the primary is made to miss the exit for 3 ms, which opens
- * the window in about half of the tries.
+ * Real processes, killed with SIGKILL; the primary then blocks its event loop until the kernel
+ * shows the child dead (a zombie in /proc: its end of the channel is closed) and only then sends,
+ * before it could have handled the exit, however loaded the machine. Whether Node reports that
+ * send as an 'error' event or not depends on which of the write's failure and the channel's end it
+ * handles first: about half of the tries, so 20 tries all missing is a one-in-a-million event.
  */
 describe('messages to a child that was just killed (e2e)', function () {
   this.timeout(60_000);
@@ -33,8 +36,11 @@ describe('messages to a child that was just killed (e2e)', function () {
     child.on('error', () => { errors++; });
     const exited = new Promise((r) => child.once('exit', r));
     process.kill(child.pid!, 'SIGKILL');
-    const until = Date.now() + 3;
-    while (Date.now() < until) { /* the primary busy: the child is gone, its channel not yet closed */ }
+    const state = () => { try { return readFileSync(`/proc/${child.pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0]; } catch { return 'gone'; } };
+    const until = Date.now() + 10_000;
+    while (state() !== 'Z' && Date.now() < until) { /* busy on purpose: the exit must not be handled yet */ }
+    expect(state(), 'the killed child is a zombie, not yet reaped').to.equal('Z');
+    expect(child.connected, 'the primary has not seen the exit').to.equal(true);
     return { child, exited, errorEvents: () => errors };
   }
 
