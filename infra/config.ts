@@ -82,6 +82,8 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** Seconds between `keepalive` events of an event stream (docs/EVENTS.md). */
+  eventStreamKeepaliveSeconds: number;
   /** Outgoing webhooks (docs/WEBHOOKS.md). */
   webhooks: {
     /** Waits in seconds after attempt 1, 2, ...; its length + 1 attempts in all. */
@@ -252,6 +254,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
     deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),
+    eventStreamKeepaliveSeconds: int('EVENT_STREAM_KEEPALIVE_SECONDS', 15, 1, 300),
     webhooks: {
       retrySchedule: seconds('WEBHOOK_RETRY_SCHEDULE') ?? [...WEBHOOK_RETRY_SCHEDULE],
       timeoutSeconds: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60),

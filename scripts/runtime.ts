@@ -29,6 +29,7 @@ import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
 import { initEnqueuerSchema } from '../workers/enqueuer';
 import { initWebhookDispatchSchema } from '../workers/webhooks/dispatcher';
+import { EventStreams } from '../read-api/stream/eventStreams';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
@@ -118,7 +119,8 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
     return { ok: eventStore.ok && database.ok, components };
   };
 
-  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys };
+  const streams = new EventStreams(db, store, redis, logger, config.eventStreamKeepaliveSeconds);
+  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
     quota, limiter, resolver, queue, queuePrefix, http, redisBatch,
@@ -279,6 +281,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     async stop() {
       const smtpClosed = smtp ? smtp.close() : Promise.resolve();
       const apiClosed = apiProcesses ? apiProcesses.close() : Promise.resolve();
+      // Open event streams end now: they would hold the server's close for its 5 s grace.
+      rt.http.streams.closeAll();
       if (server) {
         const s = server;
         await new Promise<void>((resolve) => { s.close(() => resolve()); s.closeIdleConnections(); setTimeout(() => { s.closeAllConnections(); }, 5000).unref(); });

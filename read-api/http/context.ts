@@ -11,6 +11,7 @@ import type { RequestLimiter } from '../../commands/quota/requestLimiter';
 import type { Principal } from './principal';
 import type { DnsResolver } from '../../workers/delivery/dns';
 import type { KeyStore } from '../../infra/keys/keyStore';
+import type { EventStreams } from '../stream/eventStreams';
 
 /** Everything an HTTP controller may use, built once by the composition root (scripts/main.ts). */
 export interface HttpContext {
@@ -25,8 +26,10 @@ export interface HttpContext {
   clock: Clock;
   /** The resolver honouring DNS_SERVERS (domain checks, docs/DOMAINS.md). */
   resolver: DnsResolver;
-  /** Private key store (DKIM keys of added domains). */
+  /** Private key store (DKIM keys of added domains, webhook secrets). */
   keys: KeyStore;
+  /** The live event streams (SSE) of this process. */
+  streams: EventStreams;
   /** Health of the dependencies, for /v1/status and readiness. */
   health(): Promise<HealthReport>;
 }

@@ -4,7 +4,7 @@ import type { Scope } from '../../domain/credentials/scopes';
 export type Principal =
   | { kind: 'blockApiKey'; keyId: string; accountId: string; motorBlockId: string }
   | { kind: 'accountApiKey'; keyId: string; accountId: string; scopes: string[] }
-  | { kind: 'publicBearer'; tokenId: string; accountId: string; motorBlockId: string; scopes: Scope[]; userId: string; clientId: string }
+  | { kind: 'publicBearer'; tokenId: string; accountId: string; motorBlockId: string; scopes: Scope[]; userId: string; clientId: string; expiresAt: Date }
   /** A signed-in dashboard user (dashboard JWT, docs/AUTH.md): acts on its whole account. */
   | { kind: 'dashboard'; tokenId: string; userId: string; accountId: string; sessionId: string };
 

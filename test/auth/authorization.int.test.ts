@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { signPublicToken } from '../../commands/tokens/publicTokens';
 import { dashboardTokenSettings, signDashboardToken } from '../../commands/auth/dashboardTokens';
 import { SCOPES, hasScopes, type Scope } from '../../domain/credentials/scopes';
-import { eventually, postJson } from '../support/motor';
+import { answerText, eventually, postJson } from '../support/motor';
 import { createBlockFor } from './fixtures';
 import { startAuthHarness, type AuthHarness } from './harness';
 
@@ -121,7 +121,7 @@ describe('authorization table: every authenticated route × every credential cas
       (init.headers as Record<string, string>)['content-type'] = 'application/json';
     }
     const res = await fetch(urlOf(op), init);
-    const text = await res.text();
+    const text = await answerText(res);
     let body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
     try { body = JSON.parse(text); } catch { body = text; }
     return { status: res.status, body, headers: res.headers };

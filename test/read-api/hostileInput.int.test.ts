@@ -5,7 +5,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { expect } from 'chai';
 import { SCOPES } from '../../domain/credentials/scopes';
-import { eventually, postJson } from '../support/motor';
+import { answerText, eventually, postJson } from '../support/motor';
 import { createBlockFor } from '../auth/fixtures';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
 
@@ -240,7 +240,7 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
           const res = await fetch(c.url, { method: c.method, headers: c.headers, body: c.body, redirect: 'manual', signal: AbortSignal.timeout(10_000) });
           status = res.status;
           type = res.headers.get('content-type') ?? '';
-          text = await res.text();
+          text = await answerText(res);
         } catch (err) {
           failures.push(`${c.name}: no answer (${(err as Error).message})`);
           continue;

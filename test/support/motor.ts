@@ -79,6 +79,18 @@ export async function startTestMotor(opts: { env?: Record<string, string>; roles
   };
 }
 
+/**
+ * A response's text; for an event stream that opened (it never ends by itself), its first chunk,
+ * then the connection is dropped. For sweeps that call every route.
+ */
+export async function answerText(res: Response): Promise<string> {
+  if (res.status !== 200 || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return res.text();
+  const reader = res.body!.getReader();
+  const { value } = await reader.read();
+  await reader.cancel();
+  return new TextDecoder().decode(value);
+}
+
 /** POST JSON and return status, headers and parsed body. */
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });

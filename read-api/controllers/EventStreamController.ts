@@ -1,0 +1,31 @@
+import type { Request as ExpressRequest } from 'express';
+import { Controller, Get, Path, Produces, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import { piiAllowed, requireBlock } from '../http/authorize';
+import { ctxOf, principalOf } from '../http/context';
+import type { PrincipalOf } from '../http/principal';
+
+@Route('api/public/v1/motor-blocks')
+@Tags('Event stream')
+@Response<ErrorResponse>(401, 'Token missing, invalid or expired')
+@Response<ErrorResponse>(403, 'Scope missing or token bound to another block; includePII without logs.pii')
+export class EventStreamController extends Controller {
+  /**
+   * The block's message events live, as Server-Sent Events: `ready` once, then a `message` per
+   * recipient outcome (queued, processed, deferred, delivered, bounced, failed, complained) with
+   * the log position as its id, and `keepalive` every 15 s. The stream ends when the token expires.
+   * Recipients are masked unless `includePII=true` with the logs.pii scope. docs/EVENTS.md.
+   */
+  @Get('{id}/events/stream')
+  @Security('publicBearer', ['logs.read'])
+  @Produces('text/event-stream')
+  @SuccessResponse(200, 'text/event-stream')
+  @Response<ErrorResponse>(429, 'stream_limit: 3 streams of this token are open; rate_limited')
+  public async stream(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<void> {
+    const ctx = ctxOf(req);
+    const p = principalOf<PrincipalOf<'publicBearer'>>(req);
+    requireBlock(p, id);
+    const unmasked = piiAllowed(p, includePII);
+    await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked });
+  }
+}

@@ -1,0 +1,166 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import type { Response } from 'express';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
+import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
+import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+
+interface SseEvent { event: string; id?: string; data: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** Opens an SSE stream and collects its events as they come; `closed` resolves when the server ends it. */
+async function openStream(url: string, headers: Record<string, string>) {
+  const abort = new AbortController();
+  const res = await fetch(url, { headers, signal: abort.signal });
+  const events: SseEvent[] = [];
+  let resolveClosed!: () => void;
+  const closed = new Promise<void>((r) => { resolveClosed = r; });
+  if (res.status === 200) {
+    void (async () => {
+      const decoder = new TextDecoder();
+      let buffer = '';
+      try {
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          buffer += decoder.decode(chunk, { stream: true });
+          let cut: number;
+          while ((cut = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            const e: SseEvent = { event: 'message', data: null };
+            for (const line of block.split('\n')) {
+              const [field, ...rest] = line.split(': ');
+              if (field === 'event') e.event = rest.join(': ');
+              else if (field === 'id') e.id = rest.join(': ');
+              else if (field === 'data') e.data = JSON.parse(rest.join(': '));
+            }
+            events.push(e);
+          }
+        }
+      } catch { /* aborted by the test */ }
+      resolveClosed();
+    })();
+  } else resolveClosed();
+  return { res, events, closed, close: () => abort.abort() };
+}
+
+/**
+ * The live event stream (SPEC "Event stream", docs/EVENTS.md): real sends, delivered to an SMTP
+ * sink on loopback, seen as they happen over Server-Sent Events.
+ */
+describe('event stream (e2e)', function () {
+  this.timeout(60_000);
+  let dns: TestDnsServer;
+  let mx: SmtpSink;
+  let motor: TestMotor;
+  let block: BootstrapResult;
+  let senderDomain: string;
+
+  before(async () => {
+    dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
+    mx = await startSmtpSink({ rcpt: () => 250 });
+    motor = await startTestMotor({ env: { DNS_SERVERS: dns.address, MX_PORT: String(mx.port), EVENT_STREAM_KEEPALIVE_SECONDS: '1' } });
+    block = await motor.bootstrap({ trustDns: true });
+    senderDomain = block.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+  });
+  after(async () => {
+    await motor?.close();
+    await mx?.close();
+    await dns?.close();
+  });
+
+  const streamUrl = (b: BootstrapResult, query = '') => `${motor.baseUrl}/api/public/v1/motor-blocks/${b.motorBlockId}/events/stream${query}`;
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const send = async (b: BootstrapResult, domain: string, to: string) => {
+    const r = await postJson(`${motor.baseUrl}/v1/send`, { from: `app@${domain}`, to, subject: 'Hi', text: 'Hello' }, { 'X-Api-Key': b.apiKey });
+    expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    return r.body.data.id as string;
+  };
+
+  it('says ready, then each recipient outcome of the block\'s messages as it happens, masked, with the log position as id', async () => {
+    const token = await motor.token(block, ['logs.read']);
+    const s = await openStream(streamUrl(block), bearer(token));
+    expect(s.res.status).to.equal(200);
+    expect(s.res.headers.get('content-type')).to.equal('text/event-stream; charset=utf-8');
+    await eventually(async () => s.events.length > 0);
+    expect(s.events[0].event).to.equal('ready');
+    expect(s.events[0].data).to.include({ motorBlockId: block.motorBlockId, piiMasked: true });
+
+    const id = await send(block, senderDomain, 'first.user@rcpt.test');
+    const mine = await eventually(async () => {
+      const list = s.events.filter((e) => e.event === 'message' && e.data.messageId === id);
+      return list.some((e) => e.data.status === 'delivered') ? list : null;
+    }, 30_000);
+    expect(mine.map((e) => e.data.status)).to.deep.equal(['queued', 'processed', 'delivered']);
+    for (const e of mine) expect(e.data.recipient).to.equal('f***@r***.test');
+    expect(mine[2].data).to.include({ smtpCode: '250', attempt: 1 });
+    expect(mine.every((e) => typeof e.id === 'string' && e.id.length > 0)).to.equal(true);
+    expect(new Set(mine.map((e) => e.id)).size).to.equal(3);
+    await eventually(async () => s.events.some((e) => e.event === 'keepalive'), 5000);
+    s.close();
+  });
+
+  it('shows only its own block, and recipients in clear with includePII and logs.pii', async () => {
+    const other = await motor.bootstrap({ email: 'other@example.test' });
+    const otherDomain = other.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+    const s = await openStream(streamUrl(block, '?includePII=true'), bearer(await motor.token(block, ['logs.read', 'logs.pii'])));
+    expect(s.res.status).to.equal(200);
+    const foreign = await send(other, otherDomain, 'someone@rcpt.test');
+    const own = await send(block, senderDomain, 'second.user@rcpt.test');
+    const got = await eventually(async () => s.events.find((e) => e.data?.messageId === own && e.data.status === 'delivered'), 30_000);
+    expect(got.data.recipient).to.equal('second.user@rcpt.test');
+    expect(s.events.filter((e) => e.data?.messageId === foreign)).to.have.length(0);
+    s.close();
+  });
+
+  it('refuses what the spec refuses: no token 401, another scope or block 403, includePII without logs.pii 403', async () => {
+    expect((await getJson(streamUrl(block))).status).to.equal(401);
+    expect((await getJson(streamUrl(block), bearer(await motor.token(block, ['webhooks.read'])))).status).to.equal(403);
+    const other = await motor.bootstrap({ email: 'third@example.test' });
+    expect((await getJson(streamUrl(other), bearer(await motor.token(block, ['logs.read'])))).status).to.equal(403);
+    const pii = await getJson(streamUrl(block, '?includePII=true'), bearer(await motor.token(block, ['logs.read'])));
+    expect(pii.status).to.equal(403);
+  });
+
+  it('holds at most 3 streams per token (429 stream_limit); a closed one frees its place', async () => {
+    const token = await motor.token(block, ['logs.read']);
+    const open = [];
+    for (let i = 0; i < 3; i++) {
+      const s = await openStream(streamUrl(block), bearer(token));
+      expect(s.res.status).to.equal(200);
+      open.push(s);
+    }
+    const fourth = await getJson(streamUrl(block), bearer(token));
+    expect(fourth.status).to.equal(429);
+    expect(fourth.body.code).to.equal('stream_limit');
+    const another = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    expect(another.res.status, 'another token has its own three').to.equal(200);
+    another.close();
+    open[0].close();
+    const again = await eventually(async () => {
+      const s = await openStream(streamUrl(block), bearer(token));
+      if (s.res.status === 200) return s;
+      return null;
+    }, 5000);
+    for (const s of [...open.slice(1), again]) s.close();
+  });
+
+  it('ends the stream when the token expires and when the process shuts down', async () => {
+    // The token's expiry: serve() on a bare HTTP server with endsAt half a second away.
+    const server = createServer((_req, res) => {
+      void motor.rt.http.streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'expiry-test', endsAt: new Date(Date.now() + 500), unmasked: false });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const started = Date.now();
+    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    await s.closed;
+    expect(Date.now() - started).to.be.within(300, 3000);
+    expect(s.events[0].event).to.equal('ready');
+    server.close();
+
+    const live = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    await eventually(async () => live.events.length > 0);
+    motor.rt.http.streams.closeAll();
+    await live.closed;
+  });
+});
