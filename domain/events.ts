@@ -297,6 +297,17 @@ export interface WebhookDeliveryAttempted {
   attemptedAt: Iso;
 }
 
+// ---------------------------------------------------------------- export-<uuid> (docs/EXPORTS.md)
+/** A logs export asked for: the window and filters are resolved (retention applied) when asked. */
+export interface ExportRequested {
+  jobId: string; motorBlockId: string; accountId: string; jobType: 'logs';
+  from: Iso; to: Iso; query: string | null; status: string | null; includePII: boolean;
+  requestedAt: Iso;
+}
+/** The NDJSON file is stored (gzip, in chunks) and downloadable until `expiresAt`. */
+export interface ExportCompleted { jobId: string; motorBlockId: string; rows: number; bytes: number; truncated: boolean; expiresAt: Iso; completedAt: Iso }
+export interface ExportFailed { jobId: string; motorBlockId: string; reason: string; failedAt: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -362,6 +373,9 @@ export interface EventCatalogue {
   WebhookDeleted: WebhookDeleted;
   WebhookDeliveryQueued: WebhookDeliveryQueued;
   WebhookDeliveryAttempted: WebhookDeliveryAttempted;
+  ExportRequested: ExportRequested;
+  ExportCompleted: ExportCompleted;
+  ExportFailed: ExportFailed;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -432,6 +446,9 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   WebhookDeleted: { category: 'webhook', version: 1 },
   WebhookDeliveryQueued: { category: 'webhookDelivery', version: 1 },
   WebhookDeliveryAttempted: { category: 'webhookDelivery', version: 1 },
+  ExportRequested: { category: 'export', version: 1 },
+  ExportCompleted: { category: 'export', version: 1 },
+  ExportFailed: { category: 'export', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

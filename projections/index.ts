@@ -6,10 +6,11 @@ import { messagesProjection } from './messages/projection.js';
 import { oauthClientsProjection } from './oauthClients/projection.js';
 import { smtpAuthProjection } from './smtpAuth/projection.js';
 import { webhooksProjection } from './webhooks/projection.js';
+import { exportsProjection } from './exports/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection, exportsProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

@@ -27,9 +27,10 @@ import { allProjections } from '../projections';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 import type { HealthReport, HttpContext } from '../read-api/http/context';
 import { createResolver, type DnsResolver } from '../workers/delivery/dns';
-import { initEnqueuerSchema } from '../workers/enqueuer';
+import { initCheckpoints } from '../workers/logEnqueuer';
 import { initWebhookDispatchSchema } from '../workers/webhooks/dispatcher';
 import { EventStreams } from '../read-api/stream/eventStreams';
+import { initExportFiles } from '../commands/exports/exports';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
@@ -94,8 +95,9 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const keys = new KeyStore(db, config.keyEncryptionKey);
   await keys.init();
   for (const p of allProjections()) await migrateProjection(db, p);
-  await initEnqueuerSchema(db);
+  await initCheckpoints(db);
   await initWebhookDispatchSchema(db);
+  await initExportFiles(db);
   const directory = new DirectoryCache(db, opts.directoryTtlMs ?? 2000);
   // One batch for the request path's Redis commands: a turn's limiter hits and quota charges share a write.
   const redisBatch = new RedisBatch(redis);
@@ -223,6 +225,12 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const webhookSettings = rt.config.webhooks;
     background.push(new WebhookDispatcher(rt.db, rt.store, webhookQueue, rt.logger, { jobOptions: { attempts: webhookSettings.retrySchedule.length + 1 } })
       .run(abort.signal).finally(() => webhookQueue.close().catch(() => {})));
+    // Exports (docs/EXPORTS.md): a subscriber queues the jobs, a worker builds the files.
+    const { ExportEnqueuer, createExportQueue, startExportWorker } = await import('../workers/exports.js');
+    const exportQueue = createExportQueue(rt.redisUrl, rt.queuePrefix);
+    exportQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'export queue connection error'));
+    background.push(new ExportEnqueuer(rt.db, rt.store, exportQueue, rt.logger).run(abort.signal).finally(() => exportQueue.close().catch(() => {})));
+    extraWorkers.push(startExportWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
     extraWorkers.push(startWebhookWorker({ store: rt.store, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
     const depth = setInterval(async () => {
       try {

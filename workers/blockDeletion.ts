@@ -2,11 +2,12 @@ import type { Knex } from 'knex';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued } from '../domain/events';
+import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued, type ExportRequested } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
 import { bullConnection } from '../infra/redis';
+import { runLogEnqueuer } from './logEnqueuer';
 import type { Logger } from '../infra/logger';
 
 /**
@@ -17,7 +18,7 @@ import type { Logger } from '../infra/logger';
  *   1. MotorBlockDeletionStarted (status running) on the block's stream;
  *   2. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
  *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>, webhookDelivery-<id>
- *      of its webhook deliveries) and removes them
+ *      of its webhook deliveries, export-<id> of its export jobs) and removes them
  *      with EventStore.deleteStreams;
  *   3. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
  *
@@ -74,6 +75,8 @@ export async function findHistoryStreams(store: EventStore, motorBlockId: string
       if (e.type === 'MessageAccepted' && (e.data as MessageAccepted).motorBlockId === motorBlockId) messageStreams.add(e.streamId);
       // Webhook deliveries carry the recipient and the message's metadata: history too.
       if (e.type === 'WebhookDeliveryQueued' && (e.data as WebhookDeliveryQueued).motorBlockId === motorBlockId) own.add(e.streamId);
+      // So do export jobs (their filters can name recipients; their files go with their rows).
+      if (e.type === 'ExportRequested' && (e.data as ExportRequested).motorBlockId === motorBlockId) own.add(e.streamId);
       if (messageStreams.has(e.streamId) || own.has(e.streamId)) {
         events++;
         present.add(e.streamId);
@@ -127,9 +130,7 @@ export function startBlockDeletionWorker(deps: BlockDeletionDeps, redisUrl: stri
   return worker;
 }
 
-const SCHEMA = 'motor_workers';
-
-/** Feeds the deletion queue from the log (never from the request path); checkpoint saved after the jobs are added. */
+/** Feeds the deletion queue from the log (never from the request path; workers/logEnqueuer.ts). */
 export class BlockDeletionEnqueuer {
   constructor(
     private readonly db: Knex,
@@ -139,25 +140,14 @@ export class BlockDeletionEnqueuer {
     private readonly name = 'block-deletion-enqueuer',
   ) {}
 
-  async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        const row = await this.db.withSchema(SCHEMA).table('checkpoints').where({ name: this.name }).first('position');
-        for await (const batch of this.store.subscribeToAll({ after: row?.position ?? null, batchSize: 500, signal, types: ['MotorBlockDeletionRequested'] })) {
-          const jobs = batch.events.map((e) => {
-            const d = e.data as MotorBlockDeletionRequested;
-            return { name: 'delete-block', data: { motorBlockId: d.motorBlockId, jobId: d.jobId }, opts: { jobId: d.jobId } };
-          });
-          if (jobs.length > 0) await this.queue.addBulk(jobs);
-          await this.db.withSchema(SCHEMA).table('checkpoints')
-            .insert({ name: this.name, position: batch.position, updated_at: this.db.fn.now() })
-            .onConflict('name').merge();
-        }
-      } catch (err) {
-        if (signal.aborted) return;
-        this.logger.error({ err }, 'block deletion enqueuer failed; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-    }
+  run(signal: AbortSignal): Promise<void> {
+    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger }, {
+      name: this.name,
+      types: ['MotorBlockDeletionRequested'],
+      jobsOf: (events) => events.map((e) => {
+        const d = e.data as MotorBlockDeletionRequested;
+        return { name: 'delete-block', data: { motorBlockId: d.motorBlockId, jobId: d.jobId }, opts: { jobId: d.jobId } };
+      }),
+    }, signal);
   }
 }

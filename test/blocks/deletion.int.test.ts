@@ -49,6 +49,8 @@ describe('Motor Block deletion (int)', function () {
     const sent1: string[] = [];
     const sent2: string[] = [];
     let jobId: string;
+    let exportJob: string;
+    let testDelivery: string;
 
     before(async () => {
       block2 = await create('To be deleted');
@@ -63,6 +65,15 @@ describe('Motor Block deletion (int)', function () {
         sent1.push(r1.body.data.id);
         sent2.push(r2.body.data.id);
       }
+      // An export job and a webhook delivery of block2: history too.
+      const extras = await tokenFor(motor, a, block2, ['analytics.read', 'webhooks.manage']);
+      const ex = await call(motor, 'POST', `/motor-blocks/${block2}/exports`, extras, {});
+      expect(ex.status, JSON.stringify(ex.body)).to.equal(202);
+      exportJob = ex.body.data.jobId;
+      const hook = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks`, extras, { url: 'https://hooks.example.test/motor' });
+      const test = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks/${hook.body.data.id}/test`, extras, {});
+      expect(test.status).to.equal(202);
+      testDelivery = test.body.data.deliveryId;
       // Both blocks' messages are in the read models before the deletion.
       await eventually(async () => {
         const rs = await Promise.all([...sent2.map((id) => call(motor, 'GET', `/messages/${id}`, logs2)), call(motor, 'GET', `/motor-blocks/${block2}/logs`, logs2)]);
@@ -102,6 +113,10 @@ describe('Motor Block deletion (int)', function () {
       const analyticsRows = () => motor.rt.db.withSchema('rm_analytics').table('recipient_stats').where({ motor_block_id: block2 });
       await eventually(async () => (await analyticsRows()).length === 0);
       expect(await analyticsRows()).to.deep.equal([]);
+      expect(await motor.rt.store.readStream(streamName('export', exportJob))).to.deep.equal([]);
+      expect(await motor.rt.store.readStream(streamName('webhookDelivery', testDelivery))).to.deep.equal([]);
+      await eventually(async () => (await motor.rt.db.withSchema('rm_exports').table('jobs').where({ motor_block_id: block2 })).length === 0);
+      await eventually(async () => (await motor.rt.db.withSchema('rm_webhooks').table('deliveries').where({ motor_block_id: block2 })).length === 0);
       // The tombstone stays on the block's stream.
       const blockStream = await motor.rt.store.readStream(streamName('motorBlock', block2));
       expect(blockStream.map((e) => e.type)).to.include('MotorBlockDeleted');

@@ -7,6 +7,7 @@ import {
 } from '../../domain/events';
 import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } from '../../domain/webhooks/webhooks';
 import type { Logger } from '../../infra/logger';
+import { CHECKPOINTS } from '../logEnqueuer';
 import type { WebhookJob } from './worker';
 
 /**
@@ -28,7 +29,6 @@ import type { WebhookJob } from './worker';
  */
 
 export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';
-const CHECKPOINTS = 'motor_workers.checkpoints';
 const TYPES = [
   'WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'MotorBlockDeleted', 'MessageAccepted',
   'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived',

@@ -43,16 +43,18 @@ export function createWebhookQueue(redisUrl: string, prefix = 'motor'): Queue<We
 /** Thrown to have BullMQ run the job again after the schedule's wait. */
 class AttemptFailed extends Error {}
 
-/** One attempt of a delivery; exported for tests. Returns the outcome it recorded. */
-export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, attempt: number): Promise<WebhookDeliveryAttempted['outcome']> {
+/** One attempt of a delivery; exported for tests. Returns the outcome it recorded ('dropped': the block is being deleted, nothing recorded). */
+export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, attempt: number): Promise<WebhookDeliveryAttempted['outcome'] | 'dropped'> {
   const [endpoint, { state: block }] = await Promise.all([
     deps.store.readStream(streamName('webhook', job.webhookId)).then(foldEndpoint),
     loadBlock(deps.store, job.motorBlockId),
   ]);
+  // A block on its way out (deletion queued or done) takes its endpoints with it. Nothing is
+  // recorded: the deletion job may be removing this very stream, and an append would bring it back.
+  if (!block || block.status === 'deleted' || block.status === 'deletion_queued') return 'dropped';
   const started = Date.now();
   let result: { ok: boolean; status: number | null; error: string | null; responseBody: string | null; durationMs: number };
-  // A block on its way out (deletion queued or done) takes its endpoints with it.
-  if (!endpoint || endpoint.deleted || !block || block.status === 'deleted' || block.status === 'deletion_queued') {
+  if (!endpoint || endpoint.deleted) {
     result = { ok: false, status: null, error: 'webhook_deleted', responseBody: null, durationMs: 0 };
   } else if (!endpoint.enabled && job.event !== 'webhook.test') {
     result = { ok: false, status: null, error: 'webhook_disabled', responseBody: null, durationMs: 0 };
