@@ -15,13 +15,16 @@ export class EventStreamController extends Controller {
    * recipient outcome (queued, processed, deferred, delivered, bounced, failed, complained) with
    * the log position as its id, and `keepalive` every 15 s. The stream ends when the token expires.
    * Recipients are masked unless `includePII=true` with the logs.pii scope. docs/EVENTS.md.
+   * @param token the bearer token, for clients that cannot send headers (EventSource); this route only
+   * @param access_token the same, by its OAuth name
    */
   @Get('{id}/events/stream')
   @Security('publicBearer', ['logs.read'])
   @Produces('text/event-stream')
   @SuccessResponse(200, 'text/event-stream')
   @Response<ErrorResponse>(429, 'stream_limit: 3 streams of this token are open; rate_limited')
-  public async stream(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<void> {
+  // token / access_token are read by the authentication module (read-api/http/authentication.ts); declared here for the OpenAPI document.
+  public async stream(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean, @Query() token?: string, @Query() access_token?: string): Promise<void> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
     requireBlock(p, id);

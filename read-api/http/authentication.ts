@@ -39,7 +39,7 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
       return { kind: 'accountApiKey', keyId: key.id, accountId: key.accountId, scopes: key.scopes };
     }
     case 'publicBearer': {
-      const token = bearerToken(request);
+      const token = bearerToken(request) ?? streamQueryToken(request);
       if (token === null) throw fail('invalid_token', 401, 'Bearer token missing or invalid', { nextAction: 'Send Authorization: Bearer <token> minted at POST /api/public/token/account-key' });
       const claims = verifyPublicToken(
         { secret: ctx.config.tokenSecret, issuer: ctx.config.tokenIssuer, audience: ctx.config.tokenAudience },
@@ -64,6 +64,16 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
     default:
       throw new Error(`Unknown security scheme ${securityName}`);
   }
+}
+
+/**
+ * SPEC "Public bearer tokens": only the event stream also takes the token as `?token=` or
+ * `?access_token=` (a browser's EventSource cannot send headers). The header wins when both are there.
+ */
+function streamQueryToken(request: Request): string | null {
+  if (request.method !== 'GET' || !/^\/api\/public\/v1\/motor-blocks\/[^/]+\/events\/stream$/.test(request.path)) return null;
+  const value = request.query.token ?? request.query.access_token;
+  return typeof value === 'string' && /^[A-Za-z0-9_\-.]+$/.test(value) ? value : null;
 }
 
 /** `Authorization: Bearer <token>`; anything else (an API key, Basic) is not a bearer token. */

@@ -122,6 +122,19 @@ describe('event stream (e2e)', function () {
     expect(pii.status).to.equal(403);
   });
 
+  it('takes the token as ?token= or ?access_token= too (EventSource sends no headers); only on this route', async () => {
+    const token = await motor.token(block, ['logs.read']);
+    for (const name of ['token', 'access_token']) {
+      const s = await openStream(streamUrl(block, `?${name}=${token}`), {});
+      expect(s.res.status, name).to.equal(200);
+      await eventually(async () => s.events[0]?.event === 'ready');
+      s.close();
+    }
+    expect((await getJson(streamUrl(block, '?token=not-a-token'))).status).to.equal(401);
+    const logs = await getJson(`${motor.baseUrl}/api/public/v1/motor-blocks/${block.motorBlockId}/logs?token=${token}`);
+    expect(logs.status, 'the logs route takes the header only').to.equal(401);
+  });
+
   it('holds at most 3 streams per token (429 stream_limit); a closed one frees its place', async () => {
     const token = await motor.token(block, ['logs.read']);
     const open = [];
