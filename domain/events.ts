@@ -308,6 +308,13 @@ export interface ExportRequested {
 export interface ExportCompleted { jobId: string; motorBlockId: string; rows: number; bytes: number; truncated: boolean; expiresAt: Iso; completedAt: Iso }
 export interface ExportFailed { jobId: string; motorBlockId: string; reason: string; failedAt: Iso }
 
+// ---------------------------------------------------------------- template-<uuid> (communications; docs/TEMPLATES.md)
+export interface TemplateContentData { name: string; subject: string; type: 'html' | 'text'; body_html: string | null; body_text: string | null }
+export interface TemplateCreated { templateId: string; tenantId: string; content: TemplateContentData; createdAt: Iso }
+/** The template's whole content after a PATCH. */
+export interface TemplateUpdated { templateId: string; tenantId: string; content: TemplateContentData; updatedAt: Iso }
+export interface TemplateDeleted { templateId: string; tenantId: string; deletedAt: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -376,6 +383,9 @@ export interface EventCatalogue {
   ExportRequested: ExportRequested;
   ExportCompleted: ExportCompleted;
   ExportFailed: ExportFailed;
+  TemplateCreated: TemplateCreated;
+  TemplateUpdated: TemplateUpdated;
+  TemplateDeleted: TemplateDeleted;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -449,6 +459,9 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   ExportRequested: { category: 'export', version: 1 },
   ExportCompleted: { category: 'export', version: 1 },
   ExportFailed: { category: 'export', version: 1 },
+  TemplateCreated: { category: 'template', version: 1 },
+  TemplateUpdated: { category: 'template', version: 1 },
+  TemplateDeleted: { category: 'template', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

@@ -7,10 +7,11 @@ import { oauthClientsProjection } from './oauthClients/projection.js';
 import { smtpAuthProjection } from './smtpAuth/projection.js';
 import { webhooksProjection } from './webhooks/projection.js';
 import { exportsProjection } from './exports/projection.js';
+import { templatesProjection } from './templates/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection, exportsProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

@@ -1,0 +1,176 @@
+import { Parser } from 'htmlparser2';
+import { fail } from '../errors';
+
+/**
+ * Communications templates (SPEC "Template", "Communications templates"; docs/TEMPLATES.md): the
+ * fields a template must have, the checks that make an email template safe to send, and the merge
+ * rendering of a preview. Pure: no storage, no clock.
+ */
+
+export type TemplateType = 'html' | 'text';
+export interface TemplateContent { name: string; subject: string; type: TemplateType; body_html: string | null; body_text: string | null }
+
+export interface TemplateIssue { code: string; message: string; field?: string }
+export interface TemplateMetrics {
+  htmlSize: number; textLength: number; subjectLength: number; nodeCount: number; linkCount: number; imageCount: number; mergeVariables: string[];
+}
+export interface TemplateValidation {
+  valid: boolean;
+  warnings: TemplateIssue[];
+  errors: TemplateIssue[];
+  metrics: TemplateMetrics;
+  preview: { subject: string; body_html: string | null; body_text: string | null };
+}
+
+export const LIMITS = {
+  name: 200,
+  subject: 998,
+  /** Gmail clips a message past ~102 KB of HTML: warned from here. */
+  htmlWarnBytes: 100 * 1024,
+  htmlMaxBytes: 512 * 1024,
+  textMaxLength: 512 * 1024,
+  nodesWarn: 1500,
+  nodesMax: 10_000,
+  linksWarn: 100,
+  imagesWarn: 50,
+} as const;
+
+/** Merge variables every template may use; their preview values when sampleData has none. */
+export const BUILT_IN_VARIABLES: Readonly<Record<string, string>> = {
+  name: 'Alex Example',
+  identity_name: 'Example Inc.',
+  unsubscribe_url: 'https://example.com/unsubscribe/preview',
+};
+
+const MERGE_TAG = /\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
+const MERGE_OPEN = /\{\{/g;
+
+/** The template's fields from a request body (create: all; update: `partial`), or 400 validation_error. */
+export function templateFields(body: unknown, partial: boolean): Partial<TemplateContent> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const out: Partial<TemplateContent> = {};
+  for (const field of ['name', 'subject', 'body_html', 'body_text'] as const) {
+    const v = b[field];
+    if (v === undefined) continue;
+    if (v !== null && typeof v !== 'string') throw fail('validation_error', 400, `${field} must be a string`, { details: { field } });
+    if (v === null && (field === 'name' || field === 'subject')) throw fail('validation_error', 400, `${field} cannot be null`, { details: { field } });
+    (out as Record<string, unknown>)[field] = v;
+  }
+  if (b.type !== undefined) {
+    if (b.type !== 'html' && b.type !== 'text') throw fail('validation_error', 400, 'type must be "html" or "text"', { details: { field: 'type' } });
+    out.type = b.type;
+  }
+  if (partial && Object.keys(out).length === 0) throw fail('validation_error', 400, 'Give at least one of name, subject, type, body_html, body_text');
+  return out;
+}
+
+/** sampleData: an object of merge values (strings, numbers or booleans). */
+export function sampleDataOf(value: unknown): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw fail('validation_error', 400, 'sampleData must be an object of merge values', { details: { field: 'sampleData' } });
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') throw fail('validation_error', 400, `sampleData.${k} must be a string, number or boolean`, { details: { field: `sampleData.${k}` } });
+    out[k] = String(v);
+  }
+  return out;
+}
+
+interface HtmlFacts { nodes: number; links: number; images: number; scripts: number; handlers: string[]; javascriptUrls: number }
+
+function inspectHtml(html: string): HtmlFacts {
+  const facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
+  const parser = new Parser({
+    onopentag(name, attrs) {
+      facts.nodes++;
+      if (name === 'a' && attrs.href !== undefined) facts.links++;
+      if (name === 'img') facts.images++;
+      if (name === 'script') facts.scripts++;
+      for (const [attr, value] of Object.entries(attrs)) {
+        if (/^on/i.test(attr) && !facts.handlers.includes(attr.toLowerCase())) facts.handlers.push(attr.toLowerCase());
+        // Browsers ignore whitespace and control characters inside the scheme: "java\tscript:" runs too.
+        if (/^(href|src|action|formaction|background|xlink:href)$/i.test(attr) && /^javascript:/i.test(value.replace(/[\u0000-\u0020]/g, ''))) facts.javascriptUrls++;
+      }
+    },
+  }, { decodeEntities: true, lowerCaseTags: true, lowerCaseAttributeNames: true });
+  parser.end(html);
+  return facts;
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** Replaces merge tags; `html` escapes the values. Unknown variables render empty. */
+function render(text: string, values: Record<string, string>, html: boolean): string {
+  return text.replace(MERGE_TAG, (_m, name: string) => {
+    const v = values[name] ?? '';
+    return html ? escapeHtml(v) : v;
+  });
+}
+
+/** Every check of a template, with its metrics and a preview rendered with `sampleData`. */
+export function validateTemplate(input: Partial<TemplateContent>, sampleData: Record<string, string> = {}): TemplateValidation {
+  const errors: TemplateIssue[] = [];
+  const warnings: TemplateIssue[] = [];
+  const name = input.name ?? '';
+  const subject = input.subject ?? '';
+  const html = input.body_html ?? null;
+  const text = input.body_text ?? null;
+
+  if (name.trim() === '') errors.push({ code: 'name_required', field: 'name', message: 'name is required' });
+  else if (name.length > LIMITS.name) errors.push({ code: 'name_too_long', field: 'name', message: `name is longer than ${LIMITS.name} characters` });
+  if (subject.trim() === '') errors.push({ code: 'subject_required', field: 'subject', message: 'subject is required' });
+  else if (subject.length > LIMITS.subject) errors.push({ code: 'subject_too_long', field: 'subject', message: `subject is longer than ${LIMITS.subject} characters` });
+  if (/[\r\n]/.test(subject)) errors.push({ code: 'subject_line_break', field: 'subject', message: 'subject must be one line' });
+  if (input.type !== 'html' && input.type !== 'text') errors.push({ code: 'type_required', field: 'type', message: 'type is required: html or text' });
+  if (input.type === 'html' && (html === null || html.trim() === '')) errors.push({ code: 'body_html_required', field: 'body_html', message: 'type html needs body_html' });
+  if (input.type === 'text' && (text === null || text.trim() === '')) errors.push({ code: 'body_text_required', field: 'body_text', message: 'type text needs body_text' });
+  if (input.type === 'html' && html && (text === null || text.trim() === '')) {
+    warnings.push({ code: 'body_text_missing', field: 'body_text', message: 'No plain-text part: some clients and spam filters expect one' });
+  }
+
+  const htmlSize = html === null ? 0 : Buffer.byteLength(html);
+  let facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
+  if (html !== null && input.type === 'html') {
+    if (htmlSize > LIMITS.htmlMaxBytes) errors.push({ code: 'html_too_large', field: 'body_html', message: `body_html is ${htmlSize} bytes; at most ${LIMITS.htmlMaxBytes}` });
+    else if (htmlSize > LIMITS.htmlWarnBytes) warnings.push({ code: 'html_large', field: 'body_html', message: `body_html is ${htmlSize} bytes: Gmail clips messages past about 102 KB` });
+    if (htmlSize <= LIMITS.htmlMaxBytes) facts = inspectHtml(html);
+    if (facts.nodes > LIMITS.nodesMax) errors.push({ code: 'too_many_nodes', field: 'body_html', message: `${facts.nodes} HTML elements; at most ${LIMITS.nodesMax}` });
+    else if (facts.nodes > LIMITS.nodesWarn) warnings.push({ code: 'many_nodes', field: 'body_html', message: `${facts.nodes} HTML elements: heavy to render in mail clients` });
+    if (facts.links > LIMITS.linksWarn) warnings.push({ code: 'many_links', field: 'body_html', message: `${facts.links} links: spam filters count them` });
+    if (facts.images > LIMITS.imagesWarn) warnings.push({ code: 'many_images', field: 'body_html', message: `${facts.images} images: spam filters weigh image-heavy mail` });
+    if (facts.scripts > 0) errors.push({ code: 'script_tag', field: 'body_html', message: 'script tags are not allowed (mail clients strip them)' });
+    if (facts.javascriptUrls > 0) errors.push({ code: 'javascript_url', field: 'body_html', message: 'javascript: URLs are not allowed' });
+    if (facts.handlers.length > 0) errors.push({ code: 'event_handler', field: 'body_html', message: `event handler attributes are not allowed: ${facts.handlers.slice(0, 5).join(', ')}` });
+  }
+  if (text !== null && text.length > LIMITS.textMaxLength) errors.push({ code: 'text_too_long', field: 'body_text', message: `body_text is longer than ${LIMITS.textMaxLength} characters` });
+
+  const parts = [subject, html ?? '', text ?? ''];
+  const variables = [...new Set(parts.flatMap((p) => [...p.matchAll(MERGE_TAG)].map((m) => m[1])))].sort();
+  for (const [field, p] of [['subject', subject], ['body_html', html ?? ''], ['body_text', text ?? '']] as const) {
+    const opened = (p.match(MERGE_OPEN) ?? []).length;
+    const complete = [...p.matchAll(MERGE_TAG)].length;
+    if (opened > complete) errors.push({ code: 'malformed_merge_tag', field, message: `${field} has a "{{" that is not a {{variable}}` });
+  }
+  if (!variables.includes('unsubscribe_url')) {
+    warnings.push({ code: 'unsubscribe_missing', message: 'No {{unsubscribe_url}}: bulk mail without an unsubscribe link is refused by major mailbox providers' });
+  }
+  const values = { ...BUILT_IN_VARIABLES, ...sampleData };
+  const unknown = variables.filter((v) => values[v] === undefined);
+  if (unknown.length > 0) warnings.push({ code: 'merge_value_missing', message: `No value for ${unknown.join(', ')} in sampleData: rendered empty in the preview` });
+
+  return {
+    valid: errors.length === 0,
+    warnings,
+    errors,
+    metrics: {
+      htmlSize, textLength: text?.length ?? 0, subjectLength: subject.length, nodeCount: facts.nodes, linkCount: facts.links, imageCount: facts.images,
+      mergeVariables: variables,
+    },
+    preview: {
+      subject: render(subject, values, false),
+      body_html: html === null ? null : render(html, values, true),
+      body_text: text === null ? null : render(text, values, false),
+    },
+  };
+}
