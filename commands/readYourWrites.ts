@@ -1,4 +1,8 @@
 import type { Knex } from 'knex';
+import { WrongExpectedRevisionError, type EventStore, type ExpectedRevision } from '../domain/eventStore';
+import { fail } from '../domain/errors';
+import { toEventData, type DomainEvent } from '../domain/events';
+import { newId } from '../domain/ids';
 import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
 
 /**
@@ -29,5 +33,28 @@ export async function awaitRow(db: Knex, schema: string, table: string, id: stri
     if (row && BigInt(row.revision) >= revision) return true;
     if (Date.now() + delay > deadline) return false;
     await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
+/**
+ * A management command's write: one event on the resource's own stream, then the wait until its
+ * read-model row (with a `revision` column, keyed by the resource id) shows it. A concurrent change
+ * of the same resource is 409 `<what>_conflict`.
+ */
+export async function appendAndAwaitRow(
+  deps: { store: EventStore; db: Knex },
+  target: { streamId: string; schema: string; table: string; id: string; what: string },
+  event: DomainEvent,
+  expected: ExpectedRevision,
+  actor: string,
+): Promise<void> {
+  try {
+    const r = await deps.store.append(target.streamId, [toEventData(newId(), event, { actor })], { expectedRevision: expected });
+    await awaitRow(deps.db, target.schema, target.table, target.id, r.nextExpectedRevision);
+  } catch (err) {
+    if (err instanceof WrongExpectedRevisionError) {
+      throw fail(`${target.what}_conflict`, 409, `The ${target.what} changed while this request was handled`, { nextAction: 'Read it again and retry' });
+    }
+    throw err;
   }
 }

@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
-import { WrongExpectedRevisionError, streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
+import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { toEventData, type DomainEvent, type TemplateContentData } from '../../domain/events';
+import type { DomainEvent, TemplateContentData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { sampleDataOf, templateFields, validateTemplate, type TemplateIssue, type TemplateValidation } from '../../domain/templates/templates';
 import { TEMPLATES_SCHEMA } from '../../projections/templates/projection';
-import { awaitRow } from '../readYourWrites';
+import { appendAndAwaitRow } from '../readYourWrites';
 
 /**
  * Communications templates (SPEC "Communications templates", docs/TEMPLATES.md): create, read,
@@ -45,15 +45,8 @@ async function loadOwn(deps: TemplateDeps, tenantId: string, id: string) {
   return { state, revision: events[events.length - 1].revision };
 }
 
-async function appendAndAwait(deps: TemplateDeps, id: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string): Promise<void> {
-  try {
-    const r = await deps.store.append(stream(id), [toEventData(newId(), event, { actor })], { expectedRevision: expected });
-    await awaitRow(deps.db, TEMPLATES_SCHEMA, 'templates', id, r.nextExpectedRevision);
-  } catch (err) {
-    if (err instanceof WrongExpectedRevisionError) throw fail('template_conflict', 409, 'The template changed while this request was handled', { nextAction: 'Read it again and retry' });
-    throw err;
-  }
-}
+const appendAndAwait = (deps: { store: EventStore; db: Knex }, id: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
+  appendAndAwaitRow(deps, { streamId: stream(id), schema: TEMPLATES_SCHEMA, table: 'templates', id: id, what: 'template' }, event, expected, actor);
 
 const contentOf = (f: Partial<TemplateContentData>): TemplateContentData => ({
   name: f.name ?? '', subject: f.subject ?? '', type: f.type as TemplateContentData['type'], body_html: f.body_html ?? null, body_text: f.body_text ?? null,

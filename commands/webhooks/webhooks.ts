@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Knex } from 'knex';
-import { WrongExpectedRevisionError, streamName, type EventStore } from '../../domain/eventStore';
+import { streamName, type EventStore } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { toEventData, type DomainEvent, type WebhookEventName } from '../../domain/events';
 import { newId, isUuid, type Clock } from '../../domain/ids';
@@ -11,7 +11,7 @@ import {
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../workers/webhooks/post';
-import { awaitRow } from '../readYourWrites';
+import { appendAndAwaitRow } from '../readYourWrites';
 
 /**
  * The webhook management routes (SPEC "Webhooks", docs/WEBHOOKS.md). Commands decide on the
@@ -74,15 +74,8 @@ async function loadOwn(deps: WebhookDeps, caller: WebhookCaller, webhookId: stri
   return { state, revision: events[events.length - 1].revision };
 }
 
-async function appendAndAwait(deps: WebhookDeps, webhookId: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string): Promise<void> {
-  try {
-    const r = await deps.store.append(stream(webhookId), [toEventData(newId(), event, { actor })], { expectedRevision: expected });
-    await awaitRow(deps.db, WEBHOOKS_SCHEMA, 'endpoints', webhookId, r.nextExpectedRevision);
-  } catch (err) {
-    if (err instanceof WrongExpectedRevisionError) throw fail('webhook_conflict', 409, 'The webhook changed while this request was handled', { nextAction: 'Read it again and retry' });
-    throw err;
-  }
-}
+const appendAndAwait = (deps: { store: EventStore; db: Knex }, webhookId: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
+  appendAndAwaitRow(deps, { streamId: stream(webhookId), schema: WEBHOOKS_SCHEMA, table: 'endpoints', id: webhookId, what: 'webhook' }, event, expected, actor);
 
 function objectBody(body: unknown): Record<string, unknown> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');

@@ -1,6 +1,6 @@
 import { fail } from '../errors';
 import type {
-  AccountCreated, DomainEvent, MotorBlockCreated, SandboxAllowlistUpdated, SandboxConverted, SandboxHandleClaimed, SandboxProvisioned,
+  AccountCreated, DomainEvent, MotorBlockCreated, SandboxConverted, SandboxHandleClaimed, SandboxProvisioned,
 } from '../events';
 import { isValidAddress } from '../message/sendRules';
 
