@@ -46,6 +46,7 @@ export interface StreamOptions {
 export class EventStreams {
   private readonly feed: BlockEventFeed;
   private readonly open = new Set<() => void>();
+  private closing = false;
 
   constructor(db: Knex, store: EventStore, private readonly redis: Redis, private readonly logger: Logger, private readonly keepaliveSeconds: number) {
     this.feed = new BlockEventFeed(db, store, logger);
@@ -71,6 +72,7 @@ export class EventStreams {
       res.writeHead(200, STREAM_HEADERS).end();
       return;
     }
+    if (this.closing) throw fail('shutting_down', 503, 'This process is shutting down', { nextAction: 'Reconnect: another process (or this one restarted) will serve the stream' });
     const key = `stream:{${opts.tokenId}}`;
     const member = randomUUID();
     if (!(await this.slot(key, member))) {
@@ -107,6 +109,11 @@ export class EventStreams {
     res.writeHead(200, STREAM_HEADERS);
     res.on('close', end);
     this.open.add(end);
+    // The client may have gone while the slot was taken: its 'close' is then behind us.
+    if (res.destroyed || res.req?.destroyed) {
+      end();
+      return;
+    }
     write('ready', { motorBlockId: opts.motorBlockId, connectedAt: connectedAt.toISOString(), piiMasked: !opts.unmasked, endsAt: opts.endsAt.toISOString() });
     unlisten = this.feed.listen(opts.motorBlockId, (events) => {
       for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS) write('message', this.payload(e, opts.unmasked), e.position);
@@ -126,6 +133,7 @@ export class EventStreams {
 
   /** Ends every open stream and the feed (shutdown). */
   closeAll(): void {
+    this.closing = true;
     for (const end of [...this.open]) end();
     this.feed.stop();
   }

@@ -158,7 +158,7 @@ describe('event stream (e2e)', function () {
     for (const s of [...open.slice(1), again]) s.close();
   });
 
-  it('ends the stream when the token expires and when the process shuts down', async () => {
+  it('ends the stream when the token expires and when the process shuts down (after which none opens)', async () => {
     // The token's expiry: serve() on a bare HTTP server with endsAt half a second away.
     const server = createServer((_req, res) => {
       void motor.rt.http.streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'expiry-test', endsAt: new Date(Date.now() + 500), unmasked: false });
@@ -175,5 +175,7 @@ describe('event stream (e2e)', function () {
     await eventually(async () => live.events.length > 0);
     motor.rt.http.streams.closeAll();
     await live.closed;
+    const late = await getJson(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    expect([late.status, late.body.code]).to.deep.equal([503, 'shutting_down']);
   });
 });
