@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { EventStore, RecordedEvent } from '../domain/eventStore';
+import { followLog } from '../infra/eventstore/followLog';
 import type { Logger } from '../infra/logger';
 
 /**
@@ -29,25 +30,22 @@ export interface LogEnqueuer<T> {
   jobsOf(events: RecordedEvent[]): QueuedJob<T>[];
 }
 
-/** Runs until the signal aborts; store or Redis trouble is logged and retried after a second. */
-export async function runLogEnqueuer<T>(
+/** Runs until the signal aborts; store or Redis trouble is logged and retried (infra/eventstore/followLog.ts). */
+export function runLogEnqueuer<T>(
   deps: { db: Knex; store: EventStore; queue: Queue<T>; logger: Logger },
   enqueuer: LogEnqueuer<T>,
   signal: AbortSignal,
 ): Promise<void> {
-  while (!signal.aborted) {
-    try {
-      const row = await deps.db.table(CHECKPOINTS).where({ name: enqueuer.name }).first('position');
-      for await (const batch of deps.store.subscribeToAll({ after: row?.position ?? null, batchSize: 500, signal, types: enqueuer.types, omitData: enqueuer.omitData })) {
-        const jobs = enqueuer.jobsOf(batch.events);
-        // bullmq's addBulk types the job name through the queue's generics; the jobs are T's.
-        if (jobs.length > 0) await (deps.queue as unknown as Queue).addBulk(jobs);
-        await deps.db.table(CHECKPOINTS).insert({ name: enqueuer.name, position: batch.position, updated_at: deps.db.fn.now() }).onConflict('name').merge();
-      }
-    } catch (err) {
-      if (signal.aborted) return;
-      deps.logger.error({ err }, `${enqueuer.name} failed; retrying`);
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
+  return followLog(deps.store, deps.logger, {
+    name: enqueuer.name,
+    types: enqueuer.types,
+    omitData: enqueuer.omitData,
+    start: async () => (await deps.db.table(CHECKPOINTS).where({ name: enqueuer.name }).first('position'))?.position ?? null,
+    handle: async (batch) => {
+      const jobs = enqueuer.jobsOf(batch.events);
+      // bullmq's addBulk types the job name through the queue's generics; the jobs are T's.
+      if (jobs.length > 0) await (deps.queue as unknown as Queue).addBulk(jobs);
+      await deps.db.table(CHECKPOINTS).insert({ name: enqueuer.name, position: batch.position, updated_at: deps.db.fn.now() }).onConflict('name').merge();
+    },
+  }, signal);
 }

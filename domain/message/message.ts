@@ -9,6 +9,55 @@ import type { ValidSendRequest } from './sendRules';
  */
 
 export type Outcome = 'queued' | 'processed' | 'deferred' | 'delivered' | 'bounced' | 'failed' | 'complained';
+
+/** The events of a message's stream and the outcome each one means (read models, webhooks, the event stream). */
+export const MESSAGE_EVENT_OUTCOME = {
+  MessageAccepted: 'queued',
+  DeliveryStarted: 'processed',
+  DeliveryDeferred: 'deferred',
+  DeliverySucceeded: 'delivered',
+  DeliveryBounced: 'bounced',
+  DeliveryFailed: 'failed',
+  ComplaintReceived: 'complained',
+} as const satisfies Record<string, Outcome>;
+export type MessageEventType = keyof typeof MESSAGE_EVENT_OUTCOME;
+export const MESSAGE_EVENT_TYPES = Object.keys(MESSAGE_EVENT_OUTCOME) as MessageEventType[];
+
+/** What one recipient outcome event says, as webhooks and the event stream tell it. */
+export interface RecipientOutcomeFacts {
+  messageId: string;
+  recipient: string;
+  status: Exclude<Outcome, 'queued'>;
+  timestamp: Iso;
+  attempt?: number;
+  smtpCode?: string | null;
+  smtpResponse?: string | null;
+  nextAttemptAt?: Iso;
+  reason?: string;
+  feedbackType?: string | null;
+}
+
+/** The facts of a recipient outcome event (every message event but MessageAccepted); null for others. */
+export function recipientOutcomeFacts(event: DomainEvent): RecipientOutcomeFacts | null {
+  if (event.type === 'MessageAccepted' || !(event.type in MESSAGE_EVENT_OUTCOME)) return null;
+  const d = event.data as unknown as {
+    messageId: string; recipient: string; at: Iso; attempt?: number; smtpCode?: string | null; smtpResponse?: string | null;
+    nextAttemptAt?: Iso; reason?: string; feedbackType?: string | null;
+  };
+  const facts: RecipientOutcomeFacts = {
+    messageId: d.messageId, recipient: d.recipient, status: MESSAGE_EVENT_OUTCOME[event.type as Exclude<MessageEventType, 'MessageAccepted'>], timestamp: d.at,
+  };
+  if (d.attempt !== undefined) facts.attempt = d.attempt;
+  if ('smtpCode' in d) {
+    facts.smtpCode = d.smtpCode ?? null;
+    facts.smtpResponse = d.smtpResponse ?? null;
+  }
+  if (d.nextAttemptAt !== undefined) facts.nextAttemptAt = d.nextAttemptAt;
+  if (d.reason !== undefined) facts.reason = d.reason;
+  if ('feedbackType' in d) facts.feedbackType = d.feedbackType ?? null;
+  return facts;
+}
+
 export const TERMINAL_OUTCOMES: ReadonlySet<Outcome> = new Set(['delivered', 'bounced', 'failed', 'complained']);
 
 export interface RecipientState {

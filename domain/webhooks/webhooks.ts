@@ -2,6 +2,7 @@ import { fail } from '../errors';
 import { uuidV5 } from '../ids';
 import type { DomainEvent, WebhookEventName } from '../events';
 import type { RecordedEvent } from '../eventStore';
+import { recipientOutcomeFacts } from '../message/message';
 
 /**
  * Outgoing webhooks (SPEC "Webhooks", "Webhook events"; docs/WEBHOOKS.md): the rules an endpoint
@@ -50,15 +51,9 @@ export function webhookEvents(value: unknown): WebhookEventName[] {
 
 /** Which webhook event a log event is, or null. `processed` is told once, on the first attempt. */
 export function webhookEventOf(event: DomainEvent): WebhookEventName | null {
-  switch (event.type) {
-    case 'DeliveryStarted': return event.data.attempt === 1 ? 'message.processed' : null;
-    case 'DeliverySucceeded': return 'message.delivered';
-    case 'DeliveryDeferred': return 'message.deferred';
-    case 'DeliveryBounced': return 'message.bounced';
-    case 'DeliveryFailed': return 'message.failed';
-    case 'ComplaintReceived': return 'message.complained';
-    default: return null;
-  }
+  const facts = recipientOutcomeFacts(event);
+  if (!facts || (facts.status === 'processed' && facts.attempt !== 1)) return null;
+  return `message.${facts.status}`;
 }
 
 /** One delivery per (endpoint, log event): the same inputs always give the same id, so a replay queues nothing twice. */
@@ -73,24 +68,9 @@ export interface MessageFacts { messageId: string; motorBlockId: string; smtpMes
  * on every attempt, so a receiver can drop repeats.
  */
 export function messageEventPayload(deliveryId: string, name: WebhookEventName, event: DomainEvent, message: MessageFacts): Record<string, unknown> {
-  const d = event.data as unknown as Record<string, unknown>;
-  const data: Record<string, unknown> = {
-    messageId: message.messageId,
-    smtpMessageId: message.smtpMessageId,
-    recipient: d.recipient,
-    status: name.slice('message.'.length),
-    timestamp: d.at,
-    metadata: message.metadata,
-  };
-  if (typeof d.attempt === 'number') data.attempt = d.attempt;
-  if ('smtpCode' in d) {
-    data.smtpCode = d.smtpCode ?? null;
-    data.smtpResponse = d.smtpResponse ?? null;
-  }
-  if (event.type === 'DeliveryDeferred') data.nextAttemptAt = event.data.nextAttemptAt;
-  if (event.type === 'DeliveryFailed') data.reason = event.data.reason;
-  if (event.type === 'ComplaintReceived') data.feedbackType = event.data.feedbackType;
-  return { id: deliveryId, event: name, createdAt: d.at, motorBlockId: message.motorBlockId, data };
+  const { messageId: _id, ...facts } = recipientOutcomeFacts(event)!;
+  const data = { messageId: message.messageId, smtpMessageId: message.smtpMessageId, ...facts, metadata: message.metadata };
+  return { id: deliveryId, event: name, createdAt: facts.timestamp, motorBlockId: message.motorBlockId, data };
 }
 
 /** The synthetic delivery of POST .../test. */

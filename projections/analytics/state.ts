@@ -14,6 +14,7 @@
  * - error code: the latest SMTP reply of a recipient whose outcome is bounced, failed or deferred.
  */
 import type { MessageAccepted } from '../../domain/events';
+import { MESSAGE_EVENT_OUTCOME } from '../../domain/message/message';
 import { classifyProvider, type Provider } from '../../domain/analytics/providers';
 import { domainOf, normalizeAddress } from '../messages/view';
 
@@ -23,10 +24,7 @@ export const ANALYTICS_EVENT_TYPES = [
 type AnalyticsEventType = (typeof ANALYTICS_EVENT_TYPES)[number];
 
 export type StatOutcome = 'queued' | 'processed' | 'deferred' | 'delivered' | 'bounced' | 'failed' | 'complained';
-const OUTCOME_OF: Record<AnalyticsEventType, StatOutcome> = {
-  MessageAccepted: 'queued', DeliveryStarted: 'processed', DeliveryDeferred: 'deferred', DeliverySucceeded: 'delivered',
-  DeliveryBounced: 'bounced', DeliveryFailed: 'failed', ComplaintReceived: 'complained',
-};
+const OUTCOME_OF: Record<AnalyticsEventType, StatOutcome> = MESSAGE_EVENT_OUTCOME;
 const RANK: Record<StatOutcome, number> = { queued: 0, processed: 1, deferred: 2, delivered: 3, bounced: 4, failed: 5, complained: 6 };
 const cls = (o: StatOutcome): number => (o === 'complained' ? 2 : RANK[o] >= 3 ? 1 : 0);
 

@@ -17,6 +17,7 @@ import type {
   DeliverySucceeded,
   MessageAccepted,
 } from '../../domain/events.js';
+import { MESSAGE_EVENT_OUTCOME, MESSAGE_EVENT_TYPES, type MessageEventType } from '../../domain/message/message.js';
 
 export const OUTCOMES = ['queued', 'processed', 'deferred', 'delivered', 'bounced', 'failed', 'complained'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
@@ -25,18 +26,8 @@ export const isOutcome = (s: string): s is Outcome => (OUTCOMES as readonly stri
 const TERMINAL: ReadonlySet<Outcome> = new Set<Outcome>(['delivered', 'bounced', 'failed', 'complained']);
 export const isTerminalOutcome = (o: Outcome): boolean => TERMINAL.has(o);
 
-/** The event types this read model folds and the outcome each one means. */
-export const MESSAGE_EVENT_OUTCOME = {
-  MessageAccepted: 'queued',
-  DeliveryStarted: 'processed',
-  DeliveryDeferred: 'deferred',
-  DeliverySucceeded: 'delivered',
-  DeliveryBounced: 'bounced',
-  DeliveryFailed: 'failed',
-  ComplaintReceived: 'complained',
-} as const satisfies Record<string, Outcome>;
-export type MessageEventType = keyof typeof MESSAGE_EVENT_OUTCOME;
-export const MESSAGE_EVENT_TYPES = Object.keys(MESSAGE_EVENT_OUTCOME) as MessageEventType[];
+/** The event types this read model folds and the outcome each one means (domain/message). */
+export { MESSAGE_EVENT_OUTCOME, MESSAGE_EVENT_TYPES, type MessageEventType };
 
 type RecipientEventData = DeliveryStarted | DeliverySucceeded | DeliveryDeferred | DeliveryBounced | DeliveryFailed | ComplaintReceived;
 

@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../../domain/eventStore';
 import { MESSAGE_CONTENT_FIELDS, asDomainEvent, type MessageAccepted } from '../../domain/events';
+import { MESSAGE_EVENT_TYPES, recipientOutcomeFacts, type RecipientOutcomeFacts } from '../../domain/message/message';
+import { followLog } from '../../infra/eventstore/followLog';
 import type { Logger } from '../../infra/logger';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 
@@ -14,31 +16,16 @@ import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
  * events it reads, and asks the messages read model for messages accepted before it started.
  */
 
-export type StreamStatus = 'queued' | 'processed' | 'deferred' | 'delivered' | 'bounced' | 'failed' | 'complained';
-
-export interface StreamMessageEvent {
+/** One recipient's outcome on the stream (`queued` for each address of a MessageAccepted). */
+export type StreamMessageEvent = (RecipientOutcomeFacts | { messageId: string; recipient: string; status: 'queued'; timestamp: string }) & {
   /** The log position: the SSE event id. */
   position: GlobalPosition;
   motorBlockId: string;
-  messageId: string;
-  status: StreamStatus;
-  recipient: string;
-  timestamp: string;
-  smtpCode?: string | null;
-  smtpResponse?: string | null;
-  attempt?: number;
-  nextAttemptAt?: string;
-  reason?: string;
   createdAt: Date;
-}
+};
 
 type Listener = (events: StreamMessageEvent[]) => void;
 
-const TYPES = ['MessageAccepted', 'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived'] as const;
-const STATUS: Record<string, StreamStatus> = {
-  DeliveryStarted: 'processed', DeliverySucceeded: 'delivered', DeliveryDeferred: 'deferred',
-  DeliveryBounced: 'bounced', DeliveryFailed: 'failed', ComplaintReceived: 'complained',
-};
 /** message → block entries kept in memory (oldest dropped first). */
 const MAX_KNOWN = 200_000;
 
@@ -71,22 +58,14 @@ export class BlockEventFeed {
   private start(): void {
     const abort = new AbortController();
     this.abort = abort;
-    void this.run(abort.signal);
-  }
-
-  private async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        const row = await this.db.withSchema(MESSAGES_SCHEMA).table('projection_checkpoint').where({ id: 1 }).first('position') as { position: string | null } | undefined;
-        for await (const batch of this.store.subscribeToAll({ after: row?.position ?? null, batchSize: 1000, signal, types: TYPES, omitData: MESSAGE_CONTENT_FIELDS })) {
-          await this.dispatch(batch.events);
-        }
-      } catch (err) {
-        if (signal.aborted) return;
-        this.logger.warn({ err }, 'event stream feed failed; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-    }
+    void followLog(this.store, this.logger, {
+      name: 'event stream feed',
+      types: MESSAGE_EVENT_TYPES,
+      omitData: MESSAGE_CONTENT_FIELDS,
+      batchSize: 1000,
+      start: async () => (await this.db.withSchema(MESSAGES_SCHEMA).table('projection_checkpoint').where({ id: 1 }).first('position') as { position: string | null } | undefined)?.position ?? null,
+      handle: (batch) => this.dispatch(batch.events),
+    }, abort.signal);
   }
 
   private remember(messageId: string, motorBlockId: string): void {
@@ -129,18 +108,8 @@ export class BlockEventFeed {
       const d = event.data;
       return d.to.map((recipient) => ({ ...base, motorBlockId: d.motorBlockId, messageId: d.messageId, status: 'queued' as const, recipient, timestamp: d.acceptedAt }));
     }
-    const status = STATUS[event.type];
-    const d = event.data as unknown as { messageId: string; recipient: string; at: string; smtpCode?: string | null; smtpResponse?: string | null; attempt?: number; nextAttemptAt?: string; reason?: string };
-    const motorBlockId = this.blockOf.get(d.messageId);
-    if (!status || !motorBlockId) return [];
-    const out: StreamMessageEvent = { ...base, motorBlockId, messageId: d.messageId, status, recipient: d.recipient, timestamp: d.at };
-    if (d.attempt !== undefined) out.attempt = d.attempt;
-    if ('smtpCode' in d) {
-      out.smtpCode = d.smtpCode ?? null;
-      out.smtpResponse = d.smtpResponse ?? null;
-    }
-    if (d.nextAttemptAt !== undefined) out.nextAttemptAt = d.nextAttemptAt;
-    if (d.reason !== undefined) out.reason = d.reason;
-    return [out];
+    const facts = recipientOutcomeFacts(event);
+    const motorBlockId = facts && this.blockOf.get(facts.messageId);
+    return facts && motorBlockId ? [{ ...base, motorBlockId, ...facts }] : [];
   }
 }

@@ -6,6 +6,7 @@ import {
   type MessageAccepted, type WebhookDeliveryQueued, type WebhookEventName,
 } from '../../domain/events';
 import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } from '../../domain/webhooks/webhooks';
+import { followLog } from '../../infra/eventstore/followLog';
 import type { Logger } from '../../infra/logger';
 import { CHECKPOINTS } from '../logEnqueuer';
 import type { WebhookJob } from './worker';
@@ -71,24 +72,21 @@ export class WebhookDispatcher {
 
   private get name(): string { return this.options.name ?? 'webhook-dispatcher'; }
 
-  async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        const row = await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position');
+  run(signal: AbortSignal): Promise<void> {
+    return followLog(this.store, this.logger, {
+      name: this.name,
+      types: TYPES,
+      omitData: MESSAGE_CONTENT_FIELDS,
+      batchSize: this.options.batchSize,
+      // Endpoints and checkpoint are written together: reloaded together on every (re)start.
+      start: async () => {
         const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('targets').select('*');
         this.targets = new Map(rows.map((r) => [r.webhook_id, { webhookId: r.webhook_id, motorBlockId: r.motor_block_id, events: r.events, enabled: r.enabled }]));
         this.byBlock = null;
-        for await (const batch of this.store.subscribeToAll({
-          after: row?.position ?? null, batchSize: this.options.batchSize ?? 500, signal, types: TYPES, omitData: MESSAGE_CONTENT_FIELDS,
-        })) {
-          await this.handle(batch.events, batch.position);
-        }
-      } catch (err) {
-        if (signal.aborted) return;
-        this.logger.error({ err }, 'webhook dispatcher failed; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-    }
+        return (await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position'))?.position ?? null;
+      },
+      handle: (batch) => this.handle(batch.events, batch.position),
+    }, signal);
   }
 
   private targetsOf(motorBlockId: string): Target[] {

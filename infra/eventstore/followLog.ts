@@ -1,0 +1,36 @@
+import type { EventStore, GlobalPosition, LogBatch } from '../../domain/eventStore';
+import type { Logger } from '../logger';
+
+/**
+ * A consumer that follows the event log for as long as it runs: it asks where to start, subscribes
+ * from there, hands over every batch, and when the store or its own work fails it logs, waits a
+ * second and starts again from `start()` (its checkpoint, so nothing is skipped). Used by the
+ * enqueuers, the webhook dispatcher and the event stream's feed; projections have their own runner
+ * (one transaction per batch with their read model).
+ */
+export interface LogFollower {
+  /** Names the follower in the log line of a failure. */
+  name: string;
+  /** The position to read after, asked again on every (re)start. */
+  start(): Promise<GlobalPosition | null>;
+  types: readonly string[];
+  /** Top-level data keys never read (left out of the subscription). */
+  omitData?: readonly string[];
+  batchSize?: number;
+  handle(batch: LogBatch): Promise<void>;
+}
+
+export async function followLog(store: EventStore, logger: Logger, follower: LogFollower, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const after = await follower.start();
+      for await (const batch of store.subscribeToAll({ after, batchSize: follower.batchSize ?? 500, signal, types: follower.types, omitData: follower.omitData })) {
+        await follower.handle(batch);
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      logger.error({ err }, `${follower.name} failed; retrying`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
