@@ -44,11 +44,19 @@ export function createExportQueue(redisUrl: string, prefix = 'motor'): Queue<Exp
   });
 }
 
+/** The job's request and its stream's revision, or null when it is unknown or already finished (completed or failed). */
+async function openExport(store: EventStore, jobId: string): Promise<{ requested: ExportRequested; revision: bigint } | null> {
+  const events = await store.readStream(streamName('export', jobId));
+  const requested = events.map(asDomainEvent).find((e) => e?.type === 'ExportRequested')?.data as ExportRequested | undefined;
+  if (!requested || events.some((e) => e.type !== 'ExportRequested')) return null;
+  return { requested, revision: events[events.length - 1].revision };
+}
+
 /** Runs one export job; 'done' when it was already finished (a replayed job). */
 export async function processExport(deps: ExportWorkerDeps, jobId: string): Promise<'completed' | 'done'> {
-  const events = await deps.store.readStream(streamName('export', jobId));
-  const requested = events.map(asDomainEvent).find((e) => e?.type === 'ExportRequested')?.data as ExportRequested | undefined;
-  if (!requested || events.some((e) => e.type === 'ExportCompleted' || e.type === 'ExportFailed')) return 'done';
+  const job = await openExport(deps.store, jobId);
+  if (!job) return 'done';
+  const { requested } = job;
   await deps.db.table(EXPORT_FILES).where({ job_id: jobId }).delete();
   let rows = 0;
   let bytes = 0;
@@ -80,7 +88,7 @@ export async function processExport(deps: ExportWorkerDeps, jobId: string): Prom
       jobId, motorBlockId: requested.motorBlockId, rows, bytes, truncated,
       expiresAt: new Date(now.getTime() + EXPORT_RETENTION_DAYS * 86_400_000).toISOString(), completedAt: now.toISOString(),
     },
-  }, { actor: 'worker:exports' })], { expectedRevision: events[events.length - 1].revision });
+  }, { actor: 'worker:exports' })], { expectedRevision: job.revision });
   return 'completed';
 }
 
@@ -92,13 +100,12 @@ export function startExportWorker(deps: ExportWorkerDeps, redisUrl: string, pref
     deps.logger.warn({ err, jobId: job?.data.jobId, attemptsMade: job?.attemptsMade }, 'export job failed');
     if (!job || job.attemptsMade < (job.opts.attempts ?? 1)) return;
     void (async () => {
-      const events = await deps.store.readStream(streamName('export', job.data.jobId));
-      const requested = events.map(asDomainEvent).find((e) => e?.type === 'ExportRequested')?.data as ExportRequested | undefined;
-      if (!requested || events.some((e) => e.type !== 'ExportRequested')) return;
+      const open = await openExport(deps.store, job.data.jobId);
+      if (!open) return;
       await deps.db.table(EXPORT_FILES).where({ job_id: job.data.jobId }).delete();
       await deps.store.append(streamName('export', job.data.jobId), [toEventData(newId(), {
-        type: 'ExportFailed', data: { jobId: job.data.jobId, motorBlockId: requested.motorBlockId, reason: String(err?.message ?? err).slice(0, 500), failedAt: deps.clock.now().toISOString() },
-      }, { actor: 'worker:exports' })], { expectedRevision: events[events.length - 1].revision });
+        type: 'ExportFailed', data: { jobId: job.data.jobId, motorBlockId: open.requested.motorBlockId, reason: String(err?.message ?? err).slice(0, 500), failedAt: deps.clock.now().toISOString() },
+      }, { actor: 'worker:exports' })], { expectedRevision: open.revision });
     })().catch((e) => deps.logger.error({ err: e }, 'could not record the failed export'));
   });
   worker.on('error', (err) => deps.logger.error({ err }, 'export worker error'));

@@ -2,11 +2,10 @@ import type { Knex } from 'knex';
 import jwt from 'jsonwebtoken';
 import { streamName, type EventStore } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { toEventData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { searchLogs } from '../../projections/messages';
 import { EXPORTS_SCHEMA } from '../../projections/exports/projection';
-import { awaitRow } from '../readYourWrites';
+import { appendAndAwaitRow } from '../readYourWrites';
 
 /**
  * Exports (SPEC "Exports", docs/EXPORTS.md). A job is asked for on its own stream `export-<id>`
@@ -44,15 +43,14 @@ export async function requestExport(deps: ExportDeps, caller: ExportCaller, requ
   await searchLogs(deps.db, { motorBlockId: caller.motorBlockId, from: request.from, to: request.to, query: request.query, status: request.status, limit: 1 });
   const jobId = newId();
   const now = deps.clock.now();
-  const r = await deps.store.append(streamName('export', jobId), [toEventData(newId(), {
+  await appendAndAwaitRow(deps, { streamId: streamName('export', jobId), schema: EXPORTS_SCHEMA, table: 'jobs', id: jobId, what: 'export' }, {
     type: 'ExportRequested',
     data: {
       jobId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, jobType: 'logs',
       from: request.from.toISOString(), to: (request.to ?? now).toISOString(), query: request.query, status: request.status,
       includePII: request.includePII, requestedAt: now.toISOString(),
     },
-  }, { actor: caller.actor })], { expectedRevision: 'no_stream' });
-  await awaitRow(deps.db, EXPORTS_SCHEMA, 'jobs', jobId, r.nextExpectedRevision);
+  }, 'no_stream', caller.actor);
   return { jobId, status: 'queued' };
 }
 

@@ -7,11 +7,11 @@ import type { ErrorResponse } from '../../commands/http/SendController';
 import {
   exportFile, exportJobType, getExport, listExports, requestExport, verifyDownloadToken, type ExportJobView,
 } from '../../commands/exports/exports';
-import { fail } from '../../domain/errors';
 import { searchLogs } from '../../projections/messages';
 import { applyClientIpLimit } from '../http/authentication';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf, type HttpContext } from '../http/context';
+import { intParam } from '../http/params';
 import { retentionDaysOfAccount } from '../http/plan';
 import type { PrincipalOf } from '../http/principal';
 import { retentionRange } from '../http/retention';
@@ -56,8 +56,7 @@ export class ExportsController extends Controller {
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
     requireBlock(p, id);
     const unmasked = piiAllowed(p, includePII);
-    const n = limit ?? 100;
-    if (!Number.isInteger(n) || n < 1 || n > 500) throw fail('validation_error', 400, 'limit must be a whole number from 1 to 500', { details: { field: 'limit' } });
+    const n = intParam('limit', limit, 1, 500, 100);
     const range = retentionRange({}, await retentionDaysOfAccount(ctx, p.accountId), ctx.clock.now());
     const page = await searchLogs(ctx.db, { motorBlockId: id, from: range.from, limit: n });
     return { success: true, data: { items: page.items.map((m) => messageDto(m, unmasked)), limit: n, pii_masked: !unmasked } };

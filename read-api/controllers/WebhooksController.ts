@@ -5,10 +5,10 @@ import {
   createWebhook, deleteWebhook, listDeliveries, listWebhooks, testWebhook, updateWebhook, webhookStats,
   type WebhookDeliveryView, type WebhookStats, type WebhookView,
 } from '../../commands/webhooks/webhooks';
-import { fail } from '../../domain/errors';
 import type { WebhookEventName } from '../../domain/events';
 import { requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
+import { intParam } from '../http/params';
 import type { PrincipalOf } from '../http/principal';
 
 export interface WebhookBody {
@@ -44,12 +44,6 @@ function callerOf(req: ExpressRequest, motorBlockId: string) {
     deps: { store: ctx.store, db: ctx.db, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
     caller: { accountId: p.accountId, motorBlockId, actor: `token:${p.tokenId}` },
   };
-}
-
-function intParam(name: string, value: number | undefined, min: number, max: number, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < min || value > max) throw fail('validation_error', 400, `${name} must be a whole number from ${min} to ${max}`, { details: { field: name } });
-  return value;
 }
 
 /**

@@ -52,7 +52,6 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
   // A block on its way out (deletion queued or done) takes its endpoints with it. Nothing is
   // recorded: the deletion job may be removing this very stream, and an append would bring it back.
   if (!block || block.status === 'deleted' || block.status === 'deletion_queued') return 'dropped';
-  const started = Date.now();
   let result: { ok: boolean; status: number | null; error: string | null; responseBody: string | null; durationMs: number };
   if (!endpoint || endpoint.deleted) {
     result = { ok: false, status: null, error: 'webhook_deleted', responseBody: null, durationMs: 0 };
@@ -82,7 +81,7 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
   const now = deps.clock.now();
   const data: WebhookDeliveryAttempted = {
     deliveryId: job.deliveryId, webhookId: job.webhookId, motorBlockId: job.motorBlockId, attempt, outcome,
-    httpStatus: result.status, error: result.error, responseBody: result.responseBody, durationMs: result.durationMs || Math.max(0, Date.now() - started),
+    httpStatus: result.status, error: result.error, responseBody: result.responseBody, durationMs: result.durationMs,
     nextAttemptAt: wait === null ? null : new Date(now.getTime() + wait * 1000).toISOString(),
     attemptedAt: now.toISOString(),
   };
