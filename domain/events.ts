@@ -207,17 +207,29 @@ export interface OAuthConsentRequested {
   grantId: string; clientId: string; accountId: string; userId: string; sessionId: string;
   redirectUri: string; scope: string; state: string | null; motorBlockId: string | null;
   formTokenHash: string; expiresAt: Iso; requestedAt: Iso;
+  /**
+   * Agent clients only (docs/MCP.md; absent on SMTP grants, which predate them): the MCP server's
+   * canonical URI the tokens are bound to, the PKCE S256 challenge, and the name of the client's
+   * metadata document as it was when the user consented (`clientId` is then the document's URL).
+   */
+  resource?: string;
+  codeChallenge?: string;
+  clientName?: string;
 }
-/** The user approved: an authorization code (hash only; 60 s, single use) bound to one block. */
-export interface OAuthCodeIssued { grantId: string; motorBlockId: string; codeHash: string; expiresAt: Iso; issuedAt: Iso }
+/** The user approved: an authorization code (hash only; 60 s, single use) bound to one block (SMTP) or to none (agent grants: account-wide). */
+export interface OAuthCodeIssued { grantId: string; motorBlockId: string | null; codeHash: string; expiresAt: Iso; issuedAt: Iso }
 /** The code was exchanged: an access token (`jti` = tokenId) and the first refresh token (hash). */
 export interface OAuthTokenIssued { grantId: string; tokenId: string; refreshTokenHash: string; accessExpiresAt: Iso; refreshExpiresAt: Iso; issuedAt: Iso }
 /** A refresh token was spent for a new pair. */
 export interface OAuthRefreshRotated { grantId: string; tokenId: string; previousHash: string; refreshTokenHash: string; accessExpiresAt: Iso; refreshExpiresAt: Iso; at: Iso }
 /** The user denied the consent. */
 export interface OAuthConsentDenied { grantId: string; at: Iso }
-/** Every token of the grant is dead: a code or a spent refresh token was presented again. */
-export interface OAuthGrantRevoked { grantId: string; reason: 'code_reuse' | 'refresh_token_reuse'; at: Iso }
+/** Every token of the grant is dead: a code or a spent refresh token was presented again, or the user revoked the connection. */
+export interface OAuthGrantRevoked {
+  grantId: string; reason: 'code_reuse' | 'refresh_token_reuse' | 'user_revoked'; at: Iso;
+  /** `user:<uuid>` for user_revoked. */
+  by?: string;
+}
 
 // ---------------------------------------------------------------- sandbox (docs/SANDBOX.md)
 /** account-<accountId>: the account's sandbox was provisioned (its domain and locked block exist from the same step). */

@@ -69,6 +69,17 @@ export interface Config {
   /** The service's own domain: SPF include host, sandbox namespace (<handle>.sandbox.<domain>). */
   serviceDomain: string;
   publicBaseUrl: string;
+  /** {auth_url} of SPEC: issuer of agent access tokens and of /.well-known/oauth-authorization-server (docs/MCP.md). */
+  authPublicUrl: string;
+  /** {mcp_url} of SPEC: the agent-tool servers' canonical URIs (token audiences) start with it (docs/MCP.md). */
+  mcpPublicUrl: string;
+  /** Fetching agent clients' metadata documents (docs/MCP.md). */
+  agentClients: {
+    /** Lets a client_id URL resolve to loopback and private addresses (off in production: SSRF guard). */
+    allowPrivateAddresses: boolean;
+    /** PEM file of extra CA certificates trusted for client_id URLs (besides the system's). */
+    caFile: string | null;
+  };
   logLevel: string;
   /** Requests per minute per credential (X-RateLimit-*). */
   apiRequestLimit: number;
@@ -246,6 +257,12 @@ export function loadConfig(env: Env = process.env): Config {
     hostname: str('MOTOR_HOSTNAME', 'localhost')!,
     serviceDomain: (str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase(),
     publicBaseUrl,
+    authPublicUrl: (url('AUTH_PUBLIC_URL', ['http', 'https']) ?? publicBaseUrl).replace(/\/+$/, ''),
+    mcpPublicUrl: (url('MCP_PUBLIC_URL', ['http', 'https']) ?? publicBaseUrl).replace(/\/+$/, ''),
+    agentClients: {
+      allowPrivateAddresses: bool('OAUTH_CLIENT_METADATA_ALLOW_PRIVATE', false),
+      caFile: str('OAUTH_CLIENT_METADATA_CA', null),
+    },
     logLevel: str('LOG_LEVEL', 'info')!,
     apiRequestLimit: int('API_REQUEST_LIMIT', 600, 1, 1_000_000),
     anonymousRequestLimit: int('ANONYMOUS_REQUEST_LIMIT', 60, 1, 1_000_000),

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { DomainError } from '../errors';
 import type { DomainEvent } from '../events';
+import { pkceMatches } from './agent';
 
 /**
  * One OAuth 2.0 authorization of the SMTP authorization server (stream `oauthGrant-<uuid>`,
@@ -47,12 +48,20 @@ export interface GrantState {
   spentRefreshHashes: string[];
   tokenIds: string[];
   revoked: boolean;
+  revokedReason: OAuthGrantRevokedReason | null;
+  /** Agent grants (docs/MCP.md): the MCP server the tokens are bound to, the PKCE challenge, the client's name at consent. */
+  resource: string | null;
+  codeChallenge: string | null;
+  clientName: string | null;
+  requestedAt: string | null;
 }
+type OAuthGrantRevokedReason = Extract<GrantEvent, { type: 'OAuthGrantRevoked' }>['data']['reason'];
 
 export const initialGrantState = (): GrantState => ({
   exists: false, grantId: null, clientId: null, accountId: null, userId: null, sessionId: null, redirectUri: null, scope: DEFAULT_OAUTH_SCOPE,
   state: null, requestedBlockId: null, formTokenHash: null, consentExpiresAt: 0, motorBlockId: null, codeHash: null, codeExpiresAt: 0,
   codeRedeemed: false, denied: false, currentRefreshHash: null, refreshExpiresAt: 0, spentRefreshHashes: [], tokenIds: [], revoked: false,
+  revokedReason: null, resource: null, codeChallenge: null, clientName: null, requestedAt: null,
 });
 
 export function evolveGrant(s: GrantState, e: GrantEvent): GrantState {
@@ -62,6 +71,7 @@ export function evolveGrant(s: GrantState, e: GrantEvent): GrantState {
         ...s, exists: true, grantId: e.data.grantId, clientId: e.data.clientId, accountId: e.data.accountId, userId: e.data.userId, sessionId: e.data.sessionId,
         redirectUri: e.data.redirectUri, scope: e.data.scope, state: e.data.state, requestedBlockId: e.data.motorBlockId,
         formTokenHash: e.data.formTokenHash, consentExpiresAt: Date.parse(e.data.expiresAt),
+        resource: e.data.resource ?? null, codeChallenge: e.data.codeChallenge ?? null, clientName: e.data.clientName ?? null, requestedAt: e.data.requestedAt,
       };
     case 'OAuthCodeIssued':
       return { ...s, formTokenHash: null, motorBlockId: e.data.motorBlockId, codeHash: e.data.codeHash, codeExpiresAt: Date.parse(e.data.expiresAt) };
@@ -75,7 +85,7 @@ export function evolveGrant(s: GrantState, e: GrantEvent): GrantState {
         refreshExpiresAt: Date.parse(e.data.refreshExpiresAt), tokenIds: [...s.tokenIds, e.data.tokenId],
       };
     case 'OAuthGrantRevoked':
-      return { ...s, revoked: true, currentRefreshHash: null };
+      return { ...s, revoked: true, revokedReason: e.data.reason, currentRefreshHash: null };
   }
 }
 
@@ -89,10 +99,10 @@ const sameHash = (a: string | null, b: string): boolean => {
 };
 
 /** OAuth errors: `error` is the code (RFC 6749 §5.2), always 400 here. */
-export const oauthError = (code: 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'invalid_scope' | 'unsupported_grant_type' | 'unsupported_response_type' | 'access_denied', description: string): DomainError =>
+export const oauthError = (code: 'invalid_target' | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'invalid_scope' | 'unsupported_grant_type' | 'unsupported_response_type' | 'access_denied', description: string): DomainError =>
   new DomainError({ code, status: 400, message: description, details: { oauth: true } });
 
-export interface ApproveConsent { formTokenHash: string; userId: string; motorBlockId: string; codeHash: string; now: Date }
+export interface ApproveConsent { formTokenHash: string; userId: string; motorBlockId: string | null; codeHash: string; now: Date }
 
 /** The consent form was posted: spends the form token and issues the code. */
 export function decideApprove(s: GrantState, c: ApproveConsent): GrantEvent[] {
@@ -109,7 +119,11 @@ export function decideDeny(s: GrantState, c: { formTokenHash: string; userId: st
   return [{ type: 'OAuthConsentDenied', data: { grantId: s.grantId!, at: c.now.toISOString() } }];
 }
 
-export interface RedeemCode { clientId: string; codeHash: string; redirectUri: string; tokenId: string; refreshTokenHash: string; now: Date }
+export interface RedeemCode {
+  clientId: string; codeHash: string; redirectUri: string; tokenId: string; refreshTokenHash: string; now: Date;
+  /** Agent grants: the PKCE code_verifier and the `resource` of the token request (both required). */
+  codeVerifier?: string; resource?: string;
+}
 
 /**
  * Code → tokens. A code presented after it was redeemed revokes everything issued from it (the
@@ -125,6 +139,8 @@ export function decideRedeemCode(s: GrantState, c: RedeemCode): { events: GrantE
   }
   if (c.now.getTime() > s.codeExpiresAt) return { events: [], error: invalid('The code expired') };
   if (s.redirectUri !== c.redirectUri) return { events: [], error: invalid('redirect_uri differs from the one of the authorization request') };
+  if (s.codeChallenge !== null && (c.codeVerifier === undefined || !pkceMatches(s.codeChallenge, c.codeVerifier))) return { events: [], error: invalid('code_verifier does not match the code_challenge') };
+  if (s.resource !== c.resource && (s.resource !== null || c.resource !== undefined)) return { events: [], error: oauthError('invalid_target', 'resource differs from the one of the authorization request') };
   return {
     events: [{
       type: 'OAuthTokenIssued',
@@ -137,7 +153,11 @@ export function decideRedeemCode(s: GrantState, c: RedeemCode): { events: GrantE
   };
 }
 
-export interface RotateRefresh { clientId: string; refreshTokenHash: string; newRefreshTokenHash: string; tokenId: string; now: Date }
+export interface RotateRefresh {
+  clientId: string; refreshTokenHash: string; newRefreshTokenHash: string; tokenId: string; now: Date;
+  /** Agent grants: the `resource` of the token request, which must be the grant's. */
+  resource?: string;
+}
 
 /** Refresh rotation: the presented token is spent; a spent one presented again revokes the family. */
 export function decideRefresh(s: GrantState, c: RotateRefresh): { events: GrantEvent[]; error?: DomainError } {
@@ -149,6 +169,7 @@ export function decideRefresh(s: GrantState, c: RotateRefresh): { events: GrantE
   }
   if (!sameHash(s.currentRefreshHash, c.refreshTokenHash)) return { events: [], error: invalid('Unknown refresh token') };
   if (c.now.getTime() > s.refreshExpiresAt) return { events: [], error: invalid('The refresh token expired') };
+  if (s.resource !== c.resource && (s.resource !== null || c.resource !== undefined)) return { events: [], error: oauthError('invalid_target', 'resource differs from the one of the authorization') };
   return {
     events: [{
       type: 'OAuthRefreshRotated',
@@ -159,6 +180,17 @@ export function decideRefresh(s: GrantState, c: RotateRefresh): { events: GrantE
       },
     }],
   };
+}
+
+/**
+ * A user revokes a connection (docs/MCP.md): every token of the grant stops at once. Only a grant
+ * of the user's own account; revoking a revoked grant changes nothing. Returns null when the grant
+ * is not the account's (the caller answers 404, as for a grant that does not exist).
+ */
+export function decideUserRevoke(s: GrantState, c: { accountId: string; userId: string; now: Date }): GrantEvent[] | null {
+  if (!s.exists || s.accountId !== c.accountId) return null;
+  if (s.revoked) return [];
+  return [{ type: 'OAuthGrantRevoked', data: { grantId: s.grantId!, reason: 'user_revoked', at: c.now.toISOString(), by: `user:${c.userId}` } }];
 }
 
 /** `scope` of an authorization request: space-separated, each known; absent = email.send. */

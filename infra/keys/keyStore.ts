@@ -30,6 +30,32 @@ export class KeyStore {
         ciphertext bytea NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
       )`);
+    await this.db.raw(`
+      CREATE TABLE IF NOT EXISTS ${SCHEMA}.signing_keys (
+        purpose text PRIMARY KEY,
+        key_id uuid NOT NULL REFERENCES ${SCHEMA}.private_keys(id),
+        created_at timestamptz NOT NULL DEFAULT now()
+      )`);
+  }
+
+  /**
+   * The service's current signing key for `purpose` (e.g. agent access tokens), made by `generate`
+   * the first time any process asks. Processes racing to make it agree on one: the first row in
+   * `signing_keys` wins and the losers' keys are removed.
+   */
+  async signingKey(purpose: string, generate: () => { id: string; algorithm: string; privateKeyPem: string }): Promise<StoredPrivateKey> {
+    const current = () => this.db.withSchema(SCHEMA).table('signing_keys').where({ purpose }).first('key_id');
+    let row = await current();
+    if (!row) {
+      const fresh = generate();
+      await this.put(fresh.id, fresh.algorithm, fresh.privateKeyPem);
+      await this.db.withSchema(SCHEMA).table('signing_keys').insert({ purpose, key_id: fresh.id }).onConflict('purpose').ignore();
+      row = await current();
+      if (row.key_id !== fresh.id) await this.db.withSchema(SCHEMA).table('private_keys').where({ id: fresh.id }).delete();
+    }
+    const key = await this.get(row.key_id);
+    if (!key) throw new Error(`signing key ${row.key_id} for ${purpose} is missing from the key store`);
+    return key;
   }
 
   async put(id: string, algorithm: string, privateKeyPem: string): Promise<void> {
