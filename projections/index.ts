@@ -4,6 +4,7 @@ import { analyticsProjection } from './analytics/projection.js';
 import { directoryProjection } from './directory/projection.js';
 import { messagesProjection } from './messages/projection.js';
 import { oauthClientsProjection } from './oauthClients/projection.js';
+import { oauthConnectionsProjection } from './oauthConnections/projection.js';
 import { smtpAuthProjection } from './smtpAuth/projection.js';
 import { webhooksProjection } from './webhooks/projection.js';
 import { exportsProjection } from './exports/projection.js';
@@ -11,7 +12,7 @@ import { templatesProjection } from './templates/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, oauthConnectionsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

@@ -43,6 +43,8 @@ export function createApp(ctx: HttpContext): Express {
   // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
   app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
+  // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
+  app.use('/api/oauth2/token', express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   app.use(refuseUnstorableInput);
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });

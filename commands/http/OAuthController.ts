@@ -5,7 +5,8 @@ import { applyClientIpLimit, bearerToken } from '../../read-api/http/authenticat
 import type { PrincipalOf } from '../../read-api/http/principal';
 import { DASHBOARD_TTL_SECONDS } from '../auth/dashboardTokens';
 import { decideConsent, issueToken, startAuthorization, validateToken, type TokenMetadata, type TokenResponse } from '../oauth/authorization';
-import { consentHtml, dashboardUserOf, formBody, protectPage, sendOAuthError, SESSION_COOKIE } from '../oauth/http';
+import { agentConsentHtml, consentHtml, dashboardUserOf, formBody, oauthDeps, protectPage, sendOAuthError, SESSION_COOKIE } from '../oauth/http';
+import type { AgentTokenResponse } from '../oauth/agentAuthorization';
 
 /** RFC 6749 §5.2 error body. */
 export interface OAuthErrorResponse { error: string; error_description?: string }
@@ -28,6 +29,10 @@ export interface OAuthTokenRequest {
   redirect_uri?: string;
   /** For refresh_token: the latest refresh token (rotated on every use). */
   refresh_token?: string;
+  /** Agent clients (client_id is a metadata document URL): the PKCE verifier of the code_challenge (authorization_code). */
+  code_verifier?: string;
+  /** Agent clients: the canonical URI of the MCP server, equal to the authorization request's (both grant types). */
+  resource?: string;
 }
 
 /**
@@ -54,8 +59,8 @@ export class OAuthController extends Controller {
     protectPage(res);
     try {
       const user = await dashboardUserOf(ctx, req);
-      const page = await startAuthorization({ store: ctx.store, db: ctx.db, config: ctx.config }, user, req.query as Record<string, unknown>, ctx.clock.now());
-      res.status(200).type('html').send(consentHtml(page));
+      const page = await startAuthorization(oauthDeps(ctx), user, req.query as Record<string, unknown>, ctx.clock.now());
+      res.status(200).type('html').send(page.kind === 'agent' ? agentConsentHtml(page) : consentHtml(page));
     } catch (e) {
       if (!sendOAuthError(res, e)) throw e;
     }
@@ -76,7 +81,7 @@ export class OAuthController extends Controller {
     protectPage(res);
     try {
       const user = await dashboardUserOf(ctx, req);
-      const { location } = await decideConsent({ store: ctx.store, db: ctx.db, config: ctx.config }, user, await formBody(req), ctx.clock.now());
+      const { location } = await decideConsent(oauthDeps(ctx), user, await formBody(req), ctx.clock.now());
       res.redirect(302, location);
     } catch (e) {
       if (!sendOAuthError(res, e)) throw e;
@@ -86,17 +91,20 @@ export class OAuthController extends Controller {
   /**
    * Code or refresh token → SMTP access token (JWT, 1 hour) and a new refresh token (30 days,
    * rotated on every use; a spent one presented again revokes the whole authorization).
+   * Agent clients (OAuth 2.1; client_id is a metadata document URL) send no secret but
+   * `code_verifier` and `resource`, and get an RS256 token for that MCP server. JSON or
+   * application/x-www-form-urlencoded.
    */
   @Post('token')
   @Response<OAuthErrorResponse>(400, 'invalid_grant, invalid_client, invalid_request, unsupported_grant_type')
-  public async token(@Request() req: ExpressRequest, @Body() body: OAuthTokenRequest): Promise<TokenResponse> {
+  public async token(@Request() req: ExpressRequest, @Body() body: OAuthTokenRequest): Promise<TokenResponse | AgentTokenResponse> {
     await applyClientIpLimit(req);
     const ctx = ctxOf(req);
     const res = req.res!;
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Pragma', 'no-cache');
     try {
-      return await issueToken({ store: ctx.store, db: ctx.db, config: ctx.config }, body as unknown as Record<string, unknown>, ctx.clock.now());
+      return await issueToken(oauthDeps(ctx), body as unknown as Record<string, unknown>, ctx.clock.now());
     } catch (e) {
       if (!sendOAuthError(res, e)) throw e;
       return undefined as never;

@@ -15,6 +15,9 @@ import { appendEvents, decideAndAppend, load } from '../auth/streams';
 import { ownedBlock } from '../auth/credentials';
 import { accessTokenSettings, signAccessToken, verifyAccessToken, type AccessClaims } from './accessTokens';
 import { authenticateClient, findClient } from './clients';
+import { issueAgentToken, startAgentAuthorization, type AgentConsentPage, type AgentOAuthDeps, type AgentTokenResponse } from './agentAuthorization';
+import type { ClientMetadataFetcher } from './clientMetadata';
+import type { KeyStore } from '../../infra/keys/keyStore';
 
 /**
  * The authorization-code flow of the SMTP authorization server (docs/OAUTH.md): authorize
@@ -22,16 +25,21 @@ import { authenticateClient, findClient } from './clients';
  * DomainErrors whose code is the OAuth `error`; the controller renders them as RFC 6749 bodies.
  */
 
-export interface OAuthDeps { store: EventStore; db: Knex; config: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string } }
+export interface OAuthDeps {
+  store: EventStore; db: Knex;
+  config: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string; authPublicUrl: string; mcpPublicUrl: string };
+  /** Agent clients (client_id is a metadata document URL): their documents and the token signing key. */
+  agents: { clients: ClientMetadataFetcher; keys: KeyStore };
+}
 export interface DashboardUser { userId: string; accountId: string; sessionId: string }
 
 type Tag = 'oct' | 'oc' | 'ort';
-const opaque = (tag: Tag, grantId: string): { value: string; hash: string } => {
+export const opaque = (tag: Tag, grantId: string): { value: string; hash: string } => {
   const value = `${tag}_${grantId.replace(/-/g, '')}_${randomBytes(32).toString('base64url')}`;
   return { value, hash: sha256Hex(value) };
 };
 /** The grant a form token, code or refresh token names, or null when it is not one. */
-function grantOf(tag: Tag, value: unknown): string | null {
+export function grantOf(tag: Tag, value: unknown): string | null {
   if (typeof value !== 'string') return null;
   const m = new RegExp(`^${tag}_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$`).exec(value);
   if (!m) return null;
@@ -39,18 +47,23 @@ function grantOf(tag: Tag, value: unknown): string | null {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-const grantStream = (grantId: string) => streamName('oauthGrant', grantId);
-const loadGrant = (store: EventStore, grantId: string) => load<GrantState, GrantEvent>(store, grantStream(grantId), GRANT_TYPES, foldGrant);
+export const grantStream = (grantId: string) => streamName('oauthGrant', grantId);
+export const loadGrant = (store: EventStore, grantId: string) => load<GrantState, GrantEvent>(store, grantStream(grantId), GRANT_TYPES, foldGrant);
 
 export interface ConsentPage {
+  kind: 'smtp';
   grantId: string; formToken: string; clientName: string; clientId: string; scope: string; redirectUri: string;
   /** The block named by motor_block_id, or null when the user picks one on the page. */
   block: { id: string; name: string } | null;
   blocks: { id: string; name: string; authMethod: string }[];
 }
 
+const agentDeps = (deps: OAuthDeps): AgentOAuthDeps => ({ store: deps.store, keys: deps.agents.keys, clients: deps.agents.clients, config: deps.config });
+/** An agent client names itself by its metadata document's https URL; an SMTP client by a uuid. */
+const isAgentClientId = (clientId: unknown): clientId is string => typeof clientId === 'string' && clientId.startsWith('https://');
+
 /** GET /api/oauth2/authorize: checks the request and records the consent page's one-time form token. */
-export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q: Record<string, unknown>, now: Date): Promise<ConsentPage> {
+export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q: Record<string, unknown>, now: Date): Promise<ConsentPage | (AgentConsentPage & { kind: 'agent' })> {
   const one = (name: string): string | undefined => {
     const v = q[name];
     if (v === undefined) return undefined;
@@ -63,6 +76,7 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
   const state = one('state');
   const blockId = one('motor_block_id');
   if (!clientId) throw oauthError('invalid_request', 'client_id is required');
+  if (isAgentClientId(clientId)) return { kind: 'agent', ...await startAgentAuthorization(agentDeps(deps), user, one, now) };
   const client = await findClient(deps.store, clientId);
   if (!client) throw oauthError('invalid_client', 'Unknown client_id');
   if (!redirectUri) throw oauthError('invalid_request', 'redirect_uri is required');
@@ -91,7 +105,7 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
       expiresAt: new Date(now.getTime() + OAUTH_RULES.consentTtlMs).toISOString(), requestedAt: now.toISOString(),
     },
   }], 'no_stream', `user:${user.userId}`);
-  return { grantId, formToken: form.value, clientName: client.name, clientId: client.clientId, scope, redirectUri, block, blocks };
+  return { kind: 'smtp', grantId, formToken: form.value, clientName: client.name, clientId: client.clientId, scope, redirectUri, block, blocks };
 }
 
 async function blockOfUser(store: EventStore, accountId: string, motorBlockId: string): Promise<{ id: string; name: string }> {
@@ -104,7 +118,7 @@ async function blockOfUser(store: EventStore, accountId: string, motorBlockId: s
   }
 }
 
-const withParams = (uri: string, params: Record<string, string | null>): string => {
+export const withParams = (uri: string, params: Record<string, string | null>): string => {
   const u = new URL(uri);
   for (const [k, v] of Object.entries(params)) if (v !== null) u.searchParams.set(k, v);
   return u.toString();
@@ -122,6 +136,13 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
   }
   if (form.decision !== 'approve') throw oauthError('invalid_request', 'decision must be approve or deny');
   const { state: pre } = await loadGrant(deps.store, grantId);
+  if (pre.resource !== null) {
+    // An agent grant is account-wide: no block to choose.
+    const code = opaque('oc', grantId);
+    const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
+      (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`);
+    return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
+  }
   const chosen = pre.requestedBlockId ?? form.motor_block_id;
   if (!chosen) throw oauthError('invalid_request', 'motor_block_id is required');
   if (pre.requestedBlockId && form.motor_block_id && form.motor_block_id !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
@@ -145,10 +166,11 @@ async function blockCreated(store: EventStore, motorBlockId: string): Promise<Mo
 }
 
 /** POST /api/oauth2/token. */
-export async function issueToken(deps: OAuthDeps, body: Record<string, unknown>, now: Date): Promise<TokenResponse> {
+export async function issueToken(deps: OAuthDeps, body: Record<string, unknown>, now: Date): Promise<TokenResponse | AgentTokenResponse> {
   const grantType = body.grant_type;
   if (typeof grantType !== 'string') throw oauthError('invalid_request', 'grant_type is required');
   if (grantType !== 'authorization_code' && grantType !== 'refresh_token') throw oauthError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
+  if (isAgentClientId(body.client_id)) return issueAgentToken(agentDeps(deps), body, now);
   if (typeof body.client_id !== 'string' || typeof body.client_secret !== 'string') throw oauthError('invalid_client', 'client_id and client_secret are required');
   const client = await authenticateClient(deps.store, body.client_id, body.client_secret);
   const tokenId = newId();
@@ -195,11 +217,13 @@ export async function issueToken(deps: OAuthDeps, body: Record<string, unknown>,
   };
 }
 
+type SmtpTokenDeps = { store: EventStore; config: Parameters<typeof accessTokenSettings>[0] };
+
 /**
  * An access token that is well signed, unexpired, and whose grant is not revoked (a code or
  * refresh-token reuse kills the tokens already issued, not only the next ones).
  */
-export async function activeAccessToken(deps: Pick<OAuthDeps, 'store' | 'config'>, token: string, now: Date): Promise<{ ok: true; claims: AccessClaims } | { ok: false; reason: 'expired' | 'invalid' | 'revoked' }> {
+export async function activeAccessToken(deps: SmtpTokenDeps, token: string, now: Date): Promise<{ ok: true; claims: AccessClaims } | { ok: false; reason: 'expired' | 'invalid' | 'revoked' }> {
   const v = verifyAccessToken(accessTokenSettings(deps.config), token, now);
   if (!v.ok) return v;
   const { state } = await loadGrant(deps.store, v.claims.grantId);
@@ -210,7 +234,7 @@ export async function activeAccessToken(deps: Pick<OAuthDeps, 'store' | 'config'
 /** GET /api/oauth2/validate's metadata (docs/OAUTH.md). */
 export interface TokenMetadata { active: true; client_id: string; motor_block_id: string; account_id: string; scope: string; token_type: 'Bearer'; exp: number; iat: number; expires_in: number }
 
-export async function validateToken(deps: Pick<OAuthDeps, 'store' | 'config'>, token: string | null, now: Date): Promise<TokenMetadata | null> {
+export async function validateToken(deps: SmtpTokenDeps, token: string | null, now: Date): Promise<TokenMetadata | null> {
   if (!token) return null;
   const v = await activeAccessToken(deps, token, now);
   if (!v.ok) return null;

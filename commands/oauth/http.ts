@@ -3,7 +3,21 @@ import { dashboardTokenSettings, verifyDashboardToken } from '../auth/dashboardT
 import { assertSessionActive } from '../auth/onboarding';
 import { fail, isDomainError } from '../../domain/errors';
 import type { HttpContext } from '../../read-api/http/context';
-import type { ConsentPage, DashboardUser } from './authorization';
+import type { ConsentPage, DashboardUser, OAuthDeps } from './authorization';
+import type { AgentConsentPage } from './agentAuthorization';
+import { ClientMetadataFetcher } from './clientMetadata';
+
+const fetchers = new WeakMap<object, ClientMetadataFetcher>();
+
+/** The flow's dependencies; one client-metadata cache per HTTP context (per process). */
+export function oauthDeps(ctx: HttpContext): OAuthDeps {
+  let clients = fetchers.get(ctx);
+  if (!clients) {
+    clients = new ClientMetadataFetcher(ctx.config.agentClients);
+    fetchers.set(ctx, clients);
+  }
+  return { store: ctx.store, db: ctx.db, config: ctx.config, agents: { clients, keys: ctx.keys } };
+}
 
 /**
  * HTTP helpers of the OAuth endpoints (docs/OAUTH.md): the browser's dashboard credential, the
@@ -78,6 +92,38 @@ export function consentHtml(p: ConsentPage): string {
 <form method="post" action="/api/oauth2/consent">
 <input type="hidden" name="form_token" value="${esc(p.formToken)}">
 ${blockField}
+<button type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="deny">Deny</button>
+</form>
+</body></html>
+`;
+}
+
+/** What each agent scope lets the agent do, as the consent page says it. */
+const AGENT_SCOPE_TEXT: Record<string, string> = {
+  'send:transactional': 'send transactional email from your Motor Blocks',
+  'read:analytics': 'read delivery logs (recipient addresses masked), messages and metrics',
+  'read:domains': 'read your sending domains and their DNS status',
+  'manage:domains': 'add, verify and check your sending domains',
+  'manage:sandbox': 'provision and manage your developer sandbox',
+  'read:webhooks': 'read your webhooks and their deliveries',
+  'manage:webhooks': 'create, change, delete and test your webhooks',
+  'manage:recipients': 'manage your free-account test recipients',
+  'manage:motor-blocks': 'create, rename, deactivate, reactivate and delete your Motor Blocks',
+};
+
+export function agentConsentHtml(p: AgentConsentPage): string {
+  const host = new URL(p.clientId).host;
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Connect ${esc(p.clientName)}</title></head>
+<body>
+<h1>Connect ${esc(p.clientName)}</h1>
+<p><strong>${esc(p.clientName)}</strong> (client <code>${esc(p.clientId)}</code>, served by <strong>${esc(host)}</strong>) asks for access to your account through the agent-tool server <code>${esc(p.resource)}</code>. It will be able to:</p>
+<ul>${p.scopes.map((sc) => `<li><code>${esc(sc)}</code>: ${esc(AGENT_SCOPE_TEXT[sc] ?? sc)}</li>`).join('')}</ul>
+<p>It never sees unmasked recipient addresses. You can revoke this connection at any time; that does not sign you out.</p>
+<p>You will be returned to <code>${esc(p.redirectUri)}</code>.</p>
+<form method="post" action="/api/oauth2/consent">
+<input type="hidden" name="form_token" value="${esc(p.formToken)}">
 <button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
 </form>

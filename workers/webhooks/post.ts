@@ -44,7 +44,7 @@ const USER_AGENT = 'Motor-Webhooks/1.2';
 const MAX_RESPONSE_BODY = 1024;
 
 type Answer = Omit<WebhookPostResult, 'durationMs'>;
-interface Address { address: string; family: 4 | 6 }
+export interface Address { address: string; family: 4 | 6 }
 
 export async function postWebhook(opts: WebhookPostOptions): Promise<WebhookPostResult> {
   const started = performance.now();
@@ -157,10 +157,10 @@ function webhookUrl(text: string): URL | null {
   return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '' ? url : null;
 }
 
-const systemLookup = (hostname: string) => dnsLookup(hostname, { all: true });
+export const systemLookup = (hostname: string) => dnsLookup(hostname, { all: true });
 
 /** IP literals (URL gives IPv6 in brackets, already normalised) are not looked up. */
-async function resolveHost(hostname: string, lookup: NonNullable<WebhookPostOptions['lookup']>): Promise<Address[]> {
+export async function resolveHost(hostname: string, lookup: NonNullable<WebhookPostOptions['lookup']>): Promise<Address[]> {
   const literal = hostname.replace(/^\[(.*)\]$/, '$1');
   if (isIP(literal)) return [{ address: literal, family: isIP(literal) as 4 | 6 }];
   const addresses = (await lookup(hostname)).map(({ address }) => ({ address, family: isIP(address) }));
@@ -173,7 +173,7 @@ async function resolveHost(hostname: string, lookup: NonNullable<WebhookPostOpti
  * to one of them and nowhere else. With several, net tries them in turn (autoSelectFamily); the
  * host name still gives the Host header, the TLS SNI and the name the certificate must match.
  */
-function pinnedLookup(addresses: Address[]): LookupFunction {
+export function pinnedLookup(addresses: Address[]): LookupFunction {
   return (_hostname, options, callback) => {
     if (options.all) callback(null, addresses);
     else callback(null, addresses[0].address, addresses[0].family);
@@ -250,7 +250,7 @@ function failed(error: string): Answer {
 }
 
 /** Resolution cannot be cancelled, but it cannot hold the attempt past its deadline either. */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     if (signal.aborted) return onAbort();
