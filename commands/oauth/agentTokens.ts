@@ -9,7 +9,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { load } from '../auth/streams';
 
 /**
- * Agent access tokens (SPEC "OAuth 2.1 for agent clients", docs/MCP.md): RS256 JWTs (RFC 9068
+ * Agent access tokens (SPEC "OAuth 2.1 for agent clients", docs/OAUTH.md): RS256 JWTs (RFC 9068
  * `at+jwt`) signed with the service's agent key, which is made once and kept encrypted in the key
  * store; its public half is served at /.well-known/jwks.json. `aud` is the one MCP server's
  * canonical URI the grant names (RFC 8707), so a token for one server is refused by every other.

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 /**
- * The OAuth 2.1 profile for agent clients (SPEC "OAuth 2.1 for agent clients", docs/MCP.md):
+ * The OAuth 2.1 profile for agent clients (SPEC "OAuth 2.1 for agent clients", docs/OAUTH.md):
  * the agent-tool (MCP) servers, the scopes each one can be granted, and the rules a client id,
  * a PKCE challenge and a `resource` must follow. Pure.
  */
