@@ -12,16 +12,17 @@ import type { AgentTokenResponse } from '../oauth/agentAuthorization';
 export interface OAuthErrorResponse { error: string; error_description?: string }
 
 /**
- * POST /api/oauth2/token's JSON body (SPEC "OAuth 2.0 authorization server"). grant_type,
- * client_id and client_secret are required; they are optional in the schema so that a missing one
- * is answered the OAuth way (invalid_request / invalid_client) rather than as a validation error.
+ * POST /api/oauth2/token's body (SPEC "OAuth 2.0 authorization server"; JSON or a form). grant_type
+ * and client_id are required, client_secret too for SMTP clients (agent clients are public and send
+ * code_verifier and resource instead); they are optional in the schema so that a missing one is
+ * answered the OAuth way (invalid_request / invalid_client) rather than as a validation error.
  */
 export interface OAuthTokenRequest {
   /** `authorization_code` or `refresh_token` (required). */
   grant_type?: string;
   /** Required. */
   client_id?: string;
-  /** Required; compared in constant time. */
+  /** Required for SMTP clients (uuid client_id); compared in constant time. Agent clients send none. */
   client_secret?: string;
   /** For authorization_code: the `code` of the redirect (60 s, single use). */
   code?: string;
