@@ -86,19 +86,34 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   const b = objectBody(body);
   const url = endpointUrl(deps, b.url);
   const events = webhookEvents(b.events);
-  const live = await deps.db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ motor_block_id: caller.motorBlockId }).whereNull('deleted_at').count<{ n: string }[]>({ n: '*' });
-  if (Number(live[0].n) >= MAX_WEBHOOKS_PER_BLOCK) {
-    throw fail('webhook_limit', 409, `A Motor Block has at most ${MAX_WEBHOOKS_PER_BLOCK} webhooks`, { nextAction: 'Delete one, or subscribe an existing one to more events' });
-  }
+  const full = async (db: Knex) => {
+    const live = await db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ motor_block_id: caller.motorBlockId }).whereNull('deleted_at').count<{ n: string }[]>({ n: '*' });
+    return Number(live[0].n) >= MAX_WEBHOOKS_PER_BLOCK;
+  };
+  const limitReached = () => fail('webhook_limit', 409, `A Motor Block has at most ${MAX_WEBHOOKS_PER_BLOCK} webhooks`, { nextAction: 'Delete one, or subscribe an existing one to more events' });
+  if (await full(deps.db)) throw limitReached();
   const webhookId = newId();
   const secretKeyId = newId();
   const secret = `whsec_${randomBytes(32).toString('base64url')}`;
   await deps.keys.put(secretKeyId, SECRET_ALGORITHM, secret);
   const now = deps.clock.now().toISOString();
-  await appendAndAwait(deps, webhookId, {
-    type: 'WebhookCreated',
-    data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
-  }, 'no_stream', caller.actor);
+  // Creates of one block take turns: a transaction-scoped advisory lock, held until the new row is
+  // in the read model (awaited on the locked connection itself, so waiters cannot starve the pool
+  // of the connection the holder needs). Two creates racing for the last place cannot both count
+  // nine and both succeed.
+  const created = await deps.db.transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.webhook-create:${caller.motorBlockId}`]);
+    if (await full(trx)) return false;
+    await appendAndAwait({ store: deps.store, db: trx }, webhookId, {
+      type: 'WebhookCreated',
+      data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
+    }, 'no_stream', caller.actor);
+    return true;
+  });
+  if (!created) {
+    await deps.keys.remove(secretKeyId);
+    throw limitReached();
+  }
   return { webhook: { id: webhookId, url, events, enabled: true, createdAt: now, updatedAt: now }, secret };
 }
 

@@ -66,6 +66,12 @@ export class KeyStore {
     await this.db.withSchema(SCHEMA).table('private_keys').insert({ id, algorithm, ciphertext }).onConflict('id').ignore();
   }
 
+  /** Forgets a key that nothing refers to (e.g. made for a resource whose creation was then refused). */
+  async remove(id: string): Promise<void> {
+    await this.db.withSchema(SCHEMA).table('private_keys').where({ id }).delete();
+    this.cache.delete(id);
+  }
+
   /** The key, decrypted; kept in memory once found (a key id never changes its key). Unknown ids are not kept. */
   get(id: string): Promise<StoredPrivateKey | null> {
     const hit = this.cache.get(id);

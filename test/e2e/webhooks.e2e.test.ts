@@ -184,6 +184,19 @@ describe('webhooks (e2e)', function () {
       for (const id of ids) await del(`/webhooks/${id}`);
       for (const w of (await getJson(api('/webhooks'), auth())).body.data) await del(`/webhooks/${w.id}`);
     });
+
+    it('holds the limit under concurrent creates: 12 at once on an empty block → ten 201, two 409, no stray secret', async () => {
+      for (const w of (await getJson(api('/webhooks'), auth())).body.data) await del(`/webhooks/${w.id}`);
+      const keysBefore = Number((await motor.rt.db.withSchema('motor_keys').table('private_keys').count<{ n: string }[]>({ n: '*' }))[0].n);
+      const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => postJson(api('/webhooks'), { url: receiver.url(`/ok?race=${i}`) }, auth())));
+      const statuses = answers.map((a) => a.status).sort();
+      expect(statuses).to.deep.equal([...Array(10).fill(201), 409, 409]);
+      expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === 'webhook_limit')).to.equal(true);
+      expect((await getJson(api('/webhooks'), auth())).body.data).to.have.length(10);
+      const keysAfter = Number((await motor.rt.db.withSchema('motor_keys').table('private_keys').count<{ n: string }[]>({ n: '*' }))[0].n);
+      expect(keysAfter - keysBefore).to.equal(10);
+      for (const w of (await getJson(api('/webhooks'), auth())).body.data) await del(`/webhooks/${w.id}`);
+    });
   });
 
   describe('deliveries', () => {
