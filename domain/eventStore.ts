@@ -131,6 +131,10 @@ export interface EventStore {
    * Adapters without physical deletion soft-delete (tombstone/truncate) and document it.
    */
   deleteStreams(streamIds: string[]): Promise<void>;
+  /** True when `value` has the shape of one of this store's positions (e.g. an id a client sent back). */
+  isPosition(value: string): boolean;
+  /** Log order of two positions of this store: negative when `a` comes first, 0 when equal. */
+  comparePositions(a: GlobalPosition, b: GlobalPosition): number;
   /** Cheap liveness probe for /v1/status and readiness. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,5 +1,6 @@
 import type { Request as ExpressRequest } from 'express';
-import { Controller, Get, Path, Produces, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { Controller, Get, Header, Path, Produces, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { fail } from '../../domain/errors';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
@@ -14,7 +15,10 @@ export class EventStreamController extends Controller {
    * The block's message events live, as Server-Sent Events: `ready` once, then a `message` per
    * recipient outcome (queued, processed, deferred, delivered, bounced, failed, complained) with
    * the log position as its id, and `keepalive` every 15 s. The stream ends when the token expires.
-   * Recipients are masked unless `includePII=true` with the logs.pii scope. docs/EVENTS.md.
+   * Recipients are masked unless `includePII=true` with the logs.pii scope. With `Last-Event-ID`
+   * (or `lastEventId`, for an EventSource opened anew with a fresh token) the stream first replays
+   * what came after that event, then goes on live without a gap or a repeat. docs/EVENTS.md.
+   * @param lastEventId the id of the last event seen, when the Last-Event-ID header cannot be sent
    * @param token the bearer token, for clients that cannot send headers (EventSource); this route only
    * @param access_token the same, by its OAuth name
    */
@@ -22,13 +26,19 @@ export class EventStreamController extends Controller {
   @Security('publicBearer', ['logs.read'])
   @Produces('text/event-stream')
   @SuccessResponse(200, 'text/event-stream')
+  @Response<ErrorResponse>(400, 'invalid_last_event_id')
   @Response<ErrorResponse>(429, 'stream_limit: 3 streams of this token are open; rate_limited')
   // token / access_token are read by the authentication module (read-api/http/authentication.ts); declared here for the OpenAPI document.
-  public async stream(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean, @Query() token?: string, @Query() access_token?: string): Promise<void> {
+  public async stream(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean, @Query() token?: string, @Query() access_token?: string,
+    @Header('Last-Event-ID') lastEventIdHeader?: string, @Query() lastEventId?: string): Promise<void> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
     requireBlock(p, id);
     const unmasked = piiAllowed(p, includePII);
-    await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked });
+    const resumeAfter = (lastEventIdHeader ?? lastEventId)?.trim() || undefined;
+    if (resumeAfter !== undefined && !ctx.store.isPosition(resumeAfter)) {
+      throw fail('invalid_last_event_id', 400, 'Last-Event-ID is not the id of an event of this stream', { nextAction: 'Send the id of the last message event received, or none' });
+    }
+    await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked, resumeAfter });
   }
 }

@@ -74,6 +74,22 @@ export class BlockEventFeed {
   }
 
   private async dispatch(events: RecordedEvent[]): Promise<void> {
+    const byBlock = new Map<string, StreamMessageEvent[]>();
+    for (const m of await this.resolve(events, (block) => this.listeners.has(block))) {
+      let list = byBlock.get(m.motorBlockId);
+      if (!list) byBlock.set(m.motorBlockId, (list = []));
+      list.push(m);
+    }
+    for (const [block, list] of byBlock) {
+      for (const listener of this.listeners.get(block) ?? []) listener(list);
+    }
+  }
+
+  /**
+   * Message events of the log → stream events of the blocks `wanted` accepts, in log order (also
+   * for a resumed stream's catch-up read, docs/EVENTS.md "Resuming").
+   */
+  async resolve(events: RecordedEvent[], wanted: (motorBlockId: string) => boolean): Promise<StreamMessageEvent[]> {
     const unknown = new Set<string>();
     for (const e of events) {
       if (e.type === 'MessageAccepted') this.remember((e.data as MessageAccepted).messageId, (e.data as MessageAccepted).motorBlockId);
@@ -86,18 +102,7 @@ export class BlockEventFeed {
       const rows = await this.db.withSchema(MESSAGES_SCHEMA).table('messages').whereIn('id', [...unknown]).select('id', 'motor_block_id') as Array<{ id: string; motor_block_id: string }>;
       for (const r of rows) this.remember(r.id, r.motor_block_id);
     }
-    const byBlock = new Map<string, StreamMessageEvent[]>();
-    for (const e of events) {
-      for (const m of this.toStreamEvents(e)) {
-        if (!this.listeners.has(m.motorBlockId)) continue;
-        let list = byBlock.get(m.motorBlockId);
-        if (!list) byBlock.set(m.motorBlockId, (list = []));
-        list.push(m);
-      }
-    }
-    for (const [block, list] of byBlock) {
-      for (const listener of this.listeners.get(block) ?? []) listener(list);
-    }
+    return events.flatMap((e) => this.toStreamEvents(e)).filter((m) => wanted(m.motorBlockId));
   }
 
   private toStreamEvents(e: RecordedEvent): StreamMessageEvent[] {

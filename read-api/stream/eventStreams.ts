@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import type { Redis } from 'ioredis';
 import type { Knex } from 'knex';
-import type { EventStore } from '../../domain/eventStore';
+import { once } from 'node:events';
+import type { EventStore, GlobalPosition } from '../../domain/eventStore';
+import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
+import { MESSAGE_EVENT_TYPES } from '../../domain/message/message';
 import { fail } from '../../domain/errors';
 import type { Logger } from '../../infra/logger';
 import { maskEmail } from '../../projections/messages/pii';
@@ -22,6 +25,12 @@ const STREAM_HEADERS = { 'Content-Type': 'text/event-stream; charset=utf-8', 'Ca
 const MAX_UNREAD_BYTES = 1 << 20;
 /** Events stamped this long before the connection still go out: the database's clock and ours may differ a little. */
 const CLOCK_GRACE_MS = 2000;
+/** Most events a resumed stream replays (and holds back meanwhile) before it says `gap` and goes live. */
+export const MAX_CATCH_UP_EVENTS = 10_000;
+/** A catch-up read that waits this long for its next batch is at the head of the log. */
+const CATCH_UP_IDLE_MS = 250;
+/** Output held unread past which a catch-up waits for the client to read. */
+const CATCH_UP_HIGH_WATER = 256 * 1024;
 
 // KEYS[1]: the token's stream set. ARGV: now ms, stale-before ms, max, connection id, ttl s.
 // A connection whose heartbeat is older than the stale mark no longer counts (a crashed process).
@@ -41,6 +50,22 @@ export interface StreamOptions {
   /** The stream ends then (the token's expiry). */
   endsAt: Date;
   unmasked: boolean;
+  /**
+   * The id of the last event the client saw (Last-Event-ID): the stream first replays the block's
+   * events after it, then goes live without a gap or a repeat. Already checked with store.isPosition.
+   */
+  resumeAfter?: GlobalPosition;
+}
+
+/** How a resumed stream's catch-up writes to its client. */
+interface ResumeOutput {
+  send(e: StreamMessageEvent): void;
+  write(event: string, data: unknown): void;
+  ended(): boolean;
+  /** Bytes written and not yet taken by the client. */
+  unread(): number;
+  /** Resolves when the client has read what was written, or the stream ended. */
+  drained(): Promise<void>;
 }
 
 export class EventStreams {
@@ -48,7 +73,10 @@ export class EventStreams {
   private readonly open = new Set<() => void>();
   private closing = false;
 
-  constructor(db: Knex, store: EventStore, private readonly redis: Redis, private readonly logger: Logger, private readonly keepaliveSeconds: number) {
+  constructor(
+    db: Knex, private readonly store: EventStore, private readonly redis: Redis, private readonly logger: Logger, private readonly keepaliveSeconds: number,
+    private readonly maxCatchUp = MAX_CATCH_UP_EVENTS,
+  ) {
     this.feed = new BlockEventFeed(db, store, logger);
     redis.defineCommand('motorStreamSlot', { numberOfKeys: 1, lua: ACQUIRE });
   }
@@ -114,16 +142,96 @@ export class EventStreams {
       end();
       return;
     }
-    write('ready', { motorBlockId: opts.motorBlockId, connectedAt: connectedAt.toISOString(), piiMasked: !opts.unmasked, endsAt: opts.endsAt.toISOString() });
-    unlisten = this.feed.listen(opts.motorBlockId, (events) => {
-      for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS) write('message', this.payload(e, opts.unmasked), e.position);
+    write('ready', {
+      motorBlockId: opts.motorBlockId, connectedAt: connectedAt.toISOString(), piiMasked: !opts.unmasked, endsAt: opts.endsAt.toISOString(),
+      ...(opts.resumeAfter ? { resumedAfter: opts.resumeAfter } : {}),
     });
+    const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.position);
+    if (opts.resumeAfter) {
+      unlisten = await this.resume(opts.motorBlockId, opts.resumeAfter, {
+        send, write, ended: () => ended, unread: () => res.writableLength,
+        drained: () => Promise.race([once(res, 'drain').then(() => undefined, () => undefined), done]),
+      });
+    } else {
+      unlisten = this.feed.listen(opts.motorBlockId, (events) => {
+        for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS) send(e);
+      });
+    }
     keepalive = setInterval(() => {
       write('keepalive', { at: new Date().toISOString() });
       void this.slot(key, member);
     }, this.keepaliveSeconds * 1000);
     expiry = setTimeout(end, Math.max(0, opts.endsAt.getTime() - Date.now()));
     await done;
+  }
+
+  /**
+   * A resumed stream (docs/EVENTS.md "Resuming"): listens to the live feed at once but holds its
+   * events back, replays the block's events after `after` from the log up to its head, then lets
+   * through the held and later live events that come after the last one replayed (positions
+   * compared by the store). Past `maxCatchUp` events it sends `gap` and goes live from there.
+   * Returns the function that stops listening.
+   */
+  private async resume(motorBlockId: string, after: GlobalPosition, out: ResumeOutput): Promise<() => void> {
+    const { send, write, ended } = out;
+    let held: StreamMessageEvent[] | null = [];
+    let overflow = false;
+    let last = after;
+    const later = (e: StreamMessageEvent) => this.store.comparePositions(e.position, last) > 0;
+    const unlisten = this.feed.listen(motorBlockId, (events) => {
+      if (held === null) {
+        for (const e of events) if (later(e)) { send(e); last = e.position; }
+      } else if (held.length + events.length <= this.maxCatchUp) held.push(...events);
+      else overflow = true;
+    });
+    const res = { sent: 0, complete: true };
+    const abort = new AbortController();
+    const log = this.store.subscribeToAll({ after, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
+    let scanned: GlobalPosition = after;
+    const pull = () => {
+      const p = log.next();
+      p.catch(() => undefined);
+      return p;
+    };
+    try {
+      let next = pull();
+      while (!ended()) {
+        const step = await Promise.race([next, new Promise<null>((r) => setTimeout(() => r(null), CATCH_UP_IDLE_MS))]);
+        if (step === null) {
+          // Waiting: at the head of the log, or a slow read? Ask the store when it can tell.
+          if (await this.atHead(scanned)) break;
+          continue;
+        }
+        if (step.done) break;
+        scanned = step.value.position;
+        for (const e of await this.feed.resolve(step.value.events, (b) => b === motorBlockId)) {
+          if (res.sent >= this.maxCatchUp) { res.complete = false; break; }
+          send(e);
+          last = e.position;
+          res.sent += 1;
+          if (out.unread() > CATCH_UP_HIGH_WATER) await out.drained();
+        }
+        if (!res.complete || step.value.more === false) break;
+        next = pull();
+      }
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, motorBlockId }, 'event stream catch-up failed: going live');
+      res.complete = false;
+    } finally {
+      abort.abort();
+      void log.return?.().catch(() => undefined);
+    }
+    if (!res.complete || overflow) write('gap', { after: last, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' });
+    const pending = held;
+    held = null;
+    for (const e of pending) if (later(e)) { send(e); last = e.position; }
+    return unlisten;
+  }
+
+  /** Nothing in the log after `position` (stores without countAfter: assumed after CATCH_UP_IDLE_MS without a batch). */
+  private async atHead(position: GlobalPosition): Promise<boolean> {
+    if (!this.store.countAfter) return true;
+    return (await this.store.countAfter({ after: position, maxCount: 1 })).examined === 0;
   }
 
   private payload(e: StreamMessageEvent, unmasked: boolean): Record<string, unknown> {

@@ -158,6 +158,88 @@ describe('event stream (e2e)', function () {
     for (const s of [...open.slice(1), again]) s.close();
   });
 
+  const delivered = async (b: BootstrapResult, id: string) => {
+    const auth = bearer(await motor.token(b, ['logs.read']));
+    return eventually(async () => {
+      const r = await getJson(`${motor.baseUrl}/api/public/v1/messages/${id}`, auth);
+      return r.body?.data?.currentOutcome === 'delivered' ? true : null;
+    }, 30_000);
+  };
+
+  it('resumes after Last-Event-ID: replays what it missed, then goes live, without a gap or a repeat', async () => {
+    const first = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const m1 = await send(block, senderDomain, 'r1@rcpt.test');
+    const m1Events = await eventually(async () => {
+      const list = first.events.filter((e) => e.data?.messageId === m1);
+      return list.length === 3 ? list : null;
+    }, 30_000);
+    first.close();
+    const lastSeen = m1Events[0].id!; // only the 'queued' one was "seen": processed and delivered are replayed
+
+    const other = await motor.bootstrap({ email: 'resume-other@example.test' });
+    const foreign = await send(other, other.dnsRecords.find((r) => r.purpose === 'spf')!.name, 'x@rcpt.test');
+    const m2 = await send(block, senderDomain, 'r2@rcpt.test');
+    await delivered(block, m2);
+    await delivered(other, foreign);
+
+    const token = await motor.token(block, ['logs.read']);
+    const s = await openStream(streamUrl(block), { ...bearer(token), 'last-event-id': lastSeen });
+    expect(s.res.status).to.equal(200);
+    await eventually(async () => s.events.filter((e) => e.data?.messageId === m2).length === 3 ? true : null, 10_000);
+    expect(s.events[0]).to.deep.include({ event: 'ready' });
+    expect(s.events[0].data.resumedAfter).to.equal(lastSeen);
+    const m3 = await send(block, senderDomain, 'r3@rcpt.test');
+    await eventually(async () => s.events.some((e) => e.data?.messageId === m3 && e.data.status === 'delivered') ? true : null, 30_000);
+    await new Promise((r) => setTimeout(r, 300));
+    s.close();
+
+    const messages = s.events.filter((e) => e.event === 'message');
+    const seen = messages.map((e) => `${e.data.messageId}:${e.data.status}`);
+    expect(seen.filter((x) => x.startsWith(m1))).to.deep.equal([`${m1}:processed`, `${m1}:delivered`]);
+    expect(seen.filter((x) => x.startsWith(m2))).to.deep.equal([`${m2}:queued`, `${m2}:processed`, `${m2}:delivered`]);
+    expect(seen.filter((x) => x.startsWith(m3))).to.deep.equal([`${m3}:queued`, `${m3}:processed`, `${m3}:delivered`]);
+    expect(messages.some((e) => e.data.messageId === foreign), 'another block\'s message').to.equal(false);
+    expect(new Set(messages.map((e) => e.id)).size, 'no event twice').to.equal(messages.length);
+    for (let i = 1; i < messages.length; i++) expect(motor.rt.store.comparePositions(messages[i - 1].id!, messages[i].id!), 'log order').to.be.below(0);
+    expect(s.events.some((e) => e.event === 'gap')).to.equal(false);
+
+    // The same with ?lastEventId= (an EventSource opened anew with a fresh token cannot set the header).
+    const q = await openStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(lastSeen)}`), {});
+    await eventually(async () => q.events.filter((e) => e.data?.messageId === m3).length === 3 ? true : null, 10_000);
+    expect(q.events.filter((e) => e.event === 'message').map((e) => e.id)).to.deep.equal(messages.map((e) => e.id));
+    q.close();
+  });
+
+  it('refuses a Last-Event-ID that is not an event id (400 invalid_last_event_id)', async () => {
+    const token = await motor.token(block, ['logs.read']);
+    for (const bad of ['nope', '1:2:3', '-1:5']) {
+      const r = await getJson(streamUrl(block), { ...bearer(token), 'last-event-id': bad });
+      expect([r.status, r.body.code], bad).to.deep.equal([400, 'invalid_last_event_id']);
+    }
+  });
+
+  it('a resumed stream too far behind says gap, then goes live', async () => {
+    const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
+    const rt = motor.rt;
+    const streams = new EventStreams(rt.db, rt.store, rt.redis, rt.logger, 1, 2);
+    const before = await rt.store.readAll({ after: null, maxCount: 1 });
+    const m = await send(block, senderDomain, 'gap@rcpt.test');
+    await delivered(block, m);
+    const server = createServer((_req, res) => {
+      void streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'gap-test', endsAt: new Date(Date.now() + 20_000), unmasked: false, resumeAfter: before[0].position });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    const gap = await eventually(async () => s.events.find((e) => e.event === 'gap'), 10_000);
+    expect(gap.data).to.include({ reason: 'too_far_behind' });
+    expect(s.events.filter((e) => e.event === 'message')).to.have.length(2);
+    const live = await send(block, senderDomain, 'after-gap@rcpt.test');
+    await eventually(async () => s.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 30_000);
+    streams.closeAll();
+    await s.closed;
+    server.close();
+  });
+
   it('ends the stream when the token expires and when the process shuts down (after which none opens)', async () => {
     // The token's expiry: serve() on a bare HTTP server with endsAt half a second away.
     const server = createServer((_req, res) => {

@@ -54,6 +54,14 @@ export class MemoryEventStore implements EventStore {
     return { nextExpectedRevision: last.revision, position: last.position };
   }
 
+  isPosition(value: string): boolean {
+    return /^\d{12}$/.test(value);
+  }
+
+  comparePositions(a: string, b: string): number {
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const stream = this.streams.get(streamId) ?? [];
     const from = Number(options.fromRevision ?? 0n);

@@ -180,6 +180,14 @@ export class KurrentEventStore implements EventStore {
     }
   }
 
+  isPosition(value: string): boolean {
+    return /^\d{1,20}:\d{1,20}$/.test(value);
+  }
+
+  comparePositions(a: GlobalPosition, b: GlobalPosition): number {
+    return comparePositions(parsePosition(a), parsePosition(b));
+  }
+
   async ping(): Promise<void> {
     await this.readStream('motorPing-liveness', { maxCount: 1 });
   }

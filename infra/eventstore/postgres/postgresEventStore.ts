@@ -387,6 +387,20 @@ export class PostgresEventStore implements EventStore {
     return Number((r.rows[0] as { n: string }).n);
   }
 
+  isPosition(value: string): boolean {
+    return /^\d{1,20}:\d{1,20}$/.test(value);
+  }
+
+  /** (transaction id, position) order: the order readAll and subscribeToAll hand events over in. */
+  comparePositions(a: GlobalPosition, b: GlobalPosition): number {
+    const x = parsePosition(a);
+    const y = parsePosition(b);
+    const tx = BigInt(x.txId) - BigInt(y.txId);
+    if (tx !== 0n) return tx < 0n ? -1 : 1;
+    const pos = BigInt(x.globalPosition) - BigInt(y.globalPosition);
+    return pos === 0n ? 0 : pos < 0n ? -1 : 1;
+  }
+
   /** Lets queued appends finish, ends active subscriptions, the LISTEN connection and the pool. */
   close(): Promise<void> {
     if (!this.closing) {

@@ -324,6 +324,19 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         expect(fromB.map(label)).to.deep.equal(expected.slice(3));
       });
 
+      it('comparePositions orders positions as the log does; isPosition knows its own shape', async () => {
+        const prefix = `cmp${randomUUID().slice(0, 8)}`;
+        await store.append(`${prefix}-a`, [ev(), ev()]);
+        await store.append(`${prefix}-b`, [ev()]);
+        const log = await visibleLog(store, null, prefix, 3);
+        const [p0, p1, p2] = log.map((e) => e.position);
+        expect(store.comparePositions(p0, p1)).to.be.below(0);
+        expect(store.comparePositions(p2, p1)).to.be.above(0);
+        expect(store.comparePositions(p1, p1)).to.equal(0);
+        for (const p of [p0, p1, p2]) expect(store.isPosition(p)).to.equal(true);
+        for (const junk of ['', 'x', '1:', ':1', '1:2:3', '-1:2', `${p0} `, '9'.repeat(40)]) expect(store.isPosition(junk), junk).to.equal(false);
+      });
+
       it('an append result position excludes that append and includes what follows', async () => {
         const s = stream('after');
         const r = await store.append(s, [ev(), ev()]);
