@@ -7,6 +7,7 @@ import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
 import { RegisterRoutes } from './generated/routes';
+import { mcpRouter } from './mcp/router';
 
 /** Largest JSON body accepted (a send's text + html + headers are capped at 10 MiB inside it). */
 export const MAX_JSON_BODY = '12mb';
@@ -60,6 +61,8 @@ export function createApp(ctx: HttpContext): Express {
   app.use('/api/public/docs', swaggerUi.serve, swaggerUi.setup(undefined, { swaggerOptions: { url: '/api/public/openapi.json' }, customSiteTitle: 'Motor API reference' }));
 
   RegisterRoutes(app);
+  // After the tsoa routes: the hot routes (POST /v1/send) never walk the MCP router's layers.
+  app.use(mcpRouter(ctx));
 
   app.use(notFoundMiddleware);
   app.use(errorMiddleware);

@@ -1,0 +1,65 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
+import { isDomainError } from '../../domain/errors';
+import type { McpServerSpec } from '../../domain/oauth/agent';
+import { isUnavailable } from '../../infra/eventstore/postgres/errors';
+import type { AgentTool, ToolEnv } from './tool';
+
+/**
+ * The MCP server of one agent-tool endpoint for one request (stateless Streamable HTTP: built per
+ * POST, closed with its response). Tool failures never leave as HTTP errors: every one becomes a
+ * tool result with isError and the JSON `{ error, message, status }` (docs/MCP.md).
+ */
+
+const INSTRUCTIONS = 'Motor transactional email tools. Each tool needs one OAuth scope (named in its description); '
+  + 'a call whose scope the connection was not granted is refused with HTTP 403 insufficient_scope before it runs: ask the user to reconnect with that scope. '
+  + 'Recipient addresses in logs and messages are always masked.';
+
+export interface ToolErrorBody {
+  error: string;
+  message: string;
+  status: number;
+  nextAction?: string;
+  details?: Record<string, unknown>;
+}
+
+/** The error table of this edge, the same codes the HTTP error middleware gives (read-api/http/errors.ts). */
+export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
+  if (isDomainError(err)) {
+    return { error: err.code, message: err.message, status: err.status, ...(err.nextAction ? { nextAction: err.nextAction } : {}), ...(err.details ? { details: err.details } : {}) };
+  }
+  if (err instanceof InvalidEventDataError) return { error: 'invalid_json', message: `The arguments hold text that cannot be stored: ${err.problem}`, status: 400 };
+  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || (err as { name?: string } | null)?.name === 'KnexTimeoutError') {
+    const store = err instanceof EventStoreUnavailableError || !env.ctx.config.eventstoreUrl;
+    return { error: store ? 'event_store_unavailable' : 'database_unavailable', message: `The ${store ? 'event store' : 'database'} is unavailable; retry shortly`, status: 503 };
+  }
+  return null;
+}
+
+/** Runs a tool; whatever it throws comes back as an isError result (an unexpected failure is logged, its detail withheld). */
+export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<string, unknown>): Promise<CallToolResult> {
+  try {
+    const result = await tool.run(env, args);
+    return { content: [{ type: 'text', text: JSON.stringify(result) }] };
+  } catch (err) {
+    let body = toolErrorOf(err, env);
+    if (body === null) {
+      env.ctx.logger.error({ err, tool: tool.name, grantId: env.agent.grantId }, 'agent tool failed');
+      body = { error: 'internal_error', message: 'Internal error', status: 500 };
+    }
+    return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
+  }
+}
+
+export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, env: ToolEnv): McpServer {
+  const server = new McpServer({ name: `motor${spec.path.replace(/\//g, '-')}`, version: '1.0.0' }, { instructions: INSTRUCTIONS });
+  for (const tool of tools.values()) {
+    server.registerTool(tool.name, {
+      description: `${tool.description} Requires scope ${tool.scope}.`,
+      inputSchema: tool.input,
+      annotations: tool.readOnly ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: tool.destructive ?? false },
+    }, (args: Record<string, unknown>) => callTool(tool, env, args));
+  }
+  return server;
+}
