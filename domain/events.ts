@@ -327,6 +327,10 @@ export interface TemplateCreated { templateId: string; tenantId: string; content
 export interface TemplateUpdated { templateId: string; tenantId: string; content: TemplateContentData; updatedAt: Iso }
 export interface TemplateDeleted { templateId: string; tenantId: string; deletedAt: Iso }
 
+// ---------------------------------------------------------------- contactLists-<tenantId> (communications; docs/COMMUNICATIONS.md)
+/** A contact list of the tenant; the tenant's stream holds all of them (unique names and the cap are decided on it). */
+export interface ContactListCreated { listId: string; tenantId: string; name: string; description: string | null; createdAt: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -398,6 +402,7 @@ export interface EventCatalogue {
   TemplateCreated: TemplateCreated;
   TemplateUpdated: TemplateUpdated;
   TemplateDeleted: TemplateDeleted;
+  ContactListCreated: ContactListCreated;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -474,6 +479,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   TemplateCreated: { category: 'template', version: 1 },
   TemplateUpdated: { category: 'template', version: 1 },
   TemplateDeleted: { category: 'template', version: 1 },
+  ContactListCreated: { category: 'contactLists', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

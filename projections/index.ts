@@ -9,10 +9,13 @@ import { smtpAuthProjection } from './smtpAuth/projection.js';
 import { webhooksProjection } from './webhooks/projection.js';
 import { exportsProjection } from './exports/projection.js';
 import { templatesProjection } from './templates/projection.js';
+import { contactListsProjection } from './contactLists/projection.js';
+import { commSuppressionsProjection } from './commSuppressions/projection.js';
 import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
-  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, oauthConnectionsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection];
+  return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, oauthConnectionsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection,
+    contactListsProjection, commSuppressionsProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

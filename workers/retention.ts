@@ -10,8 +10,9 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  * - Cutoff per account: the start of the UTC day containing `now − retentionDays − 5 min` (the API's
  *   clock-skew grace), so nothing a route may still be asked for is deleted; a row goes when its
  *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
- * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly)
- *   and rm_messages (messages with their message_recipients and message_events). Rollup rows are
+ * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly),
+ *   rm_messages (messages with their message_recipients and message_events) and
+ *   rm_commsuppressions.message_owners (the suppression list itself is kept). Rollup rows are
  *   found through the block's account (rm_directory); rows of blocks no longer in the directory are
  *   left to the block-deletion path. `domain_first_send` (one row per domain, the warm-up start) is
  *   kept.
@@ -121,6 +122,18 @@ export class RetentionSweeper {
         }),
       },
       {
+        // Which account a message is of, for the suppression list: a complaint older than retention suppresses nothing.
+        table: 'rm_commsuppressions.message_owners',
+        statement: (n) => ({
+          sql: `with ${acct}
+            delete from rm_commsuppressions.message_owners where ctid = any(array(
+              select x.ctid from acct cross join lateral (
+                select o.ctid from rm_commsuppressions.message_owners o where o.account_id = acct.account_id and o.accepted_at < acct.cutoff limit ?) x
+              limit ?))`,
+          bindings: [...acctB, n, n],
+        }),
+      },
+      {
         table: 'rm_messages.messages (orphans)',
         statement: (n) => ({
           sql: `with m as materialized (
@@ -161,7 +174,7 @@ export class RetentionSweeper {
   }
 
   private async presentSchemas(): Promise<Set<string>> {
-    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages']]);
+    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions']]);
     const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
     // Without the directory there is no account to sweep for.
     return found.has('rm_directory') ? found : new Set();

@@ -4,10 +4,9 @@ import type { ErrorResponse } from '../../commands/http/SendController';
 import {
   createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate, validateTemplateRequest, type TemplateView,
 } from '../../commands/templates/templates';
-import { fail } from '../../domain/errors';
 import type { TemplateIssue, TemplateValidation } from '../../domain/templates/templates';
-import { ctxOf, principalOf } from '../http/context';
-import type { PrincipalOf } from '../http/principal';
+import { ctxOf } from '../http/context';
+import { tenantOf } from '../http/tenant';
 
 export interface TemplateBody {
   name?: unknown; subject?: unknown;
@@ -22,18 +21,6 @@ export interface TemplateReadResponse { success: true; data: TemplateView }
 export interface TemplateListResponse { success: true; data: Array<Omit<TemplateView, 'body_html' | 'body_text'>> }
 export interface TemplateValidationResponse { success: true; data: TemplateValidation }
 export interface TemplateDeletedResponse { success: true; data: { id: string; deleted: true } }
-
-/**
- * The tenant of a communications request: the `X-Tenant-Id` header, which must name the signed-in
- * user's own account (docs/TEMPLATES.md: the header selects, the dashboard JWT authorizes).
- */
-function tenantOf(req: ExpressRequest, header: string | undefined) {
-  const ctx = ctxOf(req);
-  const p = principalOf<PrincipalOf<'dashboard'>>(req);
-  if (header === undefined || header.trim() === '') throw fail('tenant_required', 400, 'The X-Tenant-Id header is required', { nextAction: 'Send X-Tenant-Id: <your account id>' });
-  if (header.trim() !== p.accountId) throw fail('tenant_forbidden', 403, 'This credential does not act for that tenant');
-  return { deps: { store: ctx.store, db: ctx.db, clock: ctx.clock }, tenantId: p.accountId, actor: `user:${p.userId}` };
-}
 
 /** Communications templates (SPEC "Communications templates", base {auth_url}/comm-api/api). */
 @Route('comm-api/api')

@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { analyticsProjection } from '../../projections/analytics/projection';
 import { messagesProjection } from '../../projections/messages/projection';
+import { commSuppressionsProjection } from '../../projections/commSuppressions/projection';
 import { ProjectionRunner, rebuild } from '../../projections/runner';
 import { createLogger } from '../../infra/logger';
 import { RetentionSweeper, retentionCutoff } from '../../workers/retention';
@@ -77,6 +78,9 @@ describe('retention sweeper (int)', function () {
     messages = new ProjectionRunner(motor.rt.db, motor.rt.store, messagesProjection);
     await messages.init();
     await messages.catchUp();
+    const suppressions = new ProjectionRunner(motor.rt.db, motor.rt.store, commSuppressionsProjection);
+    await suppressions.init();
+    await suppressions.catchUp();
     sweeper = new RetentionSweeper(motor.rt.db, motor.config, createLogger('silent'), { intervalMs: 3_600_000, batchSize: 2, pauseMs: 0 });
   });
   after(async () => { await motor?.close(); });
@@ -97,8 +101,12 @@ describe('retention sweeper (int)', function () {
     // free: 10 and 40 days gone; starter: 40 days gone. Two recipients per send.
     expect(report.deleted).to.deep.include({
       'rm_analytics.recipient_stats': 6, 'rm_analytics.block_hourly': 3, 'rm_analytics.domain_hourly': 6, 'rm_analytics.domain_daily': 6,
-      'rm_messages.messages': 3,
+      'rm_messages.messages': 3, 'rm_commsuppressions.message_owners': 3,
     });
+    const owners = new Set(((await motor.rt.db.raw('select message_id from rm_commsuppressions.message_owners')).rows as Array<{ message_id: string }>).map((r) => r.message_id));
+    for (const d of [10, 40]) expect(owners.has(ids.free[d]), `free ${d}d owner`).to.equal(false);
+    for (const d of [2]) expect(owners.has(ids.free[d]), `free ${d}d owner`).to.equal(true);
+    expect(owners.has(ids.starter[10])).to.equal(true);
     const msgs = await messageIds();
     const stats = await statIds();
     for (const [name, kept, gone] of [['free', [2], [10, 40]], ['starter', [2, 10], [40]]] as const) {

@@ -1,0 +1,158 @@
+/**
+ * The suppression list of the communications product (schema `rm_commsuppressions`,
+ * docs/COMMUNICATIONS.md "Suppressions"): per tenant (account) and lower-cased address, whether it
+ * hard-bounced or complained, across every block of the account.
+ *
+ * Outcome events name only the message, so the projection keeps which account and block each
+ * message belongs to (`message_owners`, from MessageAccepted). Each suppressing outcome is one row
+ * of `facts`, keyed by (message, address, reason): a re-delivered batch or a replayed event adds
+ * nothing. The `suppressions` row of every (account, address) a batch touched is then recomputed
+ * from its facts, so it is what a replay from zero gives, whatever was applied before.
+ */
+import type { Knex } from 'knex';
+import type { RecordedEvent } from '../../domain/eventStore';
+import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
+import { isUuid } from '../../domain/ids';
+import { SUPPRESSING_EVENT_TYPES, suppressionFactOf } from '../../domain/comms/suppressions';
+import { TOMBSTONE, withTombstones } from '../blockTombstone';
+import type { Projection, ProjectionMigration } from '../runner';
+
+export const SUPPRESSIONS_SCHEMA = 'rm_commsuppressions';
+const q = (schema: string, table: string) => `"${schema}"."${table}"`;
+
+const MIGRATIONS: readonly ProjectionMigration[] = [
+  {
+    name: '001_suppressions',
+    async up(knex, schema) {
+      const s = () => knex.schema.withSchema(schema);
+      // No index on motor_block_id: read only when a block's history is deleted (rare; a scan then).
+      // Pruned with the account's retention (workers/retention.ts): a complaint about a message older
+      // than that finds no owner and suppresses nothing.
+      await s().createTable('message_owners', (t) => {
+        t.uuid('message_id').primary();
+        t.uuid('account_id').notNullable();
+        t.uuid('motor_block_id').notNullable();
+        t.timestamp('accepted_at', { useTz: true }).notNullable();
+        t.index(['account_id', 'accepted_at']);
+      });
+      await s().createTable('facts', (t) => {
+        t.uuid('message_id').notNullable();
+        t.text('email').notNullable();
+        t.text('reason').notNullable();
+        t.uuid('account_id').notNullable();
+        t.uuid('motor_block_id').notNullable();
+        t.timestamp('at', { useTz: true }).notNullable();
+        t.text('smtp_code');
+        t.text('enhanced_code');
+        t.primary(['message_id', 'email', 'reason']);
+        t.index(['account_id', 'email']);
+        t.index(['motor_block_id']);
+      });
+      await s().createTable('suppressions', (t) => {
+        t.uuid('id').primary();
+        t.uuid('account_id').notNullable();
+        t.text('email').notNullable();
+        t.text('reason').notNullable();
+        t.integer('count').notNullable();
+        t.timestamp('first_at', { useTz: true }).notNullable();
+        t.timestamp('last_at', { useTz: true }).notNullable();
+        t.uuid('last_message_id').notNullable();
+        t.uuid('last_motor_block_id').notNullable();
+        t.text('smtp_code');
+        t.text('enhanced_code');
+        t.unique(['account_id', 'email']);
+        t.index(['account_id', 'first_at', 'id']);
+      });
+    },
+  },
+];
+
+/**
+ * Recomputes the suppressions rows of `keys` (account, email) from their facts: upserted when
+ * facts remain, deleted when none do. `reason` is `complaint` once any complaint is among them
+ * (the stronger signal), else `hard_bounce`; the SMTP codes are those of the latest hard bounce.
+ */
+async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ account_id: string; email: string }>): Promise<void> {
+  if (keys.length === 0) return;
+  await trx.raw(
+    `with k as (select distinct account_id, email from json_to_recordset(?::json) as x(account_id uuid, email text)),
+     agg as (
+       select f.account_id, f.email, count(*)::int as count, min(f.at) as first_at, max(f.at) as last_at,
+         bool_or(f.reason = 'complaint') as complained,
+         (array_agg(f.message_id order by f.at desc, f.message_id desc, f.reason desc))[1] as last_message_id,
+         (array_agg(f.motor_block_id order by f.at desc, f.message_id desc, f.reason desc))[1] as last_motor_block_id,
+         (array_agg(f.smtp_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as smtp_code,
+         (array_agg(f.enhanced_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as enhanced_code
+       from ${q(schema, 'facts')} f join k on f.account_id = k.account_id and f.email = k.email
+       group by f.account_id, f.email
+     ),
+     gone as (
+       delete from ${q(schema, 'suppressions')} s using k
+       where s.account_id = k.account_id and s.email = k.email
+         and not exists (select 1 from agg where agg.account_id = k.account_id and agg.email = k.email)
+     )
+     insert into ${q(schema, 'suppressions')} as t
+       (id, account_id, email, reason, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code)
+     select md5('suppression:' || account_id || ':' || email)::uuid, account_id, email,
+       case when complained then 'complaint' else 'hard_bounce' end, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code
+     from agg
+     on conflict (account_id, email) do update set reason = excluded.reason, count = excluded.count, first_at = excluded.first_at,
+       last_at = excluded.last_at, last_message_id = excluded.last_message_id, last_motor_block_id = excluded.last_motor_block_id,
+       smtp_code = excluded.smtp_code, enhanced_code = excluded.enhanced_code`,
+    [JSON.stringify(keys)],
+  );
+}
+
+export async function applySuppressionEvents(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
+  const owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }> = [];
+  const facts: Array<{ message_id: string; email: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }> = [];
+  for (const e of events) {
+    if (e.type === 'MessageAccepted') {
+      const d = e.data as { messageId?: unknown; accountId?: unknown; motorBlockId?: unknown; acceptedAt?: unknown } | null;
+      if (isUuid(d?.messageId) && isUuid(d.accountId) && isUuid(d.motorBlockId)) {
+        owners.push({ message_id: d.messageId, account_id: d.accountId, motor_block_id: d.motorBlockId, accepted_at: typeof d.acceptedAt === 'string' ? d.acceptedAt : e.createdAt.toISOString() });
+      }
+      continue;
+    }
+    const f = suppressionFactOf(e);
+    if (f === null || !isUuid(f.messageId)) continue;
+    facts.push({ message_id: f.messageId, email: f.email, reason: f.reason, at: f.at.toISOString(), smtp_code: f.smtpCode, enhanced_code: f.enhancedCode });
+  }
+  if (owners.length > 0) {
+    await trx.raw(
+      `insert into ${q(schema, 'message_owners')} (message_id, account_id, motor_block_id, accepted_at)
+       select message_id, account_id, motor_block_id, accepted_at from json_to_recordset(?::json) as x(message_id uuid, account_id uuid, motor_block_id uuid, accepted_at timestamptz)
+       on conflict (message_id) do nothing`,
+      [JSON.stringify(owners)],
+    );
+  }
+  if (facts.length === 0) return;
+  // A fact of a message whose MessageAccepted was never seen (its history deleted) belongs to no tenant: dropped by the join.
+  const inserted = await trx.raw(
+    `insert into ${q(schema, 'facts')} (message_id, email, reason, account_id, motor_block_id, at, smtp_code, enhanced_code)
+     select x.message_id, x.email, x.reason, o.account_id, o.motor_block_id, x.at, x.smtp_code, x.enhanced_code
+     from json_to_recordset(?::json) as x(message_id uuid, email text, reason text, at timestamptz, smtp_code text, enhanced_code text)
+     join ${q(schema, 'message_owners')} o on o.message_id = x.message_id
+     on conflict (message_id, email, reason) do nothing
+     returning account_id, email`,
+    [JSON.stringify(facts)],
+  );
+  await recompute(trx, schema, inserted.rows);
+}
+
+/** A deleted block's history goes (projections/blockTombstone.ts): its facts, and the rows they made, are recomputed without it. */
+async function forgetBlock(trx: Knex.Transaction, schema: string, motorBlockId: string): Promise<void> {
+  await trx.raw(`delete from ${q(schema, 'message_owners')} where motor_block_id = ?`, [motorBlockId]);
+  const removed = await trx.raw(`delete from ${q(schema, 'facts')} where motor_block_id = ? returning account_id, email`, [motorBlockId]);
+  await recompute(trx, schema, removed.rows);
+}
+
+export const commSuppressionsProjection: Projection = {
+  name: 'commsuppressions',
+  migrations: MIGRATIONS,
+  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, TOMBSTONE],
+  followsMessageTraffic: true,
+  // Only messageId, accountId and motorBlockId of MessageAccepted are read.
+  ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],
+  applyBatch: withTombstones(applySuppressionEvents, forgetBlock),
+};

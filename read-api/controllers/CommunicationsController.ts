@@ -1,0 +1,90 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Get, Header, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import { createContactList } from '../../commands/comms/contactLists';
+import type { SuppressionReason } from '../../domain/comms/suppressions';
+import { accountOverview, overviewDays, type AccountOverview } from '../../projections/analytics/accountOverview';
+import { listSuppressions, type SuppressionPage } from '../../projections/commSuppressions/queries';
+import { listContactLists, type ContactListPage, type ContactListView } from '../../projections/contactLists/queries';
+import { listBlocksOfAccount } from '../../projections/directory/queries';
+import { ctxOf } from '../http/context';
+import { retentionDaysOfAccount } from '../http/plan';
+import { tenantOf } from '../http/tenant';
+
+export interface ContactListBody {
+  /** Required; trimmed, 1 to 100 characters, unique in the tenant regardless of case. */
+  name?: unknown;
+  /** Optional; trimmed, at most 500 characters. */
+  description?: unknown;
+}
+export interface ContactListResponse { success: true; data: ContactListView }
+export interface ContactListPageResponse { success: true; data: ContactListPage }
+export interface SuppressionPageResponse { success: true; data: SuppressionPage }
+export interface CommAnalyticsOverviewResponse { success: true; data: AccountOverview }
+
+/**
+ * Lists, suppressions and the analytics overview of the communications product
+ * (docs/COMMUNICATIONS.md), base {auth_url}/comm-api/api. Same rule as the templates: a dashboard
+ * JWT authorizes, `X-Tenant-Id` must be the signed-in user's account.
+ */
+@Route('comm-api/api')
+@Tags('Communications')
+@Security('dashboardJwt')
+@Response<ErrorResponse>(400, 'tenant_required, invalid_query, invalid_cursor, validation_error')
+@Response<ErrorResponse>(401, 'Dashboard token missing, invalid or expired')
+@Response<ErrorResponse>(403, 'tenant_forbidden: X-Tenant-Id is not the signed-in account')
+export class CommunicationsController extends Controller {
+  /**
+   * Creates a contact list. Contacts cannot be added yet (no route), so `contact_count` is 0.
+   */
+  @Post('lists')
+  @SuccessResponse(201, 'Created')
+  @Response<ErrorResponse>(409, 'list_name_taken, list_limit_reached (100 lists), list_conflict')
+  public async createList(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Body() body: ContactListBody): Promise<ContactListResponse> {
+    const t = tenantOf(req, tenant);
+    const list = await createContactList(t.deps, t.tenantId, t.actor, body);
+    this.setStatus(201);
+    return { success: true, data: list };
+  }
+
+  /**
+   * The tenant's contact lists, newest first.
+   * @param limit 1 to 100, default 50
+   * @param cursor `next_cursor` of the previous page
+   */
+  @Get('lists')
+  public async lists(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Query() limit?: number, @Query() cursor?: string): Promise<ContactListPageResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await listContactLists(t.deps.db, t.tenantId, { limit, cursor }) };
+  }
+
+  /**
+   * Addresses that hard-bounced (5xx) or complained on any block of the tenant, most recently
+   * suppressed first. Addresses are shown whole: they are the tenant's own data.
+   * @param email exact address, case-insensitive
+   * @param reason `hard_bounce` or `complaint`
+   * @param limit 1 to 500, default 100
+   * @param cursor `next_cursor` of the previous page
+   */
+  @Get('suppressions')
+  public async suppressions(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined,
+    @Query() email?: string, @Query() reason?: SuppressionReason, @Query() limit?: number, @Query() cursor?: string,
+  ): Promise<SuppressionPageResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await listSuppressions(t.deps.db, t.tenantId, { email, reason, limit, cursor }) };
+  }
+
+  /**
+   * Totals, rates and a daily series over the last `days` UTC days (today included) across every
+   * block of the tenant, from the analytics rollups (figures as in docs/ANALYTICS.md).
+   * @param days 1 to 90 and within the plan's retention; default 30 (or the retention if shorter)
+   */
+  @Get('analytics/overview')
+  public async analyticsOverview(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Query() days?: number): Promise<CommAnalyticsOverviewResponse> {
+    const t = tenantOf(req, tenant);
+    const n = overviewDays(days, await retentionDaysOfAccount(ctxOf(req), t.tenantId));
+    const blocks = await listBlocksOfAccount(t.deps.db, t.tenantId);
+    return { success: true, data: await accountOverview(t.deps.db, blocks.map((b) => b.id), n, t.deps.clock.now()) };
+  }
+}
