@@ -16,6 +16,7 @@ import { listConnections } from '../../projections/oauthConnections/queries';
 import { getJson, startTestMotor, type TestMotor } from '../support/motor';
 import { testCertificate } from '../support/smtpSink';
 import { authorizeUrl, dashboardUser, formTokenOf, getPage, postForm } from './support';
+import { call, connectAgent } from '../mcp/support';
 
 const MCP = 'https://mcp.example.test';
 const AUTH = 'https://auth.example.test';
@@ -252,6 +253,36 @@ describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound 
     await catchUpUntil(runner, async () => (await listConnections(motor.rt.db, b.accountId)).some((c) => c.id === grantId && c.status === 'revoked'));
     const row = (await listConnections(motor.rt.db, b.accountId)).find((c) => c.id === grantId)!;
     expect(row).to.include({ status: 'revoked', revokedReason: 'user_revoked' });
+  });
+
+  it('the whole way: consent, token, tools over MCP with the SDK client; refreshed token works; revoked → 401', async () => {
+    const t = await connect(ANALYTICS, 'read:analytics');
+    const agent = await connectAgent(motor, '/v1/service_analytics/mcp', t.access_token);
+    const blocks = await call(agent, 'list_motor_blocks');
+    expect(blocks.isError, JSON.stringify(blocks.json)).to.equal(false);
+    expect(JSON.stringify(blocks.json)).to.include(b.motorBlockId);
+    await agent.close();
+    // The token is for the analytics server only.
+    const other = await fetch(`${motor.baseUrl}/v1/service_domains/mcp`, {
+      method: 'POST', headers: { authorization: `Bearer ${t.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect(other.status).to.equal(401);
+
+    const r = await token({ grant_type: 'refresh_token', client_id: clientId, refresh_token: t.refresh_token, resource: ANALYTICS });
+    const again = await connectAgent(motor, '/v1/service_analytics/mcp', r.body.access_token as string);
+    expect((await call(again, 'list_motor_blocks')).isError).to.equal(false);
+    await again.close();
+
+    const v = await check(r.body.access_token as string);
+    const grantId = v.ok ? v.claims.grantId : '';
+    expect((await fetch(`${motor.baseUrl}/api/oauth2/connections/${grantId}`, { method: 'DELETE', headers: bearer() })).status).to.equal(204);
+    const refused = await fetch(`${motor.baseUrl}/v1/service_analytics/mcp`, {
+      method: 'POST', headers: { authorization: `Bearer ${r.body.access_token as string}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect(refused.status).to.equal(401);
+    expect(refused.headers.get('www-authenticate')).to.include('error="invalid_token"').and.include(`resource_metadata="${MCP}/.well-known/oauth-protected-resource/v1/service_analytics/mcp"`);
   });
 
   it('SMTP clients are unchanged: a uuid client_id still needs its secret', async () => {
