@@ -4,7 +4,7 @@ import { EventStoreUnavailableError } from '../../domain/eventStore';
 import { fail, isDomainError } from '../../domain/errors';
 import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
-import { sendMessage } from '../send/sendMessage';
+import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../send/sendMessage';
 
 /** Body of POST /v1/send (SPEC "Send API"). */
 export interface SendRequest {
@@ -74,7 +74,6 @@ export interface StatusResponse {
   timestamp: string;
 }
 
-const MAX_IDEMPOTENCY_KEY = 255;
 
 @Route('v1')
 @Tags('Send')
@@ -99,7 +98,7 @@ export class SendController extends Controller {
   ): Promise<SendAcceptedResponse | DryRunResponse> {
     const ctx = ctxOf(req);
     const principal = principalOf<PrincipalOf<'blockApiKey'>>(req);
-    if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_IDEMPOTENCY_KEY || /[^\x21-\x7e]/.test(idempotencyKey))) {
+    if (idempotencyKey !== undefined && !isIdempotencyKey(idempotencyKey)) {
       throw fail('validation_error', 422, `Idempotency-Key must be 1 to ${MAX_IDEMPOTENCY_KEY} visible ASCII characters`, { details: { field: 'Idempotency-Key' } });
     }
     const now = ctx.clock.now();

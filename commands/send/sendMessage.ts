@@ -43,12 +43,20 @@ function reputationCacheOf(deps: SendDeps): ReputationCache {
 
 const secondsToNextUtcDay = (now: Date): number => Math.max(1, Math.ceil((Math.floor(now.getTime() / 86_400_000 + 1) * 86_400_000 - now.getTime()) / 1000));
 
+/** Longest Idempotency-Key (POST /v1/send header, the MCP send_email argument). */
+export const MAX_IDEMPOTENCY_KEY = 255;
+
+/** An Idempotency-Key is 1 to MAX_IDEMPOTENCY_KEY visible ASCII characters. */
+export const isIdempotencyKey = (key: string): boolean => key.length > 0 && key.length <= MAX_IDEMPOTENCY_KEY && !/[^\x21-\x7e]/.test(key);
+
 export interface SendCommand {
   motorBlockId: string;
   body: SendRequestBody;
   idempotencyKey: string | null;
   source: 'http' | 'smtp';
   now: Date;
+  /** Event metadata actor of MessageAccepted; default `motorBlock:<id>` (an agent's send_email: `agent:<grantId>`). */
+  actor?: string;
   /** SMTP: the submitted message and its Message-ID (the HTTP path builds its own). */
   raw?: string;
   smtpMessageId?: string;
@@ -165,7 +173,7 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
       streamName('message', messageId),
       // One event id per request: a retry of this very append is harmless, while a concurrent
       // request with the same Idempotency-Key (same stream, other id) loses and replays the winner.
-      events.map((e) => toEventData(newId(), e, { actor: `motorBlock:${block.id}` })),
+      events.map((e) => toEventData(newId(), e, { actor: cmd.actor ?? `motorBlock:${block.id}` })),
       { expectedRevision: 'no_stream' },
     );
   } catch (err) {

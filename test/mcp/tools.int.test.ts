@@ -64,6 +64,8 @@ describe('MCP agent tools (int)', function () {
       expect(read.recipients.recipients.map((r: { recipient: string }) => r.recipient)).to.deep.equal(['s***@r***.test']);
       expect(read.pii_masked).to.equal(true);
       expect(JSON.stringify(read)).to.not.include('someone.special');
+      const [acceptedEvent] = await motor.rt.store.readStream(streamName('message', messageId));
+      expect([acceptedEvent.type, (acceptedEvent.metadata as { actor?: string }).actor], 'MessageAccepted names the agent').to.deep.equal(['MessageAccepted', `agent:${grantId}`]);
     });
 
     it('search_logs finds the send by metadata, recipients always masked', async () => {

@@ -1,11 +1,8 @@
 import { z } from 'zod';
-import { sendMessage } from '../../../commands/send/sendMessage';
+import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../../../commands/send/sendMessage';
 import { EventStoreUnavailableError } from '../../../domain/eventStore';
 import { fail, isDomainError } from '../../../domain/errors';
 import { defineTool, ownBlock } from '../tool';
-
-/** The same bound as POST /v1/send's Idempotency-Key header (commands/http/SendController.ts). */
-const MAX_IDEMPOTENCY_KEY = 255;
 
 /**
  * send_email: POST /v1/send for an agent. The grant is account-wide, so the tool names the block
@@ -36,7 +33,7 @@ export const sendEmail = defineTool({
   async run(env, { motorBlockId, idempotencyKey, ...body }) {
     const { ctx } = env;
     const refused = (code: string) => ctx.metrics.sendsRefused.inc({ source: 'mcp', code });
-    if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_IDEMPOTENCY_KEY || /[^\x21-\x7e]/.test(idempotencyKey))) {
+    if (idempotencyKey !== undefined && !isIdempotencyKey(idempotencyKey)) {
       refused('validation_error');
       throw fail('validation_error', 422, `idempotencyKey must be 1 to ${MAX_IDEMPOTENCY_KEY} visible ASCII characters`, { details: { field: 'idempotencyKey' } });
     }
@@ -46,7 +43,7 @@ export const sendEmail = defineTool({
       await ownBlock(env, motorBlockId);
       result = await sendMessage(
         { store: ctx.store, directory: ctx.directory, quota: ctx.quota, config: ctx.config },
-        { motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now },
+        { motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now, actor: env.agent.actor },
       );
     } catch (err) {
       refused(err instanceof EventStoreUnavailableError ? 'event_store_unavailable' : isDomainError(err) ? err.code : 'internal_error');
