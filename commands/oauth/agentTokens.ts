@@ -1,4 +1,4 @@
-import { createPublicKey, generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
@@ -33,12 +33,27 @@ const generate = () => {
   return { id: newId(), algorithm: 'RS256', privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
 };
 
-const signingKey = (keys: KeyStore) => keys.signingKey(PURPOSE, generate);
+interface SigningKey { id: string; privateKey: KeyObject; publicKey: KeyObject }
+/** The current key per key store, parsed once: there is no rotation yet, so it never changes in a process. */
+const loaded = new WeakMap<KeyStore, Promise<SigningKey>>();
+
+function signingKey(keys: KeyStore): Promise<SigningKey> {
+  let key = loaded.get(keys);
+  if (!key) {
+    key = keys.signingKey(PURPOSE, generate).then((k) => {
+      const privateKey = createPrivateKey(k.privateKeyPem);
+      return { id: k.id, privateKey, publicKey: createPublicKey(privateKey) };
+    });
+    key.catch(() => loaded.delete(keys));
+    loaded.set(keys, key);
+  }
+  return key;
+}
 
 /** The key set of /.well-known/jwks.json: the public half of the current agent key. */
 export async function agentJwks(keys: KeyStore): Promise<{ keys: (JsonWebKey & { kid: string; use: 'sig'; alg: 'RS256' })[] }> {
   const key = await signingKey(keys);
-  const jwk = createPublicKey(key.privateKeyPem).export({ format: 'jwk' });
+  const jwk = key.publicKey.export({ format: 'jwk' });
   return { keys: [{ kty: jwk.kty, n: jwk.n, e: jwk.e, kid: key.id, use: 'sig', alg: 'RS256' }] };
 }
 
@@ -48,7 +63,7 @@ export async function signAgentToken(deps: Pick<AgentTokenDeps, 'keys' | 'config
   const exp = iat + ttlSeconds;
   const token = jwt.sign(
     { client_id: c.clientId, scope: c.scopes.join(' '), acct: c.accountId, gid: c.grantId, iat, exp },
-    key.privateKeyPem,
+    key.privateKey,
     { algorithm: 'RS256', keyid: key.id, header: { alg: 'RS256', typ: 'at+jwt', kid: key.id }, issuer: deps.config.authPublicUrl, audience: c.resource, subject: c.userId, jwtid: c.tokenId },
   );
   return { token, iat, exp };
@@ -65,7 +80,7 @@ export async function activeAgentToken(deps: AgentTokenDeps, token: string, reso
   const key = await signingKey(deps.keys);
   let claims: AgentClaims;
   try {
-    const decoded = jwt.verify(token, createPublicKey(key.privateKeyPem), {
+    const decoded = jwt.verify(token, key.publicKey, {
       algorithms: ['RS256'], issuer: deps.config.authPublicUrl, audience: resource, clockTimestamp: Math.floor(now.getTime() / 1000), complete: true,
     });
     const p = decoded.payload;
