@@ -113,6 +113,11 @@ async function serve(ctx: HttpContext, server: McpServerSpec, tools: ReadonlyMap
     methodNotAllowed(res);
     return;
   }
+  if (Array.isArray(req.body) && req.body.length === 0) {
+    // JSON-RPC 2.0 §6: an empty batch is one Invalid Request error (the SDK would answer 202 with no body).
+    res.status(400).json({ jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: empty batch' }, id: null });
+    return;
+  }
   if (!scopesGranted(ctx, server, tools, claims, req, res)) return;
   const mcp = agentMcpServer(server, tools, { ctx, agent: agentCaller(claims) });
   // Stateless: no session id; the answer is one JSON body (no SSE stream) since no tool streams.
