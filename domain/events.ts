@@ -226,8 +226,8 @@ export interface OAuthRefreshRotated { grantId: string; tokenId: string; previou
 export interface OAuthConsentDenied { grantId: string; at: Iso }
 /** Every token of the grant is dead: a code or a spent refresh token was presented again, or the user revoked the connection. */
 export interface OAuthGrantRevoked {
-  grantId: string; reason: 'code_reuse' | 'refresh_token_reuse' | 'user_revoked'; at: Iso;
-  /** `user:<uuid>` for user_revoked. */
+  grantId: string; reason: 'code_reuse' | 'refresh_token_reuse' | 'user_revoked' | 'client_revoked'; at: Iso;
+  /** `user:<uuid>` for user_revoked, `oauthClient:<client id>` for client_revoked (RFC 7009 revocation request). */
   by?: string;
 }
 

@@ -45,7 +45,7 @@ export function createApp(ctx: HttpContext): Express {
   app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
-  app.use('/api/oauth2/token', express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+  app.use(['/api/oauth2/token', '/api/oauth2/revoke'], express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   app.use(refuseUnstorableInput);
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });

@@ -7,6 +7,7 @@ import { DASHBOARD_TTL_SECONDS } from '../auth/dashboardTokens';
 import { decideConsent, issueToken, startAuthorization, validateToken, type TokenMetadata, type TokenResponse } from '../oauth/authorization';
 import { agentConsentHtml, consentHtml, dashboardUserOf, formBody, oauthDeps, protectPage, sendOAuthError, SESSION_COOKIE } from '../oauth/http';
 import type { AgentTokenResponse } from '../oauth/agentAuthorization';
+import { revokeToken } from '../oauth/revocation';
 
 /** RFC 6749 §5.2 error body. */
 export interface OAuthErrorResponse { error: string; error_description?: string }
@@ -34,6 +35,18 @@ export interface OAuthTokenRequest {
   code_verifier?: string;
   /** Agent clients: the canonical URI of the MCP server, equal to the authorization request's (both grant types). */
   resource?: string;
+}
+
+/** POST /api/oauth2/revoke's body (RFC 7009). */
+export interface OAuthRevocationRequest {
+  /** The refresh token or access token to revoke (required). */
+  token?: string;
+  /** `refresh_token` or `access_token`; a hint only (every kind is recognised by its form). */
+  token_type_hint?: string;
+  /** Required: the client the token was issued to. */
+  client_id?: string;
+  /** Required for SMTP clients (uuid client_id); agent clients send none. */
+  client_secret?: string;
 }
 
 /**
@@ -106,6 +119,28 @@ export class OAuthController extends Controller {
     res.setHeader('Pragma', 'no-cache');
     try {
       return await issueToken(oauthDeps(ctx), body as unknown as Record<string, unknown>, ctx.clock.now());
+    } catch (e) {
+      if (!sendOAuthError(res, e)) throw e;
+      return undefined as never;
+    }
+  }
+
+  /**
+   * RFC 7009 revocation, JSON or a form: `token` (a refresh token or an access token of this
+   * client), `client_id`, and `client_secret` for SMTP clients (agent clients are public). The whole
+   * connection is revoked at once. 200 with an empty object also for a token that is unknown,
+   * malformed, expired or another client's (RFC 7009 §2.2).
+   */
+  @Post('revoke')
+  @Response<OAuthErrorResponse>(400, 'invalid_request (no token), invalid_client')
+  public async revoke(@Request() req: ExpressRequest, @Body() body: OAuthRevocationRequest): Promise<Record<string, never>> {
+    await applyClientIpLimit(req);
+    const ctx = ctxOf(req);
+    const res = req.res!;
+    res.setHeader('Cache-Control', 'no-store');
+    try {
+      await revokeToken(oauthDeps(ctx), body as unknown as Record<string, unknown>, ctx.clock.now());
+      return {};
     } catch (e) {
       if (!sendOAuthError(res, e)) throw e;
       return undefined as never;

@@ -10,11 +10,13 @@ export interface AuthorizationServerMetadata {
   issuer: string;
   authorization_endpoint: string;
   token_endpoint: string;
+  revocation_endpoint: string;
   jwks_uri: string;
   response_types_supported: string[];
   grant_types_supported: string[];
   code_challenge_methods_supported: string[];
   token_endpoint_auth_methods_supported: string[];
+  revocation_endpoint_auth_methods_supported: string[];
   scopes_supported: string[];
   /** Clients are identified by the https URL of their metadata document; no dynamic registration. */
   client_id_metadata_document_supported: boolean;
@@ -42,11 +44,13 @@ export class OAuthDiscoveryController extends Controller {
       issuer: base,
       authorization_endpoint: `${base}/api/oauth2/authorize`,
       token_endpoint: `${base}/api/oauth2/token`,
+      revocation_endpoint: `${base}/api/oauth2/revoke`,
       jwks_uri: `${base}/.well-known/jwks.json`,
       response_types_supported: ['code'],
       grant_types_supported: ['authorization_code', 'refresh_token'],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
+      revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
       scopes_supported: [...AGENT_SCOPES, ...OAUTH_SCOPES],
       client_id_metadata_document_supported: true,
       service_documentation: `${base}/api/public/docs`,

@@ -96,3 +96,16 @@ export async function activeAgentToken(deps: AgentTokenDeps, token: string, reso
   if (!state.exists || state.revoked || state.resource !== resource || !state.tokenIds.includes(claims.tokenId)) return { ok: false, reason: 'revoked' };
   return { ok: true, claims };
 }
+
+/** The grant and client of a well-signed agent token of this issuer, whatever its audience or expiry (for revocation); null otherwise. */
+export async function agentTokenGrant(deps: Pick<AgentTokenDeps, 'keys' | 'config'>, token: string): Promise<{ grantId: string; clientId: string } | null> {
+  if (token.length > 8192) return null;
+  const key = await signingKey(deps.keys);
+  try {
+    const p = jwt.verify(token, key.publicKey, { algorithms: ['RS256'], issuer: deps.config.authPublicUrl, ignoreExpiration: true });
+    if (typeof p === 'string' || !isUuid(p.gid) || typeof p.client_id !== 'string') return null;
+    return { grantId: p.gid as string, clientId: p.client_id };
+  } catch {
+    return null;
+  }
+}

@@ -193,6 +193,19 @@ export function decideUserRevoke(s: GrantState, c: { accountId: string; userId: 
   return [{ type: 'OAuthGrantRevoked', data: { grantId: s.grantId!, reason: 'user_revoked', at: c.now.toISOString(), by: `user:${c.userId}` } }];
 }
 
+/**
+ * The client itself asks to revoke a token of the grant (RFC 7009): the whole grant goes. A grant
+ * of another client, one already revoked, or a refresh token the grant never issued changes nothing
+ * (the endpoint answers 200 either way).
+ */
+export function decideClientRevoke(s: GrantState, c: { clientId: string; now: Date; refreshTokenHash?: string }): GrantEvent[] {
+  if (!s.exists || s.clientId !== c.clientId || s.revoked) return [];
+  // A refresh token names its grant in clear: only one the grant really issued may revoke it.
+  const h = c.refreshTokenHash;
+  if (h !== undefined && !sameHash(s.currentRefreshHash, h) && !s.spentRefreshHashes.some((x) => sameHash(x, h))) return [];
+  return [{ type: 'OAuthGrantRevoked', data: { grantId: s.grantId!, reason: 'client_revoked', at: c.now.toISOString(), by: `oauthClient:${c.clientId}` } }];
+}
+
 /** `scope` of an authorization request: space-separated, each known; absent = email.send. */
 export function parseScope(scope: unknown): string | null {
   if (scope === undefined || scope === '') return DEFAULT_OAUTH_SCOPE;

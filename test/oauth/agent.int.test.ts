@@ -285,6 +285,28 @@ describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound 
     expect(refused.headers.get('www-authenticate')).to.include('error="invalid_token"').and.include(`resource_metadata="${MCP}/.well-known/oauth-protected-resource/v1/service_analytics/mcp"`);
   });
 
+  it('RFC 7009: the agent revokes its own connection with its refresh or access token (a form, no secret); a forged or foreign one revokes nothing', async () => {
+    const revoke = async (form: Record<string, string>) => {
+      const res = await fetch(`${motor.baseUrl}/api/oauth2/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form).toString() });
+      return { status: res.status, body: await res.json() as Record<string, unknown> };
+    };
+    const a = await connect();
+    const forged = a.refresh_token.replace(/_[A-Za-z0-9_-]{43}$/, `_${'A'.repeat(43)}`);
+    expect((await revoke({ token: forged, client_id: clientId })).status).to.equal(200);
+    expect((await revoke({ token: a.access_token, client_id: `${host.origin}/someone-else.json` })).status).to.equal(200);
+    expect((await check(a.access_token)).ok, 'nothing revoked yet').to.equal(true);
+    const r = await revoke({ token: a.refresh_token, client_id: clientId, token_type_hint: 'refresh_token' });
+    expect([r.status, r.body]).to.deep.equal([200, {}]);
+    expect(await check(a.access_token)).to.deep.equal({ ok: false, reason: 'revoked' });
+
+    const c = await connect();
+    expect((await revoke({ token: c.access_token, client_id: clientId })).status).to.equal(200);
+    expect(await check(c.access_token)).to.deep.equal({ ok: false, reason: 'revoked' });
+    expect((await token({ grant_type: 'refresh_token', client_id: clientId, refresh_token: c.refresh_token, resource: ANALYTICS })).body.error).to.equal('invalid_grant');
+    const m = await getJson(`${motor.baseUrl}/.well-known/oauth-authorization-server`);
+    expect(m.body.revocation_endpoint).to.equal(`${AUTH}/api/oauth2/revoke`);
+  });
+
   it('SMTP clients are unchanged: a uuid client_id still needs its secret', async () => {
     const r = await token({ grant_type: 'authorization_code', client_id: newId(), code: 'x', redirect_uri: CALLBACK });
     expect(r.status).to.equal(400);

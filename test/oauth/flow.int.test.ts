@@ -235,4 +235,38 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       }
     });
   });
+
+  describe('POST /api/oauth2/revoke (RFC 7009)', () => {
+    const revoke = (body: Record<string, unknown>) => postJson(`${motor.baseUrl}/api/oauth2/revoke`, body);
+    const valid = async (token: string) => (await getJson(`${motor.baseUrl}/api/oauth2/validate?token=${encodeURIComponent(token)}`)).status === 200;
+
+    it('an SMTP client revokes with its secret: the access and refresh tokens stop at once', async () => {
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId });
+      const t = (await exchange(motor, client, code)).body;
+      expect(await valid(t.access_token)).to.equal(true);
+      const wrong = await revoke({ token: t.refresh_token, client_id: client.clientId, client_secret: 'mcs_wrong' });
+      expect([wrong.status, wrong.body.error]).to.deep.equal([400, 'invalid_client']);
+      expect(await valid(t.access_token), 'a refused revocation revokes nothing').to.equal(true);
+      const r = await revoke({ token: t.access_token, client_id: client.clientId, client_secret: client.clientSecret });
+      expect([r.status, r.body]).to.deep.equal([200, {}]);
+      expect(await valid(t.access_token)).to.equal(false);
+      expect((await refresh(motor, client, t.refresh_token)).body.error).to.equal('invalid_grant');
+      const events = await grantEvents(code);
+      expect(events[events.length - 1]).to.equal('OAuthGrantRevoked');
+    });
+
+    it('a token that is unknown, garbage or another client\'s: 200 and nothing revoked; no token: invalid_request', async () => {
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId });
+      const t = (await exchange(motor, client, code)).body;
+      const other = await newClient(motor, b.accountId);
+      const forged = t.refresh_token.replace(/_[A-Za-z0-9_-]{43}$/, `_${'A'.repeat(43)}`);
+      for (const [token, by] of [['garbage', client], [forged, client], [t.refresh_token, other], [t.access_token, other]] as const) {
+        const r = await revoke({ token, client_id: by.clientId, client_secret: by.clientSecret });
+        expect(r.status, token.slice(0, 20)).to.equal(200);
+      }
+      expect(await valid(t.access_token)).to.equal(true);
+      expect((await revoke({ client_id: client.clientId, client_secret: client.clientSecret })).body.error).to.equal('invalid_request');
+      expect((await revoke({ token: t.refresh_token })).body.error).to.equal('invalid_client');
+    });
+  });
 });
