@@ -6,6 +6,7 @@
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
  *   block list [--json]
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
+ *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
  */
 import { parseArgs } from 'node:util';
@@ -22,6 +23,7 @@ import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
+import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 
@@ -37,6 +39,9 @@ const USAGE = `Usage: npm run cli -- <command>
   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
       Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
       client_id and its client_secret, shown this once (only a hash is stored).
+  oauth rotate-signing-key [--json]
+      Makes a new signing key for agent access tokens (docs/OAUTH.md "Signing keys"). Tokens signed
+      with the previous key keep working until they expire: it stays in the JWKS for 65 minutes.
   dns managed-dkim [--json]
       Prints the DKIM TXT records the service's own DNS must serve for cname_managed domains
       (docs/DOMAINS.md), as records and as zone-file lines. Re-run after every key rotation.
@@ -138,6 +143,10 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       const c = await registerClient(s.store, { accountId: values.account!, name: values.name, redirectUris: values['redirect-uri'] }, 'cli', new Date());
       return { client_id: c.clientId, client_secret: c.clientSecret, account_id: c.accountId, name: c.name, redirect_uris: c.redirectUris, created_at: c.createdAt };
     });
+  }
+  if (command === 'oauth' && sub === 'rotate-signing-key') {
+    parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, strict: true });
+    return withServices(config, (s) => rotateAgentSigningKey(s.keys));
   }
   if (command === 'dns' && sub === 'managed-dkim') {
     parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, strict: true });

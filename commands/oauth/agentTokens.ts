@@ -4,14 +4,15 @@ import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { isUuid, newId } from '../../domain/ids';
 import { AGENT_SCOPES, type AgentScope } from '../../domain/oauth/agent';
-import { foldGrant, GRANT_TYPES, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
-import type { KeyStore } from '../../infra/keys/keyStore';
+import { foldGrant, GRANT_TYPES, OAUTH_RULES, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
+import type { KeyStore, SigningKeyVersion } from '../../infra/keys/keyStore';
 import { load } from '../auth/streams';
 
 /**
  * Agent access tokens (SPEC "OAuth 2.1 for agent clients", docs/OAUTH.md): RS256 JWTs (RFC 9068
- * `at+jwt`) signed with the service's agent key, which is made once and kept encrypted in the key
- * store; its public half is served at /.well-known/jwks.json. `aud` is the one MCP server's
+ * `at+jwt`) signed with the service's current agent key, kept encrypted in the key store and
+ * rotated by the operator; the public halves of the keys in use are served at
+ * /.well-known/jwks.json and a token names its key by `kid`. `aud` is the one MCP server's
  * canonical URI the grant names (RFC 8707), so a token for one server is refused by every other.
  * A check also folds the grant's stream: a revoked connection stops its tokens at once.
  */
@@ -34,31 +35,87 @@ const generate = () => {
 };
 
 interface SigningKey { id: string; privateKey: KeyObject; publicKey: KeyObject }
-/** The current key per key store, parsed once: there is no rotation yet, so it never changes in a process. */
-const loaded = new WeakMap<KeyStore, Promise<SigningKey>>();
+interface Keyring { at: number; current: SigningKey; published: Map<string, SigningKey> }
 
-function signingKey(keys: KeyStore): Promise<SigningKey> {
-  let key = loaded.get(keys);
+/** How long a process trusts its copy of the key list: a rotation made by another process reaches it within this. */
+const KEYRING_TTL_MS = 60_000;
+/**
+ * A superseded key still verifies, and stays in the JWKS, this long after its successor became
+ * current: the longest an access token signed just before the rotation lives, plus the keyring TTL
+ * and some clock skew.
+ */
+export const RETIRED_KEY_GRACE_MS = (OAUTH_RULES.accessTtlSeconds + 5 * 60) * 1000;
+
+const parsed = new Map<string, SigningKey>();
+function parse(k: { id: string; privateKeyPem: string }): SigningKey {
+  let key = parsed.get(k.id);
   if (!key) {
-    key = keys.signingKey(PURPOSE, generate).then((k) => {
-      const privateKey = createPrivateKey(k.privateKeyPem);
-      return { id: k.id, privateKey, publicKey: createPublicKey(privateKey) };
-    });
-    key.catch(() => loaded.delete(keys));
-    loaded.set(keys, key);
+    const privateKey = createPrivateKey(k.privateKeyPem);
+    key = { id: k.id, privateKey, publicKey: createPublicKey(privateKey) };
+    parsed.set(k.id, key);
   }
   return key;
 }
 
-/** The key set of /.well-known/jwks.json: the public half of the current agent key. */
+/** The keys in use now: the newest, and each older one whose successor is younger than the grace. */
+function keyringOf(versions: SigningKeyVersion[], now: number): Keyring {
+  const published = new Map<string, SigningKey>();
+  versions.forEach((v, i) => {
+    if (i === 0 || now - versions[i - 1].createdAt.getTime() < RETIRED_KEY_GRACE_MS) published.set(v.id, parse(v));
+  });
+  return { at: now, current: parse(versions[0]), published };
+}
+
+const rings = new WeakMap<KeyStore, Promise<Keyring>>();
+
+/** The keyring of this key store, read at most every KEYRING_TTL_MS (or at once with `fresh`). */
+function keyring(keys: KeyStore, fresh = false): Promise<Keyring> {
+  const cached = rings.get(keys);
+  if (cached && !fresh) {
+    return cached.then((r) => (Date.now() - r.at < KEYRING_TTL_MS ? r : keyring(keys, true)));
+  }
+  const loading = keys.signingKeys(PURPOSE, generate).then((v) => keyringOf(v, Date.now()));
+  loading.catch(() => rings.delete(keys));
+  rings.set(keys, loading);
+  return loading;
+}
+
+/** The published key a token names by `kid`, re-reading the list once for a kid it does not know (a rotation elsewhere). */
+async function verificationKey(keys: KeyStore, kid: unknown): Promise<SigningKey | null> {
+  if (typeof kid !== 'string') return null;
+  const ring = await keyring(keys);
+  const key = ring.published.get(kid);
+  if (key || Date.now() - ring.at < 1000) return key ?? null;
+  return (await keyring(keys, true)).published.get(kid) ?? null;
+}
+
+/**
+ * Makes a new current signing key (CLI `oauth rotate-signing-key`). Tokens signed with the previous
+ * one keep working until they expire: it stays published for RETIRED_KEY_GRACE_MS.
+ */
+export async function rotateAgentSigningKey(keys: KeyStore): Promise<{ keyId: string; previousKeyId: string | null; previousPublishedUntil: string | null }> {
+  const versions = await keys.rotateSigningKey(PURPOSE, generate);
+  rings.delete(keys);
+  const previous = versions[1] ?? null;
+  return {
+    keyId: versions[0].id, previousKeyId: previous?.id ?? null,
+    previousPublishedUntil: previous ? new Date(versions[0].createdAt.getTime() + RETIRED_KEY_GRACE_MS).toISOString() : null,
+  };
+}
+
+/** The key set of /.well-known/jwks.json: the public halves of the current agent key and of those still in their grace. */
 export async function agentJwks(keys: KeyStore): Promise<{ keys: (JsonWebKey & { kid: string; use: 'sig'; alg: 'RS256' })[] }> {
-  const key = await signingKey(keys);
-  const jwk = key.publicKey.export({ format: 'jwk' });
-  return { keys: [{ kty: jwk.kty, n: jwk.n, e: jwk.e, kid: key.id, use: 'sig', alg: 'RS256' }] };
+  const ring = await keyring(keys);
+  return {
+    keys: [...ring.published.values()].map((key) => {
+      const jwk = key.publicKey.export({ format: 'jwk' });
+      return { kty: jwk.kty, n: jwk.n, e: jwk.e, kid: key.id, use: 'sig' as const, alg: 'RS256' as const };
+    }),
+  };
 }
 
 export async function signAgentToken(deps: Pick<AgentTokenDeps, 'keys' | 'config'>, c: Omit<AgentClaims, 'iat' | 'exp'>, now: Date, ttlSeconds: number): Promise<{ token: string; iat: number; exp: number }> {
-  const key = await signingKey(deps.keys);
+  const key = (await keyring(deps.keys)).current;
   const iat = Math.floor(now.getTime() / 1000);
   const exp = iat + ttlSeconds;
   const token = jwt.sign(
@@ -77,7 +134,8 @@ export type AgentTokenCheck = { ok: true; claims: AgentClaims } | { ok: false; r
  */
 export async function activeAgentToken(deps: AgentTokenDeps, token: string, resource: string, now: Date): Promise<AgentTokenCheck> {
   if (token.length > 8192) return { ok: false, reason: 'invalid' };
-  const key = await signingKey(deps.keys);
+  const key = await verificationKey(deps.keys, headerKid(token));
+  if (!key) return { ok: false, reason: 'invalid' };
   let claims: AgentClaims;
   try {
     const decoded = jwt.verify(token, key.publicKey, {
@@ -100,12 +158,24 @@ export async function activeAgentToken(deps: AgentTokenDeps, token: string, reso
 /** The grant and client of a well-signed agent token of this issuer, whatever its audience or expiry (for revocation); null otherwise. */
 export async function agentTokenGrant(deps: Pick<AgentTokenDeps, 'keys' | 'config'>, token: string): Promise<{ grantId: string; clientId: string } | null> {
   if (token.length > 8192) return null;
-  const key = await signingKey(deps.keys);
+  const key = await verificationKey(deps.keys, headerKid(token));
+  if (!key) return null;
   try {
     const p = jwt.verify(token, key.publicKey, { algorithms: ['RS256'], issuer: deps.config.authPublicUrl, ignoreExpiration: true });
     if (typeof p === 'string' || !isUuid(p.gid) || typeof p.client_id !== 'string') return null;
     return { grantId: p.gid as string, clientId: p.client_id };
   } catch {
     return null;
+  }
+}
+
+/** The `kid` of a JWT's header, without verifying anything; undefined when it is not a JWT. */
+function headerKid(token: string): unknown {
+  const dot = token.indexOf('.');
+  if (dot <= 0) return undefined;
+  try {
+    return (JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as { kid?: unknown }).kid;
+  } catch {
+    return undefined;
   }
 }

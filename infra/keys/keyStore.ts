@@ -10,6 +10,8 @@ import type { Knex } from 'knex';
 const SCHEMA = 'motor_keys';
 
 export interface StoredPrivateKey { id: string; algorithm: string; privateKeyPem: string }
+/** One version of a service signing key: the key and when it became the current one. */
+export interface SigningKeyVersion extends StoredPrivateKey { createdAt: Date }
 
 export class KeyStore {
   private readonly aesKey: Buffer;
@@ -31,31 +33,53 @@ export class KeyStore {
         created_at timestamptz NOT NULL DEFAULT now()
       )`);
     await this.db.raw(`
-      CREATE TABLE IF NOT EXISTS ${SCHEMA}.signing_keys (
-        purpose text PRIMARY KEY,
+      CREATE TABLE IF NOT EXISTS ${SCHEMA}.signing_key_versions (
+        purpose text NOT NULL,
         key_id uuid NOT NULL REFERENCES ${SCHEMA}.private_keys(id),
-        created_at timestamptz NOT NULL DEFAULT now()
+        created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (purpose, key_id)
       )`);
   }
 
   /**
-   * The service's current signing key for `purpose` (e.g. agent access tokens), made by `generate`
-   * the first time any process asks. Processes racing to make it agree on one: the first row in
-   * `signing_keys` wins and the losers' keys are removed.
+   * The service's signing keys for `purpose` (e.g. agent access tokens), newest (the current one)
+   * first; the first is made by `generate` the first time any process asks. Creating and rotating
+   * take a transaction-scoped advisory lock, so processes racing to make the first key agree on one.
    */
-  async signingKey(purpose: string, generate: () => { id: string; algorithm: string; privateKeyPem: string }): Promise<StoredPrivateKey> {
-    const current = () => this.db.withSchema(SCHEMA).table('signing_keys').where({ purpose }).first('key_id');
-    let row = await current();
-    if (!row) {
-      const fresh = generate();
-      await this.put(fresh.id, fresh.algorithm, fresh.privateKeyPem);
-      await this.db.withSchema(SCHEMA).table('signing_keys').insert({ purpose, key_id: fresh.id }).onConflict('purpose').ignore();
-      row = await current();
-      if (row.key_id !== fresh.id) await this.db.withSchema(SCHEMA).table('private_keys').where({ id: fresh.id }).delete();
+  async signingKeys(purpose: string, generate: () => StoredPrivateKey): Promise<SigningKeyVersion[]> {
+    const versions = await this.versions(purpose);
+    if (versions.length > 0) return versions;
+    await this.addVersion(purpose, generate, true);
+    return this.versions(purpose);
+  }
+
+  /** A new current key for `purpose`; the previous ones stay listed (callers decide how long they still count). */
+  async rotateSigningKey(purpose: string, generate: () => StoredPrivateKey): Promise<SigningKeyVersion[]> {
+    await this.addVersion(purpose, generate, false);
+    return this.versions(purpose);
+  }
+
+  private async versions(purpose: string): Promise<SigningKeyVersion[]> {
+    const rows = await this.db.withSchema(SCHEMA).table('signing_key_versions').where({ purpose }).orderBy('created_at', 'desc').select('key_id', 'created_at');
+    const out: SigningKeyVersion[] = [];
+    for (const r of rows as Array<{ key_id: string; created_at: Date }>) {
+      const key = await this.get(r.key_id);
+      if (!key) throw new Error(`signing key ${r.key_id} for ${purpose} is missing from the key store`);
+      out.push({ ...key, createdAt: new Date(r.created_at) });
     }
-    const key = await this.get(row.key_id);
-    if (!key) throw new Error(`signing key ${row.key_id} for ${purpose} is missing from the key store`);
-    return key;
+    return out;
+  }
+
+  private async addVersion(purpose: string, generate: () => StoredPrivateKey, onlyIfNone: boolean): Promise<void> {
+    const fresh = generate();
+    await this.put(fresh.id, fresh.algorithm, fresh.privateKeyPem);
+    const added = await this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.signing-key:${purpose}`]);
+      if (onlyIfNone && (await trx.withSchema(SCHEMA).table('signing_key_versions').where({ purpose }).first('key_id'))) return false;
+      await trx.withSchema(SCHEMA).table('signing_key_versions').insert({ purpose, key_id: fresh.id });
+      return true;
+    });
+    if (!added) await this.remove(fresh.id);
   }
 
   async put(id: string, algorithm: string, privateKeyPem: string): Promise<void> {

@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -6,7 +8,8 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { newId } from '../../domain/ids';
-import { activeAgentToken } from '../../commands/oauth/agentTokens';
+import { activeAgentToken, agentJwks, RETIRED_KEY_GRACE_MS, signAgentToken } from '../../commands/oauth/agentTokens';
+import { KeyStore } from '../../infra/keys/keyStore';
 import { ClientMetadataFetcher } from '../../commands/oauth/clientMetadata';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { catchUpUntil } from '../../scripts/runtime';
@@ -305,6 +308,35 @@ describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound 
     expect((await token({ grant_type: 'refresh_token', client_id: clientId, refresh_token: c.refresh_token, resource: ANALYTICS })).body.error).to.equal('invalid_grant');
     const m = await getJson(`${motor.baseUrl}/.well-known/oauth-authorization-server`);
     expect(m.body.revocation_endpoint).to.equal(`${AUTH}/api/oauth2/revoke`);
+  });
+
+  it('signing-key rotation (CLI): new tokens use the new key, old ones verify until the grace ends, the JWKS lists both meanwhile', async () => {
+    const before = await connect();
+    const oldKid = decodeProtectedHeader(before.access_token).kid;
+    const { stdout } = await promisify(execFile)('npx', ['tsx', 'scripts/cli.ts', 'oauth', 'rotate-signing-key', '--json'], {
+      env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, LOG_LEVEL: 'silent' },
+    });
+    const out = JSON.parse(stdout);
+    expect(out.previousKeyId).to.equal(oldKid);
+    expect(out.keyId).to.be.a('string').and.not.equal(oldKid);
+    expect(Date.parse(out.previousPublishedUntil) - Date.now()).to.be.within(RETIRED_KEY_GRACE_MS - 60_000, RETIRED_KEY_GRACE_MS);
+
+    // This API process learns of the rotation when its key list ages (60 s) or at a kid it does not know; a fresh key store reads it at once.
+    const keys = new KeyStore(motor.rt.db, motor.config.keyEncryptionKey);
+    const fresh = (t: string, resource = ANALYTICS) => activeAgentToken({ store: motor.rt.store, keys, config: motor.config }, t, resource, new Date());
+    expect((await fresh(before.access_token)).ok, 'a token of the previous key still verifies').to.equal(true);
+    expect((await agentJwks(keys)).keys.map((k) => k.kid)).to.have.members([out.keyId, oldKid]);
+    const v = await fresh(before.access_token);
+    const claims = v.ok ? v.claims : null;
+    const next = await signAgentToken({ keys, config: motor.config }, claims!, new Date(), 3600);
+    expect(decodeProtectedHeader(next.token).kid).to.equal(out.keyId);
+
+    // Once the grace is over, the previous key is gone from the JWKS and its tokens are refused.
+    // (Time passes: every version of the key moves back past the grace.)
+    await motor.rt.db.raw(`update motor_keys.signing_key_versions set created_at = created_at - make_interval(secs => ?) where purpose = 'agent-access-token'`, [RETIRED_KEY_GRACE_MS / 1000 + 1]);
+    const later = new KeyStore(motor.rt.db, motor.config.keyEncryptionKey);
+    expect((await agentJwks(later)).keys.map((k) => k.kid)).to.deep.equal([out.keyId]);
+    expect(await activeAgentToken({ store: motor.rt.store, keys: later, config: motor.config }, before.access_token, ANALYTICS, new Date())).to.deep.equal({ ok: false, reason: 'invalid' });
   });
 
   it('SMTP clients are unchanged: a uuid client_id still needs its secret', async () => {
