@@ -1,10 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { newId } from '../../domain/ids';
@@ -17,7 +13,7 @@ import { ProjectionRunner } from '../../projections/runner';
 import { oauthConnectionsProjection } from '../../projections/oauthConnections/projection';
 import { listConnections } from '../../projections/oauthConnections/queries';
 import { getJson, startTestMotor, type TestMotor } from '../support/motor';
-import { testCertificate } from '../support/smtpSink';
+import { CLIENT_DOCUMENT_ENV, startClientDocumentHost, type ClientDocumentHost } from '../support/clientDocumentHost';
 import { authorizeUrl, dashboardUser, formTokenOf, getPage, postForm } from './support';
 import { call, connectAgent } from '../mcp/support';
 
@@ -27,19 +23,6 @@ const ANALYTICS = `${MCP}/v1/service_analytics/mcp`;
 const FULL = `${MCP}/v1/service/mcp`;
 const CALLBACK = 'http://127.0.0.1:33418/callback';
 
-/** Client metadata documents served over TLS on loopback, one per path. */
-async function startDocumentHost(): Promise<{ origin: string; docs: Map<string, unknown>; close(): Promise<void> }> {
-  const docs = new Map<string, unknown>();
-  const server = https.createServer(testCertificate(), (req, res) => {
-    const doc = docs.get(req.url ?? '');
-    if (doc === undefined) { res.writeHead(404).end(); return; }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(typeof doc === 'string' ? doc : JSON.stringify(doc));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `https://localhost:${(server.address() as AddressInfo).port}`;
-  return { origin, docs, close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
-}
-
 const pkce = () => {
   const verifier = randomBytes(32).toString('base64url');
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
@@ -48,19 +31,17 @@ const pkce = () => {
 describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound RS256 tokens, connections (int)', function () {
   this.timeout(60_000);
   let motor: TestMotor;
-  let host: Awaited<ReturnType<typeof startDocumentHost>>;
+  let host: ClientDocumentHost;
   let b: BootstrapResult;
   let user: Awaited<ReturnType<typeof dashboardUser>>;
   let clientId: string;
 
   before(async () => {
-    testCertificate();
-    host = await startDocumentHost();
+    host = await startClientDocumentHost();
     motor = await startTestMotor({
       roles: ['api', 'projector'],
       env: {
-        ANONYMOUS_REQUEST_LIMIT: '100000', MCP_PUBLIC_URL: MCP, AUTH_PUBLIC_URL: AUTH, OAUTH_CLIENT_METADATA_ALLOW_PRIVATE: 'true',
-        OAUTH_CLIENT_METADATA_CA: join(tmpdir(), 'motor-test-smtp-cert-v3', 'cert.pem'),
+        ANONYMOUS_REQUEST_LIMIT: '100000', MCP_PUBLIC_URL: MCP, AUTH_PUBLIC_URL: AUTH, ...CLIENT_DOCUMENT_ENV,
       },
     });
     b = await motor.bootstrap();

@@ -29,9 +29,10 @@ export interface TestMotor {
 
 /**
  * `redisUrl` overrides the test Redis (e.g. a port nobody listens on, to test Redis being down);
- * `logLines` collects every log line at trace level instead of the silent default.
+ * `logLines` collects every log line at trace level instead of the silent default; `port` fixes the
+ * HTTP port (for a config that must name Motor's own URL), else an ephemeral one.
  */
-export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[] } = {}): Promise<TestMotor> {
+export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[]; port?: number } = {}): Promise<TestMotor> {
   const db = await createTestDatabase('motor');
   const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', ...opts.env });
   const lines = opts.logLines;
@@ -42,7 +43,7 @@ export async function startTestMotor(opts: { env?: Record<string, string>; roles
     databaseUrl: db.url, redisUrl: opts.redisUrl ?? process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
     queuePrefix: `motor-test-${randomBytes(4).toString('hex')}`,
   });
-  const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: 0, host: '127.0.0.1' });
+  const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: opts.port ?? 0, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${started.port}`;
   const runner = new ProjectionRunner(rt.db, rt.store, directoryProjection);
   return {
