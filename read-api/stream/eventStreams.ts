@@ -148,10 +148,16 @@ export class EventStreams {
     });
     const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.position);
     if (opts.resumeAfter) {
-      unlisten = await this.resume(opts.motorBlockId, opts.resumeAfter, {
+      const stopListening = await this.resume(opts.motorBlockId, opts.resumeAfter, {
         send, write, ended: () => ended, unread: () => res.writableLength,
         drained: () => Promise.race([once(res, 'drain').then(() => undefined, () => undefined), done]),
       });
+      // The client may have gone during the replay: end() ran then, before this listener was known to it.
+      if (ended) {
+        stopListening();
+        return;
+      }
+      unlisten = stopListening;
     } else {
       unlisten = this.feed.listen(opts.motorBlockId, (events) => {
         for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS) send(e);

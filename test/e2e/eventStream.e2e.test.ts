@@ -240,6 +240,30 @@ describe('event stream (e2e)', function () {
     server.close();
   });
 
+  it('a client gone during the replay leaves no listener behind', async () => {
+    const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
+    const rt = motor.rt;
+    const streams = new EventStreams(rt.db, rt.store, rt.redis, rt.logger, 1);
+    const feed = (streams as unknown as { feed: { listeners: Map<string, unknown>; abort: unknown } }).feed;
+    const head = await delivered(block, await send(block, senderDomain, 'head@rcpt.test')).then(async () => {
+      const log = await rt.store.readAll({ after: null, maxCount: 100_000 });
+      return log[log.length - 1].position;
+    });
+    const server = createServer((_req, res) => {
+      void streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'gone-test', endsAt: new Date(Date.now() + 20_000), unmasked: false, resumeAfter: head });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    // At the head of the log the replay waits a moment for more before it goes live: the client leaves then.
+    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    await eventually(async () => s.events.some((e) => e.event === 'ready'), 5000);
+    s.close();
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(feed.listeners.size, 'listeners left').to.equal(0);
+    expect(feed.abort, 'the feed stopped').to.equal(null);
+    streams.closeAll();
+    server.close();
+  });
+
   it('ends the stream when the token expires and when the process shuts down (after which none opens)', async () => {
     // The token's expiry: serve() on a bare HTTP server with endsAt half a second away.
     const server = createServer((_req, res) => {
