@@ -98,7 +98,9 @@ export class WebhookDispatcher {
   }
 
   private async handle(events: RecordedEvent[], position: GlobalPosition): Promise<void> {
-    const known = await this.knownMessages(events);
+    // Without any endpoint, before or created in this batch, no outcome can be for one: no need to look its message up.
+    const mayMatch = this.targets.size > 0 || events.some((e) => e.type === 'WebhookCreated');
+    const known = mayMatch ? await this.knownMessages(events) : new Map<string, MessageFacts>();
     const newMessages: Array<MessageFacts & { acceptedAt: string }> = [];
     const changedTargets = new Set<string>();
     const queued: WebhookDeliveryQueued[] = [];
