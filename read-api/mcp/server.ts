@@ -41,6 +41,7 @@ export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
 export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<string, unknown>): Promise<CallToolResult> {
   try {
     const result = await tool.run(env, args);
+    env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: 'ok' });
     return { content: [{ type: 'text', text: JSON.stringify(result) }] };
   } catch (err) {
     let body = toolErrorOf(err, env);
@@ -48,6 +49,7 @@ export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<strin
       env.ctx.logger.error({ err, tool: tool.name, grantId: env.agent.grantId }, 'agent tool failed');
       body = { error: 'internal_error', message: 'Internal error', status: 500 };
     }
+    env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: body.error });
     return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
   }
 }

@@ -5,6 +5,7 @@ import { effectiveScopes, MCP_SERVERS } from '../../domain/oauth/agent';
 import type { HttpContext } from '../../read-api/http/context';
 import { AGENT_TOOLS, missingScopes, toolsOf } from '../../read-api/mcp/catalogue';
 import { callTool } from '../../read-api/mcp/server';
+import { createMetrics } from '../../infra/metrics';
 import { defineTool, type ToolEnv } from '../../read-api/mcp/tool';
 
 const server = (path: string) => MCP_SERVERS.find((s) => s.path === path)!;
@@ -47,10 +48,11 @@ describe('MCP tool catalogue and scope rule (unit)', () => {
     expect(missingScopes(analytics, toolsOf(analytics), call('add_domain'), new Set()), 'not offered here').to.deep.equal([]);
   });
 
-  it('callTool: the answer as JSON text; a DomainError as {error, message, status}; anything else logged and withheld', async () => {
+  it('callTool: the answer as JSON text; a DomainError as {error, message, status}; anything else logged and withheld; each counted', async () => {
     const logged: unknown[] = [];
+    const metrics = createMetrics();
     const env = {
-      ctx: { logger: { error: (o: unknown) => logged.push(o) }, config: { eventstoreUrl: null } } as unknown as HttpContext,
+      ctx: { logger: { error: (o: unknown) => logged.push(o) }, config: { eventstoreUrl: null }, metrics } as unknown as HttpContext,
       agent: { accountId: 'a', grantId: 'g', clientId: 'c', userId: 'u', actor: 'agent:g' },
     } satisfies ToolEnv;
     const tool = (run: () => Promise<unknown>) => defineTool({ name: 't', scope: 'read:analytics', readOnly: true, description: 'd', input: { x: z.string().optional() }, run });
@@ -62,5 +64,7 @@ describe('MCP tool catalogue and scope rule (unit)', () => {
     expect(broken.isError).to.equal(true);
     expect(JSON.parse((broken.content[0] as { text: string }).text)).to.deep.equal({ error: 'internal_error', message: 'Internal error', status: 500 });
     expect(logged).to.have.length(1);
+    const counted = (await metrics.mcpToolCalls.get()).values.map((v) => `${v.labels.tool}/${v.labels.outcome}=${v.value}`).sort();
+    expect(counted).to.deep.equal(['t/internal_error=1', 't/motor_block_not_found=1', 't/ok=1']);
   });
 });
