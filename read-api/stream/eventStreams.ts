@@ -31,6 +31,18 @@ export const MAX_CATCH_UP_EVENTS = 10_000;
 const CATCH_UP_IDLE_MS = 250;
 /** Output held unread past which a catch-up waits for the client to read. */
 const CATCH_UP_HIGH_WATER = 256 * 1024;
+/**
+ * Replays reading the log at once per process: after a restart every client reconnects with its
+ * Last-Event-ID together; the others wait their turn (their live events held meanwhile).
+ */
+export const MAX_CONCURRENT_REPLAYS = 4;
+
+export interface EventStreamLimits {
+  /** Events a resumed stream replays before `gap` (default MAX_CATCH_UP_EVENTS). */
+  maxCatchUp?: number;
+  /** Replays at once in this process (default MAX_CONCURRENT_REPLAYS). */
+  maxReplays?: number;
+}
 
 // KEYS[1]: the token's stream set. ARGV: now ms, stale-before ms, max, connection id, ttl s.
 // A connection whose heartbeat is older than the stale mark no longer counts (a crashed process).
@@ -73,10 +85,17 @@ export class EventStreams {
   private readonly open = new Set<() => void>();
   private closing = false;
 
+  private readonly maxCatchUp: number;
+  private readonly maxReplays: number;
+  private replaying = 0;
+  private readonly replayQueue: Array<() => void> = [];
+
   constructor(
     db: Knex, private readonly store: EventStore, private readonly redis: Redis, private readonly logger: Logger, private readonly keepaliveSeconds: number,
-    private readonly maxCatchUp = MAX_CATCH_UP_EVENTS,
+    limits: EventStreamLimits = {},
   ) {
+    this.maxCatchUp = limits.maxCatchUp ?? MAX_CATCH_UP_EVENTS;
+    this.maxReplays = limits.maxReplays ?? MAX_CONCURRENT_REPLAYS;
     this.feed = new BlockEventFeed(db, store, logger);
     redis.defineCommand('motorStreamSlot', { numberOfKeys: 1, lua: ACQUIRE });
   }
@@ -191,6 +210,7 @@ export class EventStreams {
       else overflow = true;
     });
     const res = { sent: 0, complete: true };
+    const release = await this.replaySlot();
     const abort = new AbortController();
     const log = this.store.subscribeToAll({ after, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
     let scanned: GlobalPosition = after;
@@ -226,12 +246,26 @@ export class EventStreams {
     } finally {
       abort.abort();
       void log.return?.().catch(() => undefined);
+      release();
     }
     if (!res.complete || overflow) write('gap', { after: last, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' });
     const pending = held;
     held = null;
     for (const e of pending) if (later(e)) { send(e); last = e.position; }
     return unlisten;
+  }
+
+  /** Waits for one of the maxReplays places; returns its release. */
+  private async replaySlot(): Promise<() => void> {
+    while (this.replaying >= this.maxReplays) await new Promise<void>((r) => this.replayQueue.push(r));
+    this.replaying += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.replaying -= 1;
+      this.replayQueue.shift()?.();
+    };
   }
 
   /** Nothing in the log after `position` (stores without countAfter: assumed after CATCH_UP_IDLE_MS without a batch). */

@@ -221,7 +221,7 @@ describe('event stream (e2e)', function () {
   it('a resumed stream too far behind says gap, then goes live', async () => {
     const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
     const rt = motor.rt;
-    const streams = new EventStreams(rt.db, rt.store, rt.redis, rt.logger, 1, 2);
+    const streams = new EventStreams(rt.db, rt.store, rt.redis, rt.logger, 1, { maxCatchUp: 2 });
     const before = await rt.store.readAll({ after: null, maxCount: 1 });
     const m = await send(block, senderDomain, 'gap@rcpt.test');
     await delivered(block, m);
@@ -237,6 +237,47 @@ describe('event stream (e2e)', function () {
     await eventually(async () => s.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 30_000);
     streams.closeAll();
     await s.closed;
+    server.close();
+  });
+
+  it('replays take turns past the per-process limit, and each still gets everything', async () => {
+    const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
+    const rt = motor.rt;
+    const log = await rt.store.readAll({ after: null, maxCount: 100_000 });
+    const from = log[log.length - 1].position;
+    const sent = await send(block, senderDomain, 'turns@rcpt.test');
+    await delivered(block, sent);
+    // The store as the streams see it, counting the replays reading at once (the feed reads from elsewhere).
+    let reading = 0;
+    let most = 0;
+    const store = Object.create(rt.store, {
+      subscribeToAll: {
+        value: (o: Parameters<typeof rt.store.subscribeToAll>[0]) => {
+          if (o.after === from) {
+            reading += 1;
+            most = Math.max(most, reading);
+            o.signal.addEventListener('abort', () => { reading -= 1; }, { once: true });
+          }
+          return rt.store.subscribeToAll(o);
+        },
+      },
+    });
+    const streams = new EventStreams(rt.db, store, rt.redis, rt.logger, 1, { maxReplays: 1 });
+    const server = createServer((_req, res) => {
+      void streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'turns-test', endsAt: new Date(Date.now() + 20_000), unmasked: false, resumeAfter: from });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const clients = await Promise.all([1, 2, 3].map(() => openStream(url, {})));
+    const mine = (c: typeof clients[number]) => c.events.filter((e) => e.event === 'message').map((e) => e.id);
+    await eventually(async () => clients.every((c) => mine(c).length >= 3) ? true : null, 10_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const statuses = clients[0].events.filter((e) => e.data?.messageId === sent).map((e) => e.data.status);
+    expect(statuses).to.deep.equal(['queued', 'processed', 'delivered']);
+    expect(most, 'replays reading at once').to.equal(1);
+    for (const c of clients) expect(mine(c)).to.deep.equal(mine(clients[0]));
+    for (const c of clients) c.close();
+    streams.closeAll();
     server.close();
   });
 
