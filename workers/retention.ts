@@ -82,19 +82,21 @@ export class RetentionSweeper {
         bindings: [...acctB, n, n],
       }),
     });
+    // Rows of a table keyed by account, with the time they count from.
+    const accountRows = (table: string, column: string): Target => ({
+      table,
+      statement: (n) => ({
+        sql: `with ${acct}
+          delete from ${table} where ctid = any(array(
+            select x.ctid from acct cross join lateral (
+              select t.ctid from ${table} t where t.account_id = acct.account_id and t.${column} < acct.cutoff limit ?) x
+            limit ?))`,
+        bindings: [...acctB, n, n],
+      }),
+    });
     return [
       // States first: a late outcome then finds no state and adds nothing to a pruned hour.
-      {
-        table: 'rm_analytics.recipient_stats',
-        statement: (n) => ({
-          sql: `with ${acct}
-            delete from rm_analytics.recipient_stats where ctid = any(array(
-              select x.ctid from acct cross join lateral (
-                select s.ctid from rm_analytics.recipient_stats s where s.account_id = acct.account_id and s.accepted_at < acct.cutoff limit ?) x
-              limit ?))`,
-          bindings: [...acctB, n, n],
-        }),
-      },
+      accountRows('rm_analytics.recipient_stats', 'accepted_at'),
       {
         table: 'rm_analytics.recipient_stats (orphans)',
         statement: (n) => ({
@@ -121,18 +123,8 @@ export class RetentionSweeper {
           bindings: [...acctB, n, n],
         }),
       },
-      {
-        // Which account a message is of, for the suppression list: a complaint older than retention suppresses nothing.
-        table: 'rm_commsuppressions.message_owners',
-        statement: (n) => ({
-          sql: `with ${acct}
-            delete from rm_commsuppressions.message_owners where ctid = any(array(
-              select x.ctid from acct cross join lateral (
-                select o.ctid from rm_commsuppressions.message_owners o where o.account_id = acct.account_id and o.accepted_at < acct.cutoff limit ?) x
-              limit ?))`,
-          bindings: [...acctB, n, n],
-        }),
-      },
+      // Which account a message is of, for the suppression list: a complaint older than retention suppresses nothing.
+      accountRows('rm_commsuppressions.message_owners', 'accepted_at'),
       {
         table: 'rm_messages.messages (orphans)',
         statement: (n) => ({
