@@ -66,6 +66,8 @@ export interface Config {
   tokenAudience: string;
   /** Host name this instance announces in EHLO and in generated Message-IDs. */
   hostname: string;
+  /** The SMTP submission host names clients are given (SPEC {smtp_host}); POST /v1/test-email connects only to these. */
+  smtpPublicHosts: string[];
   /** The service's own domain: SPF include host, sandbox namespace (<handle>.sandbox.<domain>). */
   serviceDomain: string;
   publicBaseUrl: string;
@@ -255,6 +257,7 @@ export function loadConfig(env: Env = process.env): Config {
     tokenIssuer: str('TOKEN_ISSUER', publicBaseUrl)!,
     tokenAudience: str('TOKEN_AUDIENCE', `${publicBaseUrl}/api/public/v1`)!,
     hostname: str('MOTOR_HOSTNAME', 'localhost')!,
+    smtpPublicHosts: (str('SMTP_PUBLIC_HOST', null) ?? str('MOTOR_HOSTNAME', 'localhost')!).split(',').map((h) => h.trim().toLowerCase().replace(/\.$/, '')).filter(Boolean),
     serviceDomain: (str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase(),
     publicBaseUrl,
     authPublicUrl: (url('AUTH_PUBLIC_URL', ['http', 'https']) ?? publicBaseUrl).replace(/\/+$/, ''),

@@ -5,6 +5,7 @@ import { fail, isDomainError } from '../../domain/errors';
 import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
 import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../send/sendMessage';
+import { testEmail, type TestEmailResult } from '../send/testEmail';
 
 /** Body of POST /v1/send (SPEC "Send API"). */
 export interface SendRequest {
@@ -65,6 +66,25 @@ export interface ErrorResponse {
   nextAction?: string;
   retryAfterSeconds?: number;
 }
+
+/** POST /v1/test-email's body (SPEC "Send API"). */
+export interface TestEmailBody {
+  /** `starttls` (default), `ssl` or `tls` (implicit TLS), or `none`. */
+  method?: string;
+  /** This service's SMTP host (SMTP_PUBLIC_HOST); no other host is contacted. */
+  host: string;
+  port: number;
+  /** The SMTP username of the API key's Motor Block. */
+  username: string;
+  password: string;
+  /** Where the test message goes (the block's sending rules apply). */
+  to: string;
+  /** Default `Motor SMTP test`. */
+  subject?: string;
+  /** With starttls: refuse to go on without TLS (default true). */
+  requireTLS?: boolean;
+}
+export interface TestEmailResponse { success: true; data: TestEmailResult; message: string }
 
 export interface StatusResponse {
   success: boolean;
@@ -150,6 +170,26 @@ export class SendController extends Controller {
         };
       }
     }
+  }
+
+  /**
+   * Checks SMTP settings by using them: connects to this service's SMTP host with the given
+   * method, port and credentials, then sends one real test message through the SMTP path (quota,
+   * rules, logs and delivery as for any message). 200 whether or not the check passed: `data.ok`
+   * and `data.failedStage` (connect, tls, auth, send) say how it went. docs/SMTP.md.
+   */
+  @Post('test-email')
+  @Security('blockApiKey')
+  @Response<ErrorResponse>(401, 'Invalid API key')
+  @Response<ErrorResponse>(422, 'validation_error, smtp_host_not_allowed, smtp_username_mismatch')
+  public async testEmail(@Request() req: ExpressRequest, @Body() body: TestEmailBody): Promise<TestEmailResponse> {
+    const ctx = ctxOf(req);
+    const principal = principalOf<PrincipalOf<'blockApiKey'>>(req);
+    const data = await testEmail({ directory: ctx.directory, config: ctx.config }, principal.motorBlockId, body as unknown as Record<string, unknown>);
+    return {
+      success: true, data,
+      message: data.ok ? 'The SMTP settings work: the test message was accepted' : `The SMTP settings failed at ${data.failedStage}: ${data.error}`,
+    };
   }
 
   /** Health of the send API and its dependencies (event store, Redis, delivery queue). No credential. */

@@ -6,6 +6,7 @@ import { dashboardTokenSettings, signDashboardToken } from '../../commands/auth/
 import { SCOPES, hasScopes, type Scope } from '../../domain/credentials/scopes';
 import { answerText, eventually, postJson } from '../support/motor';
 import { createBlockFor } from './fixtures';
+import { getBlock } from '../../projections/directory/queries';
 import { startAuthHarness, type AuthHarness } from './harness';
 
 /**
@@ -42,7 +43,7 @@ describe('authorization table: every authenticated route × every credential cas
   let h: AuthHarness;
   const c = {} as {
     dashA: string; dashB: string; dashExpired: string;
-    blockA1: string; blockA2: string; blockB1: string; msgA1: string; smtpIdA1: string;
+    blockA1: string; blockA2: string; blockB1: string; msgA1: string; smtpIdA1: string; smtpUserA1: string;
     blockKeyA1: string; blockKeyA2: string; paramBlockKeyA1: string; accountKeyA: string; accountKeyB: string; paramAccountKeyA: string; maskedAccountKeyA: string;
     fromA1: string; fromA2: string;
     pub: (block: 'A1' | 'A2' | 'B1', scopes?: Scope[]) => Promise<string>;
@@ -60,6 +61,7 @@ describe('authorization table: every authenticated route × every credential cas
     const a2 = await createBlockFor(h.motor, a.accountId);
     const b1 = await createBlockFor(h.motor, b.accountId);
     Object.assign(c, { blockA1: a1.motorBlockId, blockA2: a2.motorBlockId, blockB1: b1.motorBlockId, fromA1: `app@${a1.domain}`, fromA2: `app@${a2.domain}` });
+    c.smtpUserA1 = (await getBlock(h.motor.rt.db, a1.motorBlockId))!.smtpUsername;
     const mk = async (dash: string, path: string, body: unknown) => {
       const r = await h.post(path, body, bearer(dash));
       if (r.status !== 201) throw new Error(`${path}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -110,6 +112,8 @@ describe('authorization table: every authenticated route × every credential cas
   };
   const bodyOf = (op: Operation): unknown => {
     if (op.path === '/v1/send') return { from: c.fromA1, to: 'user@rcpt.test', subject: 's', text: 't', dryRun: true };
+    // Block A1's own SMTP settings (the port has no listener here: the check runs and reports a failed connect).
+    if (op.path === '/v1/test-email') return { host: h.motor.config.smtpPublicHosts[0], port: 1, username: c.smtpUserA1, password: 'x', to: 'user@rcpt.test' };
     if (op.path.startsWith('/api/public/token')) return { motorBlockId: c.blockA1 };
     if (op.path === '/api/account/api-keys') return { scopes: ['logs.read'] };
     return {};
@@ -148,7 +152,13 @@ describe('authorization table: every authenticated route × every credential cas
       if (p === '/api/public/v1/messages') return { cred, status: 404, code: 'message_not_found' };
       return null;
     }
-    if (op.scheme === 'blockApiKey') return who === 'block' ? { cred: async () => apiKey(c.blockKeyA2), status: 403, code: 'from_domain_mismatch' } : null;
+    if (op.scheme === 'blockApiKey') {
+      if (who !== 'block') return null;
+      // Another block's key: /v1/send refuses A1's sender domain, /v1/test-email A1's SMTP username.
+      return op.path === '/v1/test-email'
+        ? { cred: async () => apiKey(c.blockKeyA2), status: 422, code: 'smtp_username_mismatch' }
+        : { cred: async () => apiKey(c.blockKeyA2), status: 403, code: 'from_domain_mismatch' };
+    }
     if (who === 'block') return null; // account-wide credentials
     if (op.scheme === 'accountApiKey') return { cred: async () => apiKey(c.accountKeyB), status: 403, code: 'motor_block_not_authorized' };
     if (p === '/api/public/token') return { cred: async () => bearer(c.dashB), status: 403, code: 'motor_block_not_authorized' };

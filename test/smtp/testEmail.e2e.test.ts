@@ -1,0 +1,86 @@
+import { createServer, type AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { MessageAccepted } from '../../domain/events';
+import { eventually, postJson } from '../support/motor';
+import { startSmtpHarness, type SmtpHarness } from './harness';
+
+/**
+ * POST /v1/test-email (SPEC "Send API", docs/SMTP.md "Testing an SMTP setup"): Motor uses the
+ * settings it is given against its own SMTP listener, over real sockets, and sends one real test
+ * message through the SMTP path to the loopback MX.
+ */
+describe('POST /v1/test-email (e2e)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+
+  before(async () => {
+    h = await startSmtpHarness();
+    block = await h.newBlock();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  const check = (body: Record<string, unknown>, key = block.apiKey) => postJson(`${h.motor.baseUrl}/v1/test-email`, body, { 'X-Api-Key': key });
+  const settings = (o: Record<string, unknown> = {}) => ({
+    method: 'starttls', host: 'localhost', port: h.port, username: block.smtpUsername, password: block.smtpPassword, to: 'tester@rcpt.test', subject: 'SMTP check', ...o,
+  });
+
+  it('STARTTLS with the block\'s credentials: ok, over TLS, authenticated; the test message goes the SMTP path to the MX', async () => {
+    const r = await check(settings({ subject: 'SMTP check starttls' }));
+    expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    expect(r.body.data).to.include({ ok: true, method: 'starttls', host: 'localhost', port: h.port, tls: true, authenticated: true, failedStage: null, error: null, smtpCode: 250 });
+    expect(r.body.data.messageId).to.match(/^[0-9a-f-]{36}$/);
+    const [accepted] = await h.motor.rt.store.readStream(streamName('message', r.body.data.messageId));
+    expect((accepted.data as MessageAccepted)).to.include({ source: 'smtp', subject: 'SMTP check starttls', motorBlockId: block.motorBlockId });
+    await eventually(async () => h.mx.messages.find((m) => m.raw.toString().includes('SMTP check starttls')), 20_000);
+  });
+
+  it('implicit TLS on the secure port: ok', async () => {
+    const r = await check(settings({ method: 'ssl', port: h.securePort, subject: 'SMTP check ssl' }));
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.include({ ok: true, tls: true, authenticated: true });
+  });
+
+  it('a wrong password fails at auth with the server\'s 535, answered 200 with ok false', async () => {
+    const r = await check(settings({ password: 'not-the-password' }));
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.include({ ok: false, failedStage: 'auth', error: 'authentication_failed', smtpCode: 535, authenticated: false, messageId: null });
+    expect(r.body.message).to.match(/failed at auth/);
+  });
+
+  it('a port where nothing listens fails at connect; implicit TLS on the STARTTLS port fails before auth', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const s = createServer();
+      s.listen(0, '127.0.0.1', () => { const { port } = s.address() as AddressInfo; s.close(() => resolve(port)); });
+    });
+    const r = await check(settings({ port: closed }));
+    expect(r.body.data).to.include({ ok: false, failedStage: 'connect' });
+    const wrongTls = await check(settings({ method: 'ssl' }));
+    expect(wrongTls.body.data.ok).to.equal(false);
+    expect(wrongTls.body.data.failedStage).to.be.oneOf(['connect', 'tls']);
+  });
+
+  it('without TLS the listener does not offer AUTH: fails, never authenticated', async () => {
+    const r = await check(settings({ method: 'none' }));
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.include({ ok: false, authenticated: false, tls: false });
+  });
+
+  it('contacts no other host, tests only the key\'s own block, and refuses malformed settings', async () => {
+    for (const host of ['127.0.0.1', 'smtp.gmail.com', 'localhost.evil.test']) {
+      const r = await check(settings({ host }));
+      expect([r.status, r.body.code], host).to.deep.equal([422, 'smtp_host_not_allowed']);
+    }
+    const other = await h.newBlock();
+    const r = await check(settings({ username: other.smtpUsername, password: other.smtpPassword }));
+    expect([r.status, r.body.code]).to.deep.equal([422, 'smtp_username_mismatch']);
+    for (const bad of [{ method: 'carrier-pigeon' }, { port: 0 }, { port: 70000 }, { to: 'not an address' }, { subject: 'two\r\nlines' }, { requireTLS: 'yes' }, { password: '' }]) {
+      const b = await check(settings(bad));
+      expect(b.status, JSON.stringify(bad)).to.equal(422);
+    }
+    expect((await check(settings(), block.accountApiKey)).status, 'an account key is not a block key').to.equal(401);
+  });
+});
