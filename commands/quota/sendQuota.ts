@@ -118,7 +118,7 @@ export class SendQuota {
   private readonly commands: QuotaCommands;
 
   /** `batch`: consume() goes out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the request limiter. */
-  constructor(private readonly redis: Redis, private readonly batch = new RedisBatch(redis)) {
+  constructor(redis: Redis, private readonly batch = new RedisBatch(redis)) {
     redis.defineCommand('motorQuotaConsume', { numberOfKeys: 6, lua: CONSUME });
     redis.defineCommand('motorQuotaRefund', { numberOfKeys: 6, lua: REFUND });
     redis.defineCommand('motorQuotaRead', { numberOfKeys: 6, lua: READ });
