@@ -1,18 +1,13 @@
 import type { EventStore } from '../../domain/eventStore';
 import { newId } from '../../domain/ids';
-import {
-  isCodeChallenge, isCodeVerifier, parseAgentScope, serverOfResource, type AgentScope,
-} from '../../domain/oauth/agent';
-import {
-  decideRedeemCode, decideRefresh, decideUserRevoke, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, type GrantEvent, type GrantState,
-} from '../../domain/oauth/grant';
+import { isCodeChallenge, parseAgentScope, serverOfResource, type AgentScope } from '../../domain/oauth/agent';
+import { decideUserRevoke, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
 import { fail } from '../../domain/errors';
 import type { KeyStore } from '../../infra/keys/keyStore';
-import { sha256Hex } from '../auth/secrets';
 import { appendEvents, decideAndAppend } from '../auth/streams';
 import { signAgentToken } from './agentTokens';
 import type { DashboardUser } from './authorization';
-import { grantOf, grantStream, loadGrant, opaque } from './authorization';
+import { grantStream, opaque, redeemGrant } from './authorization';
 import type { ClientMetadataFetcher } from './clientMetadata';
 
 /**
@@ -80,45 +75,10 @@ export interface AgentTokenResponse { access_token: string; token_type: 'Bearer'
 /** POST /api/oauth2/token for an agent client: public (no secret), PKCE and `resource` required. */
 export async function issueAgentToken(deps: AgentOAuthDeps, body: Record<string, unknown>, now: Date): Promise<AgentTokenResponse> {
   const clientId = body.client_id as string;
-  const grantType = body.grant_type;
   if (typeof body.resource !== 'string') throw oauthError('invalid_request', 'resource is required: the canonical URI of the MCP server');
   const resource = body.resource;
   if (!serverOfResource(deps.config.mcpPublicUrl, resource)) throw oauthError('invalid_target', 'resource is not the canonical URI of one of this service\'s MCP servers');
-  const tokenId = newId();
-  const actor = `oauthClient:${clientId}`;
-
-  let grantId: string;
-  let refresh: { value: string; hash: string };
-  let error: Error | undefined;
-  if (grantType === 'authorization_code') {
-    if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
-    if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
-    if (typeof body.code_verifier !== 'string') throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
-    if (!isCodeVerifier(body.code_verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
-    const id = grantOf('oc', body.code);
-    if (!id) throw oauthError('invalid_grant', 'Unknown authorization code');
-    grantId = id;
-    refresh = opaque('ort', grantId);
-    const c = { clientId, codeHash: sha256Hex(body.code), redirectUri: body.redirect_uri, codeVerifier: body.code_verifier, resource, tokenId, refreshTokenHash: refresh.hash, now };
-    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRedeemCode(s, c);
-      return { events: d.events, result: d.error };
-    }, actor);
-  } else {
-    if (typeof body.refresh_token !== 'string') throw oauthError('invalid_request', 'refresh_token is required');
-    const id = grantOf('ort', body.refresh_token);
-    if (!id) throw oauthError('invalid_grant', 'Unknown refresh token');
-    grantId = id;
-    refresh = opaque('ort', grantId);
-    const c = { clientId, refreshTokenHash: sha256Hex(body.refresh_token), newRefreshTokenHash: refresh.hash, tokenId, resource, now };
-    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRefresh(s, c);
-      return { events: d.events, result: d.error };
-    }, actor);
-  }
-  if (error) throw error;
-
-  const { state } = await loadGrant(deps.store, grantId);
+  const { grantId, tokenId, refresh, state } = await redeemGrant(deps.store, body, clientId, now, { resource });
   const scopes = state.scope.split(' ').filter(Boolean) as AgentScope[];
   const access = await signAgentToken(deps, {
     tokenId, grantId, clientId, userId: state.userId!, accountId: state.accountId!, resource: state.resource!, scopes,

@@ -9,6 +9,7 @@ import {
   decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, parseScope,
   type GrantEvent, type GrantState,
 } from '../../domain/oauth/grant';
+import { isCodeVerifier } from '../../domain/oauth/agent';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { sha256Hex } from '../auth/secrets';
 import { appendEvents, decideAndAppend, load } from '../auth/streams';
@@ -173,51 +174,66 @@ export async function issueToken(deps: OAuthDeps, body: Record<string, unknown>,
   if (isAgentClientId(body.client_id)) return issueAgentToken(agentDeps(deps), body, now);
   if (typeof body.client_id !== 'string' || typeof body.client_secret !== 'string') throw oauthError('invalid_client', 'client_id and client_secret are required');
   const client = await authenticateClient(deps.store, body.client_id, body.client_secret);
-  const tokenId = newId();
-  const refresh = (grantId: string) => opaque('ort', grantId);
-
-  let grantId: string;
-  let newRefresh: { value: string; hash: string };
-  if (grantType === 'authorization_code') {
-    if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
-    if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
-    const id = grantOf('oc', body.code);
-    if (!id) throw oauthError('invalid_grant', 'Unknown authorization code');
-    grantId = id;
-    newRefresh = refresh(grantId);
-    const codeHash = sha256Hex(body.code);
-    const redirectUri = body.redirect_uri;
-    const error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRedeemCode(s, { clientId: client.clientId, codeHash, redirectUri, tokenId, refreshTokenHash: newRefresh.hash, now });
-      return { events: d.events, result: d.error };
-    }, `oauthClient:${client.clientId}`);
-    if (error) throw error;
-  } else {
-    if (typeof body.refresh_token !== 'string') throw oauthError('invalid_request', 'refresh_token is required');
-    const id = grantOf('ort', body.refresh_token);
-    if (!id) throw oauthError('invalid_grant', 'Unknown refresh token');
-    grantId = id;
-    newRefresh = refresh(grantId);
-    const presented = sha256Hex(body.refresh_token);
-    const error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRefresh(s, { clientId: client.clientId, refreshTokenHash: presented, newRefreshTokenHash: newRefresh.hash, tokenId, now });
-      return { events: d.events, result: d.error };
-    }, `oauthClient:${client.clientId}`);
-    if (error) throw error;
-  }
-
-  const { state } = await loadGrant(deps.store, grantId);
+  const { grantId, tokenId, refresh, state } = await redeemGrant(deps.store, body, client.clientId, now);
   const block = await blockCreated(deps.store, state.motorBlockId!);
   const access = signAccessToken(accessTokenSettings(deps.config), {
     tokenId, grantId, clientId: client.clientId, userId: state.userId!, accountId: state.accountId!, motorBlockId: block.motorBlockId, scope: state.scope,
   }, now, OAUTH_RULES.accessTtlSeconds);
   return {
-    access_token: access.token, token_type: 'Bearer', expires_in: OAUTH_RULES.accessTtlSeconds, refresh_token: newRefresh.value, scope: state.scope,
+    access_token: access.token, token_type: 'Bearer', expires_in: OAUTH_RULES.accessTtlSeconds, refresh_token: refresh.value, scope: state.scope,
     motor_block: { id: block.motorBlockId, name: block.name, smtp_username: block.smtpUsername },
   };
 }
 
 type SmtpTokenDeps = { store: EventStore; config: Parameters<typeof accessTokenSettings>[0] };
+
+/**
+ * The grant step of POST /api/oauth2/token, the same for both profiles: an authorization code
+ * redeemed for the first token family, or a refresh token rotated. `agent` carries what an agent
+ * client must add (docs/OAUTH.md): the `resource`, and for a code the PKCE `code_verifier`. Returns
+ * the grant after the step, the id of the access token to sign and the new refresh token.
+ */
+export async function redeemGrant(
+  store: EventStore, body: Record<string, unknown>, clientId: string, now: Date, agent?: { resource: string },
+): Promise<{ grantId: string; tokenId: string; refresh: { value: string; hash: string }; state: GrantState }> {
+  const tokenId = newId();
+  let grantId: string;
+  let refresh: { value: string; hash: string };
+  let error: Error | undefined;
+  if (body.grant_type === 'authorization_code') {
+    if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
+    if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
+    let codeVerifier: string | undefined;
+    if (agent) {
+      if (typeof body.code_verifier !== 'string') throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
+      if (!isCodeVerifier(body.code_verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
+      codeVerifier = body.code_verifier;
+    }
+    const id = grantOf('oc', body.code);
+    if (!id) throw oauthError('invalid_grant', 'Unknown authorization code');
+    grantId = id;
+    refresh = opaque('ort', grantId);
+    const c = { clientId, codeHash: sha256Hex(body.code), redirectUri: body.redirect_uri, codeVerifier, resource: agent?.resource, tokenId, refreshTokenHash: refresh.hash, now };
+    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
+      const d = decideRedeemCode(s, c);
+      return { events: d.events, result: d.error };
+    }, `oauthClient:${clientId}`);
+  } else {
+    if (typeof body.refresh_token !== 'string') throw oauthError('invalid_request', 'refresh_token is required');
+    const id = grantOf('ort', body.refresh_token);
+    if (!id) throw oauthError('invalid_grant', 'Unknown refresh token');
+    grantId = id;
+    refresh = opaque('ort', grantId);
+    const c = { clientId, refreshTokenHash: sha256Hex(body.refresh_token), newRefreshTokenHash: refresh.hash, tokenId, resource: agent?.resource, now };
+    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
+      const d = decideRefresh(s, c);
+      return { events: d.events, result: d.error };
+    }, `oauthClient:${clientId}`);
+  }
+  if (error) throw error;
+  const { state } = await loadGrant(store, grantId);
+  return { grantId, tokenId, refresh, state };
+}
 
 /**
  * An access token that is well signed, unexpired, and whose grant is not revoked (a code or
