@@ -6,6 +6,7 @@ import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
 import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../send/sendMessage';
 import { testEmail, type TestEmailResult } from '../send/testEmail';
+import { acceptedData, dryRunData, type DryRunData, type SendAcceptedData } from '../send/sendResult';
 
 /** Body of POST /v1/send (SPEC "Send API"). */
 export interface SendRequest {
@@ -25,36 +26,12 @@ export interface SendRequest {
   dryRun?: boolean;
 }
 
-export interface SendAcceptedData {
-  id: string;
-  acceptanceStatus: 'queued';
-  from: string;
-  fromName: string | null;
-  to: string[];
-  subject: string;
-  timestamp: string;
-}
 export interface SendAcceptedResponse {
   success: true;
   /** Present (true) when the Idempotency-Key matched a send of the last 24 hours. */
   idempotent?: true;
   data: SendAcceptedData;
   message: string;
-}
-export interface DryRunData {
-  status: 'validated';
-  acceptanceStatus: 'validated';
-  from: string;
-  fromName: string | null;
-  to: string[];
-  subject: string;
-  domain: string;
-  motorBlockId: string;
-  bodySize: number;
-  hasText: boolean;
-  hasHtml: boolean;
-  recipientCount: number;
-  timestamp: string;
 }
 export interface DryRunResponse { success: true; dryRun: true; data: DryRunData; message: string }
 
@@ -134,26 +111,10 @@ export class SendController extends Controller {
       throw err;
     }
     switch (result.kind) {
-      case 'validated': {
-        const r = result.request;
-        return {
-          success: true, dryRun: true,
-          data: {
-            status: 'validated', acceptanceStatus: 'validated', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject,
-            domain: result.domain.name, motorBlockId: result.block.id, bodySize: r.bodySize, hasText: r.text !== null,
-            hasHtml: r.html !== null, recipientCount: r.to.length, timestamp: now.toISOString(),
-          },
-          message: 'Validation passed; nothing was queued, logged or charged',
-        };
-      }
-      case 'replayed': {
-        const a = result.accepted;
-        return {
-          success: true, idempotent: true,
-          data: { id: result.messageId, acceptanceStatus: 'queued', from: a.from, fromName: a.fromName, to: a.to, subject: a.subject, timestamp: a.acceptedAt },
-          message: 'Idempotency-Key matched an earlier send; nothing new was queued',
-        };
-      }
+      case 'validated':
+        return { success: true, dryRun: true, data: dryRunData(result, now), message: 'Validation passed; nothing was queued, logged or charged' };
+      case 'replayed':
+        return { success: true, idempotent: true, data: acceptedData(result), message: 'Idempotency-Key matched an earlier send; nothing new was queued' };
       case 'accepted': {
         ctx.metrics.sendsAccepted.inc({ source: 'http' });
         if (result.quota.kind === 'allowed') {
@@ -162,12 +123,7 @@ export class SendController extends Controller {
           this.setHeader('RateLimit-Remaining', String(daily.remaining));
           this.setHeader('RateLimit-Reset', String(daily.resetIn));
         }
-        const r = result.request;
-        return {
-          success: true,
-          data: { id: result.messageId, acceptanceStatus: 'queued', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject, timestamp: result.acceptedAt.toISOString() },
-          message: 'Message accepted for delivery; read its outcome with GET /api/public/v1/messages/{id}',
-        };
+        return { success: true, data: acceptedData(result), message: 'Message accepted for delivery; read its outcome with GET /api/public/v1/messages/{id}' };
       }
     }
   }

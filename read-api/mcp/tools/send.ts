@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../../../commands/send/sendMessage';
+import { acceptedData, dryRunData } from '../../../commands/send/sendResult';
 import { EventStoreUnavailableError } from '../../../domain/eventStore';
 import { fail, isDomainError } from '../../../domain/errors';
 import { defineTool, ownBlock } from '../tool';
@@ -50,28 +51,15 @@ export const sendEmail = defineTool({
       throw err;
     }
     switch (result.kind) {
-      case 'validated': {
-        const r = result.request;
-        return {
-          dryRun: true, status: 'validated', acceptanceStatus: 'validated', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject,
-          domain: result.domain.name, motorBlockId: result.block.id, bodySize: r.bodySize, hasText: r.text !== null, hasHtml: r.html !== null,
-          recipientCount: r.to.length, timestamp: now.toISOString(),
-          message: 'Validation passed; nothing was queued, logged or charged',
-        };
-      }
-      case 'replayed': {
-        const a = result.accepted;
-        return {
-          id: result.messageId, idempotent: true, acceptanceStatus: 'queued', from: a.from, fromName: a.fromName, to: a.to, subject: a.subject, timestamp: a.acceptedAt,
-          message: 'idempotencyKey matched an earlier send; nothing new was queued',
-        };
-      }
+      case 'validated':
+        return { dryRun: true, ...dryRunData(result, now), message: 'Validation passed; nothing was queued, logged or charged' };
+      case 'replayed':
+        return { ...acceptedData(result), idempotent: true, message: 'idempotencyKey matched an earlier send; nothing new was queued' };
       case 'accepted': {
         ctx.metrics.sendsAccepted.inc({ source: 'mcp' });
-        const r = result.request;
         const daily = result.quota.kind === 'allowed' ? result.quota.block.daily : null;
         return {
-          id: result.messageId, acceptanceStatus: 'queued', from: r.from, fromName: r.fromName, to: r.to, subject: r.subject, timestamp: result.acceptedAt.toISOString(),
+          ...acceptedData(result),
           ...(daily ? { rateLimit: { limit: daily.limit, remaining: daily.remaining, resetSeconds: daily.resetIn } } : {}),
           message: 'Message accepted for delivery; read its outcome with get_message',
         };
