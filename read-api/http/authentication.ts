@@ -1,11 +1,11 @@
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { authenticateApiKey, extractApiKey } from '../../commands/credentials/apiKeyAuth';
 import { verifyPublicToken } from '../../commands/tokens/publicTokens';
 import { dashboardTokenSettings, verifyDashboardToken } from '../../commands/auth/dashboardTokens';
 import { assertSessionActive } from '../../commands/auth/onboarding';
 import { hasScopes } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
-import type { RequestLimiter } from '../../commands/quota/requestLimiter';
+import type { RequestLimiter, RequestLimitReading } from '../../commands/quota/requestLimiter';
 import { ctxOf, type HttpContext } from './context';
 import { credentialId, type Principal } from './principal';
 
@@ -103,10 +103,8 @@ async function applyRequestLimit(ctx: HttpContext, request: Request, principal: 
   await applyLimit(ctx.limiter, ctx, request, credentialId(principal));
 }
 
-async function applyLimit(limiter: RequestLimiter, ctx: HttpContext, request: Request, id: string): Promise<void> {
-  const reading = await limiter.hit(id, ctx.clock.now());
-  const res = request.res;
-  if (!res) return;
+/** The X-RateLimit-* headers of a limiter reading (`unknown` remaining when the limiter is unavailable). */
+export function setRateLimitHeaders(res: Response, reading: RequestLimitReading): void {
   res.setHeader('X-RateLimit-Limit', String(reading.limit));
   if (reading.kind === 'unavailable') {
     res.setHeader('X-RateLimit-Remaining', 'unknown');
@@ -114,6 +112,13 @@ async function applyLimit(limiter: RequestLimiter, ctx: HttpContext, request: Re
   }
   res.setHeader('X-RateLimit-Remaining', String(reading.remaining));
   res.setHeader('X-RateLimit-Reset', String(reading.resetSeconds));
+}
+
+async function applyLimit(limiter: RequestLimiter, ctx: HttpContext, request: Request, id: string): Promise<void> {
+  const reading = await limiter.hit(id, ctx.clock.now());
+  const res = request.res;
+  if (!res) return;
+  setRateLimitHeaders(res, reading);
   if (reading.kind === 'exceeded') {
     throw fail('rate_limited', 429, `API request limit of ${reading.limit} per minute exceeded for this credential`, {
       details: { retryAfterSeconds: reading.resetSeconds },

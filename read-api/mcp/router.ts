@@ -3,7 +3,7 @@ import { Router, type Request, type Response } from 'express';
 import { activeAgentToken, type AgentClaims } from '../../commands/oauth/agentTokens';
 import { effectiveScopes, MCP_SERVERS, resourceUri, type McpServerSpec } from '../../domain/oauth/agent';
 import type { Config } from '../../infra/config';
-import { bearerToken } from '../http/authentication';
+import { bearerToken, setRateLimitHeaders } from '../http/authentication';
 import type { HttpContext } from '../http/context';
 import { missingScopes, toolsOf } from './catalogue';
 import { agentMcpServer } from './server';
@@ -77,13 +77,7 @@ async function authenticate(ctx: HttpContext, server: McpServerSpec, req: Reques
 /** The API request limit per grant (SPEC "Limits", limiter 1), with the X-RateLimit-* headers of every route; false once the 429 is written. */
 async function withinRequestLimit(ctx: HttpContext, claims: AgentClaims, res: Response): Promise<boolean> {
   const reading = await ctx.limiter.hit(`agent:${claims.grantId}`, ctx.clock.now());
-  res.setHeader('X-RateLimit-Limit', String(reading.limit));
-  if (reading.kind === 'unavailable') {
-    res.setHeader('X-RateLimit-Remaining', 'unknown');
-    return true;
-  }
-  res.setHeader('X-RateLimit-Remaining', String(reading.remaining));
-  res.setHeader('X-RateLimit-Reset', String(reading.resetSeconds));
+  setRateLimitHeaders(res, reading);
   if (reading.kind !== 'exceeded') return true;
   res.setHeader('Retry-After', String(reading.resetSeconds));
   res.status(429).json({ error: 'rate_limited', error_description: `API request limit of ${reading.limit} per minute exceeded for this connection`, retry_after_seconds: reading.resetSeconds });
