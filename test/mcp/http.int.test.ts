@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { MCP_SERVERS } from '../../domain/oauth/agent';
 import { grantAgentAccess } from '../support/agentGrant';
-import { getJson, startTestMotor, type TestMotor } from '../support/motor';
+import { awayFromMinuteEdge, getJson, startTestMotor, type TestMotor } from '../support/motor';
 import { AUTH, MCP, MCP_ENV, connectAgent, metadataUrlOf, revokeGrant, rpc, toolCall } from './support';
 
 const FULL = '/v1/service/mcp';
@@ -184,6 +184,8 @@ describe('MCP agent-tool servers: metadata, authentication, scopes (int)', funct
 
   it('GET and DELETE are 405 with a JSON-RPC error; the API request limit applies per grant (429 rate_limited)', async () => {
     const g = await grant(ANALYTICS, ['read:analytics']);
+    // The limit counts in fixed one-minute windows: all of this test's requests must fall in one.
+    await awayFromMinuteEdge(15);
     for (const method of ['GET', 'DELETE']) {
       const r = await rpc(motor, ANALYTICS, null, g.accessToken, { method });
       expect(r.status, method).to.equal(405);

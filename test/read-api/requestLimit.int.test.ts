@@ -1,13 +1,7 @@
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+import { awayFromMinuteEdge, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
 import { bearer, getPublic, senderDomainOf } from './publicApi';
-
-/** Waits, if needed, so that the next few requests fall inside one fixed one-minute window. */
-async function awayFromMinuteEdge(marginSeconds = 8): Promise<void> {
-  const left = 60 - (Math.floor(Date.now() / 1000) % 60);
-  if (left <= marginSeconds) await new Promise((r) => setTimeout(r, left * 1000 + 100));
-}
 
 /** The API request limit (SPEC "Limits", limiter 1): per credential, X-RateLimit-*, 429 rate_limited. */
 describe('API request limit (int)', function () {

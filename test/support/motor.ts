@@ -93,6 +93,12 @@ export async function answerText(res: Response): Promise<string> {
 }
 
 /** POST JSON and return status, headers and parsed body. */
+/** Waits, if needed, so that the next few requests fall inside one fixed one-minute window (the API request limit's). */
+export async function awayFromMinuteEdge(marginSeconds = 8): Promise<void> {
+  const left = 60 - (Math.floor(Date.now() / 1000) % 60);
+  if (left <= marginSeconds) await new Promise((r) => setTimeout(r, left * 1000 + 100));
+}
+
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
   const text = await res.text();
