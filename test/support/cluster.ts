@@ -30,7 +30,7 @@ export async function killOneChild(): Promise<{ pid: number; replacementListenin
 /**
  * Kills one child with SIGKILL while `clients` loops of `attempt` run back to back: waits for
  * `each` acknowledgements before the kill and `each` more after it, stops the clients, then
- * reads the store for every acknowledged message. `attempt` resolves with the message id of an
+ * waits for the killed child's replacement to listen, and reads the store for every acknowledged message. `attempt` resolves with the message id of an
  * acknowledged send, null for a refusal, and throws when the connection failed (not acknowledged).
  */
 export async function killUnderLoad(o: {
@@ -54,11 +54,16 @@ export async function killUnderLoad(o: {
     }
   });
   await eventually(async () => acknowledged.length >= o.each, 30_000, 10);
-  await killOneChild();
+  const { replacementListening } = await killOneChild();
+  let replaced = false;
+  void replacementListening.then(() => { replaced = true; });
   const atKill = acknowledged.length;
   await eventually(async () => acknowledged.length >= atKill + o.each, 30_000, 10);
   stop = true;
   await Promise.all(loops);
+  // The replacement is forked a second after the kill: a short run can end before that, and a
+  // later test that counts the children would see it appear under its feet.
+  await eventually(async () => (replaced ? true : undefined), 15_000, 10);
   const missing: string[] = [];
   for (const id of acknowledged) {
     const events = await o.store.readStream(`message-${id}`, { maxCount: 1 });
