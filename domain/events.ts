@@ -331,6 +331,44 @@ export interface TemplateDeleted { templateId: string; tenantId: string; deleted
 /** A contact list of the tenant; the tenant's stream holds all of them (unique names and the cap are decided on it). */
 export interface ContactListCreated { listId: string; tenantId: string; name: string; description: string | null; createdAt: Iso }
 
+// ---------------------------------------------------------------- contact-<contactId> (communications; docs/COMMUNICATIONS.md "Contacts")
+// contactId = uuidV5 of (tenant, list, lower-cased address): one stream per address and list, so
+// "already on the list" is decided by the stream's revision.
+/** An address put on a list (again, after a removal: the stream goes on). `email` is trimmed and lower-cased. */
+export interface ContactAdded { contactId: string; tenantId: string; listId: string; email: string; name: string | null; fields: Record<string, string>; addedAt: Iso }
+export interface ContactRemoved { contactId: string; tenantId: string; listId: string; email: string; removedAt: Iso }
+/** The contact used its unsubscribe link: `one_click` = RFC 8058 POST from the mail client, `page` = the confirm button. */
+export interface ContactUnsubscribed { contactId: string; tenantId: string; listId: string; email: string; via: 'one_click' | 'page'; unsubscribedAt: Iso }
+
+// ---------------------------------------------------------------- tracking-<messageId> (campaign opens and clicks; docs/COMMUNICATIONS.md "Tracking")
+/** What an open or a click knows of its reader. `ip` is truncated (IPv4 /24, IPv6 /48); `userAgent` at most 512 characters. */
+export interface TrackingHit { tenantId: string; motorBlockId: string; campaignId: string; messageId: string; recipient: string; userAgent: string | null; ip: string | null; occurredAt: Iso }
+/** The open pixel of a campaign message was fetched (a signed token; GET only). */
+export interface EmailOpened extends TrackingHit {}
+/** A rewritten link of a campaign message was followed; `url` is the signed destination. */
+export interface LinkClicked extends TrackingHit { url: string }
+
+// ---------------------------------------------------------------- campaign-<uuid> (communications; docs/COMMUNICATIONS.md "Campaigns")
+/** Contacts a campaign has reached: each one is accepted, skipped as suppressed, or failed (a per-recipient refusal). */
+export interface CampaignCounts { recipients: number; accepted: number; skippedSuppressed: number; failed: number }
+export interface CampaignCreated {
+  campaignId: string; tenantId: string; name: string; templateId: string; listId: string; motorBlockId: string;
+  from: string; fromName: string | null; trackOpens: boolean; trackClicks: boolean; createdAt: Iso;
+}
+/** Sending was asked for. The template's content then is what every message renders: a later edit or delete of the template does not change a campaign under way. */
+export interface CampaignSendStarted {
+  campaignId: string; tenantId: string;
+  template: { subject: string; body_html: string | null; body_text: string | null };
+  /** The `{{identity_name}}` value: the campaign's from_name, else the block's name. */
+  identityName: string;
+  startedAt: Iso;
+}
+/** A checkpoint of the sender: every contact up to `lastContactId` (contactId order) is done. `resumeAt`: paused by the block's quota (or an unusable block) until then. */
+export interface CampaignProgressed { campaignId: string; tenantId: string; lastContactId: string | null; counts: CampaignCounts; resumeAt?: Iso; pausedReason?: string; at: Iso }
+export interface CampaignSendCompleted { campaignId: string; tenantId: string; lastContactId: string | null; counts: CampaignCounts; completedAt: Iso }
+/** Stops a draft or a sending campaign; messages already accepted are delivered. */
+export interface CampaignCancelled { campaignId: string; tenantId: string; cancelledAt: Iso }
+
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   DomainAdded: DomainAdded;
@@ -403,6 +441,16 @@ export interface EventCatalogue {
   TemplateUpdated: TemplateUpdated;
   TemplateDeleted: TemplateDeleted;
   ContactListCreated: ContactListCreated;
+  CampaignCreated: CampaignCreated;
+  CampaignSendStarted: CampaignSendStarted;
+  CampaignProgressed: CampaignProgressed;
+  CampaignSendCompleted: CampaignSendCompleted;
+  CampaignCancelled: CampaignCancelled;
+  ContactAdded: ContactAdded;
+  ContactRemoved: ContactRemoved;
+  ContactUnsubscribed: ContactUnsubscribed;
+  EmailOpened: EmailOpened;
+  LinkClicked: LinkClicked;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -480,6 +528,16 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   TemplateUpdated: { category: 'template', version: 1 },
   TemplateDeleted: { category: 'template', version: 1 },
   ContactListCreated: { category: 'contactLists', version: 1 },
+  CampaignCreated: { category: 'campaign', version: 1 },
+  CampaignSendStarted: { category: 'campaign', version: 1 },
+  CampaignProgressed: { category: 'campaign', version: 1 },
+  CampaignSendCompleted: { category: 'campaign', version: 1 },
+  CampaignCancelled: { category: 'campaign', version: 1 },
+  ContactAdded: { category: 'contact', version: 1 },
+  ContactRemoved: { category: 'contact', version: 1 },
+  ContactUnsubscribed: { category: 'contact', version: 1 },
+  EmailOpened: { category: 'tracking', version: 1 },
+  LinkClicked: { category: 'tracking', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

@@ -95,6 +95,8 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** Contacts a campaign sends per page, between two checkpoints (docs/COMMUNICATIONS.md "Campaigns"). */
+  campaignPageSize: number;
   /** Seconds between `keepalive` events of an event stream (docs/EVENTS.md). */
   eventStreamKeepaliveSeconds: number;
   /** Outgoing webhooks (docs/WEBHOOKS.md). */
@@ -273,6 +275,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
     deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    campaignPageSize: int('CAMPAIGN_PAGE_SIZE', 100, 1, 1000),
     deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),
     eventStreamKeepaliveSeconds: int('EVENT_STREAM_KEEPALIVE_SECONDS', 15, 1, 300),
     webhooks: {

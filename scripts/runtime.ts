@@ -232,6 +232,16 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     background.push(new ExportEnqueuer(rt.db, rt.store, exportQueue, rt.logger).run(abort.signal).finally(() => exportQueue.close().catch(() => {})));
     extraWorkers.push(startExportWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
     extraWorkers.push(startWebhookWorker({ store: rt.store, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
+    // Campaigns (docs/COMMUNICATIONS.md "Campaigns"): a subscriber queues one job per page of contacts, a worker sends them.
+    const { CampaignEnqueuer, createCampaignQueue, startCampaignWorker } = await import('../workers/campaigns.js');
+    const campaignQueue = createCampaignQueue(rt.redisUrl, rt.queuePrefix);
+    campaignQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'campaign queue connection error'));
+    background.push(new CampaignEnqueuer({ db: rt.db, store: rt.store, queue: campaignQueue, logger: rt.logger, clock: rt.clock }).run(abort.signal)
+      .finally(() => campaignQueue.close().catch(() => {})));
+    extraWorkers.push(startCampaignWorker({
+      store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger, baseUrl: rt.config.authPublicUrl, tokenSecret: rt.config.tokenSecret,
+      pageSize: rt.config.campaignPageSize, send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: rt.config },
+    }, rt.redisUrl, rt.queuePrefix, rt.config.deliveryJobLockSeconds));
     const depth = setInterval(async () => {
       try {
         const c = await rt.queue.getJobCounts('waiting', 'delayed', 'active');

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued, type ExportRequested } from '../domain/events';
+import { toEventData, type EmailOpened, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued, type ExportRequested } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
@@ -18,7 +18,8 @@ import type { Logger } from '../infra/logger';
  *   1. MotorBlockDeletionStarted (status running) on the block's stream;
  *   2. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
  *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>, webhookDelivery-<id>
- *      of its webhook deliveries, export-<id> of its export jobs) and removes them
+ *      of its webhook deliveries, export-<id> of its export jobs, tracking-<messageId> of its
+ *      campaign opens and clicks) and removes them
  *      with EventStore.deleteStreams;
  *   3. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
  *
@@ -77,6 +78,8 @@ export async function findHistoryStreams(store: EventStore, motorBlockId: string
       if (e.type === 'WebhookDeliveryQueued' && (e.data as WebhookDeliveryQueued).motorBlockId === motorBlockId) own.add(e.streamId);
       // So do export jobs (their filters can name recipients; their files go with their rows).
       if (e.type === 'ExportRequested' && (e.data as ExportRequested).motorBlockId === motorBlockId) own.add(e.streamId);
+      // And the opens and clicks of its campaign mail (tracking-<messageId>: recipient, user agent, address).
+      if ((e.type === 'EmailOpened' || e.type === 'LinkClicked') && (e.data as EmailOpened).motorBlockId === motorBlockId) own.add(e.streamId);
       if (messageStreams.has(e.streamId) || own.has(e.streamId)) {
         events++;
         present.add(e.streamId);

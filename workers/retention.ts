@@ -12,7 +12,8 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
  * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly),
  *   rm_messages (messages with their message_recipients and message_events) and
- *   rm_commsuppressions.message_owners (the suppression list itself is kept). Rollup rows are
+ *   rm_commsuppressions.message_owners (the suppression list itself is kept), rm_commtracking.hits
+ *   (campaign opens and clicks, by `occurred_at`). Rollup rows are
  *   found through the block's account (rm_directory); rows of blocks no longer in the directory are
  *   left to the block-deletion path. `domain_first_send` (one row per domain, the warm-up start) is
  *   kept.
@@ -125,6 +126,8 @@ export class RetentionSweeper {
       },
       // Which account a message is of, for the suppression list: a complaint older than retention suppresses nothing.
       accountRows('rm_commsuppressions.message_owners', 'accepted_at'),
+      // Opens and clicks of campaign mail, by when they happened (a click can come after its message was pruned).
+      accountRows('rm_commtracking.hits', 'occurred_at'),
       {
         table: 'rm_messages.messages (orphans)',
         statement: (n) => ({
@@ -166,7 +169,7 @@ export class RetentionSweeper {
   }
 
   private async presentSchemas(): Promise<Set<string>> {
-    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions']]);
+    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking']]);
     const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
     // Without the directory there is no account to sweep for.
     return found.has('rm_directory') ? found : new Set();

@@ -72,22 +72,47 @@ export type SendResult =
   | { kind: 'replayed'; messageId: string; accepted: MessageAccepted };
 
 /** Loads the block and domain and applies every rule that does not need the quota. */
-export async function checkSend(deps: SendDeps, cmd: SendCommand): Promise<{ request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }> {
+export function checkSend(deps: SendDeps, cmd: SendCommand): Promise<{ request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }> {
+  return checkSendFrom(deps, cmd, { allowMarketing: false });
+}
+
+/**
+ * The rules of `checkSend`. `allowMarketing` is true only for the communications API's campaigns:
+ * a marketing block sends through them and never through /v1/send or SMTP (use_comms_api).
+ */
+async function checkSendFrom(deps: SendDeps, cmd: SendCommand, opts: { allowMarketing: boolean }): Promise<{ request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }> {
   const block = await deps.directory.block(cmd.motorBlockId);
   if (!block) throw fail('invalid_api_key', 401, 'Invalid API key format');
-  if (block.type === 'marketing') {
+  if (block.type === 'marketing' && !opts.allowMarketing) {
     throw fail('use_comms_api', 403, 'Marketing blocks send through the communications API, not /v1/send or SMTP', {
       nextAction: 'Use the communications API (campaigns) for marketing mail',
     });
   }
+  assertBlockActive(block);
+  const request = cmd.validated ?? validateSendRequest(cmd.body);
+  const domain = await checkSenderDomain(deps.directory, block, request.from);
+  // Sandbox allowlist and Free-plan recipients (docs/SANDBOX.md): before the quota, never charged.
+  await checkRecipientPermissions(deps.directory, block, request.to);
+  return { request, block, domain };
+}
+
+/** A deactivated block sends nothing (403 motor_block_inactive). */
+export function assertBlockActive(block: BlockRecord): void {
   if (block.status !== 'active') {
     throw fail('motor_block_inactive', 403, 'This Motor Block is deactivated; sends are refused until it is reactivated', {
       nextAction: 'Reactivate the block: POST /api/public/v1/account/motor-blocks/{id}/reactivate',
     });
   }
-  const request = cmd.validated ?? validateSendRequest(cmd.body);
-  const domain = await deps.directory.domain(block.domainId);
-  if (!domain || domainOf(request.from) !== domain.name.toLowerCase()) {
+}
+
+/**
+ * The sender rules of a send: `from` is an address of the block's domain (403 from_domain_mismatch)
+ * and that domain's SPF and DKIM are in place (403 DOMAIN_DNS_INCOMPLETE). Shared by every send
+ * and by the creation of a campaign, which must be able to send from its `from`.
+ */
+export async function checkSenderDomain(directory: DirectoryCache, block: BlockRecord, from: string): Promise<DomainRecord> {
+  const domain = await directory.domain(block.domainId);
+  if (!domain || domainOf(from) !== domain.name.toLowerCase()) {
     throw fail('from_domain_mismatch', 403, `From address domain does not match the block's domain${domain ? ` (${domain.name})` : ''}`, {
       nextAction: domain ? `Send from an address @${domain.name}` : 'Assign a verified domain to this block',
     });
@@ -98,9 +123,7 @@ export async function checkSend(deps: SendDeps, cmd: SendCommand): Promise<{ req
       nextAction: `Publish the DNS records of ${domain.name}, then run check-dns`,
     });
   }
-  // Sandbox allowlist and Free-plan recipients (docs/SANDBOX.md): before the quota, never charged.
-  await checkRecipientPermissions(deps.directory, block, request.to);
-  return { request, block, domain };
+  return domain;
 }
 
 /** The id a (block, Idempotency-Key) pair maps to, generation n (a key reused after 24 h moves on). */
@@ -128,6 +151,35 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
     }
   }
 
+  return acceptChecked(deps, cmd, { request, block, domain }, messageId, cmd.idempotencyKey !== null);
+}
+
+/**
+ * A campaign message (workers/campaigns.ts): the checks, quota and append of a send, with a
+ * marketing block allowed and the message id chosen by the caller (derived from the campaign and
+ * the contact). A message that already exists is returned as `replayed` without any check or
+ * charge, so a campaign page run again after a crash accepts nothing twice.
+ */
+export async function sendCampaignMessage(
+  deps: SendDeps, cmd: { motorBlockId: string; body: SendRequestBody; messageId: string; now: Date; actor: string },
+): Promise<SendResult> {
+  const existing = await readAccepted(deps.store, cmd.messageId);
+  if (existing) return { kind: 'replayed', messageId: cmd.messageId, accepted: existing };
+  const send: SendCommand = { motorBlockId: cmd.motorBlockId, body: cmd.body, idempotencyKey: null, source: 'http', now: cmd.now, actor: cmd.actor };
+  const checked = await checkSendFrom(deps, send, { allowMarketing: true });
+  if (checked.request.dryRun) return { kind: 'validated', ...checked };
+  return acceptChecked(deps, send, checked, cmd.messageId, true);
+}
+
+/**
+ * The quota and the append of a checked send under `messageId`. `replayOnConflict`: the id is
+ * deterministic (Idempotency-Key, campaign), so losing the append to a concurrent request with
+ * the same id returns the winner's message.
+ */
+async function acceptChecked(
+  deps: SendDeps, cmd: SendCommand, checked: { request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }, messageId: string, replayOnConflict: boolean,
+): Promise<SendResult> {
+  const { request, block, domain } = checked;
   const account = await deps.directory.account(block.accountId);
   // Effective ceilings: configured (else the account's plan), lowered by the reputation throttle
   // and, when ENFORCE_WARMUP is on, the warm-up cap of the domain read now, counted per domain across
@@ -178,7 +230,7 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
     );
   } catch (err) {
     if (quota.kind === 'allowed') await deps.quota.refund(block.id, block.accountId, request.to.length, cmd.now, domain.id);
-    if (err instanceof WrongExpectedRevisionError && cmd.idempotencyKey !== null) {
+    if (err instanceof WrongExpectedRevisionError && replayOnConflict) {
       const winner = await readAccepted(deps.store, messageId);
       if (winner) return { kind: 'replayed', messageId, accepted: winner };
     }

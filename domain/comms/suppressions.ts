@@ -15,15 +15,16 @@ import type { ComplaintReceived, DeliveryBounced } from '../events';
  * on the mailbox.
  */
 
-export type SuppressionReason = 'hard_bounce' | 'complaint';
-export const SUPPRESSION_REASONS: readonly SuppressionReason[] = ['hard_bounce', 'complaint'];
+/** `unsubscribed`: a contact used its unsubscribe link (ContactUnsubscribed; docs/COMMUNICATIONS.md "Unsubscribe"). */
+export type SuppressionReason = 'hard_bounce' | 'complaint' | 'unsubscribed';
+export const SUPPRESSION_REASONS: readonly SuppressionReason[] = ['hard_bounce', 'complaint', 'unsubscribed'];
 export const SUPPRESSING_EVENT_TYPES = ['DeliveryBounced', 'ComplaintReceived'] as const;
 
 export interface SuppressionFact {
   messageId: string;
   /** The address lower-cased whole (see suppressionAddress). */
   email: string;
-  reason: SuppressionReason;
+  reason: 'hard_bounce' | 'complaint';
   at: Date;
   smtpCode: string | null;
   enhancedCode: string | null;

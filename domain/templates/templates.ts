@@ -108,6 +108,21 @@ function render(text: string, values: Record<string, string>, html: boolean): st
   });
 }
 
+/**
+ * A template's subject and bodies with their merge tags replaced by `values` (unknown variables
+ * render empty; values are HTML-escaped in `body_html`). The preview of a validation and each
+ * campaign message are rendered by this one function.
+ */
+export function renderTemplate(
+  content: Pick<TemplateContent, 'subject' | 'body_html' | 'body_text'>, values: Record<string, string>,
+): { subject: string; body_html: string | null; body_text: string | null } {
+  return {
+    subject: render(content.subject, values, false),
+    body_html: content.body_html === null ? null : render(content.body_html, values, true),
+    body_text: content.body_text === null ? null : render(content.body_text, values, false),
+  };
+}
+
 /** Every check of a template, with its metrics and a preview rendered with `sampleData`. */
 export function validateTemplate(input: Partial<TemplateContent>, sampleData: Record<string, string> = {}): TemplateValidation {
   const errors: TemplateIssue[] = [];
@@ -167,10 +182,6 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
       htmlSize, textLength: text?.length ?? 0, subjectLength: subject.length, nodeCount: facts.nodes, linkCount: facts.links, imageCount: facts.images,
       mergeVariables: variables,
     },
-    preview: {
-      subject: render(subject, values, false),
-      body_html: html === null ? null : render(html, values, true),
-      body_text: text === null ? null : render(text, values, false),
-    },
+    preview: renderTemplate({ subject, body_html: html, body_text: text }, values),
   };
 }

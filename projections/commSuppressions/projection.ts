@@ -8,12 +8,15 @@
  * of `facts`, keyed by (message, address, reason): a re-delivered batch or a replayed event adds
  * nothing. The `suppressions` row of every (account, address) a batch touched is then recomputed
  * from its facts, so it is what a replay from zero gives, whatever was applied before.
+ *
+ * A contact's unsubscribe (ContactUnsubscribed) is one row of `unsubscribes`, keyed by the event's
+ * id, and counts among the facts of its address: it names the tenant itself, no message.
  */
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
-import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
+import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed } from '../../domain/events';
 import { isUuid } from '../../domain/ids';
-import { SUPPRESSING_EVENT_TYPES, suppressionFactOf } from '../../domain/comms/suppressions';
+import { SUPPRESSING_EVENT_TYPES, suppressionAddress, suppressionFactOf } from '../../domain/comms/suppressions';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
 import type { Projection, ProjectionMigration } from '../runner';
 
@@ -65,25 +68,53 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       });
     },
   },
+  {
+    name: '002_unsubscribes',
+    async up(knex, schema) {
+      await knex.schema.withSchema(schema).createTable('unsubscribes', (t) => {
+        t.uuid('event_id').primary();
+        t.uuid('account_id').notNullable();
+        t.text('email').notNullable();
+        t.uuid('list_id').notNullable();
+        t.uuid('contact_id').notNullable();
+        t.timestamp('at', { useTz: true }).notNullable();
+        t.index(['account_id', 'email']);
+      });
+      // An address that only unsubscribed has no message or block.
+      await knex.schema.withSchema(schema).alterTable('suppressions', (t) => {
+        t.uuid('last_message_id').nullable().alter();
+        t.uuid('last_motor_block_id').nullable().alter();
+      });
+    },
+  },
 ];
 
 /**
- * Recomputes the suppressions rows of `keys` (account, email) from their facts: upserted when
- * facts remain, deleted when none do. `reason` is `complaint` once any complaint is among them
- * (the stronger signal), else `hard_bounce`; the SMTP codes are those of the latest hard bounce.
+ * Recomputes the suppressions rows of `keys` (account, email) from their facts and unsubscribes:
+ * upserted when any remain, deleted when none do. `reason` is `complaint` once any complaint is
+ * among them (the strongest signal), else `unsubscribed` once the address unsubscribed (the
+ * recipient's own choice), else `hard_bounce`; the message and block are those of the latest
+ * bounce or complaint (null when it only unsubscribed), the SMTP codes those of the latest hard bounce.
  */
 async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ account_id: string; email: string }>): Promise<void> {
   if (keys.length === 0) return;
   await trx.raw(
     `with k as (select distinct account_id, email from json_to_recordset(?::json) as x(account_id uuid, email text)),
+     f as (
+       select f.account_id, f.email, f.reason, f.at, f.message_id, f.motor_block_id, f.smtp_code, f.enhanced_code
+       from ${q(schema, 'facts')} f join k on f.account_id = k.account_id and f.email = k.email
+       union all
+       select u.account_id, u.email, 'unsubscribed', u.at, null::uuid, null::uuid, null, null
+       from ${q(schema, 'unsubscribes')} u join k on u.account_id = k.account_id and u.email = k.email
+     ),
      agg as (
        select f.account_id, f.email, count(*)::int as count, min(f.at) as first_at, max(f.at) as last_at,
-         bool_or(f.reason = 'complaint') as complained,
-         (array_agg(f.message_id order by f.at desc, f.message_id desc, f.reason desc))[1] as last_message_id,
-         (array_agg(f.motor_block_id order by f.at desc, f.message_id desc, f.reason desc))[1] as last_motor_block_id,
+         bool_or(f.reason = 'complaint') as complained, bool_or(f.reason = 'unsubscribed') as unsubscribed,
+         (array_agg(f.message_id order by f.at desc, f.message_id desc, f.reason desc) filter (where f.message_id is not null))[1] as last_message_id,
+         (array_agg(f.motor_block_id order by f.at desc, f.message_id desc, f.reason desc) filter (where f.message_id is not null))[1] as last_motor_block_id,
          (array_agg(f.smtp_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as smtp_code,
          (array_agg(f.enhanced_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as enhanced_code
-       from ${q(schema, 'facts')} f join k on f.account_id = k.account_id and f.email = k.email
+       from f
        group by f.account_id, f.email
      ),
      gone as (
@@ -94,7 +125,7 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ ac
      insert into ${q(schema, 'suppressions')} as t
        (id, account_id, email, reason, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code)
      select md5('suppression:' || account_id || ':' || email)::uuid, account_id, email,
-       case when complained then 'complaint' else 'hard_bounce' end, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code
+       case when complained then 'complaint' when unsubscribed then 'unsubscribed' else 'hard_bounce' end, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code
      from agg
      on conflict (account_id, email) do update set reason = excluded.reason, count = excluded.count, first_at = excluded.first_at,
        last_at = excluded.last_at, last_message_id = excluded.last_message_id, last_motor_block_id = excluded.last_motor_block_id,
@@ -106,7 +137,16 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ ac
 export async function applySuppressionEvents(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
   const owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }> = [];
   const facts: Array<{ message_id: string; email: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }> = [];
+  const unsubscribes: Array<{ event_id: string; account_id: string; email: string; list_id: string; contact_id: string; at: string }> = [];
   for (const e of events) {
+    if (e.type === 'ContactUnsubscribed') {
+      const d = e.data as Partial<ContactUnsubscribed> | null;
+      const email = typeof d?.email === 'string' ? suppressionAddress(d.email) : '';
+      if (isUuid(e.id) && isUuid(d?.tenantId) && isUuid(d.listId) && isUuid(d.contactId) && email !== '' && typeof d.unsubscribedAt === 'string') {
+        unsubscribes.push({ event_id: e.id, account_id: d.tenantId, email, list_id: d.listId, contact_id: d.contactId, at: d.unsubscribedAt });
+      }
+      continue;
+    }
     if (e.type === 'MessageAccepted') {
       const d = e.data as { messageId?: unknown; accountId?: unknown; motorBlockId?: unknown; acceptedAt?: unknown } | null;
       if (isUuid(d?.messageId) && isUuid(d.accountId) && isUuid(d.motorBlockId)) {
@@ -126,7 +166,23 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
       [JSON.stringify(owners)],
     );
   }
-  if (facts.length === 0) return;
+  const touched: Array<{ account_id: string; email: string }> = [];
+  if (unsubscribes.length > 0) {
+    // Keyed by the event's id: a re-delivered event adds nothing (and recomputes to the same row).
+    const r = await trx.raw(
+      `insert into ${q(schema, 'unsubscribes')} (event_id, account_id, email, list_id, contact_id, at)
+       select event_id, account_id, email, list_id, contact_id, at
+       from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, list_id uuid, contact_id uuid, at timestamptz)
+       on conflict (event_id) do nothing
+       returning account_id, email`,
+      [JSON.stringify(unsubscribes)],
+    );
+    touched.push(...r.rows);
+  }
+  if (facts.length === 0) {
+    await recompute(trx, schema, touched);
+    return;
+  }
   // A fact of a message whose MessageAccepted was never seen (its history deleted) belongs to no tenant: dropped by the join.
   const inserted = await trx.raw(
     `insert into ${q(schema, 'facts')} (message_id, email, reason, account_id, motor_block_id, at, smtp_code, enhanced_code)
@@ -137,7 +193,7 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
      returning account_id, email`,
     [JSON.stringify(facts)],
   );
-  await recompute(trx, schema, inserted.rows);
+  await recompute(trx, schema, [...touched, ...inserted.rows]);
 }
 
 /** A deleted block's history goes (projections/blockTombstone.ts): its facts, and the rows they made, are recomputed without it. */
@@ -150,7 +206,7 @@ async function forgetBlock(trx: Knex.Transaction, schema: string, motorBlockId: 
 export const commSuppressionsProjection: Projection = {
   name: 'commsuppressions',
   migrations: MIGRATIONS,
-  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, TOMBSTONE],
+  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', TOMBSTONE],
   followsMessageTraffic: true,
   // Only messageId, accountId and motorBlockId of MessageAccepted are read.
   ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],

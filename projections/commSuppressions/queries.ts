@@ -1,22 +1,23 @@
 import type { Knex } from 'knex';
-import { fail } from '../../domain/errors';
+import { isUuid } from '../../domain/ids';
 import { suppressionAddress, type SuppressionReason } from '../../domain/comms/suppressions';
-import { decodeCursor, encodeCursor } from '../messages/queries';
-import { pageLimit } from '../contactLists/queries';
+import { encodeCursor } from '../messages/queries';
+import { pageLimit, whereBefore, whereEmail } from '../contactLists/queries';
 import { SUPPRESSIONS_SCHEMA } from './projection';
 
 /** A suppressed address of the tenant (docs/COMMUNICATIONS.md "Suppressions"). */
 export interface SuppressionView {
   id: string;
   email: string;
-  /** `complaint` once the address complained, else `hard_bounce`. */
+  /** `complaint` once the address complained, else `unsubscribed` once it unsubscribed, else `hard_bounce`. */
   reason: SuppressionReason;
-  /** Hard bounces and complaints recorded for the address. */
+  /** Hard bounces, complaints and unsubscribes recorded for the address. */
   count: number;
   first_at: string;
   last_at: string;
-  last_message_id: string;
-  last_motor_block_id: string;
+  /** Message and block of the latest bounce or complaint (null when the address only unsubscribed). */
+  last_message_id: string | null;
+  last_motor_block_id: string | null;
   /** Reply of the latest hard bounce (null when the address only complained). */
   smtp_code: string | null;
   enhanced_code: string | null;
@@ -25,10 +26,9 @@ export interface SuppressionPage { items: SuppressionView[]; next_cursor: string
 
 export const SUPPRESSIONS_PAGE = { defaultLimit: 100, maxLimit: 500 } as const;
 /** RFC 5321: a path holds at most 256 octets; anything longer cannot be an address we sent to. */
-const EMAIL_MAX = 320;
 
 interface Row {
-  id: string; email: string; reason: SuppressionReason; count: number; first_at: Date; last_at: Date; last_message_id: string; last_motor_block_id: string;
+  id: string; email: string; reason: SuppressionReason; count: number; first_at: Date; last_at: Date; last_message_id: string | null; last_motor_block_id: string | null;
   smtp_code: string | null; enhanced_code: string | null; cursor_at: string;
 }
 
@@ -39,21 +39,12 @@ export async function listSuppressions(
   const limit = pageLimit(q.limit, SUPPRESSIONS_PAGE);
   const where = ['account_id = ?'];
   const b: Knex.RawBinding[] = [accountId];
-  if (q.email !== undefined) {
-    const email = suppressionAddress(q.email);
-    if (email === '' || email.length > EMAIL_MAX) throw fail('invalid_query', 400, `email must be an address of 1 to ${EMAIL_MAX} characters`);
-    where.push('email = ?');
-    b.push(email);
-  }
+  if (q.email !== undefined) whereEmail(where, b, q.email, suppressionAddress);
   if (q.reason !== undefined) {
     where.push('reason = ?');
     b.push(q.reason);
   }
-  if (q.cursor !== undefined) {
-    const c = decodeCursor(q.cursor);
-    where.push('(first_at, id) < (?::timestamptz, ?::uuid)');
-    b.push(c.queuedAt, c.id);
-  }
+  if (q.cursor !== undefined) whereBefore(where, b, q.cursor, 'first_at');
   b.push(limit + 1);
   const r = await db.raw(
     `select *, to_json(first_at) #>> '{}' as cursor_at from "${SUPPRESSIONS_SCHEMA}"."suppressions"
@@ -70,4 +61,13 @@ export async function listSuppressions(
     })),
     next_cursor: rows.length > limit ? encodeCursor(last.cursor_at, last.id) : null,
   };
+}
+
+/** The subset of `emails` (any case) suppressed for the tenant (hard_bounce, complaint or unsubscribed), lower-cased. */
+export async function suppressedAmong(db: Knex, tenantId: string, emails: string[]): Promise<Set<string>> {
+  const wanted = [...new Set(emails.map(suppressionAddress).filter((e) => e !== ''))];
+  if (wanted.length === 0 || !isUuid(tenantId)) return new Set();
+  // One array binding, not one per address: a campaign batch can hold thousands.
+  const r = await db.raw(`select email from "${SUPPRESSIONS_SCHEMA}"."suppressions" where account_id = ? and email = any(?::text[])`, [tenantId, wanted]);
+  return new Set((r.rows as Array<{ email: string }>).map((x) => x.email));
 }

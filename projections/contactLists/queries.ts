@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import { fail } from '../../domain/errors';
 import { decodeCursor, encodeCursor } from '../messages/queries';
+import { isUuid } from '../../domain/ids';
+import { CONTACTS_SCHEMA } from '../contacts/projection';
 import { CONTACT_LISTS_SCHEMA } from './projection';
 
 /** A contact list as the communications API shows it (docs/COMMUNICATIONS.md "Lists"). */
@@ -8,7 +10,7 @@ export interface ContactListView {
   id: string;
   name: string;
   description: string | null;
-  /** Contacts on the list. Always 0 today: no route adds contacts yet. */
+  /** Contacts on the list now, subscribed or unsubscribed (removed ones are not). */
   contact_count: number;
   created_at: string;
   updated_at: string;
@@ -17,6 +19,27 @@ export interface ContactListPage { items: ContactListView[]; next_cursor: string
 
 export const LISTS_PAGE = { defaultLimit: 50, maxLimit: 100 } as const;
 
+/** The longest address an `email` filter of the communications routes takes. */
+const EMAIL_FILTER_MAX = 320;
+
+/**
+ * Adds an exact address filter on `email` to a page query (the address normalised as the rows
+ * store it); an empty or over-long one is 400 invalid_query.
+ */
+export function whereEmail(where: string[], bindings: Knex.RawBinding[], value: string, normalise: (address: string) => string): void {
+  const email = normalise(value);
+  if (email === '' || email.length > EMAIL_FILTER_MAX) throw fail('invalid_query', 400, `email must be an address of 1 to ${EMAIL_FILTER_MAX} characters`);
+  where.push('email = ?');
+  bindings.push(email);
+}
+
+/** Adds the keyset condition of a newest-first page on (`column`, id) after `cursor` (400 invalid_cursor when it is not one). */
+export function whereBefore(where: string[], bindings: Knex.RawBinding[], cursor: string, column: string): void {
+  const c = decodeCursor(cursor);
+  where.push(`(${column}, id) < (?::timestamptz, ?::uuid)`);
+  bindings.push(c.queuedAt, c.id);
+}
+
 /** limit: absent = default; otherwise an integer in [1, max] (400 invalid_query). */
 export function pageLimit(value: number | undefined, limits: { defaultLimit: number; maxLimit: number }): number {
   if (value === undefined) return limits.defaultLimit;
@@ -24,25 +47,27 @@ export function pageLimit(value: number | undefined, limits: { defaultLimit: num
   return value;
 }
 
-interface Row { id: string; name: string; description: string | null; created_at: Date; updated_at: Date; cursor_at: string }
+interface Row { id: string; name: string; description: string | null; contact_count: number | null; created_at: Date; updated_at: Date; cursor_at: string }
 const viewOf = (r: Row): ContactListView => ({
-  id: r.id, name: r.name, description: r.description, contact_count: 0, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
+  id: r.id, name: r.name, description: r.description, contact_count: r.contact_count ?? 0, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
 });
+// The count is kept by the contacts read model (projections/contacts); a list nobody added to has no row there.
+const FROM_LISTS = `"${CONTACT_LISTS_SCHEMA}"."lists" l left join "${CONTACTS_SCHEMA}"."list_sizes" s on s.list_id = l.id`;
 
 /** The tenant's lists, newest first, keyset-paginated on (created_at, id). */
 export async function listContactLists(db: Knex, tenantId: string, q: { limit?: number; cursor?: string }): Promise<ContactListPage> {
   const limit = pageLimit(q.limit, LISTS_PAGE);
   const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor);
-  const where = ['tenant_id = ?'];
+  const where = ['l.tenant_id = ?'];
   const b: Knex.RawBinding[] = [tenantId];
   if (cursor) {
-    where.push('(created_at, id) < (?::timestamptz, ?::uuid)');
+    where.push('(l.created_at, l.id) < (?::timestamptz, ?::uuid)');
     b.push(cursor.queuedAt, cursor.id);
   }
   b.push(limit + 1);
   const r = await db.raw(
-    `select id, name, description, created_at, updated_at, to_json(created_at) #>> '{}' as cursor_at
-     from "${CONTACT_LISTS_SCHEMA}"."lists" where ${where.join(' and ')} order by created_at desc, id desc limit ?`,
+    `select l.id, l.name, l.description, s.contact_count, l.created_at, l.updated_at, to_json(l.created_at) #>> '{}' as cursor_at
+     from ${FROM_LISTS} where ${where.join(' and ')} order by l.created_at desc, l.id desc limit ?`,
     b,
   );
   const rows = r.rows as Row[];
@@ -52,6 +77,8 @@ export async function listContactLists(db: Knex, tenantId: string, q: { limit?: 
 }
 
 export async function getContactList(db: Knex, tenantId: string, id: string): Promise<ContactListView | null> {
-  const r = await db.withSchema(CONTACT_LISTS_SCHEMA).table('lists').where({ tenant_id: tenantId, id }).first('id', 'name', 'description', 'created_at', 'updated_at') as Row | undefined;
-  return r ? viewOf(r) : null;
+  if (!isUuid(id)) return null;
+  const r = await db.raw(`select l.id, l.name, l.description, s.contact_count, l.created_at, l.updated_at from ${FROM_LISTS} where l.tenant_id = ? and l.id = ?`, [tenantId, id]);
+  const row = r.rows[0] as Row | undefined;
+  return row ? viewOf(row) : null;
 }

@@ -35,7 +35,7 @@ export interface CommAnalyticsOverviewResponse { success: true; data: AccountOve
 @Response<ErrorResponse>(403, 'tenant_forbidden: X-Tenant-Id is not the signed-in account')
 export class CommunicationsController extends Controller {
   /**
-   * Creates a contact list. Contacts cannot be added yet (no route), so `contact_count` is 0.
+   * Creates a contact list (`contact_count` 0; contacts are added with POST /lists/{listId}/contacts).
    */
   @Post('lists')
   @SuccessResponse(201, 'Created')
@@ -59,10 +59,11 @@ export class CommunicationsController extends Controller {
   }
 
   /**
-   * Addresses that hard-bounced (5xx) or complained on any block of the tenant, most recently
-   * suppressed first. Addresses are shown whole: they are the tenant's own data.
+   * Addresses that hard-bounced (5xx) or complained on any block of the tenant, or unsubscribed from
+   * any of its lists, most recently suppressed first. Addresses are shown whole: they are the
+   * tenant's own data.
    * @param email exact address, case-insensitive
-   * @param reason `hard_bounce` or `complaint`
+   * @param reason `hard_bounce`, `complaint` or `unsubscribed`
    * @param limit 1 to 500, default 100
    * @param cursor `next_cursor` of the previous page
    */

@@ -1,14 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { IN_FLIGHT_STALE_MS } from '../../domain/message/message';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
-import { TEST_REDIS_URL } from '../support/db';
+import { startWorkerProcess } from '../support/workerProcess';
 import { eventually, postJson, startTestMotor, type TestMotor } from '../support/motor';
-
-const ROOT = join(__dirname, '..', '..');
 
 /**
  * A delivery worker process killed with SIGKILL in the middle of a batch loses nothing: the API
@@ -30,30 +27,8 @@ describe('a worker process killed mid-batch loses no message (e2e)', function ()
 
   /** The worker role in a fresh process; resolves once it runs. */
   async function startWorker(clockOffsetMs: number): Promise<ChildProcess> {
-    const script = `
-      const { loadConfig } = require('./infra/config.ts');
-      const { createLogger } = require('./infra/logger.ts');
-      const { createRuntime, startRoles } = require('./scripts/runtime.ts');
-      (async () => {
-        const config = loadConfig(JSON.parse(process.env.MOTOR_ENV));
-        const offset = Number(process.env.CLOCK_OFFSET_MS);
-        const rt = await createRuntime(config, {
-          databaseUrl: process.env.URL, redisUrl: process.env.REDIS, logger: createLogger('silent'), queuePrefix: process.env.PREFIX,
-          clock: { now: () => new Date(Date.now() + offset) }, directoryTtlMs: 0,
-        });
-        await startRoles(rt, ['worker']);
-        console.log('ready');
-      })().catch((err) => { console.error(err); process.exit(1); });`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '-e', script], {
-      cwd: ROOT,
-      env: { ...process.env, URL: motor.rt.databaseUrl, REDIS: process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, PREFIX: motor.rt.queuePrefix, MOTOR_ENV: JSON.stringify(env), CLOCK_OFFSET_MS: String(clockOffsetMs) },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = await startWorkerProcess(motor, env, clockOffsetMs);
     children.push(child);
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('ready')) resolve(); });
-      child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready`)));
-    });
     return child;
   }
 

@@ -194,8 +194,8 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
         cases.push({ name: `header ${p.name}: ${what}`, url, method: op.method, headers: { ...(bodiless ? headers : json), [p.name]: value }, ...(bodiless ? {} : { body: '{}' }) });
       }
     }
-    if (op.method === 'POST' && (op.path.startsWith('/api/oauth2/') || op.path === '/free-recipients/confirm')) {
-      // Routes that also read application/x-www-form-urlencoded (OAuth, the confirmation page's form).
+    if (op.method === 'POST' && (op.path.startsWith('/api/oauth2/') || op.path === '/free-recipients/confirm' || op.path === '/comm-api/u/{token}')) {
+      // Routes that also read application/x-www-form-urlencoded (OAuth, the confirmation and unsubscribe pages' forms).
       const form = { ...headers, 'content-type': 'application/x-www-form-urlencoded' };
       for (const [what, body] of [
         ['repeated and bracketed fields', 'grant_type=authorization_code&grant_type=refresh_token&code[]=a&code[b]=c&token=x&token=y'],
@@ -222,7 +222,8 @@ describe('hostile input on every route: a 4xx with a code, never a 5xx or a hang
   }
 
   /** Pages for people in a browser: their errors are HTML pages, not JSON (still never a 5xx). */
-  const htmlPages = new Set(['/api/oauth2/authorize', '/api/oauth2/consent', '/free-recipients/confirm']);
+  const htmlPages = new Set(['/api/oauth2/authorize', '/api/oauth2/consent', '/free-recipients/confirm', '/comm-api/u/{token}',
+    '/comm-api/t/c/{token}', '/comm-api/t/o/{token}.gif']);
   /** OAuth 2.0 endpoints answer errors in RFC 6749's shape: `error` (+ `error_description`). */
   const errorCodeOf = (op: Operation, body: Json): unknown => (op.path.startsWith('/api/oauth2/') && typeof body?.error === 'string' && body.code === undefined ? body.error : body?.code);
 

@@ -1,0 +1,87 @@
+import { streamName, type EventStore } from '../../domain/eventStore';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import { newId, type Clock } from '../../domain/ids';
+import { storedUserAgent, truncateIp, type TrackingTarget } from '../../domain/comms/tracking';
+import type { Logger } from '../../infra/logger';
+import type { Metrics } from '../../infra/metrics';
+import type { RequestLimiter } from '../quota/requestLimiter';
+
+/**
+ * Recording an open or a click (docs/COMMUNICATIONS.md "Tracking"): one `EmailOpened` /
+ * `LinkClicked` on the message's `tracking-<messageId>` stream (any revision: hits are independent
+ * facts, nothing is decided on the stream).
+ *
+ * Only for a block of the token's tenant that is not deleted (the directory, cached). The
+ * reader's answer (the gif, the redirect) never depends on any of it: the lookup and append are bounded by
+ * `timeoutMs`, and a failure or a timeout is logged and counted (`motor_tracking_hits_total`
+ * outcome `not_recorded`) but not raised. The event id is fresh per request: a hit is not retried,
+ * so a timed-out append that commits later is still one event.
+ */
+
+export interface TrackingDeps {
+  store: EventStore; clock: Clock; logger: Logger; metrics: Metrics;
+  /** The request limiter's counters (Redis): at most TRACKING_HITS_PER_MINUTE recorded hits per message and kind. */
+  limiter: RequestLimiter;
+  /** The directory (cached): a hit is recorded only for a block of the token's tenant that is not deleted. */
+  directory: { block(id: string): Promise<{ accountId: string; status: string } | null> };
+}
+export interface TrackingRequest { userAgent: string | undefined; ip: string | undefined }
+
+/**
+ * Recorded hits of one message, per kind, per minute. Past it a hit is answered as usual and only
+ * counted (`limited`): a token holder reloading the pixel or the link in a loop cannot grow the log
+ * without bound (at most this many events a minute per message and kind, whatever the request rate).
+ */
+export const TRACKING_HITS_PER_MINUTE = 10;
+
+const limiters = new WeakMap<RequestLimiter, RequestLimiter>();
+const hitLimiterOf = (limiter: RequestLimiter): RequestLimiter => {
+  let l = limiters.get(limiter);
+  if (!l) limiters.set(limiter, l = limiter.withLimit(TRACKING_HITS_PER_MINUTE));
+  return l;
+};
+
+/** How long the reader's answer waits for the append at most. */
+export const TRACKING_APPEND_TIMEOUT_MS = 1500;
+
+export type RecordOutcome = 'recorded' | 'not_recorded' | 'skipped' | 'limited';
+
+export async function recordTrackingHit(deps: TrackingDeps, target: TrackingTarget, req: TrackingRequest, timeoutMs = TRACKING_APPEND_TIMEOUT_MS): Promise<RecordOutcome> {
+  const { ctx } = target;
+  const hit = {
+    tenantId: ctx.tenantId, motorBlockId: ctx.motorBlockId, campaignId: ctx.campaignId, messageId: ctx.messageId, recipient: ctx.recipient,
+    userAgent: storedUserAgent(req.userAgent), ip: truncateIp(req.ip), occurredAt: deps.clock.now().toISOString(),
+  };
+  const event: DomainEvent = target.kind === 'open' ? { type: 'EmailOpened', data: hit } : { type: 'LinkClicked', data: { ...hit, url: target.url } };
+  const type = target.kind;
+  let timer: NodeJS.Timeout | undefined;
+  const append = (async (): Promise<'appended' | 'block_gone' | 'limited'> => {
+    // A block deleted (or being deleted) keeps no new history: its mail's hits are not recorded.
+    const block = await deps.directory.block(ctx.motorBlockId);
+    if (block === null || block.accountId !== ctx.tenantId || block.status === 'deleted' || block.status === 'deletion_queued') return 'block_gone';
+    // Redis unavailable: recorded (the limit protects the log, it does not gate the reader).
+    const reading = await hitLimiterOf(deps.limiter).hit(`track:${target.kind}:${ctx.messageId}`, deps.clock.now());
+    if (reading.kind === 'exceeded') return 'limited';
+    await deps.store.append(streamName('tracking', ctx.messageId), [toEventData(newId(), event, { actor: 'tracking' })], { expectedRevision: 'any' });
+    return 'appended';
+  })();
+  const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), timeoutMs); });
+  try {
+    const r = await Promise.race([append, timeout]);
+    if (r === 'timeout') {
+      append.catch(() => undefined);
+      deps.logger.warn({ type, messageId: ctx.messageId, timeoutMs }, 'tracking hit not recorded: the event store did not answer in time');
+      deps.metrics.trackingHits.inc({ type, outcome: 'not_recorded' });
+      return 'not_recorded';
+    }
+    const outcome = r === 'appended' ? 'recorded' : r === 'limited' ? 'limited' : 'skipped';
+    deps.metrics.trackingHits.inc({ type, outcome });
+    return outcome;
+  } catch (err) {
+    deps.logger.warn({ type, messageId: ctx.messageId, err: (err as Error).message }, 'tracking hit not recorded: the event store failed');
+    deps.metrics.trackingHits.inc({ type, outcome: 'not_recorded' });
+    return 'not_recorded';
+  } finally {
+    clearTimeout(timer);
+  }
+}

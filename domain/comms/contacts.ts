@@ -1,0 +1,138 @@
+import { fail } from '../errors';
+import type { DomainEvent } from '../events';
+import { uuidV5 } from '../ids';
+import { isValidAddress } from '../message/sendRules';
+
+/**
+ * A contact: one address on one list of a tenant (communications, docs/COMMUNICATIONS.md
+ * "Contacts"). The aggregate is the stream `contact-<contactId>`, where the id is derived from
+ * (tenant, list, lower-cased address): every add of one address to one list lands on the same
+ * stream, so "already on the list" is the stream's state and an append at the revision it was
+ * decided on makes it hold under concurrent adds, with no lock. Pure: the clock comes in with the
+ * command.
+ */
+
+export const CONTACT_LIMITS = {
+  nameMax: 200,
+  fieldsMax: 20,
+  fieldValueMax: 256,
+  /** Contacts present on one list (subscribed or unsubscribed). Checked on the read model: see docs. */
+  perList: 100_000,
+} as const;
+
+/** Merge names a campaign fills itself: a contact field cannot shadow them. */
+export const RESERVED_FIELD_NAMES: readonly string[] = ['name', 'identity_name', 'unsubscribe_url'];
+const FIELD_KEY_RE = /^[a-z][a-z0-9_]{0,39}$/;
+
+export type ContactEvent = DomainEvent<'ContactAdded' | 'ContactRemoved' | 'ContactUnsubscribed'>;
+export const CONTACT_EVENT_TYPES = ['ContactAdded', 'ContactRemoved', 'ContactUnsubscribed'] as const;
+
+/** The address a contact is kept under (and unique by): trimmed and lower-cased whole, like a suppression. */
+export const contactAddress = (email: string): string => email.trim().toLowerCase();
+
+/** The contact id of an address on a list: the same for every add, so the stream decides uniqueness. */
+export const contactIdOf = (tenantId: string, listId: string, email: string): string => uuidV5(`commContact:${tenantId}:${listId}:${contactAddress(email)}`);
+
+export interface ContactState {
+  /** On the list now (added and not removed since). */
+  present: boolean;
+  /** Unsubscribed since the last add. */
+  unsubscribed: boolean;
+  email: string | null;
+  tenantId: string | null;
+  listId: string | null;
+}
+
+export const initialContact = (): ContactState => ({ present: false, unsubscribed: false, email: null, tenantId: null, listId: null });
+
+export function evolve(state: ContactState, event: ContactEvent): ContactState {
+  switch (event.type) {
+    case 'ContactAdded':
+      return { present: true, unsubscribed: false, email: event.data.email, tenantId: event.data.tenantId, listId: event.data.listId };
+    case 'ContactRemoved':
+      return { ...state, present: false };
+    case 'ContactUnsubscribed':
+      return { ...state, unsubscribed: true };
+  }
+}
+
+export const fold = (events: Iterable<ContactEvent>): ContactState => {
+  let s = initialContact();
+  for (const e of events) s = evolve(s, e);
+  return s;
+};
+
+export interface ContactFields { email: string; name: string | null; fields: Record<string, string> }
+
+// C0 and C1 controls, DEL: a name is merged into a subject line and a greeting, one line.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** The fields of an add request, checked and normalised (400 validation_error with `field`). */
+export function contactFields(body: unknown): ContactFields {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const invalid = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
+  if (b.email === undefined || b.email === null) throw invalid('email', 'email is required');
+  if (typeof b.email !== 'string') throw invalid('email', 'email must be a string');
+  const email = contactAddress(b.email);
+  if (!isValidAddress(email)) throw invalid('email', 'email is not a valid address');
+  let name: string | null = null;
+  if (b.name !== undefined && b.name !== null) {
+    if (typeof b.name !== 'string') throw invalid('name', 'name must be a string');
+    const n = b.name.trim();
+    if ([...n].length > CONTACT_LIMITS.nameMax) throw invalid('name', `name is longer than ${CONTACT_LIMITS.nameMax} characters`);
+    if (CONTROL.test(n)) throw invalid('name', 'name cannot contain control characters or line breaks');
+    name = n === '' ? null : n;
+  }
+  const fields: Record<string, string> = {};
+  if (b.fields !== undefined && b.fields !== null) {
+    if (typeof b.fields !== 'object' || Array.isArray(b.fields)) throw invalid('fields', 'fields must be an object of strings');
+    const entries = Object.entries(b.fields as Record<string, unknown>);
+    if (entries.length > CONTACT_LIMITS.fieldsMax) throw invalid('fields', `fields can have at most ${CONTACT_LIMITS.fieldsMax} keys`);
+    for (const [k, v] of entries) {
+      if (!FIELD_KEY_RE.test(k)) throw invalid('fields', `field name "${k.slice(0, 50)}" must be a lower-case letter then up to 39 letters, digits or underscores`);
+      if (RESERVED_FIELD_NAMES.includes(k)) throw invalid('fields', `field name "${k}" is reserved (${RESERVED_FIELD_NAMES.join(', ')})`);
+      if (typeof v !== 'string') throw invalid('fields', `field "${k}" must be a string`);
+      if ([...v].length > CONTACT_LIMITS.fieldValueMax) throw invalid('fields', `field "${k}" is longer than ${CONTACT_LIMITS.fieldValueMax} characters`);
+      fields[k] = v;
+    }
+  }
+  return { email, name, fields };
+}
+
+export interface AddContact extends ContactFields { contactId: string; tenantId: string; listId: string; now: Date }
+
+export function decideAdd(state: ContactState, cmd: AddContact): ContactEvent[] {
+  if (state.present) {
+    throw fail('contact_exists', 409, 'This address is already on the list', { nextAction: 'Read the existing contact', details: { contactId: cmd.contactId } });
+  }
+  return [{
+    type: 'ContactAdded',
+    data: { contactId: cmd.contactId, tenantId: cmd.tenantId, listId: cmd.listId, email: cmd.email, name: cmd.name, fields: cmd.fields, addedAt: cmd.now.toISOString() },
+  }];
+}
+
+/** A removal of a contact that is not on the list (never added, removed already, or another tenant's) is 404 contact_not_found. */
+export function decideRemove(state: ContactState, cmd: { contactId: string; tenantId: string; listId: string; now: Date }): ContactEvent[] {
+  if (!state.present || state.tenantId !== cmd.tenantId || state.listId !== cmd.listId || state.email === null) throw contactNotFound();
+  return [{ type: 'ContactRemoved', data: { contactId: cmd.contactId, tenantId: cmd.tenantId, listId: cmd.listId, email: state.email, removedAt: cmd.now.toISOString() } }];
+}
+
+/**
+ * An unsubscribe through the contact's link. Idempotent: once unsubscribed (since the last add),
+ * nothing more is recorded. A contact removed from the list after it was mailed can still use the
+ * link: the address is recorded as unsubscribed (a suppression for the tenant) though no contact
+ * row shows it. Null: the stream never had the contact (a token for nothing; cannot happen with
+ * tokens Motor signed for contacts it has).
+ */
+export function decideUnsubscribe(state: ContactState, cmd: { contactId: string; tenantId: string; listId: string; via: 'one_click' | 'page'; now: Date }): ContactEvent[] | null {
+  if (state.email === null || state.tenantId !== cmd.tenantId || state.listId !== cmd.listId) return null;
+  if (state.unsubscribed) return [];
+  return [{
+    type: 'ContactUnsubscribed',
+    data: { contactId: cmd.contactId, tenantId: cmd.tenantId, listId: cmd.listId, email: state.email, via: cmd.via, unsubscribedAt: cmd.now.toISOString() },
+  }];
+}
+
+export const contactNotFound = () => fail('contact_not_found', 404, 'No such contact on this list');

@@ -1,0 +1,96 @@
+import type { Knex } from 'knex';
+import { fail } from '../../domain/errors';
+import { isUuid } from '../../domain/ids';
+import { CAMPAIGN_STATUSES, type CampaignStatus } from '../../domain/comms/campaigns';
+import { pageLimit } from '../contactLists/queries';
+import { decodeCursor, encodeCursor } from '../messages/queries';
+import { trackingTotals } from '../commTracking/queries';
+import { CAMPAIGNS_SCHEMA } from './projection';
+
+/** A campaign as the communications API shows it (docs/COMMUNICATIONS.md "Campaigns"). */
+export interface CampaignView {
+  id: string;
+  name: string;
+  status: CampaignStatus;
+  template_id: string;
+  list_id: string;
+  motor_block_id: string;
+  from: string;
+  from_name: string | null;
+  track_opens: boolean;
+  track_clicks: boolean;
+  /** Contacts reached so far: each is accepted, skipped as suppressed, or failed. */
+  counts: { recipients: number; accepted: number; skipped_suppressed: number; failed: number };
+  tracking: { opens: number; unique_opens: number; clicks: number; unique_clicks: number };
+  /** Set while the sender waits for the block's quota (or a usable block); null otherwise. */
+  paused_until: string | null;
+  created_at: string;
+  updated_at: string;
+  started_at: string | null;
+  /** When it ended: sent or cancelled. */
+  completed_at: string | null;
+}
+export interface CampaignPage { items: CampaignView[]; next_cursor: string | null }
+
+export const CAMPAIGNS_PAGE = { defaultLimit: 50, maxLimit: 100 } as const;
+
+interface Row {
+  id: string; name: string; status: CampaignStatus; template_id: string; list_id: string; motor_block_id: string; from_address: string; from_name: string | null;
+  track_opens: boolean; track_clicks: boolean; recipients: number; accepted: number; skipped_suppressed: number; failed: number;
+  paused_until: Date | null; created_at: Date; updated_at: Date; started_at: Date | null; completed_at: Date | null; cursor_at: string;
+}
+const COLUMNS = `id, name, status, template_id, list_id, motor_block_id, from_address, from_name, track_opens, track_clicks, recipients, accepted,
+  skipped_suppressed, failed, paused_until, created_at, updated_at, started_at, completed_at, to_json(created_at) #>> '{}' as cursor_at`;
+
+const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+
+async function viewOf(db: Knex, tenantId: string, r: Row): Promise<CampaignView> {
+  const t = await trackingTotals(db, tenantId, r.id);
+  return {
+    id: r.id, name: r.name, status: r.status, template_id: r.template_id, list_id: r.list_id, motor_block_id: r.motor_block_id,
+    from: r.from_address, from_name: r.from_name, track_opens: r.track_opens, track_clicks: r.track_clicks,
+    counts: { recipients: r.recipients, accepted: r.accepted, skipped_suppressed: r.skipped_suppressed, failed: r.failed },
+    tracking: { opens: t.opens, unique_opens: t.uniqueOpens, clicks: t.clicks, unique_clicks: t.uniqueClicks },
+    paused_until: iso(r.paused_until), created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
+    started_at: iso(r.started_at), completed_at: iso(r.completed_at),
+  };
+}
+
+/** The tenant's campaigns, newest first, keyset-paginated on (created_at, id); `status` filters. */
+export async function listCampaigns(db: Knex, tenantId: string, q: { status?: string; limit?: number; cursor?: string }): Promise<CampaignPage> {
+  const limit = pageLimit(q.limit, CAMPAIGNS_PAGE);
+  if (q.status !== undefined && !(CAMPAIGN_STATUSES as readonly string[]).includes(q.status)) {
+    throw fail('invalid_query', 400, `status must be one of ${CAMPAIGN_STATUSES.join(', ')}`);
+  }
+  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor);
+  const where = ['tenant_id = ?'];
+  const b: Knex.RawBinding[] = [tenantId];
+  if (q.status !== undefined) {
+    where.push('status = ?');
+    b.push(q.status);
+  }
+  if (cursor) {
+    where.push('(created_at, id) < (?::timestamptz, ?::uuid)');
+    b.push(cursor.queuedAt, cursor.id);
+  }
+  b.push(limit + 1);
+  const r = await db.raw(`select ${COLUMNS} from "${CAMPAIGNS_SCHEMA}"."campaigns" where ${where.join(' and ')} order by created_at desc, id desc limit ?`, b);
+  const rows = r.rows as Row[];
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return { items: await Promise.all(page.map((row) => viewOf(db, tenantId, row))), next_cursor: rows.length > limit ? encodeCursor(last.cursor_at, last.id) : null };
+}
+
+/** One campaign of the tenant, or null (none, or another tenant's). */
+export async function findCampaign(db: Knex, tenantId: string, id: string): Promise<CampaignView | null> {
+  if (!isUuid(id) || !isUuid(tenantId)) return null;
+  const r = await db.raw(`select ${COLUMNS} from "${CAMPAIGNS_SCHEMA}"."campaigns" where id = ? and tenant_id = ?`, [id, tenantId]);
+  const row = (r.rows as Row[])[0];
+  return row ? viewOf(db, tenantId, row) : null;
+}
+
+/** Ids of the campaigns under way (the sender's resumer). */
+export async function sendingCampaignIds(db: Knex, limit = 1000): Promise<string[]> {
+  const rows = await db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns').where({ status: 'sending' }).orderBy('id').limit(limit).select('id') as Array<{ id: string }>;
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,108 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import { cancelCampaign, createCampaign, getCampaign, sendCampaign, type CampaignDeps } from '../../commands/comms/campaigns';
+import type { CampaignStatus } from '../../domain/comms/campaigns';
+import { listCampaigns, type CampaignPage, type CampaignView } from '../../projections/campaigns/queries';
+import { ctxOf } from '../http/context';
+import { tenantOf, type Tenant } from '../http/tenant';
+
+export interface CampaignBody {
+  /** Required; trimmed, 1 to 200 characters. */
+  name?: unknown;
+  /** A template of the tenant (uuid). */
+  template_id?: unknown;
+  /** A contact list of the tenant (uuid): its subscribed contacts receive the campaign. */
+  list_id?: unknown;
+  /** A marketing or general_purpose Motor Block of the tenant (uuid). */
+  motor_block_id?: unknown;
+  /** Bare address on the block's domain. */
+  from?: unknown;
+  /** Optional display name, at most 78 characters. */
+  from_name?: unknown;
+  /** Default true: an open pixel in the HTML part. */
+  track_opens?: unknown;
+  /** Default true: links rewritten through the click redirect. */
+  track_clicks?: unknown;
+}
+export interface CampaignResponse { success: true; data: CampaignView }
+export interface CampaignPageResponse { success: true; data: CampaignPage }
+
+const deps = (req: ExpressRequest, t: Tenant): CampaignDeps => ({ ...t.deps, directory: ctxOf(req).directory });
+
+/**
+ * Campaigns of the communications product (docs/COMMUNICATIONS.md "Campaigns"), base
+ * {auth_url}/comm-api/api: a template sent to the subscribed contacts of a list through a marketing
+ * or general_purpose block. Same rule as the other communications routes: a dashboard JWT
+ * authorizes, `X-Tenant-Id` must be the signed-in user's account.
+ */
+@Route('comm-api/api')
+@Tags('Communications')
+@Security('dashboardJwt')
+@Response<ErrorResponse>(400, 'tenant_required, invalid_query, invalid_cursor, invalid_id, validation_error')
+@Response<ErrorResponse>(401, 'Dashboard token missing, invalid or expired')
+@Response<ErrorResponse>(403, 'tenant_forbidden: X-Tenant-Id is not the signed-in account')
+export class CommCampaignsController extends Controller {
+  /**
+   * Creates a draft campaign. Nothing is sent until POST /campaigns/{id}/send.
+   */
+  @Post('campaigns')
+  @SuccessResponse(201, 'Created')
+  @Response<ErrorResponse>(403, 'motor_block_inactive, from_domain_mismatch, DOMAIN_DNS_INCOMPLETE')
+  @Response<ErrorResponse>(404, 'template_not_found, list_not_found, motor_block_not_found')
+  @Response<ErrorResponse>(409, 'campaign_block_type_not_allowed')
+  public async createCampaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Body() body: CampaignBody): Promise<CampaignResponse> {
+    const t = tenantOf(req, tenant);
+    const campaign = await createCampaign(deps(req, t), t.tenantId, t.actor, body);
+    this.setStatus(201);
+    return { success: true, data: campaign };
+  }
+
+  /**
+   * The tenant's campaigns, newest first.
+   * @param status `draft`, `sending`, `sent` or `cancelled`
+   * @param limit 1 to 100, default 50
+   * @param cursor `next_cursor` of the previous page
+   */
+  @Get('campaigns')
+  public async campaigns(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined,
+    @Query() status?: CampaignStatus, @Query() limit?: number, @Query() cursor?: string,
+  ): Promise<CampaignPageResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await listCampaigns(t.deps.db, t.tenantId, { status, limit, cursor }) };
+  }
+
+  /** One campaign with its counts and its open and click totals. */
+  @Get('campaigns/{id}')
+  @Response<ErrorResponse>(404, 'campaign_not_found')
+  public async campaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await getCampaign(t.deps.db, t.tenantId, id) };
+  }
+
+  /**
+   * Starts sending a draft: 202 with the campaign in `sending`; the worker sends in the background,
+   * page by page, and the counts grow as it goes.
+   */
+  @Post('campaigns/{id}/send')
+  @SuccessResponse(202, 'Accepted')
+  @Response<ErrorResponse>(403, 'motor_block_inactive, from_domain_mismatch, DOMAIN_DNS_INCOMPLETE')
+  @Response<ErrorResponse>(404, 'campaign_not_found, template_not_found, list_not_found, motor_block_not_found')
+  @Response<ErrorResponse>(409, 'campaign_not_draft, campaign_block_type_not_allowed, campaign_conflict')
+  public async sendCampaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignResponse> {
+    const t = tenantOf(req, tenant);
+    const campaign = await sendCampaign(deps(req, t), t.tenantId, t.actor, id);
+    this.setStatus(202);
+    return { success: true, data: campaign };
+  }
+
+  /** Cancels a draft or a sending campaign; messages already accepted are still delivered. */
+  @Post('campaigns/{id}/cancel')
+  @Response<ErrorResponse>(404, 'campaign_not_found')
+  @Response<ErrorResponse>(409, 'campaign_not_cancellable, campaign_conflict')
+  public async cancelCampaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await cancelCampaign(deps(req, t), t.tenantId, t.actor, id) };
+  }
+}

@@ -1,0 +1,81 @@
+import type { Request as ExpressRequest } from 'express';
+import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import type { ErrorResponse } from '../../commands/http/SendController';
+import { addContact, removeContact, requireList } from '../../commands/comms/contacts';
+import { getContact, listContacts, type ContactPage, type ContactStatus, type ContactView } from '../../projections/contacts/queries';
+import { tenantOf } from '../http/tenant';
+
+export interface ContactBody {
+  /** Required; a valid address, kept trimmed and lower-cased (unique on the list). */
+  email?: unknown;
+  /** Optional; trimmed, at most 200 characters. */
+  name?: unknown;
+  /** Optional merge values: at most 20 string values of at most 256 characters, keys `^[a-z][a-z0-9_]{0,39}$` other than name, identity_name, unsubscribe_url. */
+  fields?: unknown;
+}
+export interface ContactResponse { success: true; data: ContactView }
+export interface ContactPageResponse { success: true; data: ContactPage }
+export interface ContactDeletedResponse { success: true; data: { id: string; deleted: true } }
+
+/**
+ * Contacts of a list (docs/COMMUNICATIONS.md "Contacts"), base {auth_url}/comm-api/api. Same rule
+ * as the lists: a dashboard JWT authorizes, `X-Tenant-Id` must be the signed-in user's account;
+ * another tenant's list is 404 list_not_found.
+ */
+@Route('comm-api/api')
+@Tags('Communications')
+@Security('dashboardJwt')
+@Response<ErrorResponse>(400, 'tenant_required, invalid_query, invalid_cursor, validation_error')
+@Response<ErrorResponse>(401, 'Dashboard token missing, invalid or expired')
+@Response<ErrorResponse>(403, 'tenant_forbidden: X-Tenant-Id is not the signed-in account')
+@Response<ErrorResponse>(404, 'list_not_found')
+export class CommContactsController extends Controller {
+  /** Puts an address on the list (subscribed). */
+  @Post('lists/{listId}/contacts')
+  @SuccessResponse(201, 'Created')
+  @Response<ErrorResponse>(409, 'contact_exists (with contactId), contact_limit_reached, contact_conflict')
+  public async addContact(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Body() body: ContactBody,
+  ): Promise<ContactResponse> {
+    const t = tenantOf(req, tenant);
+    const contact = await addContact(t.deps, t.tenantId, t.actor, listId, body);
+    this.setStatus(201);
+    return { success: true, data: contact };
+  }
+
+  /**
+   * The list's contacts, newest first.
+   * @param limit 1 to 500, default 100
+   * @param cursor `next_cursor` of the previous page
+   * @param email exact address, case-insensitive
+   * @param status `subscribed` or `unsubscribed`
+   */
+  @Get('lists/{listId}/contacts')
+  public async contacts(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string,
+    @Query() limit?: number, @Query() cursor?: string, @Query() email?: string, @Query() status?: ContactStatus,
+  ): Promise<ContactPageResponse> {
+    const t = tenantOf(req, tenant);
+    await requireList(t.deps.store, t.tenantId, listId);
+    return { success: true, data: await listContacts(t.deps.db, t.tenantId, listId, { limit, cursor, email, status }) };
+  }
+
+  @Get('lists/{listId}/contacts/{contactId}')
+  @Response<ErrorResponse>(404, 'list_not_found, contact_not_found')
+  public async contact(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Path() contactId: string): Promise<ContactResponse> {
+    const t = tenantOf(req, tenant);
+    await requireList(t.deps.store, t.tenantId, listId);
+    return { success: true, data: await getContact(t.deps.db, t.tenantId, listId, contactId) };
+  }
+
+  /** Takes the contact off the list; the address can be added again. An unsubscribe it made stays a suppression. */
+  @Delete('lists/{listId}/contacts/{contactId}')
+  @Response<ErrorResponse>(404, 'list_not_found, contact_not_found')
+  @Response<ErrorResponse>(409, 'contact_conflict')
+  public async removeContact(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Path() contactId: string,
+  ): Promise<ContactDeletedResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await removeContact(t.deps, t.tenantId, t.actor, listId, contactId) };
+  }
+}
