@@ -37,6 +37,23 @@ export async function awaitRow(db: Knex, schema: string, table: string, id: stri
 }
 
 /**
+ * The same wait for many rows of one table (a batch's writes): `revisions` maps each row id to the
+ * revision it must reach. One query per poll for the rows not there yet, never a query per row.
+ */
+export async function awaitRows(db: Knex, schema: string, table: string, revisions: ReadonlyMap<string, bigint>, timeoutMs = 10_000): Promise<boolean> {
+  const pending = new Map(revisions);
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    if (pending.size === 0) return true;
+    const rows = (await db.withSchema(schema).table(table).whereIn('id', [...pending.keys()]).select('id', 'revision')) as Array<{ id: string; revision: string }>;
+    for (const row of rows) if (BigInt(row.revision) >= pending.get(row.id)!) pending.delete(row.id);
+    if (pending.size === 0) return true;
+    if (Date.now() + delay > deadline) return false;
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
+/**
  * A management command's write: one event on the resource's own stream, then the wait until its
  * read-model row (with a `revision` column, keyed by the resource id) shows it. A concurrent change
  * of the same resource is 409 `<what>_conflict`.

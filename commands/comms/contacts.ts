@@ -1,16 +1,17 @@
 import type { Knex } from 'knex';
 import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../../domain/eventStore';
-import { fail } from '../../domain/errors';
+import { DomainError, fail } from '../../domain/errors';
 import { asDomainEvent, toEventData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { CONTACT_LIST_EVENT_TYPES, fold as foldLists, type ContactListEvent } from '../../domain/comms/contactLists';
 import {
-  CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, decideAdd, decideRemove, decideUnsubscribe, fold, type ContactEvent,
+  CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, decideAdd, decideRemove, decideUnsubscribe, fold, planContactBatch,
+  type BatchItemError, type BatchPlanItem, type ContactEvent,
 } from '../../domain/comms/contacts';
 import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, type ContactView } from '../../projections/contacts/queries';
-import { awaitRow } from '../readYourWrites';
+import { awaitRow, awaitRows } from '../readYourWrites';
 
 /**
  * Adding, removing and unsubscribing contacts (docs/COMMUNICATIONS.md "Contacts", "Unsubscribe").
@@ -39,21 +40,27 @@ export async function requireList(store: EventStore, tenantId: string, listId: s
   if (![...lists.names.values()].includes(listId)) throw listNotFound();
 }
 
+/**
+ * Decides on the contact's stream and appends at the revision decided on (deciding again after a
+ * conflict), then waits for the read model, unless `awaitReadModel` is false (a batch waits for all
+ * its rows at once). `revision`: what the stream is at after the append (null: nothing appended).
+ */
 async function decideAndAppend(
   deps: ContactDeps, contactId: string, actor: string,
   decide: (events: ContactEvent[], now: Date) => ContactEvent[],
-): Promise<{ appended: ContactEvent[]; now: Date }> {
+  awaitReadModel = true,
+): Promise<{ appended: ContactEvent[]; now: Date; revision: bigint | null }> {
   for (let attempt = 1; ; attempt++) {
     const recorded = await deps.store.readStream(stream(contactId));
     const now = deps.clock.now();
     const decided = decide(contactEvents(recorded), now);
-    if (decided.length === 0) return { appended: [], now };
+    if (decided.length === 0) return { appended: [], now, revision: null };
     try {
       const r = await deps.store.append(stream(contactId), decided.map((e) => toEventData(newId(), e, { actor })), {
         expectedRevision: recorded.length === 0 ? 'no_stream' : recorded[recorded.length - 1].revision,
       });
-      await awaitRow(deps.db, CONTACTS_SCHEMA, 'contacts', contactId, r.nextExpectedRevision);
-      return { appended: decided, now };
+      if (awaitReadModel) await awaitRow(deps.db, CONTACTS_SCHEMA, 'contacts', contactId, r.nextExpectedRevision);
+      return { appended: decided, now, revision: r.nextExpectedRevision };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
       if (attempt >= MAX_ATTEMPTS) throw fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' });
@@ -73,6 +80,93 @@ export async function addContact(deps: ContactDeps, tenantId: string, actor: str
   const { now } = await decideAndAppend(deps, contactId, actor, (events, at) => decideAdd(fold(events), { contactId, tenantId, listId, ...f, now: at }));
   const at = now.toISOString();
   return { id: contactId, list_id: listId, email: f.email, name: f.name, fields: f.fields, status: 'subscribed', unsubscribed_at: null, created_at: at, updated_at: at };
+}
+
+export interface ContactBatchItem {
+  /** Position in the request's `contacts`. */
+  index: number;
+  /** Trimmed and lower-cased; null for an invalid item without a string address. */
+  email: string | null;
+  status: 'added' | 'exists' | 'invalid' | 'duplicate';
+  /** added, exists, duplicate: the contact of this address on the list. */
+  contact_id?: string;
+  /** invalid: what the single add would have answered (code, message, field). */
+  error?: BatchItemError;
+}
+export interface ContactBatchResult { added: number; existing: number; invalid: number; duplicates: number; items: ContactBatchItem[] }
+
+/**
+ * Batch import (docs/COMMUNICATIONS.md "Batch import"): every item checked as a single add, then
+ * each new address decided and appended on its own stream as `addContact` does (`decideAdd` at the
+ * revision read; `contact_exists` becomes the item's `exists`), CONTACT_BATCH_LIMITS.parallelAppends
+ * at a time. Per-item outcome: an invalid item does not stop the others. The cap is checked once
+ * for the whole batch before anything is written. One wait for all the rows at the end.
+ * `limits.perList` is for tests (a small cap); the route always uses CONTACT_LIMITS.
+ */
+export async function addContactsBatch(
+  deps: ContactDeps, tenantId: string, actor: string, listId: string, body: unknown,
+  limits: { perList: number } = CONTACT_LIMITS,
+): Promise<ContactBatchResult> {
+  await requireList(deps.store, tenantId, listId);
+  const plan = planContactBatch(body);
+  const idOf = (email: string) => contactIdOf(tenantId, listId, email);
+  const toAdd = plan.filter((p): p is Extract<BatchPlanItem, { kind: 'add' }> => p.kind === 'add');
+
+  // The cap, on the read model like the single add: the addresses not shown on the list yet would be new.
+  const ids = toAdd.map((p) => idOf(p.email));
+  const shown = ids.length === 0 ? 0 : Number(((await deps.db.withSchema(CONTACTS_SCHEMA).table('contacts')
+    .whereIn('id', ids).whereNull('removed_at').count({ n: '*' })) as Array<{ n: string | number }>)[0].n);
+  const count = await contactCount(deps.db, listId);
+  const incoming = ids.length - shown;
+  if (incoming > 0 && count + incoming > limits.perList) {
+    const remaining = Math.max(0, limits.perList - count);
+    throw fail('contact_limit_reached', 409, `A list can have at most ${limits.perList} contacts: this batch would add ${incoming}, ${remaining} can be added`, {
+      nextAction: 'Send fewer new contacts, or remove some from the list', details: { limit: limits.perList, remaining },
+    });
+  }
+
+  const outcome = new Map<number, 'added' | 'exists'>();
+  const written = new Map<string, bigint>();
+  await eachLimited(toAdd, CONTACT_BATCH_LIMITS.parallelAppends, async (p) => {
+    const contactId = idOf(p.email);
+    try {
+      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.contact, now }), false);
+      if (revision !== null) written.set(contactId, revision);
+      outcome.set(p.index, 'added');
+    } catch (err) {
+      if (!(err instanceof DomainError && err.code === 'contact_exists')) throw err;
+      outcome.set(p.index, 'exists');
+    }
+  });
+  await awaitRows(deps.db, CONTACTS_SCHEMA, 'contacts', written);
+
+  const items = plan.map((p): ContactBatchItem => {
+    if (p.kind === 'invalid') return { index: p.index, email: p.email, status: 'invalid', error: p.error };
+    return { index: p.index, email: p.email, status: p.kind === 'duplicate' ? 'duplicate' : outcome.get(p.index)!, contact_id: idOf(p.email) };
+  });
+  const n = (status: ContactBatchItem['status']) => items.filter((i) => i.status === status).length;
+  return { added: n('added'), existing: n('exists'), invalid: n('invalid'), duplicates: n('duplicate'), items };
+}
+
+/**
+ * Runs `fn` on every item, at most `limit` at once. After a failure no new item starts; the ones
+ * in flight finish (their appends are kept), then the first error is thrown.
+ */
+async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed: { err: unknown } | null = null;
+  const worker = async () => {
+    while (failed === null && next < items.length) {
+      const item = items[next++];
+      try {
+        await fn(item);
+      } catch (err) {
+        failed ??= { err };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failed !== null) throw (failed as { err: unknown }).err;
 }
 
 export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, contactId: string): Promise<{ id: string; deleted: true }> {

@@ -1,7 +1,7 @@
 import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { addContact, removeContact, requireList } from '../../commands/comms/contacts';
+import { addContact, addContactsBatch, removeContact, requireList, type ContactBatchResult } from '../../commands/comms/contacts';
 import { getContact, listContacts, type ContactPage, type ContactStatus, type ContactView } from '../../projections/contacts/queries';
 import { tenantOf } from '../http/tenant';
 
@@ -13,6 +13,11 @@ export interface ContactBody {
   /** Optional merge values: at most 20 string values of at most 256 characters, keys `^[a-z][a-z0-9_]{0,39}$` other than name, identity_name, unsubscribe_url. */
   fields?: unknown;
 }
+export interface ContactBatchBody {
+  /** 1 to 1,000 contacts, each `{email, name?, fields?}` checked as a single add (an invalid one is that item's outcome, not the call's). */
+  contacts?: unknown;
+}
+export interface ContactBatchResponse { success: true; data: ContactBatchResult }
 export interface ContactResponse { success: true; data: ContactView }
 export interface ContactPageResponse { success: true; data: ContactPage }
 export interface ContactDeletedResponse { success: true; data: { id: string; deleted: true } }
@@ -41,6 +46,19 @@ export class CommContactsController extends Controller {
     const contact = await addContact(t.deps, t.tenantId, t.actor, listId, body);
     this.setStatus(201);
     return { success: true, data: contact };
+  }
+
+  /**
+   * Puts up to 1,000 addresses on the list in one call, with an outcome per item (added, exists,
+   * invalid, duplicate) rather than all or nothing. Safe to retry: what was added answers `exists`.
+   */
+  @Post('lists/{listId}/contacts/batch')
+  @Response<ErrorResponse>(409, 'contact_limit_reached (with limit and remaining; nothing written), contact_conflict')
+  public async addContactsBatch(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Body() body: ContactBatchBody,
+  ): Promise<ContactBatchResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await addContactsBatch(t.deps, t.tenantId, t.actor, listId, body) };
   }
 
   /**
