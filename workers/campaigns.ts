@@ -38,6 +38,8 @@ import { runLogEnqueuer } from './logEnqueuer';
 export const CAMPAIGN_QUEUE = 'motor-campaigns';
 /** Seconds a campaign waits when its block cannot send at all (deactivated, domain DNS broken), before it tries again. */
 export const BLOCK_UNUSABLE_RETRY_SECONDS = 300;
+/** Messages of one page accepted at a time (their appends share the store's group commits). */
+export const CAMPAIGN_CONCURRENCY = 16;
 /** Errors of the block or its domain, not of one recipient: retrying the next contact would fail the same way. */
 const BLOCK_LEVEL_CODES = new Set(['motor_block_inactive', 'from_domain_mismatch', 'DOMAIN_DNS_INCOMPLETE', 'invalid_api_key', 'use_comms_api']);
 
@@ -141,34 +143,46 @@ export async function processCampaignPage(deps: CampaignSenderDeps, job: Campaig
     return ok ? 'paused' : tallyAfterCancel();
   };
 
-  for (const contact of contacts) {
-    // Cancel stops the campaign between messages: anything appended since the page began is a cancel
+  /** One contact's message; a pause (quota, unusable block) is returned, not thrown. */
+  const sendOne = async (contact: CampaignContact): Promise<{ kind: 'accepted' | 'skipped' | 'failed' } | { kind: 'pause'; seconds: number; reason: string }> => {
+    const messageId = campaignMessageId(c.campaignId, contact.contactId);
+    if (suppressed.has(suppressionAddress(contact.email)) && !(await messageExists(deps.store, messageId))) return { kind: 'skipped' };
+    try {
+      await sendCampaignMessage(deps.send, {
+        motorBlockId: c.motorBlockId, body: messageBody(deps, state, started, contact, messageId, unsubSecret, trackSecret),
+        messageId, now: deps.clock.now(), actor: `campaign:${c.campaignId}`,
+      });
+      return { kind: 'accepted' };
+    } catch (err) {
+      if (!isDomainError(err)) throw err;
+      if (err.code.startsWith('rate_limited_')) {
+        const retry = Number(err.details?.retryAfterSeconds);
+        return { kind: 'pause', seconds: Number.isFinite(retry) && retry > 0 ? retry : 60, reason: err.code };
+      }
+      if (BLOCK_LEVEL_CODES.has(err.code)) return { kind: 'pause', seconds: BLOCK_UNUSABLE_RETRY_SECONDS, reason: err.code };
+      // A refusal of this recipient (an address the send rules refuse, a sandbox or Free-plan rule): counted, and on to the next.
+      deps.logger.info({ campaignId: c.campaignId, contactId: contact.contactId, code: err.code }, 'campaign message refused');
+      return { kind: 'failed' };
+    }
+  };
+
+  // CAMPAIGN_CONCURRENCY messages at a time, so their appends share group commits. The checkpoint
+  // counts a chunk's outcomes in contact order up to the first pause: what was accepted after it is
+  // found by its message id when the page runs again, and counted then, once.
+  for (let i = 0; i < contacts.length; i += CAMPAIGN_CONCURRENCY) {
+    // Cancel stops the campaign between chunks: anything appended since the page began is a cancel
     // (or another run's checkpoint, which makes this run stale).
     if ((await deps.store.readStream(campaignStream(c.campaignId), { fromRevision: revision + 1n, maxCount: 1 })).length > 0) return tallyAfterCancel();
-    const messageId = campaignMessageId(c.campaignId, contact.contactId);
-    if (suppressed.has(suppressionAddress(contact.email)) && !(await messageExists(deps.store, messageId))) {
-      counts.skippedSuppressed++;
-    } else {
-      try {
-        await sendCampaignMessage(deps.send, {
-          motorBlockId: c.motorBlockId, body: messageBody(deps, state, started, contact, messageId, unsubSecret, trackSecret),
-          messageId, now: deps.clock.now(), actor: `campaign:${c.campaignId}`,
-        });
-        counts.accepted++;
-      } catch (err) {
-        if (!isDomainError(err)) throw err;
-        if (err.code.startsWith('rate_limited_')) {
-          const retry = Number(err.details?.retryAfterSeconds);
-          return pause(Number.isFinite(retry) && retry > 0 ? retry : 60, err.code);
-        }
-        if (BLOCK_LEVEL_CODES.has(err.code)) return pause(BLOCK_UNUSABLE_RETRY_SECONDS, err.code);
-        // A refusal of this recipient (an address the send rules refuse, a sandbox or Free-plan rule): counted, and on to the next.
-        deps.logger.info({ campaignId: c.campaignId, contactId: contact.contactId, code: err.code }, 'campaign message refused');
-        counts.failed++;
-      }
+    const chunk = contacts.slice(i, i + CAMPAIGN_CONCURRENCY);
+    const outcomes = await Promise.all(chunk.map(sendOne));
+    for (const [j, o] of outcomes.entries()) {
+      if (o.kind === 'pause') return pause(o.seconds, o.reason);
+      if (o.kind === 'accepted') counts.accepted++;
+      else if (o.kind === 'skipped') counts.skippedSuppressed++;
+      else counts.failed++;
+      counts.recipients++;
+      last = chunk[j].contactId;
     }
-    counts.recipients++;
-    last = contact.contactId;
   }
 
   const now = deps.clock.now().toISOString();
