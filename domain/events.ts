@@ -340,6 +340,14 @@ export interface ContactRemoved { contactId: string; tenantId: string; listId: s
 /** The contact used its unsubscribe link: `one_click` = RFC 8058 POST from the mail client, `page` = the confirm button. */
 export interface ContactUnsubscribed { contactId: string; tenantId: string; listId: string; email: string; via: 'one_click' | 'page'; unsubscribedAt: Iso }
 
+// ---------------------------------------------------------------- suppression-<suppressionId> (communications; docs/COMMUNICATIONS.md "Lifting a suppression")
+/**
+ * The tenant lifted the suppression of an address: the hard bounces recorded for it up to
+ * `liftedAt` no longer suppress it (complaints and unsubscribes are never lifted; a later hard
+ * bounce suppresses it again). `email` is lower-cased; the stream id is the suppression's id.
+ */
+export interface SuppressionLifted { suppressionId: string; tenantId: string; email: string; liftedAt: Iso }
+
 // ---------------------------------------------------------------- tracking-<messageId> (campaign opens and clicks; docs/COMMUNICATIONS.md "Tracking")
 /** What an open or a click knows of its reader. `ip` is truncated (IPv4 /24, IPv6 /48); `userAgent` at most 512 characters. */
 export interface TrackingHit { tenantId: string; motorBlockId: string; campaignId: string; messageId: string; recipient: string; userAgent: string | null; ip: string | null; occurredAt: Iso }
@@ -451,6 +459,7 @@ export interface EventCatalogue {
   ContactUnsubscribed: ContactUnsubscribed;
   EmailOpened: EmailOpened;
   LinkClicked: LinkClicked;
+  SuppressionLifted: SuppressionLifted;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -538,6 +547,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   ContactUnsubscribed: { category: 'contact', version: 1 },
   EmailOpened: { category: 'tracking', version: 1 },
   LinkClicked: { category: 'tracking', version: 1 },
+  SuppressionLifted: { category: 'suppression', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

@@ -56,3 +56,6 @@ export function suppressionFactOf(event: { type: string; data: unknown }): Suppr
   if (smtpCode !== null && !smtpCode.startsWith('5')) return null;
   return { messageId: d.messageId, email, reason: 'hard_bounce', at, smtpCode, enhancedCode: typeof d.enhancedCode === 'string' && d.enhancedCode !== '' ? d.enhancedCode : null };
 }
+
+/** Only hard bounces can be lifted: a complaint and an unsubscribe are the recipient's own decision (docs/COMMUNICATIONS.md). */
+export const LIFTABLE_REASONS: readonly SuppressionReason[] = ['hard_bounce'];

@@ -10,11 +10,12 @@
  * from its facts, so it is what a replay from zero gives, whatever was applied before.
  *
  * A contact's unsubscribe (ContactUnsubscribed) is one row of `unsubscribes`, keyed by the event's
- * id, and counts among the facts of its address: it names the tenant itself, no message.
+ * id, and counts among the facts of its address: it names the tenant itself, no message. A lift
+ * (SuppressionLifted) is one row of `lifts`: the address's hard bounces up to it stop counting.
  */
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
-import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed } from '../../domain/events';
+import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed, type SuppressionLifted } from '../../domain/events';
 import { isUuid } from '../../domain/ids';
 import { SUPPRESSING_EVENT_TYPES, suppressionAddress, suppressionFactOf } from '../../domain/comms/suppressions';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
@@ -87,11 +88,26 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       });
     },
   },
+  {
+    name: '003_lifts',
+    async up(knex, schema) {
+      // One row per SuppressionLifted, keyed by the event's id: the hard bounces of (account, email)
+      // up to `at` no longer count.
+      await knex.schema.withSchema(schema).createTable('lifts', (t) => {
+        t.uuid('event_id').primary();
+        t.uuid('account_id').notNullable();
+        t.text('email').notNullable();
+        t.timestamp('at', { useTz: true }).notNullable();
+        t.index(['account_id', 'email']);
+      });
+    },
+  },
 ];
 
 /**
  * Recomputes the suppressions rows of `keys` (account, email) from their facts and unsubscribes:
- * upserted when any remain, deleted when none do. `reason` is `complaint` once any complaint is
+ * upserted when any remain, deleted when none do. Hard bounces up to the address's latest lift
+ * (SuppressionLifted) do not count. `reason` is `complaint` once any complaint is
  * among them (the strongest signal), else `unsubscribed` once the address unsubscribed (the
  * recipient's own choice), else `hard_bounce`; the message and block are those of the latest
  * bounce or complaint (null when it only unsubscribed), the SMTP codes those of the latest hard bounce.
@@ -103,6 +119,8 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ ac
      f as (
        select f.account_id, f.email, f.reason, f.at, f.message_id, f.motor_block_id, f.smtp_code, f.enhanced_code
        from ${q(schema, 'facts')} f join k on f.account_id = k.account_id and f.email = k.email
+       where not (f.reason = 'hard_bounce' and f.at <= coalesce(
+         (select max(l.at) from ${q(schema, 'lifts')} l where l.account_id = f.account_id and l.email = f.email), '-infinity'))
        union all
        select u.account_id, u.email, 'unsubscribed', u.at, null::uuid, null::uuid, null, null
        from ${q(schema, 'unsubscribes')} u join k on u.account_id = k.account_id and u.email = k.email
@@ -138,7 +156,14 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
   const owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }> = [];
   const facts: Array<{ message_id: string; email: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }> = [];
   const unsubscribes: Array<{ event_id: string; account_id: string; email: string; list_id: string; contact_id: string; at: string }> = [];
+  const lifts: Array<{ event_id: string; account_id: string; email: string; at: string }> = [];
   for (const e of events) {
+    if (e.type === 'SuppressionLifted') {
+      const d = e.data as Partial<SuppressionLifted> | null;
+      const email = typeof d?.email === 'string' ? suppressionAddress(d.email) : '';
+      if (isUuid(e.id) && isUuid(d?.tenantId) && email !== '' && typeof d.liftedAt === 'string') lifts.push({ event_id: e.id, account_id: d.tenantId, email, at: d.liftedAt });
+      continue;
+    }
     if (e.type === 'ContactUnsubscribed') {
       const d = e.data as Partial<ContactUnsubscribed> | null;
       const email = typeof d?.email === 'string' ? suppressionAddress(d.email) : '';
@@ -167,6 +192,16 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
     );
   }
   const touched: Array<{ account_id: string; email: string }> = [];
+  if (lifts.length > 0) {
+    const r = await trx.raw(
+      `insert into ${q(schema, 'lifts')} (event_id, account_id, email, at)
+       select event_id, account_id, email, at from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, at timestamptz)
+       on conflict (event_id) do nothing
+       returning account_id, email`,
+      [JSON.stringify(lifts)],
+    );
+    touched.push(...r.rows);
+  }
   if (unsubscribes.length > 0) {
     // Keyed by the event's id: a re-delivered event adds nothing (and recomputes to the same row).
     const r = await trx.raw(
@@ -206,7 +241,7 @@ async function forgetBlock(trx: Knex.Transaction, schema: string, motorBlockId: 
 export const commSuppressionsProjection: Projection = {
   name: 'commsuppressions',
   migrations: MIGRATIONS,
-  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', TOMBSTONE],
+  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', 'SuppressionLifted', TOMBSTONE],
   followsMessageTraffic: true,
   // Only messageId, accountId and motorBlockId of MessageAccepted are read.
   ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],

@@ -25,11 +25,25 @@ export interface SuppressionView {
 export interface SuppressionPage { items: SuppressionView[]; next_cursor: string | null }
 
 export const SUPPRESSIONS_PAGE = { defaultLimit: 100, maxLimit: 500 } as const;
-/** RFC 5321: a path holds at most 256 octets; anything longer cannot be an address we sent to. */
 
 interface Row {
   id: string; email: string; reason: SuppressionReason; count: number; first_at: Date; last_at: Date; last_message_id: string | null; last_motor_block_id: string | null;
   smtp_code: string | null; enhanced_code: string | null; cursor_at: string;
+}
+
+const viewOf = (x: Omit<Row, 'cursor_at'>): SuppressionView => ({
+  id: x.id, email: x.email, reason: x.reason, count: x.count, first_at: x.first_at.toISOString(), last_at: x.last_at.toISOString(),
+  last_message_id: x.last_message_id, last_motor_block_id: x.last_motor_block_id, smtp_code: x.smtp_code, enhanced_code: x.enhanced_code,
+});
+
+/** A suppression's id: the uuid spelling of an md5 (projection.ts), so no version or variant bits to check. */
+const SUPPRESSION_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** One suppression of the account by its id, or null (unknown, another account's, or not an id). */
+export async function getSuppression(db: Knex, accountId: string, id: string): Promise<SuppressionView | null> {
+  if (!SUPPRESSION_ID_RE.test(id) || !isUuid(accountId)) return null;
+  const row = (await db.withSchema(SUPPRESSIONS_SCHEMA).table('suppressions').where({ id, account_id: accountId }).first()) as Omit<Row, 'cursor_at'> | undefined;
+  return row ? viewOf(row) : null;
 }
 
 /** The account's suppressed addresses, most recently suppressed first (by first_at, then id), keyset-paginated. */
@@ -55,10 +69,7 @@ export async function listSuppressions(
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return {
-    items: page.map((x) => ({
-      id: x.id, email: x.email, reason: x.reason, count: x.count, first_at: x.first_at.toISOString(), last_at: x.last_at.toISOString(),
-      last_message_id: x.last_message_id, last_motor_block_id: x.last_motor_block_id, smtp_code: x.smtp_code, enhanced_code: x.enhanced_code,
-    })),
+    items: page.map(viewOf),
     next_cursor: rows.length > limit ? encodeCursor(last.cursor_at, last.id) : null,
   };
 }

@@ -1,7 +1,8 @@
 import type { Request as ExpressRequest } from 'express';
-import { Body, Controller, Get, Header, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { createContactList } from '../../commands/comms/contactLists';
+import { liftSuppression } from '../../commands/comms/suppressions';
 import type { SuppressionReason } from '../../domain/comms/suppressions';
 import { accountOverview, overviewDays, type AccountOverview } from '../../projections/analytics/accountOverview';
 import { listSuppressions, type SuppressionPage } from '../../projections/commSuppressions/queries';
@@ -20,6 +21,7 @@ export interface ContactListBody {
 export interface ContactListResponse { success: true; data: ContactListView }
 export interface ContactListPageResponse { success: true; data: ContactListPage }
 export interface SuppressionPageResponse { success: true; data: SuppressionPage }
+export interface SuppressionLiftedResponse { success: true; data: { id: string; email: string; lifted: true } }
 export interface CommAnalyticsOverviewResponse { success: true; data: AccountOverview }
 
 /**
@@ -74,6 +76,20 @@ export class CommunicationsController extends Controller {
   ): Promise<SuppressionPageResponse> {
     const t = tenantOf(req, tenant);
     return { success: true, data: await listSuppressions(t.deps.db, t.tenantId, { email, reason, limit, cursor }) };
+  }
+
+  /**
+   * Lifts a hard-bounce suppression: the address can be mailed again (the hard bounces recorded for
+   * it until now stop counting; a new one suppresses it again). Complaints and unsubscribes are the
+   * recipient's decision and are never lifted.
+   * @param id the suppression's `id`
+   */
+  @Delete('suppressions/{id}')
+  @Response<ErrorResponse>(404, 'suppression_not_found')
+  @Response<ErrorResponse>(409, 'suppression_not_liftable: the address complained or unsubscribed')
+  public async liftSuppression(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<SuppressionLiftedResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await liftSuppression(t.deps, t.tenantId, t.actor, id) };
   }
 
   /**
