@@ -81,11 +81,13 @@ export async function loadCampaign(store: EventStore, campaignId: string): Promi
  * checkpoint, another request) makes the decision be taken again on the new state.
  */
 async function decideAndAppend(
-  deps: CampaignDeps, tenantId: string, actor: string, campaignId: string,
+  deps: CampaignDeps, tenantId: string, actor: string, id: string,
   decide: (state: CampaignState) => Promise<CampaignEvent[]>,
 ): Promise<CampaignView> {
   const notFound = () => fail('campaign_not_found', 404, 'No such campaign for this tenant');
-  if (!isUuid(campaignId)) throw fail('invalid_id', 400, 'Campaign id must be a uuid');
+  if (!isUuid(id)) throw fail('invalid_id', 400, 'Campaign id must be a uuid');
+  // The stream is named by the lower-case id (as the GET's uuid column compares): a uuid in capitals is the same campaign.
+  const campaignId = id.toLowerCase();
   for (let attempt = 1; ; attempt++) {
     const { state, revision } = await loadCampaign(deps.store, campaignId);
     if (revision === null) throw notFound();

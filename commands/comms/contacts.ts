@@ -169,9 +169,11 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
   if (failed !== null) throw (failed as { err: unknown }).err;
 }
 
-export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, contactId: string): Promise<{ id: string; deleted: true }> {
+export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, id: string): Promise<{ id: string; deleted: true }> {
   await requireList(deps.store, tenantId, listId);
-  if (!isUuid(contactId)) throw fail('contact_not_found', 404, 'No such contact on this list');
+  if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
+  // The stream is named by the lower-case id (as the GET's uuid column compares): a uuid in capitals is the same contact.
+  const contactId = id.toLowerCase();
   await decideAndAppend(deps, contactId, actor, (events, now) => decideRemove(fold(events), { contactId, tenantId, listId, now }));
   return { id: contactId, deleted: true };
 }

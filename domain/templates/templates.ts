@@ -103,7 +103,8 @@ const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', 
 /** Replaces merge tags; `html` escapes the values. Unknown variables render empty. */
 function render(text: string, values: Record<string, string>, html: boolean): string {
   return text.replace(MERGE_TAG, (_m, name: string) => {
-    const v = values[name] ?? '';
+    // Own values only: `{{constructor}}` or `{{__proto__}}` must not reach Object.prototype (unknown: empty).
+    const v = Object.hasOwn(values, name) ? values[name] : '';
     return html ? escapeHtml(v) : v;
   });
 }
