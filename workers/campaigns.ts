@@ -273,18 +273,23 @@ export class CampaignEnqueuer {
    */
   async resume(): Promise<void> {
     const now = this.deps.clock.now();
-    for (const id of await sendingCampaignIds(this.deps.db)) {
-      const events = await this.deps.store.readStream(campaignStream(id));
-      const head = events[events.length - 1];
-      const job = head ? jobOf(head, now) : null;
-      if (!job) continue;
-      const existing = await this.deps.queue.getJob(job.opts.jobId);
-      if (existing && (await existing.isFailed())) {
-        this.deps.logger.warn({ campaignId: id, jobId: job.opts.jobId, attemptsMade: existing.attemptsMade }, 'campaign page had failed every attempt; retrying it');
-        await existing.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-      } else if (!existing) {
-        await this.deps.queue.add(job.name, job.data, job.opts);
-      }
+    // In pages of ids: however many campaigns are under way, each is looked at once.
+    for (let ids = await sendingCampaignIds(this.deps.db); ids.length > 0; ids = await sendingCampaignIds(this.deps.db, ids[ids.length - 1])) {
+      for (const id of ids) await this.resumeOne(id, now);
+    }
+  }
+
+  private async resumeOne(campaignId: string, now: Date): Promise<void> {
+    const events = await this.deps.store.readStream(campaignStream(campaignId));
+    const head = events[events.length - 1];
+    const job = head ? jobOf(head, now) : null;
+    if (!job) return;
+    const existing = await this.deps.queue.getJob(job.opts.jobId);
+    if (existing && (await existing.isFailed())) {
+      this.deps.logger.warn({ campaignId, jobId: job.opts.jobId, attemptsMade: existing.attemptsMade }, 'campaign page had failed every attempt; retrying it');
+      await existing.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+    } else if (!existing) {
+      await this.deps.queue.add(job.name, job.data, job.opts);
     }
   }
 }

@@ -72,11 +72,12 @@ async function decideAndAppend(
 export async function addContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, body: unknown): Promise<ContactView> {
   await requireList(deps.store, tenantId, listId);
   const f = contactFields(body);
+  const contactId = contactIdOf(tenantId, listId, f.email);
   // The cap is read from the read model: adds in flight together can pass it by their number (docs).
-  if (await contactCount(deps.db, listId) >= CONTACT_LIMITS.perList) {
+  // An address already on a full list is contact_exists, as in a batch: it would add nothing.
+  if (await contactCount(deps.db, listId) >= CONTACT_LIMITS.perList && !fold(contactEvents(await deps.store.readStream(stream(contactId)))).present) {
     throw fail('contact_limit_reached', 409, `A list can have at most ${CONTACT_LIMITS.perList} contacts`, { details: { limit: CONTACT_LIMITS.perList } });
   }
-  const contactId = contactIdOf(tenantId, listId, f.email);
   const { now } = await decideAndAppend(deps, contactId, actor, (events, at) => decideAdd(fold(events), { contactId, tenantId, listId, ...f, now: at }));
   const at = now.toISOString();
   return { id: contactId, list_id: listId, email: f.email, name: f.name, fields: f.fields, status: 'subscribed', unsubscribed_at: null, created_at: at, updated_at: at };

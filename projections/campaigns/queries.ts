@@ -89,8 +89,10 @@ export async function findCampaign(db: Knex, tenantId: string, id: string): Prom
   return row ? viewOf(db, tenantId, row) : null;
 }
 
-/** Ids of the campaigns under way (the sender's resumer). */
-export async function sendingCampaignIds(db: Knex, limit = 1000): Promise<string[]> {
-  const rows = await db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns').where({ status: 'sending' }).orderBy('id').limit(limit).select('id') as Array<{ id: string }>;
+/** Ids of the campaigns under way (the sender's resumer), in id order after `afterId`, at most `limit`. */
+export async function sendingCampaignIds(db: Knex, afterId: string | null = null, limit = 1000): Promise<string[]> {
+  const q = db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns').where({ status: 'sending' });
+  if (afterId !== null) q.where('id', '>', afterId);
+  const rows = await q.orderBy('id').limit(limit).select('id') as Array<{ id: string }>;
   return rows.map((r) => r.id);
 }

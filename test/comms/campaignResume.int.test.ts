@@ -67,14 +67,25 @@ describe('campaign enqueuer: the resume sweep (int)', () => {
     return campaignId;
   }
 
+  it('the sweep walks every campaign under way, page by page, and queues each head page', async () => {
+    const ids = [await sendingCampaign(), await sendingCampaign(), await sendingCampaign()];
+    const walked: string[] = [];
+    for (let page = await sendingCampaignIds(db, null, 2); page.length > 0; page = await sendingCampaignIds(db, page[page.length - 1], 2)) walked.push(...page);
+    expect(walked).to.include.members(ids);
+    expect(new Set(walked).size).to.equal(walked.length);
+    await enqueuer.resume();
+    for (const id of ids) expect((await queue.getJob(campaignJobId(id, 1n)))?.data, id).to.deep.equal({ campaignId: id, revision: '1' });
+  });
+
   it('queues a missing head page once; a page that failed every attempt is retried from its first attempt', async () => {
     const campaignId = await sendingCampaign();
     const jobId = campaignJobId(campaignId, 1n);
     await enqueuer.resume();
     const job = await queue.getJob(jobId);
     expect(job?.data).to.deep.equal({ campaignId, revision: '1' });
+    const before = await queue.getJobCountByTypes('waiting', 'delayed', 'active', 'failed');
     await enqueuer.resume();
-    expect(await queue.getJobCountByTypes('waiting', 'delayed', 'active', 'failed')).to.equal(1);
+    expect(await queue.getJobCountByTypes('waiting', 'delayed', 'active', 'failed'), 'nothing added twice').to.equal(before);
 
     // Every attempt throws (an outage longer than the backoff): the job ends failed.
     const failing = new Worker(CAMPAIGN_QUEUE, async () => { throw new Error('database down'); }, { connection: bullConnection(TEST_REDIS_URL), prefix, autorun: false });

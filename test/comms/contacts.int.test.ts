@@ -191,12 +191,17 @@ describe('communications contacts and unsubscribe (int)', function () {
     expect([bad.status, bad.body.code]).to.deep.equal([400, 'invalid_cursor']);
   });
 
-  it('the per-list cap: 409 contact_limit_reached with limit', async () => {
+  it('the per-list cap: 409 contact_limit_reached with limit; an address already on the full list is contact_exists', async () => {
     const list = (await commPost(motor, '/lists', { name: 'Full' }, as(a))).body.data.id;
+    const there = (await add(list, { email: 'there@example.com' })).body.data.id;
     // The count the check reads, set as 100,000 adds would have left it.
-    await motor.rt.db.withSchema(CONTACTS_SCHEMA).table('list_sizes').insert({ list_id: list, contact_count: 100_000 });
+    await motor.rt.db.withSchema(CONTACTS_SCHEMA).table('list_sizes').where({ list_id: list }).update({ contact_count: 100_000 });
     const r = await add(list, { email: 'one-more@example.com' });
     expect([r.status, r.body.code, r.body.limit]).to.deep.equal([409, 'contact_limit_reached', 100_000]);
+    const again = await add(list, { email: 'There@example.com' });
+    expect([again.status, again.body.code, again.body.contactId]).to.deep.equal([409, 'contact_exists', there]);
+    // Back to what the projector wrote (the replay test below compares the counts).
+    await motor.rt.db.withSchema(CONTACTS_SCHEMA).table('list_sizes').where({ list_id: list }).update({ contact_count: 1 });
   });
 
   describe('unsubscribe', () => {
