@@ -349,7 +349,11 @@ export interface ContactUnsubscribed { contactId: string; tenantId: string; list
 export interface SuppressionLifted { suppressionId: string; tenantId: string; email: string; liftedAt: Iso }
 
 // ---------------------------------------------------------------- tracking-<messageId> (campaign opens and clicks; docs/COMMUNICATIONS.md "Tracking")
-/** What an open or a click knows of its reader. `ip` is truncated (IPv4 /24, IPv6 /48); `userAgent` at most 512 characters. */
+/**
+ * What an open or a click knows of its reader. `recipient` is the single `to` of the message's
+ * `MessageAccepted` (the tracking URL carries no address); `ip` is truncated (IPv4 /24, IPv6 /48);
+ * `userAgent` at most 512 characters.
+ */
 export interface TrackingHit { tenantId: string; motorBlockId: string; campaignId: string; messageId: string; recipient: string; userAgent: string | null; ip: string | null; occurredAt: Iso }
 /** The open pixel of a campaign message was fetched (a signed token; GET only). */
 export interface EmailOpened extends TrackingHit {}

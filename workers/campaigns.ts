@@ -213,7 +213,7 @@ function messageBody(
   const subject = renderTemplate({ subject: started.template.subject, body_html: null, body_text: null }, subjectValues(values)).subject;
   let html = rendered.body_html;
   if (html !== null && (c.trackOpens || c.trackClicks)) {
-    html = instrumentHtml(html, deps.baseUrl, trackSecret, { tenantId: c.tenantId, motorBlockId: c.motorBlockId, campaignId: c.campaignId, messageId, recipient: contact.email }, {
+    html = instrumentHtml(html, deps.baseUrl, trackSecret, { tenantId: c.tenantId, motorBlockId: c.motorBlockId, campaignId: c.campaignId, messageId }, {
       opens: c.trackOpens, clicks: c.trackClicks,
     });
   }

@@ -5,7 +5,7 @@ import { toEventData } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
 import { LIFTABLE_REASONS } from '../../domain/comms/suppressions';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
-import { getSuppression, type SuppressionView } from '../../projections/commSuppressions/queries';
+import { getSuppression } from '../../projections/commSuppressions/queries';
 
 /**
  * Lifting a suppression (docs/COMMUNICATIONS.md "Lifting a suppression"): the tenant says an

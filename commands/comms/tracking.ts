@@ -1,5 +1,5 @@
 import { streamName, type EventStore } from '../../domain/eventStore';
-import { toEventData, type DomainEvent } from '../../domain/events';
+import { toEventData, type DomainEvent, type MessageAccepted } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
 import { storedUserAgent, truncateIp, type TrackingTarget } from '../../domain/comms/tracking';
 import type { Logger } from '../../infra/logger';
@@ -11,9 +11,13 @@ import type { RequestLimiter } from '../quota/requestLimiter';
  * `LinkClicked` on the message's `tracking-<messageId>` stream (any revision: hits are independent
  * facts, nothing is decided on the stream).
  *
- * Only for a block of the token's tenant that is not deleted (the directory, cached). The
- * reader's answer (the gif, the redirect) never depends on any of it: the lookup and append are bounded by
- * `timeoutMs`, and a failure or a timeout is logged and counted (`motor_tracking_hits_total`
+ * Only for a block of the token's tenant that is not deleted (the directory, cached). The token
+ * names the message, not its recipient: the recipient recorded is the single `to` of the message's
+ * `MessageAccepted` (the first event of `message-<messageId>`), which must be of the token's
+ * tenant, block and campaign (`metadata.campaign_id`); a message stream that is gone (deleted with
+ * its block's history, or never written) or not a single-recipient campaign message records
+ * nothing (`skipped`). The reader's answer (the gif, the redirect) never depends on any of it: the
+ * look-ups and the append are bounded by `timeoutMs`, and a failure or a timeout is logged and counted (`motor_tracking_hits_total`
  * outcome `not_recorded`) but not raised. The event id is fresh per request: a hit is not retried,
  * so a timed-out append that commits later is still one event.
  */
@@ -46,22 +50,39 @@ export const TRACKING_APPEND_TIMEOUT_MS = 1500;
 
 export type RecordOutcome = 'recorded' | 'not_recorded' | 'skipped' | 'limited';
 
+/**
+ * The recipient of a tracked message: the single `to` of its `MessageAccepted`, when that is a
+ * message of the token's tenant, block and campaign; null otherwise (no stream, several recipients,
+ * another message).
+ */
+export async function trackedRecipient(store: EventStore, ctx: TrackingTarget['ctx']): Promise<string | null> {
+  const [first] = await store.readStream(streamName('message', ctx.messageId), { maxCount: 1 });
+  if (first === undefined || first.type !== 'MessageAccepted') return null;
+  const m = first.data as MessageAccepted;
+  if (m.accountId !== ctx.tenantId || m.motorBlockId !== ctx.motorBlockId || m.metadata?.campaign_id !== ctx.campaignId) return null;
+  return Array.isArray(m.to) && m.to.length === 1 && typeof m.to[0] === 'string' ? m.to[0] : null;
+}
+
 export async function recordTrackingHit(deps: TrackingDeps, target: TrackingTarget, req: TrackingRequest, timeoutMs = TRACKING_APPEND_TIMEOUT_MS): Promise<RecordOutcome> {
   const { ctx } = target;
-  const hit = {
-    tenantId: ctx.tenantId, motorBlockId: ctx.motorBlockId, campaignId: ctx.campaignId, messageId: ctx.messageId, recipient: ctx.recipient,
-    userAgent: storedUserAgent(req.userAgent), ip: truncateIp(req.ip), occurredAt: deps.clock.now().toISOString(),
-  };
-  const event: DomainEvent = target.kind === 'open' ? { type: 'EmailOpened', data: hit } : { type: 'LinkClicked', data: { ...hit, url: target.url } };
+  const occurredAt = deps.clock.now().toISOString();
   const type = target.kind;
   let timer: NodeJS.Timeout | undefined;
-  const append = (async (): Promise<'appended' | 'block_gone' | 'limited'> => {
+  const append = (async (): Promise<'appended' | 'block_gone' | 'message_gone' | 'limited'> => {
     // A block deleted (or being deleted) keeps no new history: its mail's hits are not recorded.
     const block = await deps.directory.block(ctx.motorBlockId);
     if (block === null || block.accountId !== ctx.tenantId || block.status === 'deleted' || block.status === 'deletion_queued') return 'block_gone';
     // Redis unavailable: recorded (the limit protects the log, it does not gate the reader).
     const reading = await hitLimiterOf(deps.limiter).hit(`track:${target.kind}:${ctx.messageId}`, deps.clock.now());
     if (reading.kind === 'exceeded') return 'limited';
+    // The recipient comes from the message, never from the URL (docs/COMMUNICATIONS.md "Tracking").
+    const recipient = await trackedRecipient(deps.store, ctx);
+    if (recipient === null) return 'message_gone';
+    const hit = {
+      tenantId: ctx.tenantId, motorBlockId: ctx.motorBlockId, campaignId: ctx.campaignId, messageId: ctx.messageId, recipient,
+      userAgent: storedUserAgent(req.userAgent), ip: truncateIp(req.ip), occurredAt,
+    };
+    const event: DomainEvent = target.kind === 'open' ? { type: 'EmailOpened', data: hit } : { type: 'LinkClicked', data: { ...hit, url: target.url } };
     await deps.store.append(streamName('tracking', ctx.messageId), [toEventData(newId(), event, { actor: 'tracking' })], { expectedRevision: 'any' });
     return 'appended';
   })();

@@ -12,13 +12,16 @@ import { isUuid } from '../ids';
  * A token is ONE base64url string (no `.`, so `<token>.gif` splits unambiguously) of
  * `payload ‖ HMAC-SHA256(secret, payload)` (the whole 32-byte MAC, compared in constant time).
  * Payload v1: version (1 byte), kind (`o` open, `c` click), the tenant, block, campaign and message
- * ids as 4 × 16 raw bytes, the recipient (2-byte length + UTF-8), then for a click the destination
- * URL (UTF-8, the rest). Nothing in it is secret from the person holding the link (it is their own
- * mail); the MAC makes it unforgeable, so the click redirect only ever goes to a URL Motor signed.
+ * ids as 4 × 16 raw bytes, then for a click the destination URL (ASCII, the rest). The recipient is
+ * NOT in it: tracking URLs end up in proxy logs, link scanners and browser history, so they carry
+ * opaque ids only, and the recipient of a hit is read from the message's `MessageAccepted` when it
+ * is recorded (commands/comms/tracking.ts). The MAC makes a token unforgeable, so the click redirect
+ * only ever goes to a URL Motor signed.
  * No expiry: a link in an old mail must keep working; rotating TOKEN_SECRET revokes every link.
  */
 
-export interface TrackingContext { tenantId: string; motorBlockId: string; campaignId: string; messageId: string; recipient: string }
+/** What a token names: opaque ids only (never the recipient's address). */
+export interface TrackingContext { tenantId: string; motorBlockId: string; campaignId: string; messageId: string }
 
 export type TrackingKind = 'open' | 'click';
 export type TrackingTarget = { kind: 'open'; ctx: TrackingContext } | { kind: 'click'; ctx: TrackingContext; url: string };
@@ -28,8 +31,8 @@ export const TRANSPARENT_GIF = Buffer.from('R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAA
 
 /** Destinations longer than this are left untracked (the token would make the link unwieldy). */
 export const MAX_TRACKED_URL = 2048;
-/** Longest token accepted for verification (a click token of the longest URL and address fits). */
-export const MAX_TOKEN_CHARS = 4096;
+/** Longest token accepted for verification: a click token of the longest tracked URL (2,862 characters). */
+export const MAX_TOKEN_CHARS = Math.ceil(((2 + 64 + MAX_TRACKED_URL + 32) * 4) / 3);
 /** User agents are stored truncated to this many characters. */
 export const USER_AGENT_MAX = 512;
 
@@ -37,7 +40,6 @@ const VERSION = 1;
 const KIND_BYTE: Record<TrackingKind, number> = { open: 0x6f, click: 0x63 };
 const MAC_BYTES = 32;
 const IDS_BYTES = 64;
-const RECIPIENT_MAX_BYTES = 1024;
 
 /** The key tracking tokens are signed with: HKDF-SHA256 of the token secret with its own label (not the JWT or unsubscribe key). */
 export function trackingSecret(tokenSecret: string): Buffer {
@@ -56,14 +58,10 @@ export function trackingToken(secret: string | Buffer, ctx: TrackingContext, url
   for (const k of ['tenantId', 'motorBlockId', 'campaignId', 'messageId'] as const) {
     if (!isUuid(ctx[k])) throw new Error(`trackingToken: ${k} must be a uuid`);
   }
-  const recipient = Buffer.from(ctx.recipient, 'utf8');
-  if (recipient.length > RECIPIENT_MAX_BYTES) throw new Error('trackingToken: recipient too long');
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(recipient.length);
   const payload = Buffer.concat([
     Buffer.from([VERSION, KIND_BYTE[url === undefined ? 'open' : 'click']]),
     uuidBytes(ctx.tenantId), uuidBytes(ctx.motorBlockId), uuidBytes(ctx.campaignId), uuidBytes(ctx.messageId),
-    len, recipient, Buffer.from(url ?? '', 'utf8'),
+    Buffer.from(url ?? '', 'utf8'),
   ]);
   return Buffer.concat([payload, mac(secret, payload)]).toString('base64url');
 }
@@ -75,26 +73,21 @@ export function verifyTrackingToken(secret: string | Buffer, token: unknown, kin
   if (typeof token !== 'string' || token.length > MAX_TOKEN_CHARS || !/^[A-Za-z0-9_-]+$/.test(token)) return null;
   const raw = Buffer.from(token, 'base64url');
   // Canonical encoding only: one spelling per token.
-  if (raw.length < 2 + IDS_BYTES + 2 + MAC_BYTES || raw.toString('base64url') !== token) return null;
+  if (raw.length < 2 + IDS_BYTES + MAC_BYTES || raw.toString('base64url') !== token) return null;
   const payload = raw.subarray(0, raw.length - MAC_BYTES);
   const given = raw.subarray(raw.length - MAC_BYTES);
   if (!timingSafeEqual(given, mac(secret, payload))) return null;
   if (payload[0] !== VERSION || payload[1] !== KIND_BYTE[kind]) return null;
   const ids = payload.subarray(2, 2 + IDS_BYTES);
-  const rlen = payload.readUInt16BE(2 + IDS_BYTES);
-  const rstart = 2 + IDS_BYTES + 2;
-  if (rstart + rlen > payload.length) return null;
-  let recipient: string;
   let rest: string;
   try {
-    recipient = utf8.decode(payload.subarray(rstart, rstart + rlen));
-    rest = utf8.decode(payload.subarray(rstart + rlen));
+    rest = utf8.decode(payload.subarray(2 + IDS_BYTES));
   } catch {
     return null;
   }
   const ctx: TrackingContext = {
     tenantId: uuidOf(ids.subarray(0, 16)), motorBlockId: uuidOf(ids.subarray(16, 32)),
-    campaignId: uuidOf(ids.subarray(32, 48)), messageId: uuidOf(ids.subarray(48, 64)), recipient,
+    campaignId: uuidOf(ids.subarray(32, 48)), messageId: uuidOf(ids.subarray(48, 64)),
   };
   if (kind === 'open') return rest === '' ? { kind, ctx } : null;
   // Signed by us, so already normalised; checked again so a Location header can never carry anything else.
@@ -142,10 +135,10 @@ function untouchedPrefixes(baseUrl: string): string[] {
  * `${baseUrl}/comm-api/u/` (unsubscribe), mailto:, tel:, fragment-only and non-http(s) links are
  * left alone.
  *
- * Call it on the HTML of ONE recipient, merge fields already filled in: the tokens carry the
- * recipient and the message. The HTML is read with htmlparser2's tokenizer (the parser the
- * template checks use), and only the `href` values of `<a>` and `<area>` are replaced, in place:
- * every other byte is kept. A value's entities are decoded before it is judged (`&amp;` in a
+ * Call it on the HTML of ONE message (one recipient), merge fields already filled in: the tokens
+ * name the message, never the address (the recipient is read from the message when a hit is
+ * recorded). The HTML is read with htmlparser2's tokenizer (the parser the template checks use),
+ * and only the `href` values of `<a>` and `<area>` are replaced, in place: every other byte is kept. A value's entities are decoded before it is judged (`&amp;` in a
  * query string is `&`). Already-tracked links and an existing pixel of this base URL are kept,
  * so instrumenting twice changes nothing. The pixel goes right before the last `</body>`, or at
  * the end when there is none. Deterministic: the same input gives the same output.

@@ -312,6 +312,28 @@ describe('communications campaigns (e2e)', function () {
       expect(logs, 'logs filter metadata.campaign_id').to.not.equal(null);
     });
 
+    it('tracking URLs carry opaque ids, never the address; a hit records the message\'s recipient', async () => {
+      const html = String(messagesTo('ann@rcpt.test')[0].html);
+      const tracked = [...html.matchAll(/https:\/\/auth\.motor\.test\/comm-api\/t\/(?:o|c)\/([A-Za-z0-9_-]+)/g)];
+      expect(tracked.length).to.be.at.least(2);
+      for (const [url, token] of tracked) {
+        expect(url.toLowerCase()).not.to.contain('ann');
+        const raw = Buffer.from(token, 'base64url');
+        for (const enc of ['utf8', 'utf16le'] as const) expect(raw.includes(Buffer.from('ann@rcpt.test', enc)), enc).to.equal(false);
+        expect(raw.includes(Buffer.from('rcpt.test'))).to.equal(false);
+      }
+      const pixel = /<img src="https:\/\/auth\.motor\.test(\/comm-api\/t\/o\/[A-Za-z0-9_-]+\.gif)"/.exec(html)![1];
+      expect((await fetch(`${motor.baseUrl}${pixel}`)).status).to.equal(200);
+      const messageId = campaignMessageId(campaign.id, contacts.ann);
+      const hits = await motor.rt.store.readStream(streamName('tracking', messageId));
+      expect(hits.map((e) => [e.type, (e.data as { recipient: string }).recipient])).to.deep.equal([['EmailOpened', 'ann@rcpt.test']]);
+      const shown = await eventually(async () => {
+        const r = await get(`/campaigns/${campaign.id}`);
+        return r.body.data?.tracking?.opens === 1 ? r.body.data.tracking : null;
+      });
+      expect(shown).to.deep.equal({ opens: 1, unique_opens: 1, clicks: 0, unique_clicks: 0 });
+    });
+
     it('tracking off: no rewritten links and no pixel (and a text template sends text)', async () => {
       const list = await makeList('Untracked');
       await addContact(list, 'dora@rcpt.test', 'Dora', { code: 'D4' });

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { RecordedEvent } from '../../domain/eventStore';
+import { streamName, type RecordedEvent } from '../../domain/eventStore';
+import { toEventData, type MessageAccepted } from '../../domain/events';
 import { TRANSPARENT_GIF, instrumentHtml, trackingSecret, trackingToken, type TrackingContext } from '../../domain/comms/tracking';
 import { TRACKING_HITS_PER_MINUTE } from '../../commands/comms/tracking';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { commTrackingProjection, TRACKING_SCHEMA } from '../../projections/commTracking/projection';
 import { trackingTotals } from '../../projections/commTracking/queries';
 import { migrateProjection } from '../../projections/runner';
@@ -12,6 +14,16 @@ import { findHistoryStreams } from '../../workers/blockDeletion';
 import { oauthBlock } from '../oauth/support';
 import { awayFromMinuteEdge, eventually, getJson, startTestMotor, type TestMotor } from '../support/motor';
 import { as, commGet, tenant, type Tenant } from './support';
+
+/** A campaign message to `to` as the campaign sender leaves it: its MessageAccepted (the tracked recipient is read from it). */
+async function acceptMessage(motor: TestMotor, b: BootstrapResult, campaignId: string, messageId: string, to: string[], motorBlockId = b.motorBlockId): Promise<void> {
+  const data: MessageAccepted = {
+    messageId, motorBlockId, accountId: b.accountId, domainId: b.domainId, from: 'news@shop.example', fromName: null, to, subject: 'Sale',
+    text: 'Sale', html: null, headers: {}, smtpMessageId: `${messageId}@shop.example`, idempotencyKey: null, source: 'http',
+    metadata: { campaign_id: campaignId }, acceptedAt: new Date().toISOString(),
+  };
+  await motor.rt.store.append(streamName('message', messageId), [toEventData(randomUUID(), { type: 'MessageAccepted', data }, { actor: `campaign:${campaignId}` })], { expectedRevision: 'no_stream' });
+}
 
 type Item = { id: string; type: string; campaign_id: string; message_id: string; motor_block_id: string; email: string; url: string | null; user_agent: string | null; ip: string | null; occurred_at: string };
 
@@ -30,8 +42,13 @@ describe('campaign open and click tracking (int)', function () {
   const C1 = randomUUID();
   const C2 = randomUUID();
   const M1 = randomUUID();
-  const ctxOf = (t: Tenant, campaignId: string, messageId: string, recipient: string, motorBlockId = t.b.motorBlockId): TrackingContext =>
-    ({ tenantId: t.accountId, motorBlockId, campaignId, messageId, recipient });
+  const ctxOf = (t: Tenant, campaignId: string, messageId: string, motorBlockId = t.b.motorBlockId): TrackingContext =>
+    ({ tenantId: t.accountId, motorBlockId, campaignId, messageId });
+  /** The tracked HTML of a campaign message to `recipient`, accepted first. */
+  const mailTo = async (t: Tenant, campaignId: string, messageId: string, recipient: string, motorBlockId = t.b.motorBlockId): Promise<string> => {
+    await acceptMessage(motor, t.b, campaignId, messageId, [recipient], motorBlockId);
+    return instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(t, campaignId, messageId, motorBlockId));
+  };
   const pixelOf = (html: string) => /<img src="([^"]+\.gif)"/.exec(html)![1];
   const linkOf = (html: string) => /<a href="([^"]+)"/.exec(html)![1];
   const events = (who: Tenant, query = '') => commGet(motor, `/tracking/events${query}`, as(who));
@@ -41,11 +58,12 @@ describe('campaign open and click tracking (int)', function () {
   let mail1: string;
 
   before(async () => {
-    motor = await startTestMotor();
+    // No delivery workers: the messages below are accepted by hand and must not be delivered.
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
     a = await tenant(motor, 'trk-a@example.test');
     b = await tenant(motor, 'trk-b@example.test');
     secret = trackingSecret(motor.config.tokenSecret);
-    mail1 = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(a, C1, M1, 'Reader@Example.test'));
+    mail1 = await mailTo(a, C1, M1, 'Reader@Example.test');
   });
   after(async () => { await motor?.close(); });
 
@@ -90,7 +108,7 @@ describe('campaign open and click tracking (int)', function () {
     const token = click.slice(click.lastIndexOf('/') + 1);
     const tampered = token.slice(0, 80) + (token[80] === 'A' ? 'B' : 'A') + token.slice(81);
     // A well-formed token for another destination, signed with a key that is not Motor's.
-    const forged = trackingToken(trackingSecret('not-motors-secret-0123456789abcdef0123'), ctxOf(a, C1, M1, 'reader@example.test'), 'https://evil.example/');
+    const forged = trackingToken(trackingSecret('not-motors-secret-0123456789abcdef0123'), ctxOf(a, C1, M1), 'https://evil.example/');
     for (const t of [tampered, forged, 'x', `${token}A`]) {
       const res = await fetch(`${motor.baseUrl}/comm-api/t/c/${t}`, { redirect: 'manual' });
       expect(res.status, t).to.equal(404);
@@ -123,10 +141,45 @@ describe('campaign open and click tracking (int)', function () {
 
   it('a token naming a block of another tenant records nothing (the redirect still works)', async () => {
     const m = randomUUID();
-    const cross = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(b, C1, m, 'x@example.test', a.b.motorBlockId));
+    await acceptMessage(motor, a.b, C1, m, ['x@example.test']);
+    const cross = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(b, C1, m, a.b.motorBlockId));
     const res = await fetch(local(linkOf(cross)), { redirect: 'manual' });
     expect(res.status).to.equal(302);
     expect(await streamLength(m)).to.equal(0);
+  });
+
+  it('the URLs hold no address: the recipient recorded is the single `to` of the message\'s MessageAccepted', async () => {
+    for (const url of [pixelOf(mail1), linkOf(mail1)]) {
+      const token = new URL(url).pathname.split('/').pop()!.replace(/\.gif$/, '');
+      const raw = Buffer.from(token, 'base64url');
+      expect(raw.toString('base64url')).to.equal(token);
+      for (const needle of ['Reader@Example.test', 'reader@example.test', 'Example.test', 'example.test']) {
+        expect(raw.includes(Buffer.from(needle)), needle).to.equal(false);
+        expect(url.toLowerCase()).not.to.include(needle.toLowerCase());
+      }
+    }
+    const recorded = await motor.rt.store.readStream(`tracking-${M1}`);
+    expect(recorded.map((e) => [e.type, (e.data as { recipient: string }).recipient])).to.deep.equal([['EmailOpened', 'Reader@Example.test'], ['LinkClicked', 'Reader@Example.test']]);
+  });
+
+  it('a message with no stream, or with several recipients: the gif and the redirect are served, nothing is recorded (skipped)', async () => {
+    const skipped = async () => (await motor.rt.metrics.trackingHits.get()).values.filter((v) => v.labels.outcome === 'skipped').reduce((n, v) => n + v.value, 0);
+    const before = await skipped();
+    const gone = randomUUID();
+    const two = randomUUID();
+    await acceptMessage(motor, a.b, C1, two, ['one@example.test', 'two@example.test']);
+    for (const m of [gone, two]) {
+      const mail = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(a, C1, m));
+      const gif = await fetch(local(pixelOf(mail)), { headers: UA });
+      expect(gif.status).to.equal(200);
+      expect(Buffer.from(await gif.arrayBuffer()).equals(TRANSPARENT_GIF)).to.equal(true);
+      const click = await fetch(local(linkOf(mail)), { redirect: 'manual', headers: UA });
+      expect(click.status).to.equal(302);
+      expect(click.headers.get('location')).to.equal('https://shop.example/p?a=1&b=2');
+      expect(await streamLength(m)).to.equal(0);
+    }
+    expect(await skipped()).to.equal(before + 4);
+    expect(await motor.rt.store.readStream(streamName('message', gone))).to.deep.equal([]);
   });
 
   describe('GET /tracking/events', () => {
@@ -138,11 +191,11 @@ describe('campaign open and click tracking (int)', function () {
       // Tenant A: campaign C1 (M1 above: 1 open, 1 click) and C2 on its second block; tenant B: one open.
       for (const [campaign, block, email, opens, clicks] of [[C1, a.b.motorBlockId, 'two@example.test', 2, 1], [C2, blockA2, 'three@example.test', 1, 2], [C2, blockA2, 'four@example.test', 1, 0]] as const) {
         const message = randomUUID();
-        const mail = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(a, campaign, message, email, block));
+        const mail = await mailTo(a, campaign, message, email, block);
         for (let i = 0; i < opens; i++) { expect((await fetch(local(pixelOf(mail)))).status).to.equal(200); hits.push({ campaign, message, email, kind: 'open' }); }
         for (let i = 0; i < clicks; i++) { expect((await fetch(local(linkOf(mail)), { redirect: 'manual' })).status).to.equal(302); hits.push({ campaign, message, email, kind: 'click' }); }
       }
-      const mailB = instrumentHtml(html, motor.config.authPublicUrl, secret, ctxOf(b, C1, randomUUID(), 'b-reader@example.test'));
+      const mailB = await mailTo(b, C1, randomUUID(), 'b-reader@example.test');
       expect((await fetch(local(pixelOf(mailB)))).status).to.equal(200);
       await eventually(async () => {
         const [ra, rb] = [await events(a, '?limit=500'), await events(b)];
@@ -307,14 +360,16 @@ describe('campaign tracking: the per-message recording limit (int)', function ()
   this.timeout(120_000);
   let motor: TestMotor;
   const html = '<html><body><a href="https://shop.example/p">Buy</a></body></html>';
-  before(async () => { motor = await startTestMotor(); });
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'] }); });
   after(async () => { await motor?.close(); });
   const localPath = (mail: string, re: RegExp) => `${motor.baseUrl}${new URL(re.exec(mail)![1]).pathname}`;
 
   it('at most TRACKING_HITS_PER_MINUTE hits of one message are recorded per minute and kind; every request is still answered', async () => {
     const c = await tenant(motor, 'trk-c@example.test');
     const m = randomUUID();
-    const mail = instrumentHtml(html, motor.config.authPublicUrl, trackingSecret(motor.config.tokenSecret), { tenantId: c.accountId, motorBlockId: c.b.motorBlockId, campaignId: randomUUID(), messageId: m, recipient: 'loop@example.test' });
+    const campaignId = randomUUID();
+    await acceptMessage(motor, c.b, campaignId, m, ['loop@example.test']);
+    const mail = instrumentHtml(html, motor.config.authPublicUrl, trackingSecret(motor.config.tokenSecret), { tenantId: c.accountId, motorBlockId: c.b.motorBlockId, campaignId, messageId: m });
     await awayFromMinuteEdge(15);
     const opens = await Promise.all(Array.from({ length: TRACKING_HITS_PER_MINUTE + 3 }, () => fetch(localPath(mail, /<img src="([^"]+\.gif)"/))));
     expect(opens.map((r) => r.status)).to.deep.equal(opens.map(() => 200));

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import type { EventData, EventStore } from '../../domain/eventStore';
+import { toEventData, type MessageAccepted } from '../../domain/events';
 import {
-  MAX_TRACKED_URL, TRANSPARENT_GIF, clickUrl, instrumentHtml, isPrefetch, openPixelUrl, storedUserAgent, trackableUrl, trackingSecret, trackingToken,
+  MAX_TOKEN_CHARS, MAX_TRACKED_URL, TRANSPARENT_GIF, clickUrl, instrumentHtml, isPrefetch, openPixelUrl, storedUserAgent, trackableUrl, trackingSecret, trackingToken,
   truncateIp, verifyTrackingToken, type TrackingContext,
 } from '../../domain/comms/tracking';
 import { recordTrackingHit, type TrackingDeps } from '../../commands/comms/tracking';
@@ -14,8 +15,9 @@ const BASE = 'https://auth.motor.test';
 const SECRET = trackingSecret('test-token-secret-0123456789abcdef0123');
 const CTX: TrackingContext = {
   tenantId: '11111111-1111-4111-8111-111111111111', motorBlockId: '22222222-2222-4222-8222-222222222222',
-  campaignId: '33333333-3333-4333-8333-333333333333', messageId: '44444444-4444-4444-8444-444444444444', recipient: 'Reader@Example.test',
+  campaignId: '33333333-3333-4333-8333-333333333333', messageId: '44444444-4444-4444-8444-444444444444',
 };
+const RECIPIENT = 'Reader@Example.test';
 const CLICK_RE = /https:\/\/auth\.motor\.test\/comm-api\/t\/c\/([A-Za-z0-9_-]+)/g;
 const clicksIn = (html: string): string[] => [...html.matchAll(CLICK_RE)].map((m) => m[1]);
 const destinations = (html: string): string[] => clicksIn(html).map((t) => {
@@ -133,6 +135,31 @@ describe('campaign tracking (unit)', () => {
       expect(trackingSecret('test-token-secret-0123456789abcdef0124').equals(SECRET)).to.equal(false);
     });
 
+    it('carry opaque ids only: no address bytes; an open token is exactly ids + MAC, a click token adds only the URL', () => {
+      const html = instrumentHtml(`<body>Hi ${RECIPIENT}<a href="https://shop.example/p">x</a></body>`, BASE, SECRET, CTX);
+      const tokens = [...clicksIn(html), ...[...html.matchAll(PIXEL)].map((m) => m[1])];
+      expect(tokens).to.have.length(2);
+      for (const t of tokens) {
+        const raw = Buffer.from(t, 'base64url');
+        for (const needle of [RECIPIENT, RECIPIENT.toLowerCase(), 'Example.test']) expect(raw.includes(Buffer.from(needle)), needle).to.equal(false);
+        const payload = raw.subarray(0, raw.length - 32);
+        // version, kind, 4 × 16 id bytes, then (a click) the URL: nothing else.
+        expect(payload.subarray(2, 66).toString('hex')).to.equal([CTX.tenantId, CTX.motorBlockId, CTX.campaignId, CTX.messageId].join('').replace(/-/g, ''));
+        expect(payload.subarray(66).toString('latin1')).to.be.oneOf(['', 'https://shop.example/p']);
+      }
+      expect(Buffer.from(open, 'base64url')).to.have.length(1 + 1 + 64 + 32);
+      expect(open).to.have.length(131);
+    });
+
+    it('the longest click token fits MAX_TOKEN_CHARS, one byte more does not verify', () => {
+      const url = `https://shop.example/${'a'.repeat(MAX_TRACKED_URL - 'https://shop.example/'.length)}`;
+      expect(trackableUrl(url)).to.equal(url);
+      const longest = trackingToken(SECRET, CTX, url);
+      expect(longest.length).to.be.at.most(MAX_TOKEN_CHARS);
+      expect(verifyTrackingToken(SECRET, longest, 'click')).to.deep.equal({ kind: 'click', ctx: CTX, url });
+      expect(verifyTrackingToken(SECRET, trackingToken(SECRET, CTX, `${url}a`), 'click')).to.equal(null);
+    });
+
     it('ids must be uuids', () => {
       expect(() => trackingToken(SECRET, { ...CTX, campaignId: 'c1' })).to.throw(/campaignId/);
     });
@@ -182,21 +209,51 @@ describe('campaign tracking (unit)', () => {
       };
       return d;
     };
+    /** A store holding the campaign message `CTX.messageId` to `to` (its MessageAccepted, overridable). */
+    const withMessage = async (to: string[] = [RECIPIENT], over: Partial<MessageAccepted> = {}) => {
+      const store = new MemoryEventStore();
+      const accepted: MessageAccepted = {
+        messageId: CTX.messageId, motorBlockId: CTX.motorBlockId, accountId: CTX.tenantId, domainId: '66666666-6666-4666-8666-666666666666',
+        from: 'news@shop.example', fromName: null, to, subject: 's', text: 't', html: null, headers: {}, smtpMessageId: 'x@shop.example',
+        idempotencyKey: null, source: 'http', metadata: { campaign_id: CTX.campaignId }, acceptedAt: '2026-03-01T11:00:00.000Z', ...over,
+      };
+      await store.append(`message-${CTX.messageId}`, [toEventData('77777777-7777-4777-8777-777777777777', { type: 'MessageAccepted', data: accepted }, { actor: 'test' })]);
+      return store;
+    };
     const counted = async (d: TrackingDeps) => (await d.metrics.trackingHits.get()).values.map((v) => `${v.labels.type}:${v.labels.outcome}=${v.value}`);
     const target = { kind: 'click' as const, ctx: CTX, url: 'https://shop.example/p' };
 
-    it('appends LinkClicked on tracking-<messageId> with the truncated ip and user agent', async () => {
-      const store = new MemoryEventStore();
+    it('appends LinkClicked on tracking-<messageId> with the message\'s recipient and the truncated ip and user agent', async () => {
+      const store = await withMessage();
       const d = deps(store);
       expect(await recordTrackingHit(d, target, { userAgent: 'UA/1', ip: '203.0.113.77' })).to.equal('recorded');
       const events = await store.readStream(`tracking-${CTX.messageId}`);
       expect(events.map((e) => [e.type, e.version])).to.deep.equal([['LinkClicked', 1]]);
-      expect(events[0].data).to.deep.equal({ ...CTX, url: 'https://shop.example/p', userAgent: 'UA/1', ip: '203.0.113.0', occurredAt: '2026-03-01T12:00:00.000Z' });
+      expect(events[0].data).to.deep.equal({ ...CTX, recipient: RECIPIENT, url: 'https://shop.example/p', userAgent: 'UA/1', ip: '203.0.113.0', occurredAt: '2026-03-01T12:00:00.000Z' });
       expect(await counted(d)).to.deep.equal(['click:recorded=1']);
     });
 
+    it('no message stream, several recipients, or a message of another tenant, block or campaign: skipped, nothing appended', async () => {
+      const cases: Array<[string, () => Promise<MemoryEventStore>]> = [
+        ['no stream', async () => new MemoryEventStore()],
+        ['two recipients', () => withMessage([RECIPIENT, 'other@example.test'])],
+        ['no recipient', () => withMessage([])],
+        ['another tenant', () => withMessage(undefined, { accountId: '55555555-5555-4555-8555-555555555555' })],
+        ['another block', () => withMessage(undefined, { motorBlockId: '55555555-5555-4555-8555-555555555555' })],
+        ['another campaign', () => withMessage(undefined, { metadata: { campaign_id: '55555555-5555-4555-8555-555555555555' } })],
+        ['not a campaign message', () => withMessage(undefined, { metadata: {} })],
+      ];
+      for (const [name, make] of cases) {
+        const store = await make();
+        const d = deps(store);
+        expect(await recordTrackingHit(d, { kind: 'open', ctx: CTX }, { userAgent: undefined, ip: undefined }), name).to.equal('skipped');
+        expect(await store.readStream(`tracking-${CTX.messageId}`), name).to.deep.equal([]);
+        expect(await counted(d), name).to.deep.equal(['open:skipped=1']);
+      }
+    });
+
     it('a store that hangs: answers within the timeout, records nothing, counts not_recorded', async () => {
-      const hanging = { append: () => new Promise(() => undefined) } as unknown as EventStore;
+      const hanging = Object.assign(await withMessage(), { append: () => new Promise(() => undefined) }) as unknown as EventStore;
       const d = deps(hanging);
       const started = Date.now();
       expect(await recordTrackingHit(d, target, { userAgent: undefined, ip: undefined }, 200)).to.equal('not_recorded');
@@ -205,7 +262,7 @@ describe('campaign tracking (unit)', () => {
     });
 
     it('a store that fails: not_recorded, never thrown', async () => {
-      const failing = { append: async (_s: string, _e: EventData[]) => { throw new Error('connection refused'); } } as unknown as EventStore;
+      const failing = Object.assign(await withMessage(), { append: async (_s: string, _e: EventData[]) => { throw new Error('connection refused'); } }) as unknown as EventStore;
       const d = deps(failing);
       expect(await recordTrackingHit(d, { kind: 'open', ctx: CTX }, { userAgent: undefined, ip: undefined })).to.equal('not_recorded');
       expect(await counted(d)).to.deep.equal(['open:not_recorded=1']);
@@ -213,7 +270,7 @@ describe('campaign tracking (unit)', () => {
 
     it('a block that is deleted, being deleted, unknown or of another tenant: skipped, nothing appended', async () => {
       for (const block of [null, { accountId: CTX.tenantId, status: 'deleted' }, { accountId: CTX.tenantId, status: 'deletion_queued' }, { accountId: '55555555-5555-4555-8555-555555555555', status: 'active' }]) {
-        const store = new MemoryEventStore();
+        const store = await withMessage();
         expect(await recordTrackingHit(deps(store, block), target, { userAgent: undefined, ip: undefined })).to.equal('skipped');
         expect(await store.readStream(`tracking-${CTX.messageId}`)).to.deep.equal([]);
       }
