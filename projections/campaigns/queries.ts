@@ -2,8 +2,8 @@ import type { Knex } from 'knex';
 import { fail } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
 import { CAMPAIGN_STATUSES, type CampaignStatus } from '../../domain/comms/campaigns';
-import { pageLimit } from '../contactLists/queries';
-import { decodeCursor, encodeCursor } from '../messages/queries';
+import { pageLimit, whereBefore } from '../contactLists/queries';
+import { encodeCursor } from '../messages/queries';
 import { trackingTotals } from '../commTracking/queries';
 import { CAMPAIGNS_SCHEMA } from './projection';
 
@@ -62,17 +62,13 @@ export async function listCampaigns(db: Knex, tenantId: string, q: { status?: st
   if (q.status !== undefined && !(CAMPAIGN_STATUSES as readonly string[]).includes(q.status)) {
     throw fail('invalid_query', 400, `status must be one of ${CAMPAIGN_STATUSES.join(', ')}`);
   }
-  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor);
   const where = ['tenant_id = ?'];
   const b: Knex.RawBinding[] = [tenantId];
   if (q.status !== undefined) {
     where.push('status = ?');
     b.push(q.status);
   }
-  if (cursor) {
-    where.push('(created_at, id) < (?::timestamptz, ?::uuid)');
-    b.push(cursor.queuedAt, cursor.id);
-  }
+  if (q.cursor !== undefined) whereBefore(where, b, q.cursor, 'created_at');
   b.push(limit + 1);
   const r = await db.raw(`select ${COLUMNS} from "${CAMPAIGNS_SCHEMA}"."campaigns" where ${where.join(' and ')} order by created_at desc, id desc limit ?`, b);
   const rows = r.rows as Row[];
