@@ -203,7 +203,11 @@ describe('SMTP submission (e2e)', function () {
     expect(over).to.match(/^451 4\.7\.1 Rate limit exceeded \(burst\): 4\/4\. Retry in \d+s\.$/);
     expect((await http()).status).to.equal(429);
     t.close();
-    const refused = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+    // The refusal is recorded after the reply, not before it (smtp/listener.ts `refuse`).
+    const refused = await eventually(async () => {
+      const events = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+      return events.length > 0 ? events : undefined;
+    });
     expect((refused[refused.length - 1].data as SmtpSubmissionRefused)).to.deep.include({ code: 'rate_limited_block', reply: over });
   });
 });
