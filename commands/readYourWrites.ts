@@ -25,32 +25,39 @@ export function awaitDirectoryRow(
   return awaitRow(db, DIRECTORY_SCHEMA, table, id, revision, timeoutMs);
 }
 
-/** The same wait on any read-model row with a `revision` column (e.g. webhook endpoints). */
-export async function awaitRow(db: Knex, schema: string, table: string, id: string, revision: bigint, timeoutMs = 3000): Promise<boolean> {
+/**
+ * Polls `caughtUp` (5 ms, doubling to 100 ms between tries) until it says yes (true) or
+ * `timeoutMs` has passed (false): the wait every read-your-writes helper below is made of.
+ */
+export async function pollUntil(caughtUp: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
-    const row = (await db.withSchema(schema).table(table).where({ id }).first('revision')) as { revision: string } | undefined;
-    if (row && BigInt(row.revision) >= revision) return true;
+    if (await caughtUp()) return true;
     if (Date.now() + delay > deadline) return false;
     await new Promise((r) => setTimeout(r, delay));
   }
+}
+
+/** The same wait on any read-model row with a `revision` column (e.g. webhook endpoints). */
+export function awaitRow(db: Knex, schema: string, table: string, id: string, revision: bigint, timeoutMs = 3000): Promise<boolean> {
+  return pollUntil(async () => {
+    const row = (await db.withSchema(schema).table(table).where({ id }).first('revision')) as { revision: string } | undefined;
+    return row !== undefined && BigInt(row.revision) >= revision;
+  }, timeoutMs);
 }
 
 /**
  * The same wait for many rows of one table (a batch's writes): `revisions` maps each row id to the
  * revision it must reach. One query per poll for the rows not there yet, never a query per row.
  */
-export async function awaitRows(db: Knex, schema: string, table: string, revisions: ReadonlyMap<string, bigint>, timeoutMs = 10_000): Promise<boolean> {
+export function awaitRows(db: Knex, schema: string, table: string, revisions: ReadonlyMap<string, bigint>, timeoutMs = 10_000): Promise<boolean> {
   const pending = new Map(revisions);
-  const deadline = Date.now() + timeoutMs;
-  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+  return pollUntil(async () => {
     if (pending.size === 0) return true;
     const rows = (await db.withSchema(schema).table(table).whereIn('id', [...pending.keys()]).select('id', 'revision')) as Array<{ id: string; revision: string }>;
     for (const row of rows) if (BigInt(row.revision) >= pending.get(row.id)!) pending.delete(row.id);
-    if (pending.size === 0) return true;
-    if (Date.now() + delay > deadline) return false;
-    await new Promise((r) => setTimeout(r, delay));
-  }
+    return pending.size === 0;
+  }, timeoutMs);
 }
 
 /**

@@ -6,6 +6,7 @@ import { newId, type Clock } from '../../domain/ids';
 import { LIFTABLE_REASONS } from '../../domain/comms/suppressions';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { getSuppression } from '../../projections/commSuppressions/queries';
+import { pollUntil } from '../readYourWrites';
 
 /**
  * Lifting a suppression (docs/COMMUNICATIONS.md "Lifting a suppression"): the tenant says an
@@ -38,11 +39,6 @@ export async function liftSuppression(deps: SuppressionDeps, tenantId: string, a
 }
 
 /** Read-your-writes: until the projection has applied the lift (its row in `lifts`), so the next GET no longer lists the address. */
-async function awaitLift(db: Knex, eventId: string): Promise<boolean> {
-  const deadline = Date.now() + READ_MODEL_WAIT_MS;
-  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
-    if (await db.withSchema(SUPPRESSIONS_SCHEMA).table('lifts').where({ event_id: eventId }).first('event_id')) return true;
-    if (Date.now() + delay > deadline) return false;
-    await new Promise((r) => setTimeout(r, delay));
-  }
+function awaitLift(db: Knex, eventId: string): Promise<boolean> {
+  return pollUntil(async () => (await db.withSchema(SUPPRESSIONS_SCHEMA).table('lifts').where({ event_id: eventId }).first('event_id')) !== undefined, READ_MODEL_WAIT_MS);
 }

@@ -1,7 +1,7 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import { QuoteType, Tokenizer } from 'htmlparser2';
-import { isUuid } from '../ids';
+import { isUuid, uuidBytes, uuidFromBytes } from '../ids';
 
 /**
  * Open and click tracking of campaign mail (docs/COMMUNICATIONS.md "Tracking"). Pure: the secret,
@@ -46,11 +46,6 @@ export function trackingSecret(tokenSecret: string): Buffer {
   return Buffer.from(hkdfSync('sha256', tokenSecret, Buffer.alloc(0), 'motor/comm-tracking/v1', 32));
 }
 
-const uuidBytes = (u: string): Buffer => Buffer.from(u.replace(/-/g, ''), 'hex');
-const uuidOf = (b: Buffer): string => {
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
-};
 const mac = (secret: string | Buffer, payload: Buffer): Buffer => createHmac('sha256', secret).update(payload).digest();
 
 /** A signed token for an open (`url` omitted) or a click on `url` (already normalised by `trackableUrl`). */
@@ -86,8 +81,8 @@ export function verifyTrackingToken(secret: string | Buffer, token: unknown, kin
     return null;
   }
   const ctx: TrackingContext = {
-    tenantId: uuidOf(ids.subarray(0, 16)), motorBlockId: uuidOf(ids.subarray(16, 32)),
-    campaignId: uuidOf(ids.subarray(32, 48)), messageId: uuidOf(ids.subarray(48, 64)),
+    tenantId: uuidFromBytes(ids.subarray(0, 16)), motorBlockId: uuidFromBytes(ids.subarray(16, 32)),
+    campaignId: uuidFromBytes(ids.subarray(32, 48)), messageId: uuidFromBytes(ids.subarray(48, 64)),
   };
   if (kind === 'open') return rest === '' ? { kind, ctx } : null;
   // Signed by us, so already normalised; checked again so a Location header can never carry anything else.

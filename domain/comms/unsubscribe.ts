@@ -1,5 +1,5 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
-import { isUuid } from '../ids';
+import { isUuid, uuidBytes, uuidFromBytes } from '../ids';
 
 /**
  * One-click unsubscribe links of campaign mail (docs/COMMUNICATIONS.md "Unsubscribe"). Pure: the
@@ -19,11 +19,6 @@ export function unsubscribeSecret(tokenSecret: string | Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', tokenSecret, Buffer.alloc(0), 'motor/comm-unsubscribe/v1', 32));
 }
 
-const uuidBytes = (u: string): Buffer => Buffer.from(u.replace(/-/g, ''), 'hex');
-const uuidOf = (b: Buffer): string => {
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
-};
 const mac = (secret: string | Buffer, payload: string): Buffer => createHmac('sha256', secret).update(payload).digest();
 
 export function unsubscribeToken(secret: string | Buffer, t: UnsubscribeTarget): string {
@@ -55,6 +50,6 @@ export function verifyUnsubscribeToken(secret: string | Buffer, token: string): 
   // Canonical encoding only: base64url has one spelling of 48 bytes (64 chars, no padding bits).
   const raw = Buffer.from(m[1], 'base64url');
   if (raw.length !== 48 || raw.toString('base64url') !== m[1]) return null;
-  const t = { tenantId: uuidOf(raw.subarray(0, 16)), listId: uuidOf(raw.subarray(16, 32)), contactId: uuidOf(raw.subarray(32, 48)) };
+  const t = { tenantId: uuidFromBytes(raw.subarray(0, 16)), listId: uuidFromBytes(raw.subarray(16, 32)), contactId: uuidFromBytes(raw.subarray(32, 48)) };
   return isUuid(t.tenantId) && isUuid(t.listId) && isUuid(t.contactId) ? t : null;
 }
