@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { Response } from 'express';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
 import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
@@ -247,7 +248,14 @@ describe('event stream (e2e)', function () {
     const from = log[log.length - 1].position;
     const sent = await send(block, senderDomain, 'turns@rcpt.test');
     await delivered(block, sent);
-    // The store as the streams see it, counting the replays reading at once (the feed reads from elsewhere).
+    // The live feed subscribes after the messages projection's checkpoint; GET /messages reads the
+    // message's stream before it is projected, so wait for the projection to pass `from`, or the
+    // feed's own subscription would start at `from` and be counted as a replay.
+    await eventually(async () => {
+      const row = await rt.db.withSchema(MESSAGES_SCHEMA).table('projection_checkpoint').where({ id: 1 }).first('position') as { position: string | null } | undefined;
+      return row?.position != null && rt.store.comparePositions(row.position, from) > 0 ? true : null;
+    }, 10_000);
+    // The store as the streams see it, counting the replays reading at once (the feed reads after `from`).
     let reading = 0;
     let most = 0;
     const store = Object.create(rt.store, {
