@@ -83,6 +83,8 @@ interface ResumeOutput {
 export class EventStreams {
   private readonly feed: BlockEventFeed;
   private readonly open = new Set<() => void>();
+  /** This process's open streams per token: the limit's fallback while Redis is unavailable. */
+  private readonly held = new Map<string, Set<string>>();
   private closing = false;
 
   private readonly maxCatchUp: number;
@@ -100,16 +102,32 @@ export class EventStreams {
     redis.defineCommand('motorStreamSlot', { numberOfKeys: 1, lua: ACQUIRE });
   }
 
-  /** Takes (or refreshes) one of the token's slots; true when held. Redis down: allowed (the limit is not enforced). */
+  /**
+   * Takes (or refreshes) one of the token's slots; true when held. Redis down: the limit holds per
+   * process (this process's own streams of the token are counted), not across processes.
+   */
   private async slot(key: string, member: string): Promise<boolean> {
     const now = Date.now();
     const stale = now - this.keepaliveSeconds * 3000;
+    let held: boolean;
     try {
-      return (await (this.redis as unknown as StreamSlotCommands).motorStreamSlot(key, now, stale, MAX_STREAMS_PER_TOKEN, member, this.keepaliveSeconds * 4)) === 1;
+      held = (await (this.redis as unknown as StreamSlotCommands).motorStreamSlot(key, now, stale, MAX_STREAMS_PER_TOKEN, member, this.keepaliveSeconds * 4)) === 1;
     } catch (err) {
-      this.logger.warn({ err: (err as Error).message }, 'event stream limit not checked (Redis unavailable)');
-      return true;
+      this.logger.warn({ err: (err as Error).message }, 'event stream limit checked in this process only (Redis unavailable)');
+      const mine = this.held.get(key);
+      held = (mine?.has(member) ?? false) || (mine?.size ?? 0) < MAX_STREAMS_PER_TOKEN;
     }
+    if (held) {
+      const mine = this.held.get(key) ?? new Set<string>();
+      this.held.set(key, mine.add(member));
+    }
+    return held;
+  }
+
+  private unhold(key: string, member: string): void {
+    const mine = this.held.get(key);
+    if (!mine?.delete(member)) return;
+    if (mine.size === 0) this.held.delete(key);
   }
 
   /** Serves one stream on `res` until it ends; throws 429 stream_limit before writing anything when the token has 3 open. */
@@ -141,6 +159,7 @@ export class EventStreams {
       clearTimeout(expiry);
       unlisten();
       this.open.delete(end);
+      this.unhold(key, member);
       void this.redis.zrem(key, member).catch(() => undefined);
       if (!res.writableEnded) res.end();
       finish();

@@ -159,6 +159,48 @@ describe('event stream (e2e)', function () {
     for (const s of [...open.slice(1), again]) s.close();
   });
 
+  it('with Redis unavailable, still holds at most 3 streams per token in the process', async () => {
+    const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
+    const { Redis } = await import('ioredis');
+    const rt = motor.rt;
+    // Nothing listens on port 1: every Redis command fails at once.
+    const deadRedis = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    deadRedis.on('error', () => undefined);
+    const streams = new EventStreams(rt.db, rt.store, deadRedis, rt.logger, 1);
+    const server = createServer((req, res) => {
+      const tokenId = new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? 'none';
+      streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId, endsAt: new Date(Date.now() + 20_000), unmasked: false })
+        .catch((err: { status?: number; code?: string }) => { res.writeHead(err.status ?? 500, { 'content-type': 'application/json' }).end(JSON.stringify({ code: err.code })); });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const url = (token: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/?token=${token}`;
+    try {
+      const open: Array<Awaited<ReturnType<typeof openStream>>> = [];
+      for (let i = 0; i < 3; i++) open.push(await openStream(url('a'), {}));
+      expect(open.map((s) => s.res.status)).to.deep.equal([200, 200, 200]);
+      await eventually(async () => open.every((s) => s.events.some((e) => e.event === 'ready')) ? true : null, 5000);
+      const fourth = await getJson(url('a'), {});
+      expect(fourth.status).to.equal(429);
+      expect(fourth.body.code).to.equal('stream_limit');
+      const other = await openStream(url('b'), {});
+      expect(other.res.status, 'another token has its own three').to.equal(200);
+      other.close();
+      // Past a keepalive (1 s here) the held streams keep their places rather than losing them.
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await getJson(url('a'), {})).status).to.equal(429);
+      open[0].close();
+      const again = await eventually(async () => {
+        const s = await openStream(url('a'), {});
+        return s.res.status === 200 ? s : null;
+      }, 5000);
+      for (const s of [...open.slice(1), again]) s.close();
+    } finally {
+      streams.closeAll();
+      server.close();
+      deadRedis.disconnect();
+    }
+  });
+
   const delivered = async (b: BootstrapResult, id: string) => {
     const auth = bearer(await motor.token(b, ['logs.read']));
     return eventually(async () => {
