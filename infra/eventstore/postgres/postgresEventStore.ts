@@ -31,7 +31,7 @@ export interface PostgresEventStoreOptions {
   groupCommit?: boolean;
   /** Most events in one group-commit transaction. Default 1000. */
   maxBatchEvents?: number;
-  /** Group-commit transactions running at once. Default 1 (more measured slower on 2 cores). */
+  /** Group-commit transactions running at once. Default 2: one batch fills while the other commits (measured 2026-11-24 evening: +15 % POST /v1/send at 50 connections, delivery unchanged). */
   maxInFlightBatches?: number;
 }
 
@@ -201,7 +201,7 @@ export class PostgresEventStore implements EventStore {
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.groupCommit = options.groupCommit ?? true;
     this.maxBatchEvents = options.maxBatchEvents ?? 1000;
-    this.maxInFlightBatches = options.maxInFlightBatches ?? 1;
+    this.maxInFlightBatches = options.maxInFlightBatches ?? 2;
     this.pool = new pg.Pool({
       connectionString,
       max: options.poolSize ?? 10,
