@@ -337,6 +337,8 @@ export interface ContactListCreated { listId: string; tenantId: string; name: st
 /** An address put on a list (again, after a removal: the stream goes on). `email` is trimmed and lower-cased. */
 export interface ContactAdded { contactId: string; tenantId: string; listId: string; email: string; name: string | null; fields: Record<string, string>; addedAt: Iso }
 export interface ContactRemoved { contactId: string; tenantId: string; listId: string; email: string; removedAt: Iso }
+/** The contact's name or merge fields changed (PATCH): the values after the change, whole. */
+export interface ContactUpdated { contactId: string; tenantId: string; listId: string; name: string | null; fields: Record<string, string>; updatedAt: Iso }
 /** The contact used its unsubscribe link: `one_click` = RFC 8058 POST from the mail client, `page` = the confirm button. */
 export interface ContactUnsubscribed { contactId: string; tenantId: string; listId: string; email: string; via: 'one_click' | 'page'; unsubscribedAt: Iso }
 
@@ -461,6 +463,7 @@ export interface EventCatalogue {
   ContactAdded: ContactAdded;
   ContactRemoved: ContactRemoved;
   ContactUnsubscribed: ContactUnsubscribed;
+  ContactUpdated: ContactUpdated;
   EmailOpened: EmailOpened;
   LinkClicked: LinkClicked;
   SuppressionLifted: SuppressionLifted;
@@ -549,6 +552,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   ContactAdded: { category: 'contact', version: 1 },
   ContactRemoved: { category: 'contact', version: 1 },
   ContactUnsubscribed: { category: 'contact', version: 1 },
+  ContactUpdated: { category: 'contact', version: 1 },
   EmailOpened: { category: 'tracking', version: 1 },
   LinkClicked: { category: 'tracking', version: 1 },
   SuppressionLifted: { category: 'suppression', version: 1 },

@@ -5,12 +5,12 @@ import { asDomainEvent, toEventData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { CONTACT_LIST_EVENT_TYPES, fold as foldLists, type ContactListEvent } from '../../domain/comms/contactLists';
 import {
-  CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, decideAdd, decideRemove, decideUnsubscribe, fold, planContactBatch,
+  CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, contactUpdate, decideAdd, decideRemove, decideUnsubscribe, decideUpdate, fold, planContactBatch,
   type BatchItemError, type BatchPlanItem, type ContactEvent,
 } from '../../domain/comms/contacts';
 import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
-import { contactCount, type ContactView } from '../../projections/contacts/queries';
+import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
 import { awaitRow, awaitRows } from '../readYourWrites';
 
 /**
@@ -177,6 +177,19 @@ export async function removeContact(deps: ContactDeps, tenantId: string, actor: 
   const contactId = id.toLowerCase();
   await decideAndAppend(deps, contactId, actor, (events, now) => decideRemove(fold(events), { contactId, tenantId, listId, now }));
   return { id: contactId, deleted: true };
+}
+
+/**
+ * Changes a contact's name or merge fields (docs/COMMUNICATIONS.md "Updating a contact"), decided
+ * on its stream like a removal; answers the contact as the read model then shows it.
+ */
+export async function updateContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, id: string, body: unknown): Promise<ContactView> {
+  await requireList(deps.store, tenantId, listId);
+  if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
+  const update = contactUpdate(body);
+  const contactId = id.toLowerCase();
+  await decideAndAppend(deps, contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }));
+  return getContact(deps.db, tenantId, listId, contactId);
 }
 
 /**

@@ -31,8 +31,8 @@ export const CONTACT_BATCH_LIMITS = { maxItems: 1_000, parallelAppends: 16 } as 
 export const RESERVED_FIELD_NAMES: readonly string[] = ['name', 'identity_name', 'unsubscribe_url'];
 const FIELD_KEY_RE = /^[a-z][a-z0-9_]{0,39}$/;
 
-export type ContactEvent = DomainEvent<'ContactAdded' | 'ContactRemoved' | 'ContactUnsubscribed'>;
-export const CONTACT_EVENT_TYPES = ['ContactAdded', 'ContactRemoved', 'ContactUnsubscribed'] as const;
+export type ContactEvent = DomainEvent<'ContactAdded' | 'ContactRemoved' | 'ContactUnsubscribed' | 'ContactUpdated'>;
+export const CONTACT_EVENT_TYPES = ['ContactAdded', 'ContactRemoved', 'ContactUnsubscribed', 'ContactUpdated'] as const;
 
 /** The address a contact is kept under (and unique by): trimmed and lower-cased whole, like a suppression. */
 export const contactAddress = (email: string): string => email.trim().toLowerCase();
@@ -48,14 +48,21 @@ export interface ContactState {
   email: string | null;
   tenantId: string | null;
   listId: string | null;
+  name: string | null;
+  fields: Record<string, string>;
 }
 
-export const initialContact = (): ContactState => ({ present: false, unsubscribed: false, email: null, tenantId: null, listId: null });
+export const initialContact = (): ContactState => ({ present: false, unsubscribed: false, email: null, tenantId: null, listId: null, name: null, fields: {} });
 
 export function evolve(state: ContactState, event: ContactEvent): ContactState {
   switch (event.type) {
     case 'ContactAdded':
-      return { present: true, unsubscribed: false, email: event.data.email, tenantId: event.data.tenantId, listId: event.data.listId };
+      return {
+        present: true, unsubscribed: false, email: event.data.email, tenantId: event.data.tenantId, listId: event.data.listId,
+        name: event.data.name, fields: event.data.fields,
+      };
+    case 'ContactUpdated':
+      return { ...state, name: event.data.name, fields: event.data.fields };
     case 'ContactRemoved':
       return { ...state, present: false };
     case 'ContactUnsubscribed':
@@ -75,37 +82,92 @@ export interface ContactFields { email: string; name: string | null; fields: Rec
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
+const invalidField = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
+
 /** The fields of an add request, checked and normalised (400 validation_error with `field`). */
 export function contactFields(body: unknown): ContactFields {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
   const b = body as Record<string, unknown>;
-  const invalid = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
-  if (b.email === undefined || b.email === null) throw invalid('email', 'email is required');
-  if (typeof b.email !== 'string') throw invalid('email', 'email must be a string');
+  if (b.email === undefined || b.email === null) throw invalidField('email', 'email is required');
+  if (typeof b.email !== 'string') throw invalidField('email', 'email must be a string');
   const email = contactAddress(b.email);
-  if (!isValidAddress(email)) throw invalid('email', 'email is not a valid address');
-  let name: string | null = null;
-  if (b.name !== undefined && b.name !== null) {
-    if (typeof b.name !== 'string') throw invalid('name', 'name must be a string');
-    const n = b.name.trim();
-    if ([...n].length > CONTACT_LIMITS.nameMax) throw invalid('name', `name is longer than ${CONTACT_LIMITS.nameMax} characters`);
-    if (CONTROL.test(n)) throw invalid('name', 'name cannot contain control characters or line breaks');
-    name = n === '' ? null : n;
-  }
+  if (!isValidAddress(email)) throw invalidField('email', 'email is not a valid address');
+  const name = b.name === undefined || b.name === null ? null : contactName(b.name);
   const fields: Record<string, string> = {};
   if (b.fields !== undefined && b.fields !== null) {
-    if (typeof b.fields !== 'object' || Array.isArray(b.fields)) throw invalid('fields', 'fields must be an object of strings');
-    const entries = Object.entries(b.fields as Record<string, unknown>);
-    if (entries.length > CONTACT_LIMITS.fieldsMax) throw invalid('fields', `fields can have at most ${CONTACT_LIMITS.fieldsMax} keys`);
-    for (const [k, v] of entries) {
-      if (!FIELD_KEY_RE.test(k)) throw invalid('fields', `field name "${k.slice(0, 50)}" must be a lower-case letter then up to 39 letters, digits or underscores`);
-      if (RESERVED_FIELD_NAMES.includes(k)) throw invalid('fields', `field name "${k}" is reserved (${RESERVED_FIELD_NAMES.join(', ')})`);
-      if (typeof v !== 'string') throw invalid('fields', `field "${k}" must be a string`);
-      if ([...v].length > CONTACT_LIMITS.fieldValueMax) throw invalid('fields', `field "${k}" is longer than ${CONTACT_LIMITS.fieldValueMax} characters`);
-      fields[k] = v;
-    }
+    const entries = fieldEntries(b.fields);
+    if (entries.length > CONTACT_LIMITS.fieldsMax) throw invalidField('fields', `fields can have at most ${CONTACT_LIMITS.fieldsMax} keys`);
+    for (const [k, v] of entries) fields[k] = fieldValue(k, v);
   }
   return { email, name, fields };
+}
+
+/** A contact's name: trimmed, at most nameMax characters, one line; empty is none. */
+function contactName(value: unknown): string | null {
+  if (typeof value !== 'string') throw invalidField('name', 'name must be a string');
+  const n = value.trim();
+  if ([...n].length > CONTACT_LIMITS.nameMax) throw invalidField('name', `name is longer than ${CONTACT_LIMITS.nameMax} characters`);
+  if (CONTROL.test(n)) throw invalidField('name', 'name cannot contain control characters or line breaks');
+  return n === '' ? null : n;
+}
+
+/** The entries of a `fields` object, each key checked (values are checked by the caller: an update's may be null). */
+function fieldEntries(value: unknown): Array<[string, unknown]> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidField('fields', 'fields must be an object of strings');
+  const entries = Object.entries(value as Record<string, unknown>);
+  for (const [k] of entries) {
+    if (!FIELD_KEY_RE.test(k)) throw invalidField('fields', `field name "${k.slice(0, 50)}" must be a lower-case letter then up to 39 letters, digits or underscores`);
+    if (RESERVED_FIELD_NAMES.includes(k)) throw invalidField('fields', `field name "${k}" is reserved (${RESERVED_FIELD_NAMES.join(', ')})`);
+  }
+  return entries;
+}
+
+function fieldValue(key: string, v: unknown): string {
+  if (typeof v !== 'string') throw invalidField('fields', `field "${key}" must be a string`);
+  if ([...v].length > CONTACT_LIMITS.fieldValueMax) throw invalidField('fields', `field "${key}" is longer than ${CONTACT_LIMITS.fieldValueMax} characters`);
+  return v;
+}
+
+/**
+ * What a PATCH changes: `name` (a string, or null / "" to clear it) and `fields` as a JSON merge
+ * patch (RFC 7396): a key with a string sets that field, a key with null removes it, the fields
+ * not named stay. `email` cannot change (the contact is its address on the list). Nothing to
+ * change: 400. Checked here; applied to the contact's state by `decideUpdate`.
+ */
+export interface ContactUpdate { name?: string | null; fields?: Record<string, string | null> }
+
+export function contactUpdate(body: unknown): ContactUpdate {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  if (b.email !== undefined) throw invalidField('email', 'email cannot be changed: remove the contact and add the new address');
+  const update: ContactUpdate = {};
+  if (b.name !== undefined) update.name = b.name === null ? null : contactName(b.name);
+  if (b.fields !== undefined) {
+    if (b.fields === null) throw invalidField('fields', 'fields must be an object (a field set to null is removed)');
+    const entries = fieldEntries(b.fields);
+    if (entries.length > CONTACT_LIMITS.fieldsMax * 2) throw invalidField('fields', `fields can name at most ${CONTACT_LIMITS.fieldsMax * 2} keys in one change`);
+    update.fields = Object.fromEntries(entries.map(([k, v]) => [k, v === null ? null : fieldValue(k, v)]));
+  }
+  if (update.name === undefined && update.fields === undefined) throw fail('validation_error', 400, 'Nothing to change: give name or fields', { details: { field: 'name' } });
+  return update;
+}
+
+/**
+ * An update of a contact on the list (404 contact_not_found otherwise, as a removal). The merged
+ * fields may have at most fieldsMax keys (400). No event when nothing would change.
+ */
+export function decideUpdate(state: ContactState, cmd: ContactUpdate & { contactId: string; tenantId: string; listId: string; now: Date }): ContactEvent[] {
+  if (!state.present || state.tenantId !== cmd.tenantId || state.listId !== cmd.listId || state.email === null) throw contactNotFound();
+  const name = cmd.name === undefined ? state.name : cmd.name;
+  const fields: Record<string, string> = { ...state.fields };
+  for (const [k, v] of Object.entries(cmd.fields ?? {})) {
+    if (v === null) delete fields[k];
+    else fields[k] = v;
+  }
+  if (Object.keys(fields).length > CONTACT_LIMITS.fieldsMax) throw invalidField('fields', `a contact can have at most ${CONTACT_LIMITS.fieldsMax} fields`);
+  const same = name === state.name && Object.keys(fields).length === Object.keys(state.fields).length && Object.entries(fields).every(([k, v]) => state.fields[k] === v);
+  if (same) return [];
+  return [{ type: 'ContactUpdated', data: { contactId: cmd.contactId, tenantId: cmd.tenantId, listId: cmd.listId, name, fields, updatedAt: cmd.now.toISOString() } }];
 }
 
 export interface BatchItemError { code: string; message: string; field?: string }

@@ -86,6 +86,13 @@ async function applyContacts(trx: Knex.Transaction, schema: string, events: Reco
         if (row.removed_at === null) await moveCount(d.listId, -1);
         break;
       }
+      case 'ContactUpdated': {
+        const d = event.data;
+        if (!row) break;
+        if (row.removed_at !== null) await table().where({ id }).update({ revision });
+        else await table().where({ id }).update({ name: d.name, fields: JSON.stringify(d.fields), updated_at: d.updatedAt, revision });
+        break;
+      }
       case 'ContactUnsubscribed': {
         const d = event.data;
         if (!row) break;

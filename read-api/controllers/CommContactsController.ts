@@ -1,7 +1,7 @@
 import type { Request as ExpressRequest } from 'express';
-import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { Body, Controller, Delete, Get, Header, Patch, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { addContact, addContactsBatch, removeContact, requireList, type ContactBatchResult } from '../../commands/comms/contacts';
+import { addContact, addContactsBatch, removeContact, requireList, updateContact, type ContactBatchResult } from '../../commands/comms/contacts';
 import { getContact, listContacts, type ContactPage, type ContactStatus, type ContactView } from '../../projections/contacts/queries';
 import { tenantOf } from '../http/tenant';
 
@@ -12,6 +12,14 @@ export interface ContactBody {
   name?: unknown;
   /** Optional merge values: at most 20 string values of at most 256 characters, keys `^[a-z][a-z0-9_]{0,39}$` other than name, identity_name, unsubscribe_url. */
   fields?: unknown;
+}
+export interface ContactUpdateBody {
+  /** A string (trimmed, at most 200 characters, one line), or null / "" to clear it. */
+  name?: unknown;
+  /** A JSON merge patch of the merge values: a string sets a field, null removes it, fields not named stay. At most 20 fields after the change. */
+  fields?: unknown;
+  /** Cannot change: 400 validation_error (remove the contact and add the new address). */
+  email?: unknown;
 }
 export interface ContactBatchBody {
   /** 1 to 1,000 contacts, each `{email, name?, fields?}` checked as a single add (an invalid one is that item's outcome, not the call's). */
@@ -84,6 +92,20 @@ export class CommContactsController extends Controller {
     const t = tenantOf(req, tenant);
     await requireList(t.deps.store, t.tenantId, listId);
     return { success: true, data: await getContact(t.deps.db, t.tenantId, listId, contactId) };
+  }
+
+  /**
+   * Changes the contact's name or merge fields. `status` is not changed here: only the contact
+   * unsubscribes (its link), and an unsubscribed address is not put back by the sender.
+   */
+  @Patch('lists/{listId}/contacts/{contactId}')
+  @Response<ErrorResponse>(404, 'list_not_found, contact_not_found')
+  @Response<ErrorResponse>(409, 'contact_conflict')
+  public async updateContact(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Path() contactId: string, @Body() body: ContactUpdateBody,
+  ): Promise<ContactResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await updateContact(t.deps, t.tenantId, t.actor, listId, contactId, body) };
   }
 
   /** Takes the contact off the list; the address can be added again. An unsubscribe it made stays a suppression. */

@@ -47,6 +47,10 @@ describe('communications contacts and unsubscribe (int)', function () {
     const res = await fetch(commUrl(motor, path), { method: 'DELETE', headers });
     return { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
   };
+  const patch = async (path: string, body: unknown, headers: Record<string, string> = as(a)) => {
+    const res = await fetch(commUrl(motor, path), { method: 'PATCH', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  };
   const listOf = async (who: Tenant, id: string) => (await get('/lists?limit=100', who)).body.data.items.find((l: { id: string }) => l.id === id);
   const secret = () => unsubscribeSecret(motor.config.tokenSecret);
   const unsubscribeAt = (listId: string, contactId: string, tenantId = a.accountId) =>
@@ -54,11 +58,13 @@ describe('communications contacts and unsubscribe (int)', function () {
 
   it('every contact route: 400 tenant_required, 403 tenant_forbidden, 401 without or with a bad JWT', async () => {
     const cid = contactIdOf(a.accountId, listA, 'x@example.com');
-    const routes: Array<['GET' | 'POST' | 'DELETE', string]> = [
+    const routes: Array<['GET' | 'POST' | 'DELETE' | 'PATCH', string]> = [
       ['POST', `/lists/${listA}/contacts`], ['GET', `/lists/${listA}/contacts`], ['GET', `/lists/${listA}/contacts/${cid}`], ['DELETE', `/lists/${listA}/contacts/${cid}`],
+      ['PATCH', `/lists/${listA}/contacts/${cid}`],
     ];
     for (const [method, path] of routes) {
-      const call = (headers: Record<string, string>) => (method === 'GET' ? commGet(motor, path, headers) : method === 'POST' ? commPost(motor, path, { email: 'x@example.com' }, headers) : del(path, headers));
+      const call = (headers: Record<string, string>) => (method === 'GET' ? commGet(motor, path, headers) : method === 'POST' ? commPost(motor, path, { email: 'x@example.com' }, headers)
+        : method === 'PATCH' ? patch(path, { name: 'X' }, headers) : del(path, headers));
       const none = await call(as(a, null));
       expect([none.status, none.body.code], `${method} ${path} without header`).to.deep.equal([400, 'tenant_required']);
       const other = await call(as(a, b.accountId));
@@ -164,6 +170,34 @@ describe('communications contacts and unsubscribe (int)', function () {
     expect(again.body.data.fields, 'a fresh contact, not the old fields').to.deep.equal({});
     expect((await get(`/lists/${listA}/contacts/${c.id}`)).body.data.fields).to.deep.equal({});
     expect((await listOf(a, listA)).contact_count).to.equal(2);
+  });
+
+  it('update: name and a merge patch of the fields, seen by the next GET; email, empty and unknown properties refused; 404 off the list', async () => {
+    const c = (await add(listA, { email: 'upd@example.com', name: 'Old', fields: { plan: 'pro', city: 'Oslo' } })).body.data;
+    await new Promise((r) => setTimeout(r, 5)); // updated_at must be able to move
+    const r = await patch(`/lists/${listA}/contacts/${c.id.toUpperCase()}`, { name: ' New ', fields: { plan: 'free', city: null, lang: 'nb' } });
+    expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    expect(r.body.data).to.include({ id: c.id, email: 'upd@example.com', name: 'New', status: 'subscribed', created_at: c.created_at });
+    expect(r.body.data.fields).to.deep.equal({ plan: 'free', lang: 'nb' });
+    expect(r.body.data.updated_at > c.updated_at, 'updated_at moved').to.equal(true);
+    expect((await get(`/lists/${listA}/contacts/${c.id}`)).body.data).to.deep.equal(r.body.data);
+    // The same values again: 200 with the contact, nothing recorded.
+    const events = async () => (await motor.rt.store.readStream(`contact-${c.id}`)).length;
+    const before = await events();
+    expect((await patch(`/lists/${listA}/contacts/${c.id}`, { name: 'New', fields: { lang: 'nb' } })).body.data).to.deep.equal(r.body.data);
+    expect(await events(), 'no event for no change').to.equal(before);
+    const refused = async (body: unknown) => { const x = await patch(`/lists/${listA}/contacts/${c.id}`, body); return [x.status, x.body.code, x.body.details?.field ?? x.body.field]; };
+    expect((await refused({ email: 'other@example.com' })).slice(0, 2)).to.deep.equal([400, 'validation_error']);
+    expect((await refused({})).slice(0, 2)).to.deep.equal([400, 'validation_error']);
+    expect((await refused({ fields: { name: 'x' } })).slice(0, 2)).to.deep.equal([400, 'validation_error']);
+    expect((await refused({ status: 'subscribed' })).slice(0, 2), 'status is not a field').to.deep.equal([422, 'validation_error']);
+    expect((await get(`/lists/${listA}/contacts/${c.id}`)).body.data, 'the refused calls changed nothing').to.deep.equal(r.body.data);
+    expect((await patch(`/lists/${listA2}/contacts/${c.id}`, { name: 'X' })).body.code, 'another list').to.equal('contact_not_found');
+    expect((await patch(`/lists/${listB}/contacts/${c.id}`, { name: 'X' })).body.code, 'another tenant\'s list').to.equal('list_not_found');
+    expect((await patch(`/lists/${listB}/contacts/${c.id}`, { name: 'X' }, as(b))).body.code, 'as the other tenant').to.equal('contact_not_found');
+    expect((await patch(`/lists/${listA}/contacts/not-a-uuid`, { name: 'X' })).status).to.equal(404);
+    await del(`/lists/${listA}/contacts/${c.id}`, as(a));
+    expect((await patch(`/lists/${listA}/contacts/${c.id}`, { name: 'X' })).body.code, 'removed').to.equal('contact_not_found');
   });
 
   it('paging newest first with next_cursor, filters email and status; bad limit, status or cursor: 400', async () => {

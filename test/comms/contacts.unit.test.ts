@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { DomainError } from '../../domain/errors';
-import { CONTACT_LIMITS, contactFields, contactIdOf, decideAdd, decideRemove, decideUnsubscribe, fold, type ContactEvent } from '../../domain/comms/contacts';
+import { CONTACT_LIMITS, contactFields, contactIdOf, contactUpdate, decideAdd, decideRemove, decideUnsubscribe, decideUpdate, fold, type ContactEvent } from '../../domain/comms/contacts';
 import { listUnsubscribeHeaders, unsubscribeSecret, unsubscribeToken, unsubscribeUrl, verifyUnsubscribeToken } from '../../domain/comms/unsubscribe';
 
 /** Contact rules and unsubscribe tokens (docs/COMMUNICATIONS.md "Contacts", "Unsubscribe"): pure, given events → decision. */
@@ -65,6 +65,52 @@ describe('communications contacts and unsubscribe tokens (unit)', () => {
       const removed = decideRemove(fold(added), { contactId, tenantId, listId, now });
       expect(decideUnsubscribe(fold([...added, ...removed]), { contactId, tenantId, listId, via: 'page', now })).to.have.length(1);
       expect(decideUnsubscribe(fold([]), { contactId, tenantId, listId, via: 'page', now })).to.equal(null);
+    });
+  });
+
+  describe('updating a contact', () => {
+    const contactId = contactIdOf(tenantId, listId, 'ann@example.com');
+    const added = decideAdd(fold([]), { contactId, tenantId, listId, email: 'ann@example.com', name: 'Ann', fields: { plan: 'pro', city: 'Oslo' }, now });
+    const update = (events: ContactEvent[], body: unknown, who = tenantId) => decideUpdate(fold(events), { ...contactUpdate(body), contactId, tenantId: who, listId, now });
+
+    it('contactUpdate: name and fields checked like an add; null clears the name and removes a field; email, fields: null and nothing at all refused', () => {
+      expect(contactUpdate({ name: '  Bo ' })).to.deep.equal({ name: 'Bo' });
+      expect(contactUpdate({ name: null })).to.deep.equal({ name: null });
+      expect(contactUpdate({ name: '' })).to.deep.equal({ name: null });
+      expect(contactUpdate({ fields: { plan: 'free', city: null } })).to.deep.equal({ fields: { plan: 'free', city: null } });
+      const cases: Array<[unknown, string]> = [
+        [{ email: 'b@example.com' }, 'email'], [{}, 'name'], [{ name: 5 }, 'name'], [{ name: 'a\rb' }, 'name'], [{ fields: null }, 'fields'],
+        [{ fields: [] }, 'fields'], [{ fields: { Plan: 'x' } }, 'fields'], [{ fields: { name: 'x' } }, 'fields'], [{ fields: { n: 1 } }, 'fields'],
+        [{ fields: { n: 'v'.repeat(CONTACT_LIMITS.fieldValueMax + 1) } }, 'fields'],
+      ];
+      for (const [body, field] of cases) expect(codeOf(() => contactUpdate(body)), JSON.stringify(body)).to.deep.equal(['validation_error', 400, field]);
+      expect(codeOf(() => contactUpdate(null))?.slice(0, 2)).to.deep.equal(['validation_error', 400]);
+    });
+    it('decideUpdate: merges the fields (RFC 7396), carries the whole result, records nothing when nothing changes', () => {
+      const [e] = update(added, { fields: { plan: 'free', city: null, lang: 'nb' } });
+      expect(e.type).to.equal('ContactUpdated');
+      expect(e.data).to.deep.equal({ contactId, tenantId, listId, name: 'Ann', fields: { plan: 'free', lang: 'nb' }, updatedAt: now.toISOString() });
+      const after = [...added, e];
+      expect(fold(after)).to.include({ name: 'Ann' });
+      expect(fold(after).fields).to.deep.equal({ plan: 'free', lang: 'nb' });
+      expect(update(after, { name: 'Ann', fields: { plan: 'free' } }), 'no change').to.deep.equal([]);
+      expect(update(after, { fields: { gone: null } }), 'removing a field it does not have').to.deep.equal([]);
+      expect((update(after, { name: null })[0].data as { name: string | null }).name).to.equal(null);
+      // A re-add starts from its own name and fields, not the updated ones.
+      const removed = decideRemove(fold(after), { contactId, tenantId, listId, now });
+      const readded = decideAdd(fold([...after, ...removed]), { contactId, tenantId, listId, email: 'ann@example.com', name: null, fields: {}, now });
+      expect(fold([...after, ...removed, ...readded])).to.deep.include({ name: null, fields: {} });
+    });
+    it('decideUpdate: at most fieldsMax fields after the merge; a contact not on the list, or another tenant\'s, is 404', () => {
+      const full = Object.fromEntries(Array.from({ length: CONTACT_LIMITS.fieldsMax - 2 }, (_, i) => [`f${i}`, 'v']));
+      const [filled] = update(added, { fields: full });
+      expect(Object.keys(fold([...added, filled]).fields)).to.have.length(CONTACT_LIMITS.fieldsMax);
+      expect(codeOf(() => update([...added, filled], { fields: { extra: 'x' } }))).to.deep.equal(['validation_error', 400, 'fields']);
+      expect(update([...added, filled], { fields: { extra: 'x', plan: null } }), 'one in, one out').to.have.length(1);
+      const removed = decideRemove(fold(added), { contactId, tenantId, listId, now });
+      expect(codeOf(() => update([...added, ...removed], { name: 'X' }))?.slice(0, 2)).to.deep.equal(['contact_not_found', 404]);
+      expect(codeOf(() => update([], { name: 'X' }))?.slice(0, 2)).to.deep.equal(['contact_not_found', 404]);
+      expect(codeOf(() => update(added, { name: 'X' }, listId))?.slice(0, 2), 'another tenant').to.deep.equal(['contact_not_found', 404]);
     });
   });
 
