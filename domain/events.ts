@@ -380,8 +380,20 @@ export interface CampaignSendStarted {
 /** A checkpoint of the sender: every contact up to `lastContactId` (contactId order) is done. `resumeAt`: paused by the block's quota (or an unusable block) until then. */
 export interface CampaignProgressed { campaignId: string; tenantId: string; lastContactId: string | null; counts: CampaignCounts; resumeAt?: Iso; pausedReason?: string; at: Iso }
 export interface CampaignSendCompleted { campaignId: string; tenantId: string; lastContactId: string | null; counts: CampaignCounts; completedAt: Iso }
-/** Stops a draft or a sending campaign; messages already accepted are delivered. */
+/** Stops a draft, scheduled or sending campaign; messages already accepted are delivered. */
 export interface CampaignCancelled { campaignId: string; tenantId: string; cancelledAt: Iso }
+/** A draft is to start sending at `scheduledAt` (the sender starts it then, as an immediate send would). */
+export interface CampaignScheduled { campaignId: string; tenantId: string; scheduledAt: Iso; at: Iso }
+/** The fields of a draft that changed (only those given, with their new values). */
+export interface CampaignUpdated {
+  campaignId: string; tenantId: string;
+  changes: Partial<Pick<CampaignCreated, 'name' | 'templateId' | 'listId' | 'motorBlockId' | 'from' | 'fromName' | 'trackOpens' | 'trackClicks'>>;
+  at: Iso;
+}
+/** A scheduled campaign came due but could not start for good (its template, list or block is gone): it ends, never sent. `code` is the check's error code. */
+export interface CampaignScheduledStartFailed { campaignId: string; tenantId: string; code: string; at: Iso }
+/** A draft, sent or cancelled campaign is gone from the API; the messages it sent are ordinary messages and stay. */
+export interface CampaignDeleted { campaignId: string; tenantId: string; at: Iso }
 
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
@@ -460,6 +472,10 @@ export interface EventCatalogue {
   CampaignProgressed: CampaignProgressed;
   CampaignSendCompleted: CampaignSendCompleted;
   CampaignCancelled: CampaignCancelled;
+  CampaignScheduled: CampaignScheduled;
+  CampaignUpdated: CampaignUpdated;
+  CampaignScheduledStartFailed: CampaignScheduledStartFailed;
+  CampaignDeleted: CampaignDeleted;
   ContactAdded: ContactAdded;
   ContactRemoved: ContactRemoved;
   ContactUnsubscribed: ContactUnsubscribed;
@@ -549,6 +565,10 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   CampaignProgressed: { category: 'campaign', version: 1 },
   CampaignSendCompleted: { category: 'campaign', version: 1 },
   CampaignCancelled: { category: 'campaign', version: 1 },
+  CampaignScheduled: { category: 'campaign', version: 1 },
+  CampaignUpdated: { category: 'campaign', version: 1 },
+  CampaignScheduledStartFailed: { category: 'campaign', version: 1 },
+  CampaignDeleted: { category: 'campaign', version: 1 },
   ContactAdded: { category: 'contact', version: 1 },
   ContactRemoved: { category: 'contact', version: 1 },
   ContactUnsubscribed: { category: 'contact', version: 1 },

@@ -2,15 +2,15 @@ import type { Knex } from 'knex';
 import { Queue, Worker, type Job } from 'bullmq';
 import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../domain/eventStore';
 import { isDomainError } from '../domain/errors';
-import { toEventData, type CampaignCounts, type CampaignProgressed, type CampaignSendStarted, type DomainEvent } from '../domain/events';
+import { toEventData, type CampaignCounts, type CampaignProgressed, type CampaignScheduled, type CampaignSendStarted, type DomainEvent } from '../domain/events';
 import { uuidV5, type Clock } from '../domain/ids';
 import { campaignMessageId, mergeValues, subjectValues, type CampaignState } from '../domain/comms/campaigns';
 import { instrumentHtml, trackingSecret } from '../domain/comms/tracking';
 import { listUnsubscribeHeaders, unsubscribeSecret, unsubscribeUrl } from '../domain/comms/unsubscribe';
 import { renderTemplate } from '../domain/templates/templates';
-import { campaignStream, loadCampaign } from '../commands/comms/campaigns';
+import { campaignStream, loadCampaign, startDueCampaign } from '../commands/comms/campaigns';
 import { sendCampaignMessage, type SendDeps } from '../commands/send/sendMessage';
-import { sendingCampaignIds } from '../projections/campaigns/queries';
+import { campaignIdsUnderWay } from '../projections/campaigns/queries';
 import { suppressedAmong } from '../projections/commSuppressions/queries';
 import { suppressionAddress } from '../domain/comms/suppressions';
 import { contactsForCampaign, type CampaignContact } from '../projections/contacts/queries';
@@ -25,7 +25,9 @@ import { runLogEnqueuer } from './logEnqueuer';
  * campaign and the revision of its stream the page starts from (`<campaignId>-r<revision>`), and is
  * queued from the log: CampaignSendStarted queues the first page, every CampaignProgressed (the
  * checkpoint a page ends with: the last contact done and the counts) queues the next, delayed until
- * `resumeAt` when the page was paused by the block's quota. So no job is ever queued from a request,
+ * `resumeAt` when the page was paused by the block's quota. CampaignScheduled queues the job of the
+ * due start, delayed until `scheduledAt`: it runs the send's checks then and appends
+ * CampaignSendStarted, which queues the first page. So no job is ever queued from a request,
  * a replayed event queues nothing twice (the id is taken), and a page acts only when its revision
  * is still the stream's head.
  *
@@ -79,14 +81,18 @@ export function createCampaignQueue(redisUrl: string, prefix = 'motor'): Queue<C
 
 /** The job that continues from one event of a campaign's stream, or null when none does. */
 function jobOf(e: RecordedEvent, now: Date): { name: string; data: CampaignJob; opts: { jobId: string; delay: number } } | null {
-  if (e.type !== 'CampaignSendStarted' && e.type !== 'CampaignProgressed') return null;
-  const d = e.data as CampaignSendStarted | CampaignProgressed;
-  const resumeAt = e.type === 'CampaignProgressed' ? (d as CampaignProgressed).resumeAt : undefined;
-  const delay = resumeAt ? Math.max(0, Date.parse(resumeAt) - now.getTime()) : 0;
-  return { name: 'campaign-page', data: { campaignId: d.campaignId, revision: e.revision.toString() }, opts: { jobId: campaignJobId(d.campaignId, e.revision), delay } };
+  if (e.type !== 'CampaignSendStarted' && e.type !== 'CampaignProgressed' && e.type !== 'CampaignScheduled') return null;
+  const d = e.data as CampaignSendStarted | CampaignProgressed | CampaignScheduled;
+  const at = e.type === 'CampaignProgressed' ? (d as CampaignProgressed).resumeAt : e.type === 'CampaignScheduled' ? (d as CampaignScheduled).scheduledAt : undefined;
+  const delay = at ? Math.max(0, Date.parse(at) - now.getTime()) : 0;
+  const name = e.type === 'CampaignScheduled' ? 'campaign-start' : 'campaign-page';
+  return { name, data: { campaignId: d.campaignId, revision: e.revision.toString() }, opts: { jobId: campaignJobId(d.campaignId, e.revision), delay } };
 }
 
-type PageResult = 'stale' | 'done' | 'cancelled' | 'progressed' | 'paused' | 'completed';
+type PageResult = 'stale' | 'done' | 'cancelled' | 'progressed' | 'paused' | 'completed' | 'started' | 'failed';
+
+/** A job that ran before its time (the queue's clock ahead of this process's): thrown, so BullMQ runs it again after its backoff. */
+export class NotDueYetError extends Error {}
 
 /**
  * Sends one page of a campaign: the contacts after the checkpoint, skipping suppressed addresses,
@@ -96,6 +102,10 @@ type PageResult = 'stale' | 'done' | 'cancelled' | 'progressed' | 'paused' | 'co
 export async function processCampaignPage(deps: CampaignSenderDeps, job: CampaignJob): Promise<PageResult> {
   const { state, revision } = await loadCampaign(deps.store, job.campaignId);
   if (revision === null || revision.toString() !== job.revision) return 'stale';
+  if (state.status === 'scheduled') {
+    if (state.scheduledAt !== null && Date.parse(state.scheduledAt) > deps.clock.now().getTime()) throw new NotDueYetError(`campaign ${job.campaignId} is due at ${state.scheduledAt}`);
+    return startDueCampaign({ store: deps.store, db: deps.db, clock: deps.clock, directory: deps.send.directory }, state, revision);
+  }
   if (state.status !== 'sending' || !state.created || !state.started) return 'done';
   const c = state.created;
   const started = state.started;
@@ -123,7 +133,7 @@ export async function processCampaignPage(deps: CampaignSenderDeps, job: Campaig
   // after the cancel (the campaign stays cancelled; the job that checkpoint queues finds nothing to do).
   const tallyAfterCancel = async (): Promise<PageResult> => {
     const latest = await loadCampaign(deps.store, c.campaignId);
-    if (latest.state.status !== 'cancelled') return 'stale';
+    if (latest.state.status !== 'cancelled' || latest.state.deleted) return 'stale';
     if (latest.revision === null || sameCounts(latest.state.counts, counts)) return 'cancelled';
     try {
       await deps.store.append(campaignStream(c.campaignId), [toEventData(uuidV5(`campaign:${c.campaignId}:cancelled-tally`), {
@@ -238,9 +248,10 @@ export function startCampaignWorker(deps: CampaignSenderDeps, redisUrl: string, 
 
 /**
  * Feeds the campaign queue from the log (workers/logEnqueuer.ts). Besides, at start and every
- * `resumeEveryMs`, it queues the head page of every campaign still `sending` (a job id already
- * taken is a no-op) and retries a head page that failed every attempt: a campaign resumes even when
- * Redis lost its jobs or its store was down for longer than the page's retries.
+ * `resumeEveryMs`, it queues the head job of every campaign still `sending` or `scheduled` (a job
+ * id already taken is a no-op) and retries a head job that failed every attempt: a campaign resumes,
+ * and a scheduled one starts, even when Redis lost its jobs or its store was down for longer than
+ * the job's retries.
  */
 export class CampaignEnqueuer {
   constructor(
@@ -257,7 +268,7 @@ export class CampaignEnqueuer {
     signal.addEventListener('abort', () => clearInterval(timer), { once: true });
     return runLogEnqueuer({ db: this.deps.db, store: this.deps.store, queue: this.deps.queue, logger: this.deps.logger }, {
       name: this.name,
-      types: ['CampaignSendStarted', 'CampaignProgressed'],
+      types: ['CampaignScheduled', 'CampaignSendStarted', 'CampaignProgressed'],
       omitData: ['template'],
       jobsOf: (events) => {
         const now = this.deps.clock.now();
@@ -267,14 +278,15 @@ export class CampaignEnqueuer {
   }
 
   /**
-   * Queues the head page of every campaign under way. A head page whose job failed every attempt
+   * Queues the head job of every campaign under way or scheduled (for a scheduled one, its due
+   * start, delayed until then). A head job that failed every attempt
    * (the store or the database down for longer than its backoff) is retried from scratch: its job
    * id is taken, so adding it again would do nothing and the campaign would stay `sending`.
    */
   async resume(): Promise<void> {
     const now = this.deps.clock.now();
     // In pages of ids: however many campaigns are under way, each is looked at once.
-    for (let ids = await sendingCampaignIds(this.deps.db); ids.length > 0; ids = await sendingCampaignIds(this.deps.db, ids[ids.length - 1])) {
+    for (let ids = await campaignIdsUnderWay(this.deps.db); ids.length > 0; ids = await campaignIdsUnderWay(this.deps.db, ids[ids.length - 1])) {
       for (const id of ids) await this.resumeOne(id, now);
     }
   }

@@ -48,7 +48,28 @@ const MIGRATIONS = [
       await knex.raw(`CREATE INDEX campaigns_sending ON "${schema}".campaigns (id) WHERE status = 'sending'`);
     },
   },
+  {
+    // Scheduling, editing and deleting (CampaignScheduled, CampaignUpdated, CampaignScheduledStartFailed, CampaignDeleted).
+    name: '002_schedule_edit_delete',
+    async up(knex: Knex, schema: string) {
+      await knex.schema.withSchema(schema).alterTable('campaigns', (t) => {
+        t.timestamp('scheduled_at', { useTz: true });
+        t.text('cancel_reason');
+        // A deleted campaign keeps its row (a tombstone): a replayed CampaignCreated must not bring it back.
+        t.timestamp('deleted_at', { useTz: true });
+      });
+      // The sweep of the sender finds the campaigns sending or scheduled without a scan.
+      await knex.raw(`DROP INDEX "${schema}".campaigns_sending`);
+      await knex.raw(`CREATE INDEX campaigns_under_way ON "${schema}".campaigns (id) WHERE status IN ('sending', 'scheduled')`);
+    },
+  },
 ];
+
+/** Read-model columns of the fields a CampaignUpdated may change. */
+const COLUMN_OF = {
+  name: 'name', templateId: 'template_id', listId: 'list_id', motorBlockId: 'motor_block_id', from: 'from_address', fromName: 'from_name',
+  trackOpens: 'track_opens', trackClicks: 'track_clicks',
+} as const;
 
 async function applyCampaigns(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
   const rows = () => trx.withSchema(schema).table('campaigns');
@@ -89,6 +110,20 @@ async function applyCampaigns(trx: Knex.Transaction, schema: string, events: Rec
       }
       case 'CampaignCancelled':
         await update(event.data.campaignId, { status: 'cancelled', paused_until: null, paused_reason: null, completed_at: event.data.cancelledAt, updated_at: event.data.cancelledAt });
+        break;
+      case 'CampaignScheduled':
+        await update(event.data.campaignId, { status: 'scheduled', scheduled_at: event.data.scheduledAt, updated_at: event.data.at });
+        break;
+      case 'CampaignUpdated': {
+        const changes = Object.entries(event.data.changes).map(([k, v]) => [COLUMN_OF[k as keyof typeof COLUMN_OF], v] as const).filter(([column]) => column !== undefined);
+        await update(event.data.campaignId, { ...Object.fromEntries(changes), updated_at: event.data.at });
+        break;
+      }
+      case 'CampaignScheduledStartFailed':
+        await update(event.data.campaignId, { status: 'cancelled', cancel_reason: event.data.code, completed_at: event.data.at, updated_at: event.data.at });
+        break;
+      case 'CampaignDeleted':
+        await update(event.data.campaignId, { deleted_at: event.data.at, updated_at: event.data.at });
         break;
     }
   }

@@ -24,6 +24,10 @@ export interface CampaignView {
   tracking: { opens: number; unique_opens: number; clicks: number; unique_clicks: number };
   /** Set while the sender waits for the block's quota (or a usable block); null otherwise. */
   paused_until: string | null;
+  /** The time the send was scheduled for (kept after it started or was cancelled); null when it never was. */
+  scheduled_at: string | null;
+  /** Why a scheduled campaign ended unsent when it came due (the failed check's code, e.g. `template_not_found`); null otherwise. */
+  cancel_reason: string | null;
   created_at: string;
   updated_at: string;
   started_at: string | null;
@@ -37,10 +41,10 @@ export const CAMPAIGNS_PAGE = { defaultLimit: 50, maxLimit: 100 } as const;
 interface Row {
   id: string; name: string; status: CampaignStatus; template_id: string; list_id: string; motor_block_id: string; from_address: string; from_name: string | null;
   track_opens: boolean; track_clicks: boolean; recipients: number; accepted: number; skipped_suppressed: number; failed: number;
-  paused_until: Date | null; created_at: Date; updated_at: Date; started_at: Date | null; completed_at: Date | null; cursor_at: string;
+  paused_until: Date | null; scheduled_at: Date | null; cancel_reason: string | null; created_at: Date; updated_at: Date; started_at: Date | null; completed_at: Date | null; cursor_at: string;
 }
 const COLUMNS = `id, name, status, template_id, list_id, motor_block_id, from_address, from_name, track_opens, track_clicks, recipients, accepted,
-  skipped_suppressed, failed, paused_until, created_at, updated_at, started_at, completed_at, to_json(created_at) #>> '{}' as cursor_at`;
+  skipped_suppressed, failed, paused_until, scheduled_at, cancel_reason, created_at, updated_at, started_at, completed_at, to_json(created_at) #>> '{}' as cursor_at`;
 
 const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
 
@@ -51,7 +55,7 @@ async function viewOf(db: Knex, tenantId: string, r: Row): Promise<CampaignView>
     from: r.from_address, from_name: r.from_name, track_opens: r.track_opens, track_clicks: r.track_clicks,
     counts: { recipients: r.recipients, accepted: r.accepted, skipped_suppressed: r.skipped_suppressed, failed: r.failed },
     tracking: { opens: t.opens, unique_opens: t.uniqueOpens, clicks: t.clicks, unique_clicks: t.uniqueClicks },
-    paused_until: iso(r.paused_until), created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
+    paused_until: iso(r.paused_until), scheduled_at: iso(r.scheduled_at), cancel_reason: r.cancel_reason, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
     started_at: iso(r.started_at), completed_at: iso(r.completed_at),
   };
 }
@@ -62,7 +66,7 @@ export async function listCampaigns(db: Knex, tenantId: string, q: { status?: st
   if (q.status !== undefined && !(CAMPAIGN_STATUSES as readonly string[]).includes(q.status)) {
     throw fail('invalid_query', 400, `status must be one of ${CAMPAIGN_STATUSES.join(', ')}`);
   }
-  const where = ['tenant_id = ?'];
+  const where = ['tenant_id = ?', 'deleted_at is null'];
   const b: Knex.RawBinding[] = [tenantId];
   if (q.status !== undefined) {
     where.push('status = ?');
@@ -80,14 +84,14 @@ export async function listCampaigns(db: Knex, tenantId: string, q: { status?: st
 /** One campaign of the tenant, or null (none, or another tenant's). */
 export async function findCampaign(db: Knex, tenantId: string, id: string): Promise<CampaignView | null> {
   if (!isUuid(id) || !isUuid(tenantId)) return null;
-  const r = await db.raw(`select ${COLUMNS} from "${CAMPAIGNS_SCHEMA}"."campaigns" where id = ? and tenant_id = ?`, [id, tenantId]);
+  const r = await db.raw(`select ${COLUMNS} from "${CAMPAIGNS_SCHEMA}"."campaigns" where id = ? and tenant_id = ? and deleted_at is null`, [id, tenantId]);
   const row = (r.rows as Row[])[0];
   return row ? viewOf(db, tenantId, row) : null;
 }
 
-/** Ids of the campaigns under way (the sender's resumer), in id order after `afterId`, at most `limit`. */
-export async function sendingCampaignIds(db: Knex, afterId: string | null = null, limit = 1000): Promise<string[]> {
-  const q = db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns').where({ status: 'sending' });
+/** Ids of the campaigns sending or scheduled (the sender's resumer), in id order after `afterId`, at most `limit`. */
+export async function campaignIdsUnderWay(db: Knex, afterId: string | null = null, limit = 1000): Promise<string[]> {
+  const q = db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns').whereIn('status', ['sending', 'scheduled']);
   if (afterId !== null) q.where('id', '>', afterId);
   const rows = await q.orderBy('id').limit(limit).select('id') as Array<{ id: string }>;
   return rows.map((r) => r.id);

@@ -1,7 +1,7 @@
 import type { Request as ExpressRequest } from 'express';
-import { Body, Controller, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
+import { Body, Controller, Delete, Get, Header, Patch, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
-import { cancelCampaign, createCampaign, getCampaign, sendCampaign, type CampaignDeps } from '../../commands/comms/campaigns';
+import { cancelCampaign, createCampaign, deleteCampaign, getCampaign, sendCampaign, updateCampaign, type CampaignDeps } from '../../commands/comms/campaigns';
 import type { CampaignStatus } from '../../domain/comms/campaigns';
 import { listCampaigns, type CampaignPage, type CampaignView } from '../../projections/campaigns/queries';
 import { ctxOf } from '../http/context';
@@ -25,7 +25,12 @@ export interface CampaignBody {
   /** Default true: links rewritten through the click redirect. */
   track_clicks?: unknown;
 }
+export interface CampaignSendBody {
+  /** ISO 8601 time with `Z` or an offset, in the future and at most 90 days ahead: the send starts then. Absent: now. */
+  scheduled_at?: unknown;
+}
 export interface CampaignResponse { success: true; data: CampaignView }
+export interface CampaignDeletedResponse { success: true; data: { id: string; deleted: true } }
 export interface CampaignPageResponse { success: true; data: CampaignPage }
 
 const deps = (req: ExpressRequest, t: Tenant): CampaignDeps => ({ ...t.deps, directory: ctxOf(req).directory });
@@ -60,7 +65,7 @@ export class CommCampaignsController extends Controller {
 
   /**
    * The tenant's campaigns, newest first.
-   * @param status `draft`, `sending`, `sent` or `cancelled`
+   * @param status `draft`, `scheduled`, `sending`, `sent` or `cancelled`
    * @param limit 1 to 100, default 50
    * @param cursor `next_cursor` of the previous page
    */
@@ -82,22 +87,48 @@ export class CommCampaignsController extends Controller {
   }
 
   /**
+   * Edits a draft: any of the create's fields, with the create's checks for those given.
+   */
+  @Patch('campaigns/{id}')
+  @Response<ErrorResponse>(403, 'motor_block_inactive, from_domain_mismatch, DOMAIN_DNS_INCOMPLETE')
+  @Response<ErrorResponse>(404, 'campaign_not_found, template_not_found, list_not_found, motor_block_not_found')
+  @Response<ErrorResponse>(409, 'campaign_not_draft, campaign_block_type_not_allowed, campaign_conflict')
+  public async updateCampaign(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string, @Body() body: CampaignBody,
+  ): Promise<CampaignResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await updateCampaign(deps(req, t), t.tenantId, t.actor, id, body) };
+  }
+
+  /** Deletes a draft, sent or cancelled campaign (a scheduled or sending one: cancel it first). Messages it sent stay. */
+  @Delete('campaigns/{id}')
+  @Response<ErrorResponse>(404, 'campaign_not_found')
+  @Response<ErrorResponse>(409, 'campaign_not_deletable, campaign_conflict')
+  public async deleteCampaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignDeletedResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await deleteCampaign(deps(req, t), t.tenantId, t.actor, id) };
+  }
+
+  /**
    * Starts sending a draft: 202 with the campaign in `sending`; the worker sends in the background,
-   * page by page, and the counts grow as it goes.
+   * page by page, and the counts grow as it goes. With `scheduled_at`: 202 with the campaign in
+   * `scheduled`; the worker starts it then.
    */
   @Post('campaigns/{id}/send')
   @SuccessResponse(202, 'Accepted')
   @Response<ErrorResponse>(403, 'motor_block_inactive, from_domain_mismatch, DOMAIN_DNS_INCOMPLETE')
   @Response<ErrorResponse>(404, 'campaign_not_found, template_not_found, list_not_found, motor_block_not_found')
   @Response<ErrorResponse>(409, 'campaign_not_draft, campaign_block_type_not_allowed, campaign_conflict')
-  public async sendCampaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignResponse> {
+  public async sendCampaign(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string, @Body() body?: CampaignSendBody,
+  ): Promise<CampaignResponse> {
     const t = tenantOf(req, tenant);
-    const campaign = await sendCampaign(deps(req, t), t.tenantId, t.actor, id);
+    const campaign = await sendCampaign(deps(req, t), t.tenantId, t.actor, id, body);
     this.setStatus(202);
     return { success: true, data: campaign };
   }
 
-  /** Cancels a draft or a sending campaign; messages already accepted are still delivered. */
+  /** Cancels a draft, a scheduled or a sending campaign; messages already accepted are still delivered. */
   @Post('campaigns/{id}/cancel')
   @Response<ErrorResponse>(404, 'campaign_not_found')
   @Response<ErrorResponse>(409, 'campaign_not_cancellable, campaign_conflict')

@@ -9,7 +9,7 @@ import { createEventStore } from '../../infra/eventstore';
 import { createLogger } from '../../infra/logger';
 import { bullConnection } from '../../infra/redis';
 import { campaignsProjection } from '../../projections/campaigns/projection';
-import { sendingCampaignIds } from '../../projections/campaigns/queries';
+import { campaignIdsUnderWay } from '../../projections/campaigns/queries';
 import { ProjectionRunner, migrateProjection } from '../../projections/runner';
 import { catchUpUntil } from '../../scripts/runtime';
 import { CAMPAIGN_QUEUE, CampaignEnqueuer, campaignJobId, createCampaignQueue } from '../../workers/campaigns';
@@ -63,14 +63,37 @@ describe('campaign enqueuer: the resume sweep (int)', () => {
         data: { campaignId, tenantId, template: { subject: 'S', body_html: null, body_text: 'T' }, identityName: 'Acme', startedAt: at },
       }),
     ], { expectedRevision: 'no_stream' });
-    await catchUpUntil(new ProjectionRunner(db, store, campaignsProjection), async () => (await sendingCampaignIds(db)).includes(campaignId));
+    await catchUpUntil(new ProjectionRunner(db, store, campaignsProjection), async () => (await campaignIdsUnderWay(db)).includes(campaignId));
     return campaignId;
   }
+
+  it('a scheduled campaign whose due-start job was lost: the sweep queues it, delayed until it is due', async () => {
+    const campaignId = randomUUID();
+    const at = new Date();
+    const scheduledAt = new Date(at.getTime() + 60 * 60_000).toISOString();
+    await store.append(`campaign-${campaignId}`, [
+      toEventData(randomUUID(), {
+        type: 'CampaignCreated',
+        data: {
+          campaignId, tenantId: randomUUID(), name: 'Later', templateId: randomUUID(), listId: randomUUID(), motorBlockId: randomUUID(),
+          from: 'news@example.test', fromName: null, trackOpens: true, trackClicks: true, createdAt: at.toISOString(),
+        },
+      }),
+      toEventData(randomUUID(), { type: 'CampaignScheduled', data: { campaignId, tenantId: randomUUID(), scheduledAt, at: at.toISOString() } }),
+    ], { expectedRevision: 'no_stream' });
+    await catchUpUntil(new ProjectionRunner(db, store, campaignsProjection), async () => (await campaignIdsUnderWay(db)).includes(campaignId));
+    expect(await queue.getJob(campaignJobId(campaignId, 1n))).to.equal(undefined);
+    await enqueuer.resume();
+    const job = (await queue.getJob(campaignJobId(campaignId, 1n)))!;
+    expect(job.data).to.deep.equal({ campaignId, revision: '1' });
+    expect(await job.getState()).to.equal('delayed');
+    expect(job.delay).to.be.within(59 * 60_000, 60 * 60_000);
+  });
 
   it('the sweep walks every campaign under way, page by page, and queues each head page', async () => {
     const ids = [await sendingCampaign(), await sendingCampaign(), await sendingCampaign()];
     const walked: string[] = [];
-    for (let page = await sendingCampaignIds(db, null, 2); page.length > 0; page = await sendingCampaignIds(db, page[page.length - 1], 2)) walked.push(...page);
+    for (let page = await campaignIdsUnderWay(db, null, 2); page.length > 0; page = await campaignIdsUnderWay(db, page[page.length - 1], 2)) walked.push(...page);
     expect(walked).to.include.members(ids);
     expect(new Set(walked).size).to.equal(walked.length);
     await enqueuer.resume();

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { DomainError } from '../../domain/errors';
 import type { CampaignCreated } from '../../domain/events';
 import {
-  assertCampaignBlockType, campaignFields, campaignMessageId, decideCancel, decideStart, fold, mergeValues, subjectValues, type CampaignEvent,
+  assertCampaignBlockType, campaignChanges, campaignFields, campaignMessageId, campaignOf, decideCancel, decideDelete, decideSchedule, decideScheduledStart,
+  decideScheduledStartFailed, decideStart, decideUpdate, fold, mergeValues, scheduleTime, subjectValues, type CampaignEvent,
 } from '../../domain/comms/campaigns';
 import { renderTemplate, validateTemplate } from '../../domain/templates/templates';
 
@@ -87,5 +88,82 @@ describe('campaigns: rules and decisions (unit)', () => {
     expect(subjectValues({ a: 'x\r\ny\nz' })).to.deep.equal({ a: 'x y z' });
     // The preview of a validation is the same rendering.
     expect(validateTemplate({ name: 'n', subject: '{{code}}', type: 'text', body_text: '{{code}}' }, { code: '<i>' }).preview).to.deep.equal({ subject: '<i>', body_html: null, body_text: '<i>' });
+  });
+
+  describe('scheduling, editing, deleting', () => {
+    const draft: CampaignEvent[] = [{ type: 'CampaignCreated', data: created }];
+    const scheduled: CampaignEvent[] = [...draft, { type: 'CampaignScheduled', data: { campaignId: CAMPAIGN, tenantId: TENANT, scheduledAt: '2026-11-25T10:00:00.000Z', at: NOW.toISOString() } }];
+    const sat = (v: unknown) => scheduleTime({ scheduled_at: v }, NOW);
+
+    it('scheduled_at: absent is now; a future time with Z or an offset within 90 days; else 400 on scheduled_at', () => {
+      expect(scheduleTime(undefined, NOW)).to.equal(null);
+      expect(scheduleTime({}, NOW)).to.equal(null);
+      expect(sat(null)).to.equal(null);
+      // Exactly now (an offset naming the same instant) is not in the future.
+      expect(codeOf(() => sat('2026-11-24T11:00:00+01:00'))).to.equal('validation_error');
+      expect(sat('2026-11-24T12:00:00+01:00')?.toISOString()).to.equal('2026-11-24T11:00:00.000Z');
+      expect(sat('2026-11-24T10:00:01Z')?.toISOString()).to.equal('2026-11-24T10:00:01.000Z');
+      expect(sat('2027-02-22T10:00:00Z')?.toISOString()).to.equal('2027-02-22T10:00:00.000Z');
+      for (const bad of ['2026-11-24T10:00:00Z', '2026-11-24T09:00:00Z', '2027-02-22T10:00:00.001Z', '2026-11-25T10:00:00', '2026-11-25', 'tomorrow', 42, '2027-02-30T10:00:00Z', '2026-11-25T24:00:00Z', '']) {
+        expect(codeOf(() => sat(bad)), String(bad)).to.equal('validation_error');
+        expect(fieldOf(() => sat(bad)), String(bad)).to.equal('scheduled_at');
+      }
+      expect(codeOf(() => scheduleTime('x', NOW))).to.equal('validation_error');
+    });
+
+    it('schedule: a draft only; cancel and no second send or schedule of a scheduled campaign', () => {
+      const at = new Date('2026-11-25T10:00:00.000Z');
+      expect(decideSchedule(fold(draft), { tenantId: TENANT, scheduledAt: at, now: NOW })).to.deep.equal(scheduled.slice(1));
+      const s = fold(scheduled);
+      expect(s).to.include({ status: 'scheduled', scheduledAt: at.toISOString() });
+      expect(codeOf(() => decideSchedule(s, { tenantId: TENANT, scheduledAt: at, now: NOW }))).to.equal('campaign_not_draft');
+      expect(codeOf(() => decideStart(s, { tenantId: TENANT, template, identityName: 'x', now: NOW }))).to.equal('campaign_not_draft');
+      expect(codeOf(() => decideSchedule(fold(draft), { tenantId: OTHER, scheduledAt: at, now: NOW }))).to.equal('campaign_not_found');
+      expect(decideCancel(s, { tenantId: TENANT, now: NOW })[0].type).to.equal('CampaignCancelled');
+      // When due: the start, or the end when a check failed for good; nothing once it is no longer scheduled.
+      expect(decideScheduledStart(s, { template, identityName: 'Acme', now: NOW })).to.deep.equal([
+        { type: 'CampaignSendStarted', data: { campaignId: CAMPAIGN, tenantId: TENANT, template, identityName: 'Acme', startedAt: NOW.toISOString() } },
+      ]);
+      const failed = decideScheduledStartFailed(s, { code: 'template_not_found', now: NOW });
+      expect(failed).to.deep.equal([{ type: 'CampaignScheduledStartFailed', data: { campaignId: CAMPAIGN, tenantId: TENANT, code: 'template_not_found', at: NOW.toISOString() } }]);
+      expect(fold([...scheduled, ...failed]).status).to.equal('cancelled');
+      expect(decideScheduledStart(fold(draft), { template, identityName: 'Acme', now: NOW })).to.deep.equal([]);
+      const cancelled = fold([...scheduled, ...decideCancel(s, { tenantId: TENANT, now: NOW })]);
+      expect(decideScheduledStart(cancelled, { template, identityName: 'Acme', now: NOW })).to.deep.equal([]);
+    });
+
+    it('edit: the fields given with the create rules; only real changes recorded; a draft only', () => {
+      expect(campaignChanges({ name: ' New ', from_name: null, track_opens: false })).to.deep.equal({ name: 'New', fromName: null, trackOpens: false });
+      expect(campaignChanges({ template_id: CAMPAIGN.toUpperCase() })).to.deep.equal({ templateId: CAMPAIGN });
+      expect(codeOf(() => campaignChanges({}))).to.equal('validation_error');
+      expect(codeOf(() => campaignChanges(null))).to.equal('validation_error');
+      for (const [over, field] of [[{ name: '' }, 'name'], [{ name: null }, 'name'], [{ list_id: 'x' }, 'list_id'], [{ from: 'A <a@x.test>' }, 'from'], [{ from_name: 'a\nb' }, 'from_name'], [{ track_clicks: 'no' }, 'track_clicks']] as const) {
+        expect(fieldOf(() => campaignChanges(over)), JSON.stringify(over)).to.equal(field);
+      }
+      const updated = decideUpdate(fold(draft), { tenantId: TENANT, changes: { name: 'New', trackOpens: true, fromName: 'Acme' }, now: NOW });
+      expect(updated).to.deep.equal([{ type: 'CampaignUpdated', data: { campaignId: CAMPAIGN, tenantId: TENANT, changes: { name: 'New', fromName: 'Acme' }, at: NOW.toISOString() } }]);
+      expect(fold([...draft, ...updated]).created).to.include({ name: 'New', fromName: 'Acme', trackOpens: true, listId: CAMPAIGN });
+      expect(decideUpdate(fold(draft), { tenantId: TENANT, changes: { name: 'N' }, now: NOW })).to.deep.equal([]);
+      expect(codeOf(() => decideUpdate(fold(scheduled), { tenantId: TENANT, changes: { name: 'x' }, now: NOW }))).to.equal('campaign_not_draft');
+      expect(codeOf(() => decideUpdate(fold(draft), { tenantId: OTHER, changes: { name: 'x' }, now: NOW }))).to.equal('campaign_not_found');
+    });
+
+    it('delete: a draft, sent or cancelled one; not a scheduled or sending one; afterwards it is not found', () => {
+      const deleted = [...draft, ...decideDelete(fold(draft), { tenantId: TENANT, now: NOW })];
+      expect(deleted[1]).to.deep.equal({ type: 'CampaignDeleted', data: { campaignId: CAMPAIGN, tenantId: TENANT, at: NOW.toISOString() } });
+      for (const fn of [
+        () => campaignOf(fold(deleted), TENANT), () => decideDelete(fold(deleted), { tenantId: TENANT, now: NOW }),
+        () => decideCancel(fold(deleted), { tenantId: TENANT, now: NOW }), () => decideStart(fold(deleted), { tenantId: TENANT, template, identityName: 'x', now: NOW }),
+        () => decideUpdate(fold(deleted), { tenantId: TENANT, changes: { name: 'x' }, now: NOW }),
+      ]) expect(codeOf(fn)).to.equal('campaign_not_found');
+      const sending = [...draft, ...decideStart(fold(draft), { tenantId: TENANT, template, identityName: 'Acme', now: NOW })];
+      expect(codeOf(() => decideDelete(fold(sending), { tenantId: TENANT, now: NOW }))).to.equal('campaign_not_deletable');
+      expect(codeOf(() => decideDelete(fold(scheduled), { tenantId: TENANT, now: NOW }))).to.equal('campaign_not_deletable');
+      const cancelled = [...scheduled, ...decideCancel(fold(scheduled), { tenantId: TENANT, now: NOW })];
+      expect(decideDelete(fold(cancelled), { tenantId: TENANT, now: NOW })[0].type).to.equal('CampaignDeleted');
+      const counts = { recipients: 0, accepted: 0, skippedSuppressed: 0, failed: 0 };
+      const sent = [...sending, { type: 'CampaignSendCompleted', data: { campaignId: CAMPAIGN, tenantId: TENANT, lastContactId: null, counts, completedAt: NOW.toISOString() } }] as CampaignEvent[];
+      expect(decideDelete(fold(sent), { tenantId: TENANT, now: NOW })[0].type).to.equal('CampaignDeleted');
+    });
   });
 });
