@@ -24,31 +24,42 @@ import { awaitRow, awaitRows } from '../readYourWrites';
 export interface ContactDeps { store: EventStore; db: Knex; clock: Clock }
 
 const stream = (contactId: string) => streamName('contact', contactId);
-/** A conflict means another request changed this very contact; deciding again settles it (exists / gone), so few attempts are needed. */
+/**
+ * A conflict means another request changed this very contact. For an add or a removal, deciding
+ * again settles it (exists / gone), so few attempts are needed. Updates do not settle each other
+ * (each is a change of its own), so concurrent updates of one contact take turns: more attempts.
+ */
 const MAX_ATTEMPTS = 5;
+const MAX_UPDATE_ATTEMPTS = 25;
 
 const contactEvents = (recorded: RecordedEvent[]): ContactEvent[] =>
   recorded.map(asDomainEvent).filter((e): e is ContactEvent => e !== null && (CONTACT_EVENT_TYPES as readonly string[]).includes(e.type));
 
 const listNotFound = () => fail('list_not_found', 404, 'No such list for this tenant');
 
-/** 404 list_not_found unless `listId` is one of the tenant's lists, decided on the tenant's list stream (not a read model). */
-export async function requireList(store: EventStore, tenantId: string, listId: string): Promise<void> {
+/**
+ * 404 list_not_found unless `listId` is one of the tenant's lists, decided on the tenant's list
+ * stream (not a read model). Returns the id as stored (lower case): a uuid written in capitals is
+ * the same list, and contact ids are derived from the stored form.
+ */
+export async function requireList(store: EventStore, tenantId: string, listId: string): Promise<string> {
   if (!isUuid(listId)) throw listNotFound();
+  const id = listId.toLowerCase();
   const recorded = await store.readStream(streamName('contactLists', tenantId));
   const lists = foldLists(recorded.map(asDomainEvent).filter((e): e is ContactListEvent => e !== null && (CONTACT_LIST_EVENT_TYPES as readonly string[]).includes(e.type)));
-  if (![...lists.names.values()].includes(listId)) throw listNotFound();
+  if (![...lists.names.values()].includes(id)) throw listNotFound();
+  return id;
 }
 
 /**
  * Decides on the contact's stream and appends at the revision decided on (deciding again after a
- * conflict), then waits for the read model, unless `awaitReadModel` is false (a batch waits for all
+ * conflict, up to `attempts` times), then waits for the read model, unless `awaitReadModel` is false (a batch waits for all
  * its rows at once). `revision`: what the stream is at after the append (null: nothing appended).
  */
 async function decideAndAppend(
   deps: ContactDeps, contactId: string, actor: string,
   decide: (events: ContactEvent[], now: Date) => ContactEvent[],
-  awaitReadModel = true,
+  { awaitReadModel = true, attempts = MAX_ATTEMPTS }: { awaitReadModel?: boolean; attempts?: number } = {},
 ): Promise<{ appended: ContactEvent[]; now: Date; revision: bigint | null }> {
   for (let attempt = 1; ; attempt++) {
     const recorded = await deps.store.readStream(stream(contactId));
@@ -63,14 +74,14 @@ async function decideAndAppend(
       return { appended: decided, now, revision: r.nextExpectedRevision };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= MAX_ATTEMPTS) throw fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' });
+      if (attempt >= attempts) throw fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' });
       await new Promise((res) => setTimeout(res, Math.random() * 10 * attempt));
     }
   }
 }
 
-export async function addContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, body: unknown): Promise<ContactView> {
-  await requireList(deps.store, tenantId, listId);
+export async function addContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, body: unknown): Promise<ContactView> {
+  const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   const f = contactFields(body);
   const contactId = contactIdOf(tenantId, listId, f.email);
   // The cap is read from the read model: adds in flight together can pass it by their number (docs).
@@ -105,10 +116,10 @@ export interface ContactBatchResult { added: number; existing: number; invalid: 
  * `limits.perList` is for tests (a small cap); the route always uses CONTACT_LIMITS.
  */
 export async function addContactsBatch(
-  deps: ContactDeps, tenantId: string, actor: string, listId: string, body: unknown,
+  deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, body: unknown,
   limits: { perList: number } = CONTACT_LIMITS,
 ): Promise<ContactBatchResult> {
-  await requireList(deps.store, tenantId, listId);
+  const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   const plan = planContactBatch(body);
   const idOf = (email: string) => contactIdOf(tenantId, listId, email);
   const toAdd = plan.filter((p): p is Extract<BatchPlanItem, { kind: 'add' }> => p.kind === 'add');
@@ -131,7 +142,7 @@ export async function addContactsBatch(
   await eachLimited(toAdd, CONTACT_BATCH_LIMITS.parallelAppends, async (p) => {
     const contactId = idOf(p.email);
     try {
-      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.contact, now }), false);
+      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.contact, now }), { awaitReadModel: false });
       if (revision !== null) written.set(contactId, revision);
       outcome.set(p.index, 'added');
     } catch (err) {
@@ -170,8 +181,8 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
   if (failed !== null) throw (failed as { err: unknown }).err;
 }
 
-export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, id: string): Promise<{ id: string; deleted: true }> {
-  await requireList(deps.store, tenantId, listId);
+export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, id: string): Promise<{ id: string; deleted: true }> {
+  const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
   // The stream is named by the lower-case id (as the GET's uuid column compares): a uuid in capitals is the same contact.
   const contactId = id.toLowerCase();
@@ -183,12 +194,12 @@ export async function removeContact(deps: ContactDeps, tenantId: string, actor: 
  * Changes a contact's name or merge fields (docs/COMMUNICATIONS.md "Updating a contact"), decided
  * on its stream like a removal; answers the contact as the read model then shows it.
  */
-export async function updateContact(deps: ContactDeps, tenantId: string, actor: string, listId: string, id: string, body: unknown): Promise<ContactView> {
-  await requireList(deps.store, tenantId, listId);
+export async function updateContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, id: string, body: unknown): Promise<ContactView> {
+  const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
   const update = contactUpdate(body);
   const contactId = id.toLowerCase();
-  await decideAndAppend(deps, contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }));
+  await decideAndAppend(deps, contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }), { attempts: MAX_UPDATE_ATTEMPTS });
   return getContact(deps.db, tenantId, listId, contactId);
 }
 

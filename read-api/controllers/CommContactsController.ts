@@ -82,16 +82,16 @@ export class CommContactsController extends Controller {
     @Query() limit?: number, @Query() cursor?: string, @Query() email?: string, @Query() status?: ContactStatus,
   ): Promise<ContactPageResponse> {
     const t = tenantOf(req, tenant);
-    await requireList(t.deps.store, t.tenantId, listId);
-    return { success: true, data: await listContacts(t.deps.db, t.tenantId, listId, { limit, cursor, email, status }) };
+    const list = await requireList(t.deps.store, t.tenantId, listId);
+    return { success: true, data: await listContacts(t.deps.db, t.tenantId, list, { limit, cursor, email, status }) };
   }
 
   @Get('lists/{listId}/contacts/{contactId}')
   @Response<ErrorResponse>(404, 'list_not_found, contact_not_found')
   public async contact(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() listId: string, @Path() contactId: string): Promise<ContactResponse> {
     const t = tenantOf(req, tenant);
-    await requireList(t.deps.store, t.tenantId, listId);
-    return { success: true, data: await getContact(t.deps.db, t.tenantId, listId, contactId) };
+    const list = await requireList(t.deps.store, t.tenantId, listId);
+    return { success: true, data: await getContact(t.deps.db, t.tenantId, list, contactId) };
   }
 
   /**

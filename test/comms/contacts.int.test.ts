@@ -200,6 +200,14 @@ describe('communications contacts and unsubscribe (int)', function () {
     expect((await patch(`/lists/${listA}/contacts/${c.id}`, { name: 'X' })).body.code, 'removed').to.equal('contact_not_found');
   });
 
+  it('20 concurrent updates of one contact: each answers 200 (they take turns), and the contact ends with every field they set', async () => {
+    const c = (await add(listA, { email: 'busy@example.com' })).body.data;
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => patch(`/lists/${listA}/contacts/${c.id}`, { fields: { [`f${i}`]: String(i) } })));
+    expect(answers.map((r) => r.status), JSON.stringify(answers.find((r) => r.status !== 200)?.body)).to.deep.equal(Array(20).fill(200));
+    expect((await get(`/lists/${listA}/contacts/${c.id}`)).body.data.fields).to.deep.equal(Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`f${i}`, String(i)])));
+    await del(`/lists/${listA}/contacts/${c.id}`, as(a));
+  });
+
   it('paging newest first with next_cursor, filters email and status; bad limit, status or cursor: 400', async () => {
     const list = (await commPost(motor, '/lists', { name: 'Paging' }, as(a))).body.data.id;
     const made: string[] = [];

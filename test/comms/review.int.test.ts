@@ -7,7 +7,8 @@ import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
 
 /**
  * Bugs found in the review of the communications features (each test failed before its fix):
- * a uuid in capitals names the same record on every route (GET found it, the writes answered 404).
+ * a uuid in capitals names the same record on every route (GET found it, the writes answered 404;
+ * a list id in capitals was 404 on every contact route).
  */
 describe('communications review (int)', function () {
   this.timeout(120_000);
@@ -39,6 +40,25 @@ describe('communications review (int)', function () {
     expect([removed.status, removed.body.code ?? null], JSON.stringify(removed.body)).to.deep.equal([200, null]);
     expect(removed.body.data).to.deep.equal({ id: added.body.data.id, deleted: true });
     expect((await commGet(motor, `/lists/${listA}/contacts/${added.body.data.id}`, as(a))).status, 'gone').to.equal(404);
+  });
+
+  it('a list id in capitals is the same list on every contact route (all answered 404 list_not_found), and its contacts are the same contacts', async () => {
+    const upper = listA.toUpperCase();
+    const added = await commPost(motor, `/lists/${upper}/contacts`, { email: 'list-caps@example.com', name: 'Caps' }, as(a));
+    expect([added.status, added.body.code ?? null], JSON.stringify(added.body)).to.deep.equal([201, null]);
+    expect(added.body.data.list_id, 'stored under the list\'s own id').to.equal(listA);
+    const lower = await commPost(motor, `/lists/${listA}/contacts`, { email: 'list-caps@example.com' }, as(a));
+    expect([lower.status, lower.body.code], 'one contact per address, whatever the case of the list id').to.deep.equal([409, 'contact_exists']);
+    const id = added.body.data.id as string;
+    expect((await commGet(motor, `/lists/${upper}/contacts/${id}`, as(a))).body.data).to.deep.equal(added.body.data);
+    expect((await commGet(motor, `/lists/${upper}/contacts?email=list-caps@example.com`, as(a))).body.data.items.map((c: { id: string }) => c.id)).to.deep.equal([id]);
+    const batch = await commPost(motor, `/lists/${upper}/contacts/batch`, { contacts: [{ email: 'list-caps@example.com' }] }, as(a));
+    expect(batch.body.data.items[0]).to.include({ status: 'exists', contact_id: id });
+    const res = await fetch(commUrl(motor, `/lists/${upper}/contacts/${id}`), { method: 'PATCH', headers: { ...as(a), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Upper' }) });
+    expect(res.status).to.equal(200);
+    expect(((await res.json()) as { data: { name: string } }).data.name).to.equal('Upper');
+    expect((await del(`/lists/${upper}/contacts/${id}`)).status).to.equal(200);
+    expect((await commGet(motor, `/lists/${listA}/contacts/${id}`, as(a))).status, 'gone').to.equal(404);
   });
 
   it('a campaign id in capitals: GET and cancel agree (cancel answered 404 campaign_not_found for a campaign GET showed)', async () => {
