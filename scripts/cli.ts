@@ -8,6 +8,7 @@
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
+ *   status [--json]
  */
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
@@ -26,6 +27,7 @@ import { registerClient } from '../commands/oauth/clients';
 import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
+import { systemStatus } from './status';
 
 const USAGE = `Usage: npm run cli -- <command>
 
@@ -45,6 +47,10 @@ const USAGE = `Usage: npm run cli -- <command>
   dns managed-dkim [--json]
       Prints the DKIM TXT records the service's own DNS must serve for cname_managed domains
       (docs/DOMAINS.md), as records and as zone-file lines. Re-run after every key rotation.
+  status [--json]
+      Whether the event store and Redis answer, how far behind the log each read model is, and the
+      jobs of each queue by state. Exits 1 when the store or Redis cannot be reached or a read
+      model cannot be read.
 `;
 
 class UsageError extends Error {}
@@ -156,6 +162,17 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       const records = await managedDkimRecords(s.db, config.serviceDomain);
       return { records: records.map((r) => ({ type: 'TXT', name: r.name, value: r.value })), zone: zoneLines(records) };
     });
+  }
+  if (command === 'status') {
+    const { values } = parseArgs({ args: argv.slice(1), options: { json: { type: 'boolean', default: false }, 'queue-prefix': { type: 'string', default: 'motor' } }, strict: true });
+    const { db, store, close } = await openStorage(config, 'motor-cli');
+    try {
+      const status = await systemStatus({ db, store, redisUrl: config.redisUrl ?? 'redis://127.0.0.1:6379', queuePrefix: values['queue-prefix']! });
+      if (!status.ok) process.exitCode = 1;
+      return status;
+    } finally {
+      await close();
+    }
   }
   throw new UsageError(command ? `Unknown command: ${[command, sub].filter(Boolean).join(' ')}` : 'No command given');
 }

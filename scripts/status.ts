@@ -1,0 +1,94 @@
+import type { Knex } from 'knex';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { EventStore } from '../domain/eventStore';
+import { allProjections } from '../projections';
+import { ProjectionRunner } from '../projections/runner';
+import { bullConnection } from '../infra/redis';
+import { DELIVERY_QUEUE } from '../workers/queue';
+import { WEBHOOK_QUEUE } from '../workers/webhooks/worker';
+import { EXPORT_QUEUE } from '../workers/exports';
+import { CAMPAIGN_QUEUE } from '../workers/campaigns';
+import { BLOCK_DELETION_QUEUE } from '../workers/blockDeletion';
+
+/**
+ * What an operator looks at first (`npm run cli -- status`): can the event store and Redis be
+ * reached, how far behind the log each read model is, and how many jobs each queue holds in each
+ * state (a growing `failed` or `waiting` is where an incident shows). Reads only.
+ */
+
+export interface ProjectionStatus {
+  name: string;
+  /** The last log position applied; null before the first event. */
+  checkpoint: string | null;
+  /** Events of the types it handles not applied yet (counted up to 10,000: `capped` past that). */
+  eventsBehind: number;
+  capped: boolean;
+  /** Age of the oldest event not applied yet; 0 when caught up. */
+  secondsBehind: number;
+  /** Set when its read model could not be read (e.g. never migrated: no projector has run it yet). */
+  error?: string;
+}
+
+export type QueueCounts = Record<'waiting' | 'active' | 'delayed' | 'prioritized' | 'waiting-children' | 'failed' | 'completed', number>;
+
+export interface SystemStatus {
+  /** Store and Redis reachable, every read model readable. Lag is reported, not judged. */
+  ok: boolean;
+  store: { ok: boolean; error?: string };
+  projections: ProjectionStatus[];
+  redis: { ok: boolean; error?: string };
+  /** Per queue (by its name); empty when Redis cannot be reached. */
+  queues: Record<string, QueueCounts>;
+}
+
+export const QUEUE_NAMES = [DELIVERY_QUEUE, WEBHOOK_QUEUE, EXPORT_QUEUE, CAMPAIGN_QUEUE, BLOCK_DELETION_QUEUE] as const;
+const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'failed', 'completed'] as const;
+/** A Redis that does not answer within this is reported down (the CLI must not hang on it). */
+const REDIS_TIMEOUT_MS = 2000;
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export async function systemStatus(deps: { db: Knex; store: EventStore; redisUrl: string; queuePrefix: string }): Promise<SystemStatus> {
+  const store = await deps.store.ping().then(() => ({ ok: true }), (err: unknown) => ({ ok: false, error: message(err) }));
+  const projections: ProjectionStatus[] = [];
+  for (const p of allProjections()) {
+    const runner = new ProjectionRunner(deps.db, deps.store, p);
+    try {
+      const checkpoint = await runner.checkpoint();
+      const lag = await runner.lag();
+      projections.push({ name: p.name, checkpoint, eventsBehind: lag.eventsBehind, capped: lag.capped, secondsBehind: Math.round(lag.secondsBehind) });
+    } catch (err) {
+      // 42P01: its schema was never created, i.e. no projector has run on this database yet.
+      const error = (err as { code?: string }).code === '42P01' ? 'read model not created: no projector has run it on this database yet' : message(err);
+      projections.push({ name: p.name, checkpoint: null, eventsBehind: 0, capped: false, secondsBehind: 0, error });
+    }
+  }
+  const { redis, queues } = await queueStatus(deps.redisUrl, deps.queuePrefix);
+  return { ok: store.ok && redis.ok && projections.every((p) => p.error === undefined), store, projections, redis, queues };
+}
+
+async function queueStatus(redisUrl: string, prefix: string): Promise<Pick<SystemStatus, 'redis' | 'queues'>> {
+  // A plain connection first, failing fast: BullMQ's own connections retry for ever.
+  const probe = new Redis(redisUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: REDIS_TIMEOUT_MS, commandTimeout: REDIS_TIMEOUT_MS, retryStrategy: () => null });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    await probe.ping();
+  } catch (err) {
+    return { redis: { ok: false, error: message(err) }, queues: {} };
+  } finally {
+    probe.disconnect();
+  }
+  const queues: Record<string, QueueCounts> = {};
+  for (const name of QUEUE_NAMES) {
+    const queue = new Queue(name, { connection: bullConnection(redisUrl), prefix });
+    try {
+      const counts = await queue.getJobCounts(...STATES);
+      queues[name] = Object.fromEntries(STATES.map((s) => [s, counts[s] ?? 0])) as QueueCounts;
+    } finally {
+      await queue.close();
+    }
+  }
+  return { redis: { ok: true }, queues };
+}
