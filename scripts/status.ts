@@ -10,6 +10,7 @@ import { WEBHOOK_QUEUE } from '../workers/webhooks/worker';
 import { EXPORT_QUEUE } from '../workers/exports';
 import { CAMPAIGN_QUEUE } from '../workers/campaigns';
 import { BLOCK_DELETION_QUEUE } from '../workers/blockDeletion';
+import { CHECKPOINTS } from '../workers/logEnqueuer';
 
 /**
  * What an operator looks at first (`npm run cli -- status`): can the event store and Redis be
@@ -30,6 +31,9 @@ export interface ProjectionStatus {
   error?: string;
 }
 
+/** A log follower that feeds a queue (the enqueuers, the webhook dispatcher): where it is in the log, and when it last moved. */
+export interface ConsumerStatus { name: string; checkpoint: string | null; updatedAt: string }
+
 export type QueueCounts = Record<'waiting' | 'active' | 'delayed' | 'prioritized' | 'waiting-children' | 'failed' | 'completed', number>;
 
 export interface SystemStatus {
@@ -37,6 +41,8 @@ export interface SystemStatus {
   ok: boolean;
   store: { ok: boolean; error?: string };
   projections: ProjectionStatus[];
+  /** Empty before a worker role first ran. */
+  consumers: ConsumerStatus[];
   redis: { ok: boolean; error?: string };
   /** Per queue (by its name); empty when Redis cannot be reached. */
   queues: Record<string, QueueCounts>;
@@ -64,8 +70,19 @@ export async function systemStatus(deps: { db: Knex; store: EventStore; redisUrl
       projections.push({ name: p.name, checkpoint: null, eventsBehind: 0, capped: false, secondsBehind: 0, error });
     }
   }
+  const consumers = await consumerStatus(deps.db);
   const { redis, queues } = await queueStatus(deps.redisUrl, deps.queuePrefix);
-  return { ok: store.ok && redis.ok && projections.every((p) => p.error === undefined), store, projections, redis, queues };
+  return { ok: store.ok && redis.ok && projections.every((p) => p.error === undefined), store, projections, consumers, redis, queues };
+}
+
+async function consumerStatus(db: Knex): Promise<ConsumerStatus[]> {
+  try {
+    const rows = await db.table(CHECKPOINTS).orderBy('name').select('name', 'position', 'updated_at') as Array<{ name: string; position: string | null; updated_at: Date }>;
+    return rows.map((r) => ({ name: r.name, checkpoint: r.position, updatedAt: r.updated_at.toISOString() }));
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return []; // no worker role has run on this database yet
+    throw err;
+  }
 }
 
 async function queueStatus(redisUrl: string, prefix: string): Promise<Pick<SystemStatus, 'redis' | 'queues'>> {

@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { allProjections } from '../../projections';
 import { createDeliveryQueue } from '../../workers/queue';
+import { CHECKPOINTS, initCheckpoints } from '../../workers/logEnqueuer';
 import { QUEUE_NAMES, type SystemStatus } from '../../scripts/status';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 
@@ -51,9 +52,21 @@ describe('CLI status (int)', function () {
     expect(out.projections.map((p) => p.name)).to.deep.equal(allProjections().map((p) => p.name));
     for (const p of out.projections) expect(p.error, p.name).to.equal(undefined);
     expect(out.projections.find((p) => p.name === 'directory')!.checkpoint, 'the bootstrap was applied').to.be.a('string');
+    expect(out.consumers, 'no worker role ran here: no enqueuer checkpoints').to.deep.equal([]);
     expect(Object.keys(out.queues)).to.deep.equal([...QUEUE_NAMES]);
     expect(out.queues['motor-delivery']).to.include({ delayed: 1, waiting: 0, failed: 0 });
     expect(out.queues['motor-webhooks']).to.deep.equal({ waiting: 0, active: 0, delayed: 0, prioritized: 0, 'waiting-children': 0, failed: 0, completed: 0 });
+  });
+
+  it('lists the queue feeders\' checkpoints with when they last moved', async () => {
+    await initCheckpoints(motor.rt.db);
+    const at = new Date('2026-11-24T12:00:00.000Z');
+    await motor.rt.db.table(CHECKPOINTS).insert([{ name: 'webhook-dispatcher', position: '42', updated_at: at }, { name: 'delivery-enqueuer', position: null, updated_at: at }]);
+    const { out } = await status();
+    expect(out.consumers).to.deep.equal([
+      { name: 'delivery-enqueuer', checkpoint: null, updatedAt: at.toISOString() },
+      { name: 'webhook-dispatcher', checkpoint: '42', updatedAt: at.toISOString() },
+    ]);
   });
 
   it('with Redis unreachable: redis not ok, no queues, exit code 1, and it does not hang', async () => {
