@@ -5,6 +5,7 @@
  *   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
  *   block list [--json]
+ *   block deactivate|reactivate <motorBlockId> [--json]
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
@@ -17,7 +18,7 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { bootstrap, setBlockLimits } from '../commands/admin/bootstrap';
+import { bootstrap, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
@@ -38,6 +39,10 @@ const USAGE = `Usage: npm run cli -- <command>
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
       Lists every Motor Block with its account, domain and status.
+  block deactivate <motorBlockId> [--json]
+  block reactivate <motorBlockId> [--json]
+      Stops (sends refused with 403 motor_block_inactive, campaigns pause) or restarts a block's
+      sending, whatever its type, e.g. on abuse. Prints the block's status and whether it changed.
   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
       Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
       client_id and its client_secret, shown this once (only a hash is stored).
@@ -119,6 +124,16 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       await setBlockLimits(s.store, id, limits, new Date());
       await s.until(async () => (await getBlock(s.db, id))?.limits.daily === limits.daily);
       return { motorBlockId: id, limits };
+    });
+  }
+  if (command === 'block' && (sub === 'deactivate' || sub === 'reactivate')) {
+    const { positionals } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
+    const id = positionals[0];
+    if (!isUuid(id)) throw new UsageError(`block ${sub} needs a Motor Block id (uuid)`);
+    return withServices(config, async (s) => {
+      const r = await setBlockActive(s.store, id.toLowerCase(), sub === 'reactivate', new Date());
+      await s.until(async () => (await getBlock(s.db, r.motorBlockId))?.status === r.status);
+      return r;
     });
   }
   if (command === 'block' && sub === 'list') {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../../domain/eventStore';
-import { streamName } from '../../domain/eventStore';
+import { streamName, WrongExpectedRevisionError } from '../../domain/eventStore';
+import { loadBlock } from '../blocks/grants';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
@@ -133,4 +134,30 @@ export async function setBlockLimits(store: EventStore, motorBlockId: string, li
   await store.append(stream, [toEventData(newId(), { type: 'MotorBlockLimitsSet', data: { motorBlockId, limits, setAt: now.toISOString() } }, { actor: 'cli' })], {
     expectedRevision: existing[existing.length - 1].revision,
   });
+}
+
+/**
+ * An operator stops or restarts a block's sending (`npm run cli -- block deactivate|reactivate`),
+ * e.g. on abuse: the same events as the account's own deactivate and reactivate, for any block
+ * type, without the account's confirmation or grant. A reactivation does not check the domain: a
+ * send still does. `changed` is false when the block was already in that state.
+ */
+export async function setBlockActive(store: EventStore, motorBlockId: string, active: boolean, now: Date): Promise<{ motorBlockId: string; status: 'active' | 'inactive'; changed: boolean }> {
+  const stream = streamName('motorBlock', motorBlockId);
+  for (let attempt = 1; ; attempt++) {
+    const { state, revision } = await loadBlock(store, motorBlockId);
+    if (state === null || revision === null || state.status === 'deleted') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
+    if (state.status === 'deletion_queued') throw fail('motor_block_delete_in_progress', 409, `Motor Block ${motorBlockId} is being deleted`);
+    const status = active ? 'active' : 'inactive';
+    if (state.status === status) return { motorBlockId, status, changed: false };
+    const event: DomainEvent = active
+      ? { type: 'MotorBlockReactivated', data: { motorBlockId, at: now.toISOString() } }
+      : { type: 'MotorBlockDeactivated', data: { motorBlockId, at: now.toISOString() } };
+    try {
+      await store.append(stream, [toEventData(newId(), event, { actor: 'cli' })], { expectedRevision: revision });
+      return { motorBlockId, status, changed: true };
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
+    }
+  }
 }

@@ -80,3 +80,56 @@ describe('CLI status (int)', function () {
     expect(ms, 'answered promptly').to.be.below(30_000);
   });
 });
+
+/** `npm run cli -- block deactivate|reactivate`: an operator stops and restarts a block's sending. */
+describe('CLI block deactivate / reactivate (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let block: Awaited<ReturnType<TestMotor['bootstrap']>>;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    block = await motor.bootstrap({ email: 'abuse@example.test', domain: 'abuse.example.test' });
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = async (...args: string[]): Promise<{ code: number; out: any }> => { // eslint-disable-line @typescript-eslint/no-explicit-any
+    try {
+      const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', ...args, '--json'], {
+        env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
+      });
+      return { code: 0, out: JSON.parse(stdout) };
+    } catch (err) {
+      const e = err as { code?: number; stdout?: string };
+      return { code: e.code ?? -1, out: e.stdout ? JSON.parse(e.stdout) : null };
+    }
+  };
+  const dryRun = async () => {
+    const res = await fetch(`${motor.baseUrl}/v1/send`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': block.apiKey },
+      body: JSON.stringify({ from: 'app@abuse.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
+    });
+    return { status: res.status, code: ((await res.json()) as { code?: string }).code ?? null };
+  };
+
+  it('deactivate: sends are refused with 403 motor_block_inactive; reactivate: accepted again; a repeat changes nothing', async () => {
+    expect(await dryRun()).to.deep.equal({ status: 200, code: null });
+    const off = await cli('block', 'deactivate', block.motorBlockId.toUpperCase());
+    expect(off).to.deep.equal({ code: 0, out: { motorBlockId: block.motorBlockId, status: 'inactive', changed: true } });
+    expect(await dryRun()).to.deep.equal({ status: 403, code: 'motor_block_inactive' });
+    expect((await cli('block', 'deactivate', block.motorBlockId)).out).to.include({ status: 'inactive', changed: false });
+    const on = await cli('block', 'reactivate', block.motorBlockId);
+    expect(on.out).to.deep.equal({ motorBlockId: block.motorBlockId, status: 'active', changed: true });
+    expect(await dryRun()).to.deep.equal({ status: 200, code: null });
+    const events = (await motor.rt.store.readStream(`motorBlock-${block.motorBlockId}`)).map((e) => [e.type, e.metadata?.actor]);
+    expect(events.slice(-2)).to.deep.equal([['MotorBlockDeactivated', 'cli'], ['MotorBlockReactivated', 'cli']]);
+  });
+
+  it('an unknown block: exit 1 with not_found; a malformed id: exit 2 (usage)', async () => {
+    const unknown = await cli('block', 'deactivate', '0193a5f0-0000-7000-8000-00000000beef');
+    expect(unknown.code).to.equal(1);
+    expect(unknown.out.error).to.equal('not_found');
+    expect((await cli('block', 'deactivate', 'nope')).code).to.equal(2);
+  });
+});
