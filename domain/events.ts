@@ -61,10 +61,11 @@ export interface MotorBlockCreated {
   createdAt: Iso;
 }
 export interface MotorBlockLimitsSet { motorBlockId: string; limits: RateLimits; setAt: Iso }
-export interface MotorBlockDeactivated { motorBlockId: string; at: Iso }
+/** `byOperator`: stopped by the service's operator (CLI), which the account cannot undo (docs/BLOCKS.md "Operator"). */
+export interface MotorBlockDeactivated { motorBlockId: string; at: Iso; byOperator?: true }
 /** A new SMTP password (generated, shown once); only its SHA-256 is recorded. Replaces the previous one. */
 export interface SmtpPasswordSet { motorBlockId: string; passwordHash: string; setAt: Iso }
-export interface MotorBlockReactivated { motorBlockId: string; at: Iso }
+export interface MotorBlockReactivated { motorBlockId: string; at: Iso; byOperator?: true }
 
 // ---------------------------------------------------------------- apiKey-<uuid>
 export interface ApiKeyCreated {

@@ -42,7 +42,8 @@ const USAGE = `Usage: npm run cli -- <command>
   block deactivate <motorBlockId> [--json]
   block reactivate <motorBlockId> [--json]
       Stops (sends refused with 403 motor_block_inactive, campaigns pause) or restarts a block's
-      sending, whatever its type, e.g. on abuse. Prints the block's status and whether it changed.
+      sending, whatever its type, e.g. on abuse. A block the operator stopped cannot be reactivated
+      from the account (403 motor_block_suspended). Prints the status and whether it changed.
   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
       Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
       client_id and its client_secret, shown this once (only a hash is stored).

@@ -138,9 +138,11 @@ export async function setBlockLimits(store: EventStore, motorBlockId: string, li
 
 /**
  * An operator stops or restarts a block's sending (`npm run cli -- block deactivate|reactivate`),
- * e.g. on abuse: the same events as the account's own deactivate and reactivate, for any block
- * type, without the account's confirmation or grant. A reactivation does not check the domain: a
- * send still does. `changed` is false when the block was already in that state.
+ * e.g. on abuse: `MotorBlockDeactivated` / `MotorBlockReactivated` with `byOperator`, for any block
+ * type, without the account's confirmation or grant. A block the operator stopped is `suspended`:
+ * the account's own reactivate is refused (403 motor_block_suspended) until the operator
+ * reactivates it. A reactivation does not check the domain: a send still does. `changed` is false
+ * when the block was already in that state.
  */
 export async function setBlockActive(store: EventStore, motorBlockId: string, active: boolean, now: Date): Promise<{ motorBlockId: string; status: 'active' | 'inactive'; changed: boolean }> {
   const stream = streamName('motorBlock', motorBlockId);
@@ -149,10 +151,11 @@ export async function setBlockActive(store: EventStore, motorBlockId: string, ac
     if (state === null || revision === null || state.status === 'deleted') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
     if (state.status === 'deletion_queued') throw fail('motor_block_delete_in_progress', 409, `Motor Block ${motorBlockId} is being deleted`);
     const status = active ? 'active' : 'inactive';
-    if (state.status === status) return { motorBlockId, status, changed: false };
+    // An inactive block the account stopped is suspended all the same: the account must not undo it.
+    if (state.status === status && (active || state.suspended)) return { motorBlockId, status, changed: false };
     const event: DomainEvent = active
-      ? { type: 'MotorBlockReactivated', data: { motorBlockId, at: now.toISOString() } }
-      : { type: 'MotorBlockDeactivated', data: { motorBlockId, at: now.toISOString() } };
+      ? { type: 'MotorBlockReactivated', data: { motorBlockId, at: now.toISOString(), byOperator: true } }
+      : { type: 'MotorBlockDeactivated', data: { motorBlockId, at: now.toISOString(), byOperator: true } };
     try {
       await store.append(stream, [toEventData(newId(), event, { actor: 'cli' })], { expectedRevision: revision });
       return { motorBlockId, status, changed: true };

@@ -37,6 +37,8 @@ export interface MotorBlock {
   grantIds: string[];
   idempotencyKey: string | null; inputFingerprint: string | null;
   status: BlockStatus;
+  /** Stopped by the operator (`MotorBlockDeactivated` byOperator): only the operator reactivates it. */
+  suspended: boolean;
   deletion: DeletionState | null;
   hasPassword: boolean;
 }
@@ -51,15 +53,18 @@ export function evolve(state: MotorBlockState, event: MotorBlockEvent): MotorBlo
       id: d.motorBlockId, accountId: d.accountId, name: d.name, type: d.type, description: d.description ?? null,
       domainId: d.domainId, smtpUsername: d.smtpUsername, authMethod: d.authMethod, grantIds: d.grantId ? [d.grantId] : [],
       idempotencyKey: d.idempotencyKey ?? null, inputFingerprint: d.inputFingerprint ?? null,
-      status: 'active', deletion: null, hasPassword: false,
+      status: 'active', suspended: false, deletion: null, hasPassword: false,
     };
   }
   if (state === null) return null;
   switch (event.type) {
     case 'SmtpPasswordSet': return { ...state, hasPassword: true };
     case 'MotorBlockLimitsSet': return state;
-    case 'MotorBlockDeactivated': return state.status === 'active' ? { ...state, status: 'inactive' } : state;
-    case 'MotorBlockReactivated': return state.status === 'inactive' ? { ...state, status: 'active' } : state;
+    case 'MotorBlockDeactivated': {
+      const suspended = state.suspended || event.data.byOperator === true;
+      return state.status === 'active' ? { ...state, status: 'inactive', suspended } : state.status === 'inactive' ? { ...state, suspended } : state;
+    }
+    case 'MotorBlockReactivated': return state.status === 'inactive' ? { ...state, status: 'active', suspended: false } : state;
     case 'MotorBlockRenamed': return { ...state, name: event.data.name };
     case 'MotorBlockTypeChanged': return { ...state, type: event.data.type };
     case 'MotorBlockDomainAssigned': return { ...state, domainId: event.data.domainId };
@@ -144,6 +149,9 @@ export const errors = {
   mustBeInactive: () => fail('motor_block_must_be_inactive', 409, 'Only an inactive block can be deleted', { nextAction: 'Deactivate it first: POST /api/public/v1/account/motor-blocks/{id}/deactivate with {"confirm": true}' }),
   historyPresent: () => fail('motor_block_history_present', 409, 'This block has sent mail; deleting it without its history is refused', { nextAction: 'Repeat with "deleteHistory": true to delete its logs and events too' }),
   domainRequired: () => fail('motor_block_domain_required', 409, 'The block has no verified production domain', { nextAction: 'Assign a verified domain: POST /api/public/v1/account/motor-blocks/{id}/assign-domain' }),
+  suspended: () => fail('motor_block_suspended', 403, 'This block was stopped by the service\'s operator and cannot be reactivated from the account', {
+    nextAction: 'Contact the operator of this Motor installation',
+  }),
   deleteInProgress: () => fail('motor_block_delete_in_progress', 409, 'A deletion of this block is queued', { nextAction: 'Follow it at GET /api/public/v1/account/motor-block-deletions/{jobId}' }),
 };
 
@@ -218,6 +226,7 @@ export function decide(command: MotorBlockCommand, state: MotorBlockState): Moto
     case 'ReactivateMotorBlock': {
       const s = notDeleting(managed(live(state)));
       if (s.status === 'active') return [];
+      if (s.suspended) throw errors.suspended();
       if (!isProductionReady(command.context.domain, s.accountId)) throw errors.domainRequired();
       return [{ type: 'MotorBlockReactivated', data: { motorBlockId: s.id, at: command.data.now.toISOString() } }];
     }

@@ -6,6 +6,7 @@ import { createDeliveryQueue } from '../../workers/queue';
 import { CHECKPOINTS, initCheckpoints } from '../../workers/logEnqueuer';
 import { QUEUE_NAMES, type SystemStatus } from '../../scripts/status';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
+import { call } from '../blocks/support';
 
 const run = promisify(execFile);
 
@@ -124,6 +125,27 @@ describe('CLI block deactivate / reactivate (int)', function () {
     expect(await dryRun()).to.deep.equal({ status: 200, code: null });
     const events = (await motor.rt.store.readStream(`motorBlock-${block.motorBlockId}`)).map((e) => [e.type, e.metadata?.actor]);
     expect(events.slice(-2)).to.deep.equal([['MotorBlockDeactivated', 'cli'], ['MotorBlockReactivated', 'cli']]);
+  });
+
+  it('a block the operator stopped stays stopped: the account\'s reactivate is 403 motor_block_suspended, also after the account deactivated it first', async () => {
+    const manage = await motor.token(block, ['config.manage']);
+    const reactivate = () => call(motor, 'POST', `/account/motor-blocks/${block.motorBlockId}/reactivate`, manage);
+    expect((await cli('block', 'deactivate', block.motorBlockId)).out).to.include({ status: 'inactive', changed: true });
+    const refused = await reactivate();
+    expect([refused.status, refused.body.code]).to.deep.equal([403, 'motor_block_suspended']);
+    expect(await dryRun()).to.deep.equal({ status: 403, code: 'motor_block_inactive' });
+    expect((await cli('block', 'reactivate', block.motorBlockId)).out).to.include({ status: 'active', changed: true });
+    // The account stops it, then the operator: the account cannot lift the operator's stop either.
+    const off = await call(motor, 'POST', `/account/motor-blocks/${block.motorBlockId}/deactivate`, manage, { confirm: true });
+    expect([off.status, off.body.data.status]).to.deep.equal([200, 'inactive']);
+    expect((await cli('block', 'deactivate', block.motorBlockId)).out, 'recorded: it was not suspended').to.include({ status: 'inactive', changed: true });
+    expect((await reactivate()).body.code).to.equal('motor_block_suspended');
+    expect((await cli('block', 'reactivate', block.motorBlockId)).out).to.include({ status: 'active', changed: true });
+    // Once the operator lifted it, the account manages the block as before.
+    expect((await call(motor, 'POST', `/account/motor-blocks/${block.motorBlockId}/deactivate`, manage, { confirm: true })).status).to.equal(200);
+    const own = await reactivate();
+    expect([own.status, own.body.data.status]).to.deep.equal([200, 'active']);
+    expect(await dryRun()).to.deep.equal({ status: 200, code: null });
   });
 
   it('an unknown block: exit 1 with not_found; a malformed id: exit 2 (usage)', async () => {
