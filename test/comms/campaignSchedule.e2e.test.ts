@@ -12,7 +12,7 @@ import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
 import { startWorkerProcess } from '../support/workerProcess';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
+import { as, commGet, commPost, commUrl, tenant, type Tenant, extraBlock } from './support';
 
 /**
  * Scheduling, editing and deleting campaigns (docs/COMMUNICATIONS.md "Campaigns") end to end: a
@@ -74,19 +74,6 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
     return r.body.data.id as string;
   }
 
-  /** Another block of `who`'s account, of any type (straight into the log: the account routes refuse marketing blocks). */
-  async function extraBlock(who: Tenant, type: 'marketing' | 'transactional', active = true): Promise<string> {
-    const id = newId();
-    const at = new Date().toISOString();
-    const events = [toEventData(newId(), {
-      type: 'MotorBlockCreated',
-      data: { motorBlockId: id, accountId: who.accountId, name: `${type} block`, type, domainId: who.b.domainId, smtpUsername: `u${newId().replace(/-/g, '').slice(-12)}`, authMethod: 'smtp_password', createdAt: at },
-    })];
-    if (!active) events.push(toEventData(newId(), { type: 'MotorBlockDeactivated', data: { motorBlockId: id, at } }));
-    await motor.rt.store.append(streamName('motorBlock', id), events, { expectedRevision: 'no_stream' });
-    await eventually(async () => (await getBlock(motor.rt.db, id))?.status === (active ? 'active' : 'inactive'));
-    return id;
-  }
 
   async function createCampaign(over: Record<string, unknown> = {}, who: Tenant = a): Promise<{ id: string }> {
     const r = await post('/campaigns', { name: 'Later', template_id: templateA, list_id: listA, motor_block_id: a.b.motorBlockId, from: `news@${domainA}`, ...over }, who);
@@ -221,7 +208,7 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
       expect((await del(`/templates/${tpl}`)).status).to.equal(200);
       expect((await post(`/campaigns/${c.id}/send`, { scheduled_at: inSeconds(60) })).body.code).to.equal('template_not_found');
       expect((await post(`/campaigns/${c.id}/send`, { scheduled_at: inSeconds(60) }, b)).body.code).to.equal('campaign_not_found');
-      const block = await extraBlock(a, 'marketing');
+      const block = await extraBlock(motor, a, 'marketing');
       const onBlock = await createCampaign({ name: 'Block off', motor_block_id: block });
       await motor.rt.store.append(streamName('motorBlock', block), [toEventData(newId(), { type: 'MotorBlockDeactivated', data: { motorBlockId: block, at: new Date().toISOString() } })], { expectedRevision: 'any' });
       await eventually(async () => (await getBlock(motor.rt.db, block))?.status === 'inactive');
@@ -241,7 +228,7 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
       const c = await createCampaign({ name: 'Edit me', from_name: 'Old' });
       const list2 = await makeList('Edit list', []);
       const tpl2 = await makeTemplate(a, 'Edit tpl');
-      const marketing = await extraBlock(a, 'marketing');
+      const marketing = await extraBlock(motor, a, 'marketing');
       const r = await patch(`/campaigns/${c.id.toUpperCase()}`, {
         name: ' Edited ', template_id: tpl2, list_id: list2, motor_block_id: marketing, from: `edited@${domainA}`, from_name: null, track_opens: false, track_clicks: false,
       });
@@ -266,8 +253,8 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
         [{ template_id: templateB }, 404, 'template_not_found'],
         [{ list_id: listB }, 404, 'list_not_found'],
         [{ motor_block_id: b.b.motorBlockId }, 404, 'motor_block_not_found'],
-        [{ motor_block_id: await extraBlock(a, 'transactional') }, 409, 'campaign_block_type_not_allowed'],
-        [{ motor_block_id: await extraBlock(a, 'marketing', false) }, 403, 'motor_block_inactive'],
+        [{ motor_block_id: await extraBlock(motor, a, 'transactional') }, 409, 'campaign_block_type_not_allowed'],
+        [{ motor_block_id: await extraBlock(motor, a, 'marketing', false) }, 403, 'motor_block_inactive'],
         [{ from: 'news@elsewhere.test' }, 403, 'from_domain_mismatch'],
       ];
       const before = (await get(`/campaigns/${c.id}`)).body.data;
@@ -328,7 +315,7 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
     });
 
     it('a sending campaign (paused on an inactive block): 409 campaign_not_deletable until cancelled', async () => {
-      const inactive = await extraBlock(a, 'marketing', false);
+      const inactive = await extraBlock(motor, a, 'marketing', false);
       const list = await makeList('Stuck', ['stuck@rcpt.test']);
       const campaignId = newId();
       const at = new Date().toISOString();

@@ -1,18 +1,17 @@
 import { expect } from 'chai';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { streamName, type RecordedEvent } from '../../domain/eventStore';
-import { toEventData, type MotorBlockType } from '../../domain/events';
+import { toEventData } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { campaignMessageId } from '../../domain/comms/campaigns';
 import { checkSend } from '../../commands/send/sendMessage';
 import { unsubscribeSecret, unsubscribeToken } from '../../domain/comms/unsubscribe';
-import { getBlock } from '../../projections/directory/queries';
 import { campaignsProjection, CAMPAIGNS_SCHEMA } from '../../projections/campaigns/projection';
 import { migrateProjection } from '../../projections/runner';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
 import { awayFromMinuteEdge, eventually, postJson, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, tenant, type Tenant } from './support';
+import { as, commGet, commPost, tenant, type Tenant, extraBlock } from './support';
 
 /**
  * Campaigns (docs/COMMUNICATIONS.md "Campaigns") end to end: the create checks and their codes,
@@ -38,19 +37,6 @@ describe('communications campaigns (e2e)', function () {
   const post = (path: string, body: unknown, who: Tenant = a) => commPost(motor, path, body, as(who));
   const get = (path: string, who: Tenant = a) => commGet(motor, path, as(who));
 
-  /** Another block of `who`'s account on its domain, of any type (the account routes refuse marketing blocks, so straight into the log). */
-  async function extraBlock(who: Tenant, type: MotorBlockType, active = true): Promise<string> {
-    const id = newId();
-    const at = new Date().toISOString();
-    const events = [toEventData(newId(), {
-      type: 'MotorBlockCreated',
-      data: { motorBlockId: id, accountId: who.accountId, name: `${type} block`, type, domainId: who.b.domainId, smtpUsername: `u${newId().replace(/-/g, '').slice(-12)}`, authMethod: 'smtp_password', createdAt: at },
-    })];
-    if (!active) events.push(toEventData(newId(), { type: 'MotorBlockDeactivated', data: { motorBlockId: id, at } }));
-    await motor.rt.store.append(streamName('motorBlock', id), events, { expectedRevision: 'no_stream' });
-    await eventually(async () => (await getBlock(motor.rt.db, id))?.status === (active ? 'active' : 'inactive'));
-    return id;
-  }
 
   async function addContact(listId: string, email: string, name: string | null, fields: Record<string, string> = {}, who: Tenant = a): Promise<string> {
     const r = await post(`/lists/${listId}/contacts`, { email, ...(name ? { name } : {}), fields }, who);
@@ -157,10 +143,10 @@ describe('communications campaigns (e2e)', function () {
         [{ list_id: listB }, 404, 'list_not_found'],
         [{ motor_block_id: other }, 404, 'motor_block_not_found'],
         [{ motor_block_id: b.b.motorBlockId }, 404, 'motor_block_not_found'],
-        [{ motor_block_id: await extraBlock(a, 'transactional') }, 409, 'campaign_block_type_not_allowed'],
-        [{ motor_block_id: await extraBlock(a, 'sandbox') }, 409, 'campaign_block_type_not_allowed'],
-        [{ motor_block_id: await extraBlock(a, 'portal') }, 409, 'campaign_block_type_not_allowed'],
-        [{ motor_block_id: await extraBlock(a, 'marketing', false) }, 403, 'motor_block_inactive'],
+        [{ motor_block_id: await extraBlock(motor, a, 'transactional') }, 409, 'campaign_block_type_not_allowed'],
+        [{ motor_block_id: await extraBlock(motor, a, 'sandbox') }, 409, 'campaign_block_type_not_allowed'],
+        [{ motor_block_id: await extraBlock(motor, a, 'portal') }, 409, 'campaign_block_type_not_allowed'],
+        [{ motor_block_id: await extraBlock(motor, a, 'marketing', false) }, 403, 'motor_block_inactive'],
         [{ from: 'news@elsewhere.test' }, 403, 'from_domain_mismatch'],
       ];
       for (const [over, status, code] of cases) {
@@ -172,7 +158,7 @@ describe('communications campaigns (e2e)', function () {
       const extra = await post('/campaigns', { ...campaignBody(), schedule: 'now' });
       expect(extra.status).to.equal(422);
       // A marketing block is a campaign's block (while /v1/send refuses it: use_comms_api).
-      const marketing = await extraBlock(a, 'marketing');
+      const marketing = await extraBlock(motor, a, 'marketing');
       const ok = await post('/campaigns', campaignBody({ motor_block_id: marketing }));
       expect(ok.status).to.equal(201);
     });
@@ -254,7 +240,7 @@ describe('communications campaigns (e2e)', function () {
     });
 
     it('a marketing block is still refused on /v1/send (use_comms_api)', async () => {
-      const marketing = await extraBlock(a, 'marketing');
+      const marketing = await extraBlock(motor, a, 'marketing');
       // The rule lives in checkSend, which /v1/send and SMTP call (their own tests send with a key).
       const err = await checkSend({ store: motor.rt.store, directory: motor.rt.directory, quota: motor.rt.quota, config: motor.config },
         { motorBlockId: marketing, body: { from: `a@${domainA}`, to: 'x@rcpt.test', subject: 's', text: 't' }, idempotencyKey: null, source: 'http', now: new Date() })
