@@ -50,11 +50,25 @@ function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean
   });
 }
 
+/** The port of the redis-server `npm start` starts when nothing answers on 6379. */
+const LOCAL_REDIS_PORT = 6380;
+
+/**
+ * The Redis a running `npm start` uses, without starting one (the CLI's read-only status):
+ * REDIS_URL, else 127.0.0.1:6379 if it answers, else the redis-server `npm start` started, else
+ * 127.0.0.1:6379 (to be reported unreachable).
+ */
+export async function findRedis(redisUrl: string | null): Promise<string> {
+  if (redisUrl) return redisUrl;
+  if (!(await reachable('127.0.0.1', 6379)) && (await reachable('127.0.0.1', LOCAL_REDIS_PORT))) return `redis://127.0.0.1:${LOCAL_REDIS_PORT}`;
+  return 'redis://127.0.0.1:6379';
+}
+
 /** REDIS_URL, else 127.0.0.1:6379 if it answers, else a redis-server started here on 127.0.0.1:6380. */
 export async function resolveRedis(redisUrl: string | null, dataDir: string, logger: Logger): Promise<{ url: string; stop: () => Promise<void> }> {
   if (redisUrl) return { url: redisUrl, stop: async () => {} };
   if (await reachable('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', stop: async () => {} };
-  const port = 6380;
+  const port = LOCAL_REDIS_PORT;
   const dir = resolve(dataDir, 'redis');
   mkdirSync(dir, { recursive: true });
   const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', ''], { stdio: 'ignore' });

@@ -29,6 +29,7 @@ import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 import { systemStatus } from './status';
+import { findRedis } from '../infra/embedded';
 
 const USAGE = `Usage: npm run cli -- <command>
 
@@ -183,7 +184,7 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     const { values } = parseArgs({ args: argv.slice(1), options: { json: { type: 'boolean', default: false }, 'queue-prefix': { type: 'string', default: 'motor' } }, strict: true });
     const { db, store, close } = await openStorage(config, 'motor-cli');
     try {
-      const status = await systemStatus({ db, store, redisUrl: config.redisUrl ?? 'redis://127.0.0.1:6379', queuePrefix: values['queue-prefix']! });
+      const status = await systemStatus({ db, store, redisUrl: await findRedis(config.redisUrl), queuePrefix: values['queue-prefix']! });
       if (!status.ok) process.exitCode = 1;
       return status;
     } finally {
