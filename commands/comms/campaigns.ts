@@ -5,7 +5,7 @@ import { asDomainEvent, toEventData } from '../../domain/events';
 import { isUuid, newId, uuidV5, type Clock } from '../../domain/ids';
 import {
   assertCampaignBlockType, campaignChanges, campaignFields, decideCancel, decideDelete, decideSchedule, decideScheduledStart, decideScheduledStartFailed,
-  decideStart, decideUpdate, draftOf, fold, isCampaignEvent, scheduleTime, type CampaignEvent, type CampaignState,
+  decideStart, decideUpdate, draftOf, fold, isCampaignEvent, notStartedOf, scheduleTime, type CampaignEvent, type CampaignState,
 } from '../../domain/comms/campaigns';
 import { CAMPAIGNS_SCHEMA } from '../../projections/campaigns/projection';
 import { findCampaign, type CampaignView } from '../../projections/campaigns/queries';
@@ -133,7 +133,7 @@ async function viewAfter(db: Knex, tenantId: string, campaignId: string): Promis
 export async function sendCampaign(deps: CampaignDeps, tenantId: string, actor: string, campaignId: string, body?: unknown): Promise<CampaignView> {
   const scheduledAt = scheduleTime(body, deps.clock.now());
   const id = await decideAndAppend(deps, actor, campaignId, async (state) => {
-    const c = draftOf(state, tenantId, scheduledAt ? 'scheduled' : 'sent').created;
+    const c = notStartedOf(state, tenantId, scheduledAt ? 'scheduled' : 'sent').created;
     const template = await getTemplate(deps.db, tenantId, c.templateId);
     if (!(await getContactList(deps.db, tenantId, c.listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
     const block = await usableBlock(deps, tenantId, c.motorBlockId, c.from);

@@ -211,10 +211,23 @@ export function draftOf(state: CampaignState, tenantId: string, doing = 'sent'):
   return c;
 }
 
+/**
+ * The tenant's campaign when it has not started: a draft, or a scheduled one (sent now, or
+ * scheduled again for another time: **decision**, so a schedule can be moved or brought forward
+ * without a cancel and a new campaign). Else 404 or 409 campaign_not_draft.
+ */
+export function notStartedOf(state: CampaignState, tenantId: string, doing: string): CampaignState & { created: CampaignCreated } {
+  const c = campaignOf(state, tenantId);
+  if (c.status !== 'draft' && c.status !== 'scheduled') {
+    throw fail('campaign_not_draft', 409, `Only a draft or scheduled campaign can be ${doing}; this one is ${c.status}`, { details: { status: c.status } });
+  }
+  return c;
+}
+
 export function decideStart(
   state: CampaignState, cmd: { tenantId: string; template: CampaignSendStarted['template']; identityName: string; now: Date },
 ): CampaignEvent[] {
-  const c = draftOf(state, cmd.tenantId);
+  const c = notStartedOf(state, cmd.tenantId, 'sent');
   return [{ type: 'CampaignSendStarted', data: { campaignId: c.created.campaignId, tenantId: cmd.tenantId, template: cmd.template, identityName: cmd.identityName, startedAt: cmd.now.toISOString() } }];
 }
 
@@ -236,9 +249,9 @@ export function decideScheduledStartFailed(state: CampaignState, cmd: { code: st
   return [{ type: 'CampaignScheduledStartFailed', data: { campaignId: state.created.campaignId, tenantId: state.created.tenantId, code: cmd.code, at: cmd.now.toISOString() } }];
 }
 
-/** Schedules a draft's send; `scheduledAt` passed `scheduleTime` (future, within 90 days). */
+/** Schedules a draft's send, or moves a scheduled one; `scheduledAt` passed `scheduleTime` (future, within 90 days). */
 export function decideSchedule(state: CampaignState, cmd: { tenantId: string; scheduledAt: Date; now: Date }): CampaignEvent[] {
-  const c = draftOf(state, cmd.tenantId, 'scheduled');
+  const c = notStartedOf(state, cmd.tenantId, 'scheduled');
   return [{ type: 'CampaignScheduled', data: { campaignId: c.created.campaignId, tenantId: cmd.tenantId, scheduledAt: cmd.scheduledAt.toISOString(), at: cmd.now.toISOString() } }];
 }
 

@@ -112,7 +112,8 @@ export class CommCampaignsController extends Controller {
   /**
    * Starts sending a draft: 202 with the campaign in `sending`; the worker sends in the background,
    * page by page, and the counts grow as it goes. With `scheduled_at`: 202 with the campaign in
-   * `scheduled`; the worker starts it then.
+   * `scheduled`; the worker starts it then. On a scheduled campaign: moves it to the new
+   * `scheduled_at`, or without one starts it now.
    */
   @Post('campaigns/{id}/send')
   @SuccessResponse(202, 'Accepted')

@@ -126,12 +126,7 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
       expect(r.body.data).to.include({ status: 'scheduled', scheduled_at: at, started_at: null, cancel_reason: null });
       expect((await get(`/campaigns/${c.id}`)).body.data.status).to.equal('scheduled');
       expect((await get('/campaigns?status=scheduled')).body.data.items.map((x: { id: string }) => x.id)).to.deep.equal([c.id]);
-      // A scheduled campaign is not a draft: no second send or schedule, no edit; and not deletable.
-      for (const body of [{}, { scheduled_at: inSeconds(60) }]) {
-        const again = await post(`/campaigns/${c.id}/send`, body);
-        expect(again.status).to.equal(409);
-        expect(again.body).to.deep.include({ code: 'campaign_not_draft' });
-      }
+      // A scheduled campaign is not a draft: no edit; and not deletable.
       const edit = await patch(`/campaigns/${c.id}`, { name: 'x' });
       expect([edit.status, edit.body.code, edit.body.details?.status ?? edit.body.status]).to.deep.equal([409, 'campaign_not_draft', 'scheduled']);
       const gone = await del(`/campaigns/${c.id}`);
@@ -148,6 +143,35 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
       const types = (await motor.rt.store.readStream(streamName('campaign', c.id))).map((e) => e.type);
       expect(types.slice(0, 3)).to.deep.equal(['CampaignCreated', 'CampaignScheduled', 'CampaignSendStarted']);
       expect(types[types.length - 1]).to.equal('CampaignSendCompleted');
+    });
+
+    it('moved to a later time: nothing at the first time (its job finds the stream moved on), sent once at the second', async () => {
+      const c = await createCampaign({ name: 'Moved' });
+      expect((await post(`/campaigns/${c.id}/send`, { scheduled_at: inSeconds(2) })).status).to.equal(202);
+      const at = inSeconds(5);
+      const moved = await post(`/campaigns/${c.id}/send`, { scheduled_at: at });
+      expect([moved.status, moved.body.data.status, moved.body.data.scheduled_at]).to.deep.equal([202, 'scheduled', at]);
+      expect(await dueJobRan(c.id), 'the first due start').to.deep.equal({ result: 'stale' });
+      expect(await acceptedOf(motor, c.id), 'nothing at the first time').to.equal(0);
+      const sent = await statusOf(c.id, 'sent');
+      expect(Date.parse(sent.started_at)).to.be.at.least(Date.parse(at));
+      expect(sent.counts.accepted).to.equal(3);
+      expect(await acceptedOf(motor, c.id)).to.equal(3);
+      const types = (await motor.rt.store.readStream(streamName('campaign', c.id))).map((e) => e.type);
+      expect(types.slice(0, 4)).to.deep.equal(['CampaignCreated', 'CampaignScheduled', 'CampaignScheduled', 'CampaignSendStarted']);
+    });
+
+    it('a scheduled campaign sent now starts at once; its due start later finds it started and sends nothing twice', async () => {
+      const c = await createCampaign({ name: 'Brought forward' });
+      expect((await post(`/campaigns/${c.id}/send`, { scheduled_at: inSeconds(3) })).status).to.equal(202);
+      const now = await post(`/campaigns/${c.id}/send`, {});
+      expect(now.status).to.equal(202);
+      expect(['sending', 'sent']).to.include(now.body.data.status);
+      await statusOf(c.id, 'sent');
+      expect(await dueJobRan(c.id), 'the due start').to.deep.equal({ result: 'stale' });
+      expect(await acceptedOf(motor, c.id)).to.equal(3);
+      const again = await post(`/campaigns/${c.id}/send`, { scheduled_at: inSeconds(60) });
+      expect([again.status, again.body.code]).to.deep.equal([409, 'campaign_not_draft']);
     });
 
     it('a cancelled scheduled campaign never starts (its due job finds it cancelled)', async () => {

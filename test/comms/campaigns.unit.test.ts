@@ -111,13 +111,21 @@ describe('campaigns: rules and decisions (unit)', () => {
       expect(codeOf(() => scheduleTime('x', NOW))).to.equal('validation_error');
     });
 
-    it('schedule: a draft only; cancel and no second send or schedule of a scheduled campaign', () => {
+    it('schedule: a draft, or a scheduled campaign moved or sent now; cancel; nothing once started', () => {
       const at = new Date('2026-11-25T10:00:00.000Z');
       expect(decideSchedule(fold(draft), { tenantId: TENANT, scheduledAt: at, now: NOW })).to.deep.equal(scheduled.slice(1));
       const s = fold(scheduled);
       expect(s).to.include({ status: 'scheduled', scheduledAt: at.toISOString() });
-      expect(codeOf(() => decideSchedule(s, { tenantId: TENANT, scheduledAt: at, now: NOW }))).to.equal('campaign_not_draft');
-      expect(codeOf(() => decideStart(s, { tenantId: TENANT, template, identityName: 'x', now: NOW }))).to.equal('campaign_not_draft');
+      const later = new Date('2026-11-26T10:00:00.000Z');
+      const moved = decideSchedule(s, { tenantId: TENANT, scheduledAt: later, now: NOW });
+      expect(moved.map((e) => e.type)).to.deep.equal(['CampaignScheduled']);
+      expect(fold([...scheduled, ...moved])).to.include({ status: 'scheduled', scheduledAt: later.toISOString() });
+      const now = decideStart(s, { tenantId: TENANT, template, identityName: 'x', now: NOW });
+      expect(now.map((e) => e.type), 'sent now instead').to.deep.equal(['CampaignSendStarted']);
+      const started = fold([...scheduled, ...now]);
+      expect(codeOf(() => decideSchedule(started, { tenantId: TENANT, scheduledAt: later, now: NOW }))).to.equal('campaign_not_draft');
+      expect(codeOf(() => decideStart(started, { tenantId: TENANT, template, identityName: 'x', now: NOW }))).to.equal('campaign_not_draft');
+      expect(decideScheduledStart(started, { template, identityName: 'x', now: NOW }), 'its old due start does nothing').to.deep.equal([]);
       expect(codeOf(() => decideSchedule(fold(draft), { tenantId: OTHER, scheduledAt: at, now: NOW }))).to.equal('campaign_not_found');
       expect(decideCancel(s, { tenantId: TENANT, now: NOW })[0].type).to.equal('CampaignCancelled');
       // When due: the start, or the end when a check failed for good; nothing once it is no longer scheduled.
