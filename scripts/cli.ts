@@ -9,6 +9,7 @@
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
+ *   key revoke <apiKey | mk_live_<prefix> | prefix> [--json]
  *   status [--json]
  */
 import { parseArgs } from 'node:util';
@@ -16,7 +17,7 @@ import type { Knex } from 'knex';
 import { EventStoreUnavailableError, type EventStore } from '../domain/eventStore';
 import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
-import { isDomainError } from '../domain/errors';
+import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
 import { bootstrap, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
@@ -25,6 +26,7 @@ import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
+import { revokeKeyAsOperator } from '../commands/auth/credentials';
 import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
@@ -54,6 +56,9 @@ const USAGE = `Usage: npm run cli -- <command>
   dns managed-dkim [--json]
       Prints the DKIM TXT records the service's own DNS must serve for cname_managed domains
       (docs/DOMAINS.md), as records and as zone-file lines. Re-run after every key rotation.
+  key revoke <apiKey | mk_live_<prefix> | ak_live_<prefix> | prefix> [--json]
+      Revokes an API key of any account (e.g. one reported leaked), named by the whole key or its
+      prefix. Requests with it are refused (401) from then on. Prints the key's id, account and block.
   status [--json]
       Whether the event store and Redis answer, how far behind the log each read model is, and the
       jobs of each queue by state. Exits 1 when the store or Redis cannot be reached or a read
@@ -178,6 +183,21 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       await s.catchUp();
       const records = await managedDkimRecords(s.db, config.serviceDomain);
       return { records: records.map((r) => ({ type: 'TXT', name: r.name, value: r.value })), zone: zoneLines(records) };
+    });
+  }
+  if (command === 'key' && sub === 'revoke') {
+    const { positionals } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
+    const given = positionals[0] ?? '';
+    // The whole key, its public part (mk_live_<prefix>, as the dashboard masks it) or the bare prefix.
+    const prefix = parseApiKey(given)?.prefix ?? /^(?:(?:mk|ak)_live_)?([0-9A-Za-z]{12})(?:_.*)?$/.exec(given)?.[1];
+    if (!prefix) throw new UsageError('key revoke needs an API key or its prefix (12 letters and digits)');
+    return withServices(config, async (s) => {
+      await s.catchUp();
+      const key = await findApiKeyByPrefix(s.db, prefix);
+      if (!key) throw fail('not_found', 404, `No API key with prefix ${prefix}`);
+      const r = await revokeKeyAsOperator(s.store, key.id, new Date());
+      await s.until(async () => (await findApiKeyByPrefix(s.db, prefix))?.revokedAt != null);
+      return { ...r, prefix };
     });
   }
   if (command === 'status') {

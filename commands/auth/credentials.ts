@@ -89,6 +89,23 @@ async function revoke(store: EventStore, a: Actor, k: Awaited<ReturnType<typeof 
   return { id: k.created.keyId, revokedAt };
 }
 
+/**
+ * The service's operator revokes a key whatever its account (`npm run cli -- key revoke`), e.g. a
+ * key reported leaked: the account's own `ApiKeyRevoked`, with actor `cli`. Revoking twice is
+ * harmless (`changed` false, the first revocation stands).
+ */
+export async function revokeKeyAsOperator(store: EventStore, keyId: string, now: Date): Promise<{ id: string; kind: ApiKeyKind; accountId: string; motorBlockId: string | null; revokedAt: string; changed: boolean }> {
+  const typed = (await store.readStream(streamName('apiKey', keyId))).map(asDomainEvent);
+  const created = typed[0]?.type === 'ApiKeyCreated' ? typed[0].data : null;
+  if (!created) throw keyNotFound();
+  const summary = { id: keyId, kind: created.kind, accountId: created.accountId, motorBlockId: created.motorBlockId ?? null };
+  const revoked = typed.find((e) => e?.type === 'ApiKeyRevoked');
+  if (revoked?.type === 'ApiKeyRevoked') return { ...summary, revokedAt: revoked.data.revokedAt, changed: false };
+  const revokedAt = now.toISOString();
+  await appendEvents(store, streamName('apiKey', keyId), [{ type: 'ApiKeyRevoked', data: { keyId, revokedAt } }], 'any', 'cli');
+  return { ...summary, revokedAt, changed: true };
+}
+
 export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: string, body: { name?: unknown }, now: Date): Promise<CreatedKey> {
   const name = checkName(body?.name);
   await ownedBlock(store, a.accountId, motorBlockId);

@@ -155,3 +155,61 @@ describe('CLI block deactivate / reactivate (int)', function () {
     expect((await cli('block', 'deactivate', 'nope')).code).to.equal(2);
   });
 });
+
+/** `npm run cli -- key revoke`: an operator revokes a key reported leaked, named by the key or its prefix. */
+describe('CLI key revoke (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let block: Awaited<ReturnType<TestMotor['bootstrap']>>;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    block = await motor.bootstrap({ email: 'leak@example.test', domain: 'leak.example.test' });
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = async (...args: string[]): Promise<{ code: number; out: any }> => { // eslint-disable-line @typescript-eslint/no-explicit-any
+    try {
+      const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', ...args, '--json'], {
+        env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
+      });
+      return { code: 0, out: JSON.parse(stdout) };
+    } catch (err) {
+      const e = err as { code?: number; stdout?: string };
+      return { code: e.code ?? -1, out: e.stdout ? JSON.parse(e.stdout) : null };
+    }
+  };
+  const send = async (apiKey: string) => (await fetch(`${motor.baseUrl}/v1/send`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify({ from: 'app@leak.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
+  })).status;
+
+  it('the whole block key: revoked (401 from then on), the account key untouched; again: unchanged', async () => {
+    expect(await send(block.apiKey)).to.equal(200);
+    const r = await cli('key', 'revoke', block.apiKey);
+    expect(r.code).to.equal(0);
+    expect(r.out).to.include({ kind: 'block', accountId: block.accountId, motorBlockId: block.motorBlockId, changed: true });
+    expect(r.out.revokedAt).to.be.a('string');
+    expect(await send(block.apiKey)).to.equal(401);
+    const again = await cli('key', 'revoke', block.apiKey.split('_').slice(0, 3).join('_'));
+    expect(again.out).to.include({ id: r.out.id, changed: false, revokedAt: r.out.revokedAt });
+    const token = await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${block.accountApiKey}` }, body: JSON.stringify({ motorBlockId: block.motorBlockId }),
+    });
+    expect(token.status, 'the account key still works').to.equal(200);
+  });
+
+  it('the account key by its bare prefix; an unknown prefix: exit 1 not_found; not a key: exit 2', async () => {
+    const prefix = block.accountApiKey.split('_')[2];
+    const r = await cli('key', 'revoke', prefix);
+    expect(r.out).to.include({ kind: 'account', accountId: block.accountId, motorBlockId: null, changed: true, prefix });
+    const token = await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${block.accountApiKey}` }, body: JSON.stringify({ motorBlockId: block.motorBlockId }),
+    });
+    expect(token.status).to.equal(401);
+    const unknown = await cli('key', 'revoke', 'ZZZZZZZZZZZZ');
+    expect([unknown.code, unknown.out?.error]).to.deep.equal([1, 'not_found']);
+    expect((await cli('key', 'revoke', 'not-a-key')).code).to.equal(2);
+  });
+});
