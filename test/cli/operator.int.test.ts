@@ -10,6 +10,19 @@ import { call } from '../blocks/support';
 
 const run = promisify(execFile);
 
+/** `npm run cli -- <args> --json` against the test Motor's database: its exit code and its JSON (null when it printed none). */
+async function runCli(motor: TestMotor, args: string[], env: Record<string, string> = {}): Promise<{ code: number; out: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  try {
+    const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', ...args, '--json'], {
+      env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, REDIS_URL: motor.rt.redisUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent', ...env },
+    });
+    return { code: 0, out: JSON.parse(stdout) };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string };
+    return { code: e.code ?? -1, out: e.stdout ? JSON.parse(e.stdout) : null };
+  }
+}
+
 /** `npm run cli -- status` (scripts/status.ts) against a running Motor: store, read models, queues; Redis down. */
 describe('CLI status (int)', function () {
   this.timeout(120_000);
@@ -24,15 +37,8 @@ describe('CLI status (int)', function () {
 
   const status = async (env: Record<string, string> = {}): Promise<{ code: number; out: SystemStatus; ms: number }> => {
     const started = Date.now();
-    const args = ['tsx', 'scripts/cli.ts', 'status', '--queue-prefix', motor.rt.queuePrefix, '--json'];
-    const options = { env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, REDIS_URL: motor.rt.redisUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent', ...env } };
-    try {
-      const { stdout } = await run('npx', args, options);
-      return { code: 0, out: JSON.parse(stdout) as SystemStatus, ms: Date.now() - started };
-    } catch (err) {
-      const e = err as { code?: number; stdout?: string };
-      return { code: e.code ?? -1, out: JSON.parse(e.stdout ?? 'null') as SystemStatus, ms: Date.now() - started };
-    }
+    const r = await runCli(motor, ['status', '--queue-prefix', motor.rt.queuePrefix], env);
+    return { code: r.code, out: r.out as SystemStatus, ms: Date.now() - started };
   };
 
   it('reports the store, every read model with its lag, and each queue\'s jobs by state', async () => {
@@ -94,17 +100,7 @@ describe('CLI block deactivate / reactivate (int)', function () {
   });
   after(async () => { await motor?.close(); });
 
-  const cli = async (...args: string[]): Promise<{ code: number; out: any }> => { // eslint-disable-line @typescript-eslint/no-explicit-any
-    try {
-      const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', ...args, '--json'], {
-        env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
-      });
-      return { code: 0, out: JSON.parse(stdout) };
-    } catch (err) {
-      const e = err as { code?: number; stdout?: string };
-      return { code: e.code ?? -1, out: e.stdout ? JSON.parse(e.stdout) : null };
-    }
-  };
+  const cli = (...args: string[]) => runCli(motor, args);
   const dryRun = async () => {
     const res = await fetch(`${motor.baseUrl}/v1/send`, {
       method: 'POST',
@@ -168,17 +164,7 @@ describe('CLI key revoke (int)', function () {
   });
   after(async () => { await motor?.close(); });
 
-  const cli = async (...args: string[]): Promise<{ code: number; out: any }> => { // eslint-disable-line @typescript-eslint/no-explicit-any
-    try {
-      const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', ...args, '--json'], {
-        env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
-      });
-      return { code: 0, out: JSON.parse(stdout) };
-    } catch (err) {
-      const e = err as { code?: number; stdout?: string };
-      return { code: e.code ?? -1, out: e.stdout ? JSON.parse(e.stdout) : null };
-    }
-  };
+  const cli = (...args: string[]) => runCli(motor, args);
   const send = async (apiKey: string) => (await fetch(`${motor.baseUrl}/v1/send`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
