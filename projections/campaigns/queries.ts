@@ -3,7 +3,7 @@ import { fail } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
 import { CAMPAIGN_STATUSES, type CampaignStatus } from '../../domain/comms/campaigns';
 import { pageLimit, whereBefore } from '../contactLists/queries';
-import { encodeCursor } from '../messages/queries';
+import { encodeCursor, searchLogs } from '../messages/queries';
 import { trackingTotals } from '../commTracking/queries';
 import { CAMPAIGNS_SCHEMA } from './projection';
 
@@ -95,4 +95,42 @@ export async function campaignIdsUnderWay(db: Knex, afterId: string | null = nul
   if (afterId !== null) q.where('id', '>', afterId);
   const rows = await q.orderBy('id').limit(limit).select('id') as Array<{ id: string }>;
   return rows.map((r) => r.id);
+}
+
+/** One message of a campaign (one per contact), as `GET /campaigns/{id}/messages` shows it. */
+export interface CampaignMessageView {
+  message_id: string;
+  email: string;
+  /** The message's current outcome: queued, processed, deferred, delivered, bounced, failed, complained, ... */
+  status: string;
+  smtp_code: string | null;
+  smtp_response: string | null;
+  queued_at: string;
+  delivered_at: string | null;
+  bounced_at: string | null;
+}
+export interface CampaignMessagePage { items: CampaignMessageView[]; next_cursor: string | null }
+export const CAMPAIGN_MESSAGES_PAGE = { defaultLimit: 100, maxLimit: 500 } as const;
+
+/**
+ * What became of each message of a campaign (docs/COMMUNICATIONS.md "Campaign messages"): the
+ * messages read model's rows of the campaign's block whose `metadata.campaign_id` is the campaign,
+ * newest first, with the logs route's status filter and cursor. `campaign` is the tenant's (the
+ * caller checked it).
+ */
+export async function campaignMessages(
+  db: Knex, campaign: Pick<CampaignView, 'id' | 'motor_block_id'>, q: { status?: string; limit?: number; cursor?: string },
+): Promise<CampaignMessagePage> {
+  const limit = q.limit ?? CAMPAIGN_MESSAGES_PAGE.defaultLimit;
+  if (!Number.isInteger(limit) || limit < 1 || limit > CAMPAIGN_MESSAGES_PAGE.maxLimit) {
+    throw fail('invalid_query', 400, `limit must be an integer between 1 and ${CAMPAIGN_MESSAGES_PAGE.maxLimit}`);
+  }
+  const page = await searchLogs(db, { motorBlockId: campaign.motor_block_id, query: `metadata.campaign_id:${campaign.id}`, status: q.status ?? null, limit, cursor: q.cursor ?? null });
+  return {
+    items: page.items.map((m) => ({
+      message_id: m.id, email: m.recipients[0] ?? '', status: m.currentOutcome, smtp_code: m.smtpCode, smtp_response: m.smtpResponse,
+      queued_at: m.queuedAt.toISOString(), delivered_at: iso(m.deliveredAt), bounced_at: iso(m.bouncedAt),
+    })),
+    next_cursor: page.nextCursor,
+  };
 }

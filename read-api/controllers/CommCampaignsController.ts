@@ -3,7 +3,7 @@ import { Body, Controller, Delete, Get, Header, Patch, Path, Post, Query, Reques
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { cancelCampaign, createCampaign, deleteCampaign, getCampaign, sendCampaign, updateCampaign, type CampaignDeps } from '../../commands/comms/campaigns';
 import type { CampaignStatus } from '../../domain/comms/campaigns';
-import { listCampaigns, type CampaignPage, type CampaignView } from '../../projections/campaigns/queries';
+import { campaignMessages, listCampaigns, type CampaignMessagePage, type CampaignPage, type CampaignView } from '../../projections/campaigns/queries';
 import { ctxOf } from '../http/context';
 import { tenantOf, type Tenant } from '../http/tenant';
 
@@ -32,6 +32,7 @@ export interface CampaignSendBody {
 export interface CampaignResponse { success: true; data: CampaignView }
 export interface CampaignDeletedResponse { success: true; data: { id: string; deleted: true } }
 export interface CampaignPageResponse { success: true; data: CampaignPage }
+export interface CampaignMessagePageResponse { success: true; data: CampaignMessagePage }
 
 const deps = (req: ExpressRequest, t: Tenant): CampaignDeps => ({ ...t.deps, directory: ctxOf(req).directory });
 
@@ -84,6 +85,24 @@ export class CommCampaignsController extends Controller {
   public async campaign(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string): Promise<CampaignResponse> {
     const t = tenantOf(req, tenant);
     return { success: true, data: await getCampaign(t.deps.db, t.tenantId, id) };
+  }
+
+  /**
+   * What became of each message of the campaign (one per contact it reached), newest first: its
+   * address, current outcome and SMTP answer.
+   * @param status an outcome (`delivered`, `bounced`, `deferred`, `failed`, `sent`...) or several, comma-separated
+   * @param limit 1 to 500, default 100
+   * @param cursor `next_cursor` of the previous page
+   */
+  @Get('campaigns/{id}/messages')
+  @Response<ErrorResponse>(404, 'campaign_not_found')
+  public async campaignMessages(
+    @Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string,
+    @Query() status?: string, @Query() limit?: number, @Query() cursor?: string,
+  ): Promise<CampaignMessagePageResponse> {
+    const t = tenantOf(req, tenant);
+    const campaign = await getCampaign(t.deps.db, t.tenantId, id);
+    return { success: true, data: await campaignMessages(t.deps.db, campaign, { status, limit, cursor }) };
   }
 
   /**

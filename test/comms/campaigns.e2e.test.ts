@@ -298,6 +298,39 @@ describe('communications campaigns (e2e)', function () {
       expect(logs, 'logs filter metadata.campaign_id').to.not.equal(null);
     });
 
+    it('GET /campaigns/{id}/messages: each message with its address and outcome, filtered by status, paged; another tenant 404', async () => {
+      const all = await eventually(async () => {
+        const r = await get(`/campaigns/${campaign.id}/messages`);
+        return r.body.data?.items?.length === 3 && r.body.data.items.every((m: { status: string }) => m.status === 'delivered') ? r.body.data : null;
+      }, 30_000, 200);
+      expect(all.items.map((m: { email: string }) => m.email).sort()).to.deep.equal(['ann@rcpt.test', 'bob@rcpt.test', 'cy@rcpt.test']);
+      expect(all.next_cursor).to.equal(null);
+      const ann = all.items.find((m: { email: string }) => m.email === 'ann@rcpt.test');
+      expect(ann).to.include({ message_id: campaignMessageId(campaign.id, contacts.ann), status: 'delivered', smtp_code: '250', bounced_at: null });
+      expect(ann.delivered_at).to.be.a('string');
+      expect((await get(`/campaigns/${campaign.id}/messages?status=bounced`)).body.data.items).to.deep.equal([]);
+      expect((await get(`/campaigns/${campaign.id.toUpperCase()}/messages?status=delivered,bounced`)).body.data.items).to.have.length(3);
+      // Pages of one, newest first, the three of them once each.
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: { items: Array<{ message_id: string }>; next_cursor: string | null } = (await get(`/campaigns/${campaign.id}/messages?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`)).body.data;
+        seen.push(...page.items.map((m) => m.message_id));
+        cursor = page.next_cursor;
+      } while (cursor !== null && seen.length < 10);
+      expect(seen).to.deep.equal(all.items.map((m: { message_id: string }) => m.message_id));
+      // Another campaign of the same block shows none of these.
+      const other = await createCampaign({ name: 'Other' });
+      expect((await get(`/campaigns/${other.id}/messages`)).body.data.items).to.deep.equal([]);
+      const foreign = await get(`/campaigns/${campaign.id}/messages`, b);
+      expect([foreign.status, foreign.body.code]).to.deep.equal([404, 'campaign_not_found']);
+      for (const q of ['limit=0', 'limit=501', 'status=nope', 'cursor=nope']) {
+        const bad = await get(`/campaigns/${campaign.id}/messages?${q}`);
+        expect(bad.status, q).to.equal(400);
+      }
+      expect((await get('/campaigns/not-a-uuid/messages')).body.code).to.equal('invalid_id');
+    });
+
     it('tracking URLs carry opaque ids, never the address; a hit records the message\'s recipient', async () => {
       const html = String(messagesTo('ann@rcpt.test')[0].html);
       const tracked = [...html.matchAll(/https:\/\/auth\.motor\.test\/comm-api\/t\/(?:o|c)\/([A-Za-z0-9_-]+)/g)];
