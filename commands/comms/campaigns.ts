@@ -40,6 +40,11 @@ async function campaignBlock(deps: CampaignDeps, tenantId: string, motorBlockId:
   return block;
 }
 
+/** 404 list_not_found unless the list is the tenant's (create, edit, send and the due start alike). */
+async function requireCampaignList(db: Knex, tenantId: string, listId: string): Promise<void> {
+  if (!(await getContactList(db, tenantId, listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
+}
+
 /** The block a campaign may use: the tenant's (else 404), of a campaign type (409), active (403), `from` on its DNS-complete domain (403). */
 async function usableBlock(deps: CampaignDeps, tenantId: string, motorBlockId: string, from: string): Promise<BlockRecord> {
   const block = await campaignBlock(deps, tenantId, motorBlockId);
@@ -51,7 +56,7 @@ async function usableBlock(deps: CampaignDeps, tenantId: string, motorBlockId: s
 export async function createCampaign(deps: CampaignDeps, tenantId: string, actor: string, body: unknown): Promise<CampaignView> {
   const f = campaignFields(body);
   await getTemplate(deps.db, tenantId, f.templateId);
-  if (!(await getContactList(deps.db, tenantId, f.listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
+  await requireCampaignList(deps.db, tenantId, f.listId);
   await usableBlock(deps, tenantId, f.motorBlockId, f.from);
   const campaignId = newId();
   const now = deps.clock.now().toISOString();
@@ -135,7 +140,7 @@ export async function sendCampaign(deps: CampaignDeps, tenantId: string, actor: 
   const id = await decideAndAppend(deps, actor, campaignId, async (state) => {
     const c = notStartedOf(state, tenantId, scheduledAt ? 'scheduled' : 'sent').created;
     const template = await getTemplate(deps.db, tenantId, c.templateId);
-    if (!(await getContactList(deps.db, tenantId, c.listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
+    await requireCampaignList(deps.db, tenantId, c.listId);
     const block = await usableBlock(deps, tenantId, c.motorBlockId, c.from);
     if (scheduledAt) return decideSchedule(state, { tenantId, scheduledAt, now: deps.clock.now() });
     return decideStart(state, {
@@ -162,7 +167,7 @@ export async function updateCampaign(deps: CampaignDeps, tenantId: string, actor
   const id = await decideAndAppend(deps, actor, campaignId, async (state) => {
     const c = draftOf(state, tenantId, 'edited').created;
     if (changes.templateId !== undefined) await getTemplate(deps.db, tenantId, changes.templateId);
-    if (changes.listId !== undefined && !(await getContactList(deps.db, tenantId, changes.listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
+    if (changes.listId !== undefined) await requireCampaignList(deps.db, tenantId, changes.listId);
     if (changes.motorBlockId !== undefined || changes.from !== undefined) {
       await usableBlock(deps, tenantId, changes.motorBlockId ?? c.motorBlockId, changes.from ?? c.from);
     }
@@ -198,7 +203,7 @@ export async function startDueCampaign(deps: CampaignDeps, state: CampaignState,
   let decided: CampaignEvent[];
   try {
     const template = await getTemplate(deps.db, c.tenantId, c.templateId);
-    if (!(await getContactList(deps.db, c.tenantId, c.listId))) throw fail('list_not_found', 404, 'No such contact list for this tenant');
+    await requireCampaignList(deps.db, c.tenantId, c.listId);
     const block = await campaignBlock(deps, c.tenantId, c.motorBlockId);
     decided = decideScheduledStart(state, {
       template: { subject: template.subject, body_html: template.body_html, body_text: template.body_text }, identityName: c.fromName ?? block.name, now,
