@@ -49,14 +49,21 @@ export async function ownedBlock(store: EventStore, accountId: string, motorBloc
   return { created: first.data, block, revision: events[events.length - 1].revision };
 }
 
+/** A key as its stream tells it (404 api_key_not_found when there is no such key). */
+async function readKey(store: EventStore, keyId: string): Promise<{ created: ApiKeyCreated; revokedAt: string | null }> {
+  const typed = (await store.readStream(streamName('apiKey', keyId))).map(asDomainEvent);
+  const created = typed[0]?.type === 'ApiKeyCreated' ? typed[0].data : null;
+  if (!created) throw keyNotFound();
+  const revoked = typed.find((e) => e?.type === 'ApiKeyRevoked');
+  return { created, revokedAt: revoked?.type === 'ApiKeyRevoked' ? revoked.data.revokedAt : null };
+}
+
 async function ownedKey(store: EventStore, accountId: string, keyId: string, kind: ApiKeyKind, motorBlockId?: string) {
   if (!isUuid(keyId)) throw fail('invalid_id', 400, 'API key id must be a uuid');
-  const events = await store.readStream(streamName('apiKey', keyId));
-  const typed = events.map(asDomainEvent);
-  const created = typed[0]?.type === 'ApiKeyCreated' ? typed[0].data : null;
-  if (!created || created.accountId !== accountId || created.kind !== kind || (motorBlockId !== undefined && created.motorBlockId !== motorBlockId)) throw keyNotFound();
-  const revoked = typed.find((e) => e?.type === 'ApiKeyRevoked');
-  return { created, revokedAt: revoked?.type === 'ApiKeyRevoked' ? revoked.data.revokedAt : null, revision: events[events.length - 1].revision };
+  const k = await readKey(store, keyId);
+  const { created } = k;
+  if (created.accountId !== accountId || created.kind !== kind || (motorBlockId !== undefined && created.motorBlockId !== motorBlockId)) throw keyNotFound();
+  return k;
 }
 
 export interface CreatedKey { id: string; kind: ApiKeyKind; key: string; masked: string; prefix: string; name: string | null; scopes: string[]; motorBlockId: string | null; createdAt: string }
@@ -78,14 +85,14 @@ export async function createAccountKey(store: EventStore, a: Actor, body: { name
 }
 
 export async function revokeAccountKey(store: EventStore, a: Actor, keyId: string, now: Date): Promise<{ id: string; revokedAt: string }> {
-  return revoke(store, a, await ownedKey(store, a.accountId, keyId, 'account'), now);
+  return revoke(store, actorOf(a), await ownedKey(store, a.accountId, keyId, 'account'), now);
 }
 
-async function revoke(store: EventStore, a: Actor, k: Awaited<ReturnType<typeof ownedKey>>, now: Date) {
+async function revoke(store: EventStore, actor: string, k: Awaited<ReturnType<typeof readKey>>, now: Date): Promise<{ id: string; revokedAt: string }> {
   // Revoking twice is harmless: the first revocation stands.
   if (k.revokedAt) return { id: k.created.keyId, revokedAt: k.revokedAt };
   const revokedAt = now.toISOString();
-  await appendEvents(store, streamName('apiKey', k.created.keyId), [{ type: 'ApiKeyRevoked', data: { keyId: k.created.keyId, revokedAt } }], 'any', actorOf(a));
+  await appendEvents(store, streamName('apiKey', k.created.keyId), [{ type: 'ApiKeyRevoked', data: { keyId: k.created.keyId, revokedAt } }], 'any', actor);
   return { id: k.created.keyId, revokedAt };
 }
 
@@ -95,15 +102,9 @@ async function revoke(store: EventStore, a: Actor, k: Awaited<ReturnType<typeof 
  * harmless (`changed` false, the first revocation stands).
  */
 export async function revokeKeyAsOperator(store: EventStore, keyId: string, now: Date): Promise<{ id: string; kind: ApiKeyKind; accountId: string; motorBlockId: string | null; revokedAt: string; changed: boolean }> {
-  const typed = (await store.readStream(streamName('apiKey', keyId))).map(asDomainEvent);
-  const created = typed[0]?.type === 'ApiKeyCreated' ? typed[0].data : null;
-  if (!created) throw keyNotFound();
-  const summary = { id: keyId, kind: created.kind, accountId: created.accountId, motorBlockId: created.motorBlockId ?? null };
-  const revoked = typed.find((e) => e?.type === 'ApiKeyRevoked');
-  if (revoked?.type === 'ApiKeyRevoked') return { ...summary, revokedAt: revoked.data.revokedAt, changed: false };
-  const revokedAt = now.toISOString();
-  await appendEvents(store, streamName('apiKey', keyId), [{ type: 'ApiKeyRevoked', data: { keyId, revokedAt } }], 'any', 'cli');
-  return { ...summary, revokedAt, changed: true };
+  const k = await readKey(store, keyId);
+  const { revokedAt } = await revoke(store, 'cli', k, now);
+  return { id: keyId, kind: k.created.kind, accountId: k.created.accountId, motorBlockId: k.created.motorBlockId ?? null, revokedAt, changed: k.revokedAt === null };
 }
 
 export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: string, body: { name?: unknown }, now: Date): Promise<CreatedKey> {
@@ -114,7 +115,7 @@ export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: 
 
 export async function revokeBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date) {
   await ownedBlock(store, a.accountId, motorBlockId);
-  return revoke(store, a, await ownedKey(store, a.accountId, keyId, 'block', motorBlockId), now);
+  return revoke(store, actorOf(a), await ownedKey(store, a.accountId, keyId, 'block', motorBlockId), now);
 }
 
 /** A new key replaces the old one: created first, then the old one revoked (a crash in between leaves two valid keys, never none). */
@@ -123,7 +124,7 @@ export async function rotateBlockKey(store: EventStore, a: Actor, motorBlockId: 
   const old = await ownedKey(store, a.accountId, keyId, 'block', motorBlockId);
   if (old.revokedAt) throw fail('api_key_revoked', 409, 'This key is revoked; create a new one instead');
   const created = await createKey(store, actorOf(a), { kind: 'block', accountId: a.accountId, motorBlockId, scopes: [], ...(old.created.name ? { name: old.created.name } : {}), createdAt: now.toISOString() });
-  await revoke(store, a, old, now);
+  await revoke(store, actorOf(a), old, now);
   return { ...created, replaces: keyId };
 }
 
