@@ -181,11 +181,18 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
   if (failed !== null) throw (failed as { err: unknown }).err;
 }
 
+/**
+ * A contact id of a route (404 contact_not_found when not a uuid), lower-cased: the stream is named
+ * by the lower-case id (as the GET's uuid column compares), so a uuid in capitals is the same contact.
+ */
+function contactIdGiven(id: string): string {
+  if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
+  return id.toLowerCase();
+}
+
 export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, id: string): Promise<{ id: string; deleted: true }> {
   const listId = await requireList(deps.store, tenantId, listIdAsGiven);
-  if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
-  // The stream is named by the lower-case id (as the GET's uuid column compares): a uuid in capitals is the same contact.
-  const contactId = id.toLowerCase();
+  const contactId = contactIdGiven(id);
   await decideAndAppend(deps, contactId, actor, (events, now) => decideRemove(fold(events), { contactId, tenantId, listId, now }));
   return { id: contactId, deleted: true };
 }
@@ -196,9 +203,8 @@ export async function removeContact(deps: ContactDeps, tenantId: string, actor: 
  */
 export async function updateContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, id: string, body: unknown): Promise<ContactView> {
   const listId = await requireList(deps.store, tenantId, listIdAsGiven);
-  if (!isUuid(id)) throw fail('contact_not_found', 404, 'No such contact on this list');
+  const contactId = contactIdGiven(id);
   const update = contactUpdate(body);
-  const contactId = id.toLowerCase();
   await decideAndAppend(deps, contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }), { attempts: MAX_UPDATE_ATTEMPTS });
   return getContact(deps.db, tenantId, listId, contactId);
 }
