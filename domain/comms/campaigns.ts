@@ -202,27 +202,24 @@ export function campaignOf(state: CampaignState, tenantId: string): CampaignStat
   return state as CampaignState & { created: CampaignCreated };
 }
 
-/** The tenant's campaign when it is a draft; else 404 campaign_not_found or 409 campaign_not_draft. */
-export function draftOf(state: CampaignState, tenantId: string, doing = 'sent'): CampaignState & { created: CampaignCreated } {
+/** The tenant's campaign when its status is one of `statuses`; else 404 campaign_not_found or 409 campaign_not_draft. */
+function campaignIn(state: CampaignState, tenantId: string, statuses: readonly CampaignStatus[], doing: string): CampaignState & { created: CampaignCreated } {
   const c = campaignOf(state, tenantId);
-  if (c.status !== 'draft') {
-    throw fail('campaign_not_draft', 409, `Only a draft campaign can be ${doing}; this one is ${c.status}`, { details: { status: c.status } });
+  if (!(statuses as readonly string[]).includes(c.status)) {
+    throw fail('campaign_not_draft', 409, `Only a ${statuses.join(' or ')} campaign can be ${doing}; this one is ${c.status}`, { details: { status: c.status } });
   }
   return c;
 }
+
+/** The tenant's campaign when it is a draft; else 404 campaign_not_found or 409 campaign_not_draft. */
+export const draftOf = (state: CampaignState, tenantId: string, doing: string) => campaignIn(state, tenantId, ['draft'], doing);
 
 /**
  * The tenant's campaign when it has not started: a draft, or a scheduled one (sent now, or
  * scheduled again for another time: **decision**, so a schedule can be moved or brought forward
  * without a cancel and a new campaign). Else 404 or 409 campaign_not_draft.
  */
-export function notStartedOf(state: CampaignState, tenantId: string, doing: string): CampaignState & { created: CampaignCreated } {
-  const c = campaignOf(state, tenantId);
-  if (c.status !== 'draft' && c.status !== 'scheduled') {
-    throw fail('campaign_not_draft', 409, `Only a draft or scheduled campaign can be ${doing}; this one is ${c.status}`, { details: { status: c.status } });
-  }
-  return c;
-}
+export const notStartedOf = (state: CampaignState, tenantId: string, doing: string) => campaignIn(state, tenantId, ['draft', 'scheduled'], doing);
 
 export function decideStart(
   state: CampaignState, cmd: { tenantId: string; template: CampaignSendStarted['template']; identityName: string; now: Date },
