@@ -110,8 +110,8 @@ export interface Child {
  * Forks a bench/lib child script (or the script at an absolute path) under tsx. BENCH_CPU_PROF=<dir> adds --cpu-prof: profiles land in
  * <dir>/<label>/ (one per thread; the largest is the main thread, the small one tsx's loader).
  */
-export function spawnChild(script: string, label: string, env: Record<string, string> = {}): Child {
-  const execArgv = ['--import', 'tsx'];
+export function spawnChild(script: string, label: string, env: Record<string, string> = {}, nodeFlags: string[] = []): Child {
+  const execArgv = ['--import', 'tsx', ...nodeFlags];
   const profDir = process.env.BENCH_CPU_PROF;
   if (profDir) execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(profDir, label)}`);
   // BENCH_NODE_FLAGS: extra Node/V8 flags for the children (e.g. "--max-semi-space-size=32").

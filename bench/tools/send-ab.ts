@@ -6,7 +6,7 @@
  * smaller than the spread between two bench:send runs.
  *
  *   git worktree add /tmp/base <commit> && ln -s "$PWD/node_modules" /tmp/base/node_modules
- *   npx tsx bench/tools/send-ab.ts --base=/tmp/base [--rounds=6] [--duration=8] [--warmup=2] [--jit-warmup=10] [--connections=50]
+ *   npx tsx bench/tools/send-ab.ts --base=/tmp/base [--rounds=6] [--duration=8] [--warmup=2] [--jit-warmup=10] [--connections=50] [--flags-a="..."] [--flags-b="..."]
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -21,6 +21,9 @@ const WARMUP = intSetting('SEND_WARMUP', 'warmup', 2);
 const CONNECTIONS = intSetting('SEND_CONNECTIONS', 'connections', 50);
 /** Load on each side before the first round, not measured: the JIT's warm-up. */
 const JIT_WARMUP = intSetting('SEND_AB_JIT_WARMUP', 'jit-warmup', 10);
+/** Node/V8 flags for one side only (e.g. --flags-b="--single-threaded-gc"): a flag's A/B with --base=. (this checkout). */
+const FLAGS = { A: setting('SEND_AB_FLAGS_A', 'flags-a', ''), B: setting('SEND_AB_FLAGS_B', 'flags-b', '') };
+const flagList = (flags: string): string[] => flags.split(/\s+/).filter(Boolean);
 
 /** CPU seconds (user + system) of one process so far. */
 function cpuSeconds(pid: number): number {
@@ -33,12 +36,12 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 runBench('send-ab', 120 + ROUNDS * 2 * (DURATION + WARMUP + 5), async () => {
   if (!BASE) throw new Error('--base=<directory of the baseline checkout> is required');
-  console.log(`send-ab — ${machine()}\nA = ${resolve(BASE)}, B = this checkout; ${ROUNDS} rounds × ${DURATION}s (+${WARMUP}s warm-up), ${CONNECTIONS} connections\n`);
+  console.log(`send-ab — ${machine()}\nA = ${resolve(BASE)} ${FLAGS.A}, B = this checkout ${FLAGS.B}; ${ROUNDS} rounds × ${DURATION}s (+${WARMUP}s warm-up), ${CONNECTIONS} connections\n`);
   const f = await createFixture('send_ab', benchEnv());
   const body = sendBody(`app@${f.senderDomain}`);
   const sides = {
-    A: spawnChild(join(resolve(BASE), 'bench', 'lib', 'motorChild.ts'), 'motor-a', { ...motorChildEnv(f, ['api']), TSX_TSCONFIG_PATH: join(resolve(BASE), 'tsconfig.json') }),
-    B: spawnChild('motorChild.ts', 'motor-b', motorChildEnv(f, ['api'])),
+    A: spawnChild(join(resolve(BASE), 'bench', 'lib', 'motorChild.ts'), 'motor-a', { ...motorChildEnv(f, ['api']), TSX_TSCONFIG_PATH: join(resolve(BASE), 'tsconfig.json') }, flagList(FLAGS.A)),
+    B: spawnChild('motorChild.ts', 'motor-b', motorChildEnv(f, ['api']), flagList(FLAGS.B)),
   };
   const ports = { A: (await sides.A.next<{ port: number }>('ready')).port, B: (await sides.B.next<{ port: number }>('ready')).port };
   const results = { A: [] as Array<{ rps: number; cpuMs: number; p99: number }>, B: [] as Array<{ rps: number; cpuMs: number; p99: number }> };
