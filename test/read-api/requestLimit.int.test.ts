@@ -65,6 +65,30 @@ describe('API request limit (int)', function () {
       expect(mints[LIMIT].body.code).to.equal('rate_limited');
     });
 
+    it('/v1/send: each request counts once whatever its outcome; over the limit nothing is charged and 429 rate_limited wins', async () => {
+      const c = await motor.bootstrap();
+      const body = { from: `app@${senderDomainOf(c)}`, to: 'user@rcpt.test', subject: 'x', text: 'y' };
+      const send = (b: object, headers: Record<string, string> = {}) => postJson(`${motor.baseUrl}/v1/send`, b, { 'x-api-key': c.apiKey, ...headers });
+      const dailyUsed = async () => (await motor.rt.quota.read(c.motorBlockId, c.accountId, new Date()))!.daily;
+      await awayFromMinuteEdge();
+      const outcomes = [
+        await send(body),
+        await send(body, { 'idempotency-key': 'k-1' }),
+        await send(body, { 'idempotency-key': 'k-1' }),
+        await send({ ...body, dryRun: true }),
+        await send({ ...body, subject: 42 }),
+      ];
+      expect(outcomes.map((r) => r.status)).to.deep.equal([200, 200, 200, 200, 422]);
+      expect(outcomes[2].body.idempotent).to.equal(true);
+      expect(outcomes.map((r) => r.headers.get('x-ratelimit-remaining'))).to.deep.equal(['4', '3', '2', '1', '0']);
+      expect(await dailyUsed()).to.equal(2);
+      // Over the limit: a valid send is refused and not charged; a bad body or key also gets 429, not 422.
+      const over = [await send(body), await send({ ...body, subject: 42 }), await send(body, { 'idempotency-key': ' ' }), await send({ ...body, dryRun: true })];
+      expect(over.map((r) => [r.status, r.body.code])).to.deep.equal(Array(4).fill([429, 'rate_limited']));
+      expect(over.every((r) => r.headers.get('x-ratelimit-remaining') === '0' && r.headers.get('ratelimit-limit') === null)).to.equal(true);
+      expect(await dailyUsed()).to.equal(2);
+    });
+
     it('omits the headers on unauthenticated utility endpoints and on authentication failures', async () => {
       for (const path of ['/v1/status', '/healthz']) {
         const r = await getJson(`${motor.baseUrl}${path}`);
