@@ -331,6 +331,10 @@ export interface TemplateDeleted { templateId: string; tenantId: string; deleted
 // ---------------------------------------------------------------- contactLists-<tenantId> (communications; docs/COMMUNICATIONS.md)
 /** A contact list of the tenant; the tenant's stream holds all of them (unique names and the cap are decided on it). */
 export interface ContactListCreated { listId: string; tenantId: string; name: string; description: string | null; createdAt: Iso }
+/** A list renamed or its description changed (PATCH): the name and description after the change, whole. */
+export interface ContactListUpdated { listId: string; tenantId: string; name: string; description: string | null; updatedAt: Iso }
+/** A list deleted: its name is free again and it no longer counts toward the cap; its contacts leave every read. */
+export interface ContactListDeleted { listId: string; tenantId: string; deletedAt: Iso }
 
 // ---------------------------------------------------------------- contact-<contactId> (communications; docs/COMMUNICATIONS.md "Contacts")
 // contactId = uuidV5 of (tenant, list, lower-cased address): one stream per address and list, so
@@ -343,11 +347,18 @@ export interface ContactUpdated { contactId: string; tenantId: string; listId: s
 /** The contact used its unsubscribe link: `one_click` = RFC 8058 POST from the mail client, `page` = the confirm button. */
 export interface ContactUnsubscribed { contactId: string; tenantId: string; listId: string; email: string; via: 'one_click' | 'page'; unsubscribedAt: Iso }
 
-// ---------------------------------------------------------------- suppression-<suppressionId> (communications; docs/COMMUNICATIONS.md "Lifting a suppression")
+// ---------------------------------------------------------------- suppression-<suppressionId> (communications; docs/COMMUNICATIONS.md "Suppressions", "Lifting a suppression")
+/**
+ * The tenant suppressed an address by hand (`POST /suppressions`, reason `manual`): active until the
+ * next SuppressionLifted on the stream. `email` is lower-cased; `note` the tenant's own (trimmed, or
+ * null); the stream id is the suppression's id. The actor is in the metadata.
+ */
+export interface SuppressionAdded { suppressionId: string; tenantId: string; email: string; note: string | null; addedAt: Iso }
 /**
  * The tenant lifted the suppression of an address: the hard bounces recorded for it up to
- * `liftedAt` no longer suppress it (complaints and unsubscribes are never lifted; a later hard
- * bounce suppresses it again). `email` is lower-cased; the stream id is the suppression's id.
+ * `liftedAt`, and the manual adds before it on the stream, no longer suppress it (complaints and
+ * unsubscribes are never lifted; a later hard bounce or manual add suppresses it again). `email`
+ * is lower-cased; the stream id is the suppression's id.
  */
 export interface SuppressionLifted { suppressionId: string; tenantId: string; email: string; liftedAt: Iso }
 
@@ -468,6 +479,8 @@ export interface EventCatalogue {
   TemplateUpdated: TemplateUpdated;
   TemplateDeleted: TemplateDeleted;
   ContactListCreated: ContactListCreated;
+  ContactListUpdated: ContactListUpdated;
+  ContactListDeleted: ContactListDeleted;
   CampaignCreated: CampaignCreated;
   CampaignSendStarted: CampaignSendStarted;
   CampaignProgressed: CampaignProgressed;
@@ -483,6 +496,7 @@ export interface EventCatalogue {
   ContactUpdated: ContactUpdated;
   EmailOpened: EmailOpened;
   LinkClicked: LinkClicked;
+  SuppressionAdded: SuppressionAdded;
   SuppressionLifted: SuppressionLifted;
 }
 
@@ -561,6 +575,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   TemplateUpdated: { category: 'template', version: 1 },
   TemplateDeleted: { category: 'template', version: 1 },
   ContactListCreated: { category: 'contactLists', version: 1 },
+  ContactListUpdated: { category: 'contactLists', version: 1 },
+  ContactListDeleted: { category: 'contactLists', version: 1 },
   CampaignCreated: { category: 'campaign', version: 1 },
   CampaignSendStarted: { category: 'campaign', version: 1 },
   CampaignProgressed: { category: 'campaign', version: 1 },
@@ -576,6 +592,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   ContactUpdated: { category: 'contact', version: 1 },
   EmailOpened: { category: 'tracking', version: 1 },
   LinkClicked: { category: 'tracking', version: 1 },
+  SuppressionAdded: { category: 'suppression', version: 1 },
   SuppressionLifted: { category: 'suppression', version: 1 },
 };
 

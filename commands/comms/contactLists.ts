@@ -1,46 +1,117 @@
 import type { Knex } from 'knex';
-import { streamName, WrongExpectedRevisionError, type EventStore } from '../../domain/eventStore';
+import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, toEventData } from '../../domain/events';
-import { newId, type Clock } from '../../domain/ids';
-import { CONTACT_LIST_EVENT_TYPES, contactListFields, decideCreate, fold, type ContactListEvent } from '../../domain/comms/contactLists';
+import { isUuid, newId, type Clock } from '../../domain/ids';
+import {
+  CONTACT_LIST_EVENT_TYPES, contactListChanges, contactListFields, decideCreate, decideDelete, decideUpdate, fold, liveList,
+  type ContactListEvent, type ContactListsState,
+} from '../../domain/comms/contactLists';
+import { campaignsUnderWayOnList } from '../../projections/campaigns/queries';
 import { CONTACT_LISTS_SCHEMA } from '../../projections/contactLists/projection';
-import type { ContactListView } from '../../projections/contactLists/queries';
+import { getContactList, type ContactListView } from '../../projections/contactLists/queries';
+import { contactCount } from '../../projections/contacts/queries';
 import { awaitRow } from '../readYourWrites';
 
 /**
- * Creating a contact list (docs/COMMUNICATIONS.md "Lists"). The decision is taken on the tenant's
- * `contactLists-<tenantId>` stream and appended at the revision it was taken on; a concurrent
- * create makes the append fail, and the decision is taken again on the new state: of two creates
- * of one name exactly one succeeds, the other is 409 list_name_taken, and the cap cannot be
- * overshot. Then the wait until the read model shows the list, so the next GET lists it.
+ * Creating, renaming and deleting contact lists (docs/COMMUNICATIONS.md "Lists"). Each decision is
+ * taken on the tenant's `contactLists-<tenantId>` stream and appended at the revision it was taken
+ * on; a concurrent write makes the append fail, and the decision is taken again on the new state:
+ * of two creates or renames to one name exactly one succeeds, the other is 409 list_name_taken,
+ * and the cap cannot be overshot. Then the wait until the read model shows the change, so the
+ * next GET does.
  */
 
 export interface ContactListDeps { store: EventStore; db: Knex; clock: Clock }
 
 const stream = (tenantId: string) => streamName('contactLists', tenantId);
-/** Concurrent creates of one tenant retry; each retry sees at least one more list, so this bounds the wait, not the outcome. */
+/** Concurrent writes of one tenant retry; each retry sees at least one more event, so this bounds the wait, not the outcome. */
 const MAX_ATTEMPTS = 12;
 
-export async function createContactList(deps: ContactListDeps, tenantId: string, actor: string, body: unknown): Promise<ContactListView> {
-  const { name, description } = contactListFields(body);
-  const listId = newId();
+const listEvents = (recorded: RecordedEvent[]): ContactListEvent[] =>
+  recorded.map(asDomainEvent).filter((e): e is ContactListEvent => e !== null && (CONTACT_LIST_EVENT_TYPES as readonly string[]).includes(e.type));
+
+/** The tenant's lists folded from its stream. */
+export async function loadContactLists(store: EventStore, tenantId: string): Promise<ContactListsState> {
+  return fold(listEvents(await store.readStream(stream(tenantId))));
+}
+
+/**
+ * A list id of a route, as stored (lower case): a uuid written in capitals is the same list. Not a
+ * uuid: 404 list_not_found, as the contact routes answer (no list has that id).
+ */
+export function listIdGiven(id: string): string {
+  if (!isUuid(id)) throw fail('list_not_found', 404, 'No such list for this tenant');
+  return id.toLowerCase();
+}
+
+/**
+ * Decides on the tenant's stream and appends at the revision decided on (deciding again after a
+ * conflict), then waits until the row of `listId` shows the append. Returns the state after the
+ * decision and what was appended (nothing: no append, no wait).
+ */
+async function decideAndAppend(
+  deps: ContactListDeps, tenantId: string, actor: string, listId: string,
+  decide: (state: ContactListsState, now: Date) => Promise<ContactListEvent[]> | ContactListEvent[],
+): Promise<{ state: ContactListsState; appended: ContactListEvent[] }> {
   for (let attempt = 1; ; attempt++) {
     const recorded = await deps.store.readStream(stream(tenantId));
-    const events = recorded.map(asDomainEvent).filter((e): e is ContactListEvent => e !== null && (CONTACT_LIST_EVENT_TYPES as readonly string[]).includes(e.type));
-    const now = deps.clock.now();
-    const decided = decideCreate(fold(events), { listId, tenantId, name, description, now });
+    const events = listEvents(recorded);
+    const state = fold(events);
+    const decided = await decide(state, deps.clock.now());
+    if (decided.length === 0) return { state, appended: [] };
     try {
       const r = await deps.store.append(stream(tenantId), decided.map((e) => toEventData(newId(), e, { actor })), {
         expectedRevision: recorded.length === 0 ? 'no_stream' : recorded[recorded.length - 1].revision,
       });
       await awaitRow(deps.db, CONTACT_LISTS_SCHEMA, 'lists', listId, r.nextExpectedRevision);
-      const at = now.toISOString();
-      return { id: listId, name, description, contact_count: 0, created_at: at, updated_at: at };
+      return { state: fold([...events, ...decided]), appended: decided };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
       if (attempt >= MAX_ATTEMPTS) throw fail('list_conflict', 409, 'Lists of this tenant changed too often while this request was handled', { nextAction: 'Retry the request' });
       await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
     }
   }
+}
+
+/** The record of a live list from the decided state, so the answer does not depend on the projector. */
+function recordOf(state: ContactListsState, listId: string, contactCount: number): ContactListView {
+  const l = liveList(state, listId);
+  return { id: listId, name: l.name, description: l.description, contact_count: contactCount, created_at: l.createdAt, updated_at: l.updatedAt };
+}
+
+export async function createContactList(deps: ContactListDeps, tenantId: string, actor: string, body: unknown): Promise<ContactListView> {
+  const { name, description } = contactListFields(body);
+  const listId = newId();
+  const { state } = await decideAndAppend(deps, tenantId, actor, listId, (s, now) => decideCreate(s, { listId, tenantId, name, description, now }));
+  return recordOf(state, listId, 0);
+}
+
+/** GET /lists/{listId}: the live list from the read model (404 list_not_found otherwise). */
+export async function readContactList(db: Knex, tenantId: string, id: string): Promise<ContactListView> {
+  const list = await getContactList(db, tenantId, listIdGiven(id));
+  if (!list) throw fail('list_not_found', 404, 'No such list for this tenant');
+  return list;
+}
+
+/** Renames a list or changes its description (docs/COMMUNICATIONS.md "Renaming"); nothing changed: nothing appended. */
+export async function updateContactList(deps: ContactListDeps, tenantId: string, actor: string, id: string, body: unknown): Promise<ContactListView> {
+  const listId = listIdGiven(id);
+  const changes = contactListChanges(body);
+  const { state } = await decideAndAppend(deps, tenantId, actor, listId, (s, now) => decideUpdate(s, { ...changes, listId, tenantId, now }));
+  return recordOf(state, listId, await contactCount(deps.db, listId));
+}
+
+/**
+ * Deletes a list unless a campaign is scheduled or sending to it (read from the campaigns read
+ * model on every attempt; docs/COMMUNICATIONS.md "Deleting" for the race with a send).
+ */
+export async function deleteContactList(deps: ContactListDeps, tenantId: string, actor: string, id: string): Promise<{ id: string; deleted: true }> {
+  const listId = listIdGiven(id);
+  await decideAndAppend(deps, tenantId, actor, listId, async (s, now) => {
+    liveList(s, listId); // 404 before the campaigns are read
+    const campaignsUnderWay = await campaignsUnderWayOnList(deps.db, tenantId, listId);
+    return decideDelete(s, { listId, tenantId, campaignsUnderWay, now });
+  });
+  return { id: listId, deleted: true };
 }

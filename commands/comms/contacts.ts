@@ -3,7 +3,7 @@ import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedE
 import { DomainError, fail } from '../../domain/errors';
 import { asDomainEvent, toEventData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
-import { CONTACT_LIST_EVENT_TYPES, fold as foldLists, type ContactListEvent } from '../../domain/comms/contactLists';
+import { liveList } from '../../domain/comms/contactLists';
 import {
   CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, contactUpdate, decideAdd, decideRemove, decideUnsubscribe, decideUpdate, fold, planContactBatch,
   type BatchItemError, type BatchPlanItem, type ContactEvent,
@@ -12,6 +12,7 @@ import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
 import { awaitRow, awaitRows } from '../readYourWrites';
+import { listIdGiven, loadContactLists } from './contactLists';
 
 /**
  * Adding, removing and unsubscribing contacts (docs/COMMUNICATIONS.md "Contacts", "Unsubscribe").
@@ -35,19 +36,14 @@ const MAX_UPDATE_ATTEMPTS = 25;
 const contactEvents = (recorded: RecordedEvent[]): ContactEvent[] =>
   recorded.map(asDomainEvent).filter((e): e is ContactEvent => e !== null && (CONTACT_EVENT_TYPES as readonly string[]).includes(e.type));
 
-const listNotFound = () => fail('list_not_found', 404, 'No such list for this tenant');
-
 /**
- * 404 list_not_found unless `listId` is one of the tenant's lists, decided on the tenant's list
- * stream (not a read model). Returns the id as stored (lower case): a uuid written in capitals is
- * the same list, and contact ids are derived from the stored form.
+ * 404 list_not_found unless `listId` is one of the tenant's live lists (a deleted one is not),
+ * decided on the tenant's list stream (not a read model). Returns the id as stored (lower case):
+ * a uuid written in capitals is the same list, and contact ids are derived from the stored form.
  */
 export async function requireList(store: EventStore, tenantId: string, listId: string): Promise<string> {
-  if (!isUuid(listId)) throw listNotFound();
-  const id = listId.toLowerCase();
-  const recorded = await store.readStream(streamName('contactLists', tenantId));
-  const lists = foldLists(recorded.map(asDomainEvent).filter((e): e is ContactListEvent => e !== null && (CONTACT_LIST_EVENT_TYPES as readonly string[]).includes(e.type)));
-  if (![...lists.names.values()].includes(id)) throw listNotFound();
+  const id = listIdGiven(listId);
+  liveList(await loadContactLists(store, tenantId), id);
   return id;
 }
 

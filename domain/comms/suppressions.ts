@@ -1,4 +1,8 @@
-import type { ComplaintReceived, DeliveryBounced } from '../events';
+import { createHash } from 'node:crypto';
+import { fail } from '../errors';
+import type { ComplaintReceived, DeliveryBounced, DomainEvent } from '../events';
+import { uuidFromBytes } from '../ids';
+import { isValidAddress } from '../message/sendRules';
 
 /**
  * Which recipient outcomes suppress an address (communications, docs/COMMUNICATIONS.md
@@ -15,9 +19,12 @@ import type { ComplaintReceived, DeliveryBounced } from '../events';
  * on the mailbox.
  */
 
-/** `unsubscribed`: a contact used its unsubscribe link (ContactUnsubscribed; docs/COMMUNICATIONS.md "Unsubscribe"). */
-export type SuppressionReason = 'hard_bounce' | 'complaint' | 'unsubscribed';
-export const SUPPRESSION_REASONS: readonly SuppressionReason[] = ['hard_bounce', 'complaint', 'unsubscribed'];
+/**
+ * `unsubscribed`: a contact used its unsubscribe link (ContactUnsubscribed; docs/COMMUNICATIONS.md
+ * "Unsubscribe"). `manual`: the tenant suppressed the address itself (SuppressionAdded, below).
+ */
+export type SuppressionReason = 'hard_bounce' | 'complaint' | 'unsubscribed' | 'manual';
+export const SUPPRESSION_REASONS: readonly SuppressionReason[] = ['hard_bounce', 'complaint', 'unsubscribed', 'manual'];
 export const SUPPRESSING_EVENT_TYPES = ['DeliveryBounced', 'ComplaintReceived'] as const;
 
 export interface SuppressionFact {
@@ -57,5 +64,85 @@ export function suppressionFactOf(event: { type: string; data: unknown }): Suppr
   return { messageId: d.messageId, email, reason: 'hard_bounce', at, smtpCode, enhancedCode: typeof d.enhancedCode === 'string' && d.enhancedCode !== '' ? d.enhancedCode : null };
 }
 
-/** Only hard bounces can be lifted: a complaint and an unsubscribe are the recipient's own decision (docs/COMMUNICATIONS.md). */
-export const LIFTABLE_REASONS: readonly SuppressionReason[] = ['hard_bounce'];
+/**
+ * Hard bounces and the tenant's own manual suppressions can be lifted (the tenant's decision is the
+ * tenant's to undo); a complaint and an unsubscribe are the recipient's own decision (docs/COMMUNICATIONS.md).
+ */
+export const LIFTABLE_REASONS: readonly SuppressionReason[] = ['hard_bounce', 'manual'];
+
+/**
+ * The id of the tenant's suppression of an address: the uuid spelling of md5('suppression:<tenant>:<address>'),
+ * the same the read model computes in SQL (projections/commSuppressions/projection.ts), so the
+ * stream `suppression-<id>` and the row are named alike whatever happens to the row.
+ */
+export const suppressionIdOf = (tenantId: string, email: string): string =>
+  uuidFromBytes(createHash('md5').update(`suppression:${tenantId.toLowerCase()}:${suppressionAddress(email)}`, 'utf8').digest());
+
+// ---------------------------------------------------------------- the suppression stream (manual adds and lifts)
+/**
+ * The stream `suppression-<id>` holds what the tenant itself decided about one address:
+ * SuppressionAdded (a manual suppression) and SuppressionLifted. A manual suppression is active from
+ * its add until the next lift on the stream; the read model applies the same rule by stream revision.
+ */
+export type SuppressionStreamEvent = DomainEvent<'SuppressionAdded' | 'SuppressionLifted'>;
+export const SUPPRESSION_STREAM_EVENT_TYPES = ['SuppressionAdded', 'SuppressionLifted'] as const;
+
+export interface ManualSuppressionState { active: boolean }
+
+export function evolve(state: ManualSuppressionState, event: SuppressionStreamEvent): ManualSuppressionState {
+  switch (event.type) {
+    case 'SuppressionAdded':
+      return { active: true };
+    case 'SuppressionLifted':
+      return { active: false };
+  }
+}
+
+export const fold = (events: Iterable<SuppressionStreamEvent>): ManualSuppressionState => {
+  let s: ManualSuppressionState = { active: false };
+  for (const e of events) s = evolve(s, e);
+  return s;
+};
+
+export const MANUAL_SUPPRESSION_LIMITS = { emailMax: 320, noteMax: 500 } as const;
+
+export interface ManualSuppressionFields { email: string; note: string | null }
+
+// C0 and C1 controls, DEL: a note is one line of the tenant's own text.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+const invalidField = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
+
+/** The fields of `POST /suppressions`, checked and normalised (400 validation_error with `field`). */
+export function manualSuppressionFields(body: unknown): ManualSuppressionFields {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  if (b.email === undefined || b.email === null) throw invalidField('email', 'email is required');
+  if (typeof b.email !== 'string') throw invalidField('email', 'email must be a string');
+  const email = suppressionAddress(b.email);
+  if (email.length > MANUAL_SUPPRESSION_LIMITS.emailMax) throw invalidField('email', `email is longer than ${MANUAL_SUPPRESSION_LIMITS.emailMax} characters`);
+  if (!isValidAddress(email)) throw invalidField('email', 'email is not a valid address');
+  return { email, note: b.note === undefined || b.note === null ? null : manualNote(b.note) };
+}
+
+/** A note: trimmed, at most noteMax characters (code points), one line; empty is none. */
+function manualNote(value: unknown): string | null {
+  if (typeof value !== 'string') throw invalidField('note', 'note must be a string');
+  const n = value.trim();
+  if ([...n].length > MANUAL_SUPPRESSION_LIMITS.noteMax) throw invalidField('note', `note is longer than ${MANUAL_SUPPRESSION_LIMITS.noteMax} characters`);
+  if (CONTROL.test(n)) throw invalidField('note', 'note cannot contain control characters or line breaks');
+  return n === '' ? null : n;
+}
+
+/**
+ * A manual suppression of the address: one SuppressionAdded, or nothing when one is active already
+ * (idempotent: the tenant asked for what is already so).
+ */
+export function decideAdd(
+  state: ManualSuppressionState,
+  c: { suppressionId: string; tenantId: string; email: string; note: string | null; now: Date },
+): SuppressionStreamEvent[] {
+  if (state.active) return [];
+  return [{ type: 'SuppressionAdded', data: { suppressionId: c.suppressionId, tenantId: c.tenantId, email: c.email, note: c.note, addedAt: c.now.toISOString() } }];
+}

@@ -97,6 +97,14 @@ export async function campaignIdsUnderWay(db: Knex, afterId: string | null = nul
   return rows.map((r) => r.id);
 }
 
+/** Ids of the tenant's campaigns scheduled or sending to `listId` (what keeps a list from being deleted), in id order. */
+export async function campaignsUnderWayOnList(db: Knex, tenantId: string, listId: string): Promise<string[]> {
+  const rows = await db.withSchema(CAMPAIGNS_SCHEMA).table('campaigns')
+    .where({ tenant_id: tenantId, list_id: listId }).whereIn('status', ['sending', 'scheduled']).whereNull('deleted_at')
+    .orderBy('id').select('id') as Array<{ id: string }>;
+  return rows.map((r) => r.id);
+}
+
 /** One message of a campaign (one per contact), as `GET /campaigns/{id}/messages` shows it. */
 export interface CampaignMessageView {
   message_id: string;

@@ -10,12 +10,14 @@
  * from its facts, so it is what a replay from zero gives, whatever was applied before.
  *
  * A contact's unsubscribe (ContactUnsubscribed) is one row of `unsubscribes`, keyed by the event's
- * id, and counts among the facts of its address: it names the tenant itself, no message. A lift
- * (SuppressionLifted) is one row of `lifts`: the address's hard bounces up to it stop counting.
+ * id, and counts among the facts of its address: it names the tenant itself, no message. A manual
+ * suppression by the tenant (SuppressionAdded) is one row of `manual_adds`, likewise. A lift
+ * (SuppressionLifted) is one row of `lifts`: the address's hard bounces up to its time, and the
+ * manual adds before it on the suppression's stream, stop counting.
  */
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
-import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed, type SuppressionLifted } from '../../domain/events';
+import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed, type SuppressionAdded, type SuppressionLifted } from '../../domain/events';
 import { isUuid } from '../../domain/ids';
 import { SUPPRESSING_EVENT_TYPES, suppressionAddress, suppressionFactOf } from '../../domain/comms/suppressions';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
@@ -102,36 +104,65 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       });
     },
   },
+  {
+    name: '004_manual_adds',
+    async up(knex, schema) {
+      // One row per SuppressionAdded, keyed by the event's id. `revision` is the event's revision on
+      // the suppression's stream: a lift drops the adds before it in stream order, not by clock, so
+      // an add right after a lift (the same millisecond) is never taken for one before it.
+      await knex.schema.withSchema(schema).createTable('manual_adds', (t) => {
+        t.uuid('event_id').primary();
+        t.uuid('account_id').notNullable();
+        t.text('email').notNullable();
+        t.text('note');
+        t.timestamp('at', { useTz: true }).notNullable();
+        t.bigInteger('revision').notNullable();
+        t.index(['account_id', 'email']);
+      });
+      // Lifts recorded before this migration keep a null revision: they precede every manual add.
+      await knex.schema.withSchema(schema).alterTable('lifts', (t) => { t.bigInteger('revision'); });
+      // The note of the active manual add (null without one). `reason` is free text (no check constraint), so 'manual' needs no change.
+      await knex.schema.withSchema(schema).alterTable('suppressions', (t) => { t.text('note'); });
+    },
+  },
 ];
 
 /**
- * Recomputes the suppressions rows of `keys` (account, email) from their facts and unsubscribes:
- * upserted when any remain, deleted when none do. Hard bounces up to the address's latest lift
- * (SuppressionLifted) do not count. `reason` is `complaint` once any complaint is
- * among them (the strongest signal), else `unsubscribed` once the address unsubscribed (the
- * recipient's own choice), else `hard_bounce`; the message and block are those of the latest
- * bounce or complaint (null when it only unsubscribed), the SMTP codes those of the latest hard bounce.
+ * Recomputes the suppressions rows of `keys` (account, email) from their facts, unsubscribes and
+ * manual adds: upserted when any remain, deleted when none do. Hard bounces up to the time of the
+ * address's latest lift (SuppressionLifted), and manual adds before it on the stream, do not count.
+ * `reason` by precedence: `complaint` once any complaint is among them (the strongest signal),
+ * else `unsubscribed` once the address unsubscribed (the recipient's own choice), else `manual`
+ * when the tenant suppressed it by hand (its explicit decision, stronger than a bounce), else
+ * `hard_bounce`; the message and block are those of the latest bounce or complaint (null
+ * without one), the SMTP codes those of the latest hard bounce, the note that of the manual add.
  */
 async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ account_id: string; email: string }>): Promise<void> {
   if (keys.length === 0) return;
   await trx.raw(
     `with k as (select distinct account_id, email from json_to_recordset(?::json) as x(account_id uuid, email text)),
      f as (
-       select f.account_id, f.email, f.reason, f.at, f.message_id, f.motor_block_id, f.smtp_code, f.enhanced_code
+       select f.account_id, f.email, f.reason, f.at, f.message_id, f.motor_block_id, f.smtp_code, f.enhanced_code, null::text as note
        from ${q(schema, 'facts')} f join k on f.account_id = k.account_id and f.email = k.email
        where not (f.reason = 'hard_bounce' and f.at <= coalesce(
          (select max(l.at) from ${q(schema, 'lifts')} l where l.account_id = f.account_id and l.email = f.email), '-infinity'))
        union all
-       select u.account_id, u.email, 'unsubscribed', u.at, null::uuid, null::uuid, null, null
+       select u.account_id, u.email, 'unsubscribed', u.at, null::uuid, null::uuid, null, null, null
        from ${q(schema, 'unsubscribes')} u join k on u.account_id = k.account_id and u.email = k.email
+       union all
+       select m.account_id, m.email, 'manual', m.at, null::uuid, null::uuid, null, null, m.note
+       from ${q(schema, 'manual_adds')} m join k on m.account_id = k.account_id and m.email = k.email
+       where m.revision > coalesce(
+         (select max(l.revision) from ${q(schema, 'lifts')} l where l.account_id = m.account_id and l.email = m.email), -1)
      ),
      agg as (
        select f.account_id, f.email, count(*)::int as count, min(f.at) as first_at, max(f.at) as last_at,
-         bool_or(f.reason = 'complaint') as complained, bool_or(f.reason = 'unsubscribed') as unsubscribed,
+         bool_or(f.reason = 'complaint') as complained, bool_or(f.reason = 'unsubscribed') as unsubscribed, bool_or(f.reason = 'manual') as manual,
          (array_agg(f.message_id order by f.at desc, f.message_id desc, f.reason desc) filter (where f.message_id is not null))[1] as last_message_id,
          (array_agg(f.motor_block_id order by f.at desc, f.message_id desc, f.reason desc) filter (where f.message_id is not null))[1] as last_motor_block_id,
          (array_agg(f.smtp_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as smtp_code,
-         (array_agg(f.enhanced_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as enhanced_code
+         (array_agg(f.enhanced_code order by f.at desc, f.message_id desc) filter (where f.reason = 'hard_bounce'))[1] as enhanced_code,
+         (array_agg(f.note order by f.at desc) filter (where f.reason = 'manual'))[1] as note
        from f
        group by f.account_id, f.email
      ),
@@ -141,13 +172,14 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ ac
          and not exists (select 1 from agg where agg.account_id = k.account_id and agg.email = k.email)
      )
      insert into ${q(schema, 'suppressions')} as t
-       (id, account_id, email, reason, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code)
+       (id, account_id, email, reason, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code, note)
      select md5('suppression:' || account_id || ':' || email)::uuid, account_id, email,
-       case when complained then 'complaint' when unsubscribed then 'unsubscribed' else 'hard_bounce' end, count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code
+       case when complained then 'complaint' when unsubscribed then 'unsubscribed' when manual then 'manual' else 'hard_bounce' end,
+       count, first_at, last_at, last_message_id, last_motor_block_id, smtp_code, enhanced_code, note
      from agg
      on conflict (account_id, email) do update set reason = excluded.reason, count = excluded.count, first_at = excluded.first_at,
        last_at = excluded.last_at, last_message_id = excluded.last_message_id, last_motor_block_id = excluded.last_motor_block_id,
-       smtp_code = excluded.smtp_code, enhanced_code = excluded.enhanced_code`,
+       smtp_code = excluded.smtp_code, enhanced_code = excluded.enhanced_code, note = excluded.note`,
     [JSON.stringify(keys)],
   );
 }
@@ -156,12 +188,23 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
   const owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }> = [];
   const facts: Array<{ message_id: string; email: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }> = [];
   const unsubscribes: Array<{ event_id: string; account_id: string; email: string; list_id: string; contact_id: string; at: string }> = [];
-  const lifts: Array<{ event_id: string; account_id: string; email: string; at: string }> = [];
+  const lifts: Array<{ event_id: string; account_id: string; email: string; at: string; revision: string }> = [];
+  const manualAdds: Array<{ event_id: string; account_id: string; email: string; note: string | null; at: string; revision: string }> = [];
   for (const e of events) {
     if (e.type === 'SuppressionLifted') {
       const d = e.data as Partial<SuppressionLifted> | null;
       const email = typeof d?.email === 'string' ? suppressionAddress(d.email) : '';
-      if (isUuid(e.id) && isUuid(d?.tenantId) && email !== '' && typeof d.liftedAt === 'string') lifts.push({ event_id: e.id, account_id: d.tenantId, email, at: d.liftedAt });
+      if (isUuid(e.id) && isUuid(d?.tenantId) && email !== '' && typeof d.liftedAt === 'string') {
+        lifts.push({ event_id: e.id, account_id: d.tenantId, email, at: d.liftedAt, revision: e.revision.toString() });
+      }
+      continue;
+    }
+    if (e.type === 'SuppressionAdded') {
+      const d = e.data as Partial<SuppressionAdded> | null;
+      const email = typeof d?.email === 'string' ? suppressionAddress(d.email) : '';
+      if (isUuid(e.id) && isUuid(d?.tenantId) && email !== '' && typeof d.addedAt === 'string') {
+        manualAdds.push({ event_id: e.id, account_id: d.tenantId, email, note: typeof d.note === 'string' ? d.note : null, at: d.addedAt, revision: e.revision.toString() });
+      }
       continue;
     }
     if (e.type === 'ContactUnsubscribed') {
@@ -194,11 +237,22 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
   const touched: Array<{ account_id: string; email: string }> = [];
   if (lifts.length > 0) {
     const r = await trx.raw(
-      `insert into ${q(schema, 'lifts')} (event_id, account_id, email, at)
-       select event_id, account_id, email, at from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, at timestamptz)
+      `insert into ${q(schema, 'lifts')} (event_id, account_id, email, at, revision)
+       select event_id, account_id, email, at, revision from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, at timestamptz, revision bigint)
        on conflict (event_id) do nothing
        returning account_id, email`,
       [JSON.stringify(lifts)],
+    );
+    touched.push(...r.rows);
+  }
+  if (manualAdds.length > 0) {
+    const r = await trx.raw(
+      `insert into ${q(schema, 'manual_adds')} (event_id, account_id, email, note, at, revision)
+       select event_id, account_id, email, note, at, revision
+       from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, note text, at timestamptz, revision bigint)
+       on conflict (event_id) do nothing
+       returning account_id, email`,
+      [JSON.stringify(manualAdds)],
     );
     touched.push(...r.rows);
   }
@@ -241,7 +295,7 @@ async function forgetBlock(trx: Knex.Transaction, schema: string, motorBlockId: 
 export const commSuppressionsProjection: Projection = {
   name: 'commsuppressions',
   migrations: MIGRATIONS,
-  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', 'SuppressionLifted', TOMBSTONE],
+  handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', 'SuppressionAdded', 'SuppressionLifted', TOMBSTONE],
   followsMessageTraffic: true,
   // Only messageId, accountId and motorBlockId of MessageAccepted are read.
   ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],

@@ -9,18 +9,20 @@ import { SUPPRESSIONS_SCHEMA } from './projection';
 export interface SuppressionView {
   id: string;
   email: string;
-  /** `complaint` once the address complained, else `unsubscribed` once it unsubscribed, else `hard_bounce`. */
+  /** `complaint` once the address complained, else `unsubscribed` once it unsubscribed, else `manual` when the tenant suppressed it, else `hard_bounce`. */
   reason: SuppressionReason;
-  /** Hard bounces, complaints and unsubscribes recorded for the address. */
+  /** Hard bounces, complaints, unsubscribes and manual adds recorded for the address. */
   count: number;
   first_at: string;
   last_at: string;
-  /** Message and block of the latest bounce or complaint (null when the address only unsubscribed). */
+  /** Message and block of the latest bounce or complaint (null when there is none: only unsubscribes or manual adds). */
   last_message_id: string | null;
   last_motor_block_id: string | null;
   /** Reply of the latest hard bounce (null when the address only complained). */
   smtp_code: string | null;
   enhanced_code: string | null;
+  /** The tenant's note of its active manual suppression (null without one, or given none). */
+  note: string | null;
 }
 export interface SuppressionPage { items: SuppressionView[]; next_cursor: string | null }
 
@@ -28,12 +30,12 @@ export const SUPPRESSIONS_PAGE = { defaultLimit: 100, maxLimit: 500 } as const;
 
 interface Row {
   id: string; email: string; reason: SuppressionReason; count: number; first_at: Date; last_at: Date; last_message_id: string | null; last_motor_block_id: string | null;
-  smtp_code: string | null; enhanced_code: string | null; cursor_at: string;
+  smtp_code: string | null; enhanced_code: string | null; note: string | null; cursor_at: string;
 }
 
 const viewOf = (x: Omit<Row, 'cursor_at'>): SuppressionView => ({
   id: x.id, email: x.email, reason: x.reason, count: x.count, first_at: x.first_at.toISOString(), last_at: x.last_at.toISOString(),
-  last_message_id: x.last_message_id, last_motor_block_id: x.last_motor_block_id, smtp_code: x.smtp_code, enhanced_code: x.enhanced_code,
+  last_message_id: x.last_message_id, last_motor_block_id: x.last_motor_block_id, smtp_code: x.smtp_code, enhanced_code: x.enhanced_code, note: x.note,
 });
 
 /** A suppression's id: the uuid spelling of an md5 (projection.ts), so no version or variant bits to check. */
@@ -74,7 +76,7 @@ export async function listSuppressions(
   };
 }
 
-/** The subset of `emails` (any case) suppressed for the tenant (hard_bounce, complaint or unsubscribed), lower-cased. */
+/** The subset of `emails` (any case) suppressed for the tenant (whatever the reason: a row is a suppression), lower-cased. */
 export async function suppressedAmong(db: Knex, tenantId: string, emails: string[]): Promise<Set<string>> {
   const wanted = [...new Set(emails.map(suppressionAddress).filter((e) => e !== ''))];
   if (wanted.length === 0 || !isUuid(tenantId)) return new Set();

@@ -58,7 +58,7 @@ const FROM_LISTS = `"${CONTACT_LISTS_SCHEMA}"."lists" l left join "${CONTACTS_SC
 export async function listContactLists(db: Knex, tenantId: string, q: { limit?: number; cursor?: string }): Promise<ContactListPage> {
   const limit = pageLimit(q.limit, LISTS_PAGE);
   const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor);
-  const where = ['l.tenant_id = ?'];
+  const where = ['l.tenant_id = ?', 'l.deleted_at is null'];
   const b: Knex.RawBinding[] = [tenantId];
   if (cursor) {
     where.push('(l.created_at, l.id) < (?::timestamptz, ?::uuid)');
@@ -76,9 +76,13 @@ export async function listContactLists(db: Knex, tenantId: string, q: { limit?: 
   return { items: page.map(viewOf), next_cursor: rows.length > limit ? encodeCursor(last.cursor_at, last.id) : null };
 }
 
+/** One live list of the tenant (null: not a uuid, never created, deleted, or another tenant's). */
 export async function getContactList(db: Knex, tenantId: string, id: string): Promise<ContactListView | null> {
   if (!isUuid(id)) return null;
-  const r = await db.raw(`select l.id, l.name, l.description, s.contact_count, l.created_at, l.updated_at from ${FROM_LISTS} where l.tenant_id = ? and l.id = ?`, [tenantId, id]);
+  const r = await db.raw(
+    `select l.id, l.name, l.description, s.contact_count, l.created_at, l.updated_at from ${FROM_LISTS} where l.tenant_id = ? and l.id = ? and l.deleted_at is null`,
+    [tenantId, id],
+  );
   const row = r.rows[0] as Row | undefined;
   return row ? viewOf(row) : null;
 }

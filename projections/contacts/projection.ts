@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
-import { asDomainEvent } from '../../domain/events';
+import { asDomainEvent, type ContactListDeleted } from '../../domain/events';
 import { CONTACT_EVENT_TYPES } from '../../domain/comms/contacts';
 import type { Projection, ProjectionMigration } from '../runner';
 
@@ -14,6 +14,12 @@ import type { Projection, ProjectionMigration } from '../runner';
  * moved by one when a row enters or leaves the list. An event is applied only when its revision is
  * above the row's, so a re-delivered event moves nothing, and the counts are what a replay from
  * zero gives.
+ *
+ * A deleted list (ContactListDeleted, from the tenant's list stream) leaves a tombstone in
+ * `deleted_lists`: its contacts are marked removed, its `list_sizes` row goes, and a contact event
+ * of that list applied later (an add that raced the delete, an unsubscribe link used afterwards)
+ * only moves the row's revision (an add never seen before leaves a removed row), so the list
+ * stays empty whatever the order the two streams' events reached the log in.
  */
 
 export const CONTACTS_SCHEMA = 'rm_contacts';
@@ -46,6 +52,17 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       });
     },
   },
+  {
+    // Deleted lists (ContactListDeleted): a tombstone per list, so later events of its contacts add nothing.
+    name: '002_deleted_lists',
+    async up(knex, schema) {
+      await knex.schema.withSchema(schema).createTable('deleted_lists', (t) => {
+        t.uuid('list_id').primary();
+        t.uuid('tenant_id').notNullable();
+        t.timestamp('deleted_at', { useTz: true }).notNullable();
+      });
+    },
+  },
 ];
 
 interface Row { id: string; removed_at: Date | null; revision: string }
@@ -59,14 +76,42 @@ async function applyContacts(trx: Knex.Transaction, schema: string, events: Reco
       [listId, by],
     );
   };
+  // Deleted lists met in this batch (list id → deleted at, null: not deleted): one look-up per list, not per event.
+  const deletedAt = new Map<string, Date | null>();
+  const deletionOf = async (listId: string): Promise<Date | null> => {
+    if (!deletedAt.has(listId)) {
+      const t = await trx.withSchema(schema).table('deleted_lists').where({ list_id: listId }).first('deleted_at') as { deleted_at: Date } | undefined;
+      deletedAt.set(listId, t?.deleted_at ?? null);
+    }
+    return deletedAt.get(listId)!;
+  };
   for (const e of events) {
     const event = asDomainEvent(e);
+    if (event?.type === 'ContactListDeleted') {
+      await deleteList(trx, schema, event.data);
+      deletedAt.delete(event.data.listId);
+      continue;
+    }
     if (event === null || !(CONTACT_EVENT_TYPES as readonly string[]).includes(event.type)) continue;
     const id = (event.data as { contactId: string }).contactId;
     const row = await table().where({ id }).first('id', 'removed_at', 'revision') as Row | undefined;
     // Applied already (a re-delivered batch): the row is at this revision or past it.
     if (row && BigInt(row.revision) >= e.revision) continue;
     const revision = e.revision.toString();
+    const deleted = await deletionOf((event.data as { listId: string }).listId);
+    if (deleted !== null) {
+      // The list is gone: the event only moves the revision (a read-your-writes wait ends), and an
+      // add never seen before leaves a removed row. Nothing enters the list or its count.
+      if (row) await table().where({ id }).update({ revision });
+      else if (event.type === 'ContactAdded') {
+        const d = event.data;
+        await table().insert({
+          id, tenant_id: d.tenantId, list_id: d.listId, email: d.email, name: d.name, fields: JSON.stringify(d.fields), status: 'subscribed',
+          unsubscribed_at: null, created_at: d.addedAt, updated_at: d.addedAt, removed_at: deleted, revision,
+        });
+      }
+      continue;
+    }
     switch (event.type) {
       case 'ContactAdded': {
         const d = event.data;
@@ -105,9 +150,19 @@ async function applyContacts(trx: Knex.Transaction, schema: string, events: Reco
   }
 }
 
+/**
+ * A list deleted: its tombstone, every contact still on it marked removed (at the deletion), its
+ * count gone. Applied again, it finds all three done and changes nothing.
+ */
+async function deleteList(trx: Knex.Transaction, schema: string, d: ContactListDeleted): Promise<void> {
+  await trx.withSchema(schema).table('deleted_lists').insert({ list_id: d.listId, tenant_id: d.tenantId, deleted_at: d.deletedAt }).onConflict('list_id').ignore();
+  await trx.withSchema(schema).table('contacts').where({ list_id: d.listId }).whereNull('removed_at').update({ removed_at: d.deletedAt });
+  await trx.withSchema(schema).table('list_sizes').where({ list_id: d.listId }).delete();
+}
+
 export const contactsProjection: Projection = {
   name: 'contacts',
   migrations: MIGRATIONS,
-  handles: CONTACT_EVENT_TYPES,
+  handles: [...CONTACT_EVENT_TYPES, 'ContactListDeleted'],
   applyBatch: applyContacts,
 };

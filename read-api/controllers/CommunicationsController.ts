@@ -2,10 +2,10 @@ import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { createContactList } from '../../commands/comms/contactLists';
-import { liftSuppression } from '../../commands/comms/suppressions';
+import { addManualSuppression, liftSuppression } from '../../commands/comms/suppressions';
 import type { SuppressionReason } from '../../domain/comms/suppressions';
 import { accountOverview, overviewDays, type AccountOverview } from '../../projections/analytics/accountOverview';
-import { listSuppressions, type SuppressionPage } from '../../projections/commSuppressions/queries';
+import { listSuppressions, type SuppressionPage, type SuppressionView } from '../../projections/commSuppressions/queries';
 import { listContactLists, type ContactListPage, type ContactListView } from '../../projections/contactLists/queries';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { ctxOf } from '../http/context';
@@ -21,6 +21,13 @@ export interface ContactListBody {
 export interface ContactListResponse { success: true; data: ContactListView }
 export interface ContactListPageResponse { success: true; data: ContactListPage }
 export interface SuppressionPageResponse { success: true; data: SuppressionPage }
+export interface ManualSuppressionBody {
+  /** Required; trimmed and lower-cased, a valid address of at most 320 characters. */
+  email?: unknown;
+  /** Optional; trimmed, at most 500 characters, one line. */
+  note?: unknown;
+}
+export interface SuppressionResponse { success: true; data: SuppressionView }
 export interface SuppressionLiftedResponse { success: true; data: { id: string; email: string; lifted: true } }
 export interface CommAnalyticsOverviewResponse { success: true; data: AccountOverview }
 
@@ -61,11 +68,11 @@ export class CommunicationsController extends Controller {
   }
 
   /**
-   * Addresses that hard-bounced (5xx) or complained on any block of the tenant, or unsubscribed from
-   * any of its lists, most recently suppressed first. Addresses are shown whole: they are the
-   * tenant's own data.
+   * Addresses that hard-bounced (5xx) or complained on any block of the tenant, unsubscribed from
+   * any of its lists, or were suppressed by the tenant itself, most recently suppressed first.
+   * Addresses are shown whole: they are the tenant's own data.
    * @param email exact address, case-insensitive
-   * @param reason `hard_bounce`, `complaint` or `unsubscribed`
+   * @param reason `hard_bounce`, `complaint`, `unsubscribed` or `manual`
    * @param limit 1 to 500, default 100
    * @param cursor `next_cursor` of the previous page
    */
@@ -79,9 +86,26 @@ export class CommunicationsController extends Controller {
   }
 
   /**
-   * Lifts a hard-bounce suppression: the address can be mailed again (the hard bounces recorded for
-   * it until now stop counting; a new one suppresses it again). Complaints and unsubscribes are the
-   * recipient's decision and are never lifted.
+   * Suppresses an address by hand (reason `manual`): campaigns skip it until the tenant lifts it.
+   * 201 with the record when a manual suppression is added; 200 with the record, nothing added,
+   * when one is active already.
+   */
+  @Post('suppressions')
+  @SuccessResponse(201, 'Created')
+  @Response<SuppressionResponse>(200, 'A manual suppression of the address was active already')
+  @Response<ErrorResponse>(409, 'suppression_conflict')
+  @Response<ErrorResponse>(422, 'validation_error: the body is not an object or has another property')
+  public async addSuppression(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Body() body: ManualSuppressionBody): Promise<SuppressionResponse> {
+    const t = tenantOf(req, tenant);
+    const { created, suppression } = await addManualSuppression(t.deps, t.tenantId, t.actor, body);
+    this.setStatus(created ? 201 : 200);
+    return { success: true, data: suppression };
+  }
+
+  /**
+   * Lifts a hard-bounce or manual suppression: the address can be mailed again (the hard bounces
+   * and manual adds recorded for it until now stop counting; a new one suppresses it again).
+   * Complaints and unsubscribes are the recipient's decision and are never lifted.
    * @param id the suppression's `id`
    */
   @Delete('suppressions/{id}')
