@@ -67,8 +67,9 @@ export async function addManualSuppression(deps: SuppressionDeps, tenantId: stri
  * (the write is committed; the next GET shows the whole row once the projector catches up).
  */
 async function recordOnceShown(db: Knex, eventId: string, added: SuppressionAdded): Promise<SuppressionView> {
-  await pollUntil(async () => (await db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').where({ event_id: eventId }).first('event_id')) !== undefined, READ_MODEL_WAIT_MS);
-  return await getSuppression(db, added.tenantId, added.suppressionId) ?? {
+  const shown = await pollUntil(async () => (await db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').where({ event_id: eventId }).first('event_id')) !== undefined, READ_MODEL_WAIT_MS);
+  // Not shown yet: a row there is from before the add (a hard bounce's, say), not what the add made.
+  return (shown ? await getSuppression(db, added.tenantId, added.suppressionId) : null) ?? {
     id: added.suppressionId, email: added.email, reason: 'manual', count: 1, first_at: added.addedAt, last_at: added.addedAt,
     last_message_id: null, last_motor_block_id: null, smtp_code: null, enhanced_code: null, note: added.note,
   };
