@@ -2,6 +2,7 @@ import { fail } from '../errors';
 import type { CampaignCounts, CampaignCreated, CampaignSendStarted, CampaignUpdated, DomainEvent, MotorBlockType } from '../events';
 import { isUuid, uuidV5 } from '../ids';
 import { isValidAddress, MAX_FROM_NAME } from '../message/sendRules';
+import { NOT_ONE_LINE } from '../oneLine';
 
 /**
  * Campaigns of the communications product (docs/COMMUNICATIONS.md "Campaigns"): one template sent
@@ -45,8 +46,6 @@ export interface CampaignFields {
 }
 
 const invalid = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
-// C0 and C1 controls, DEL: a name is shown in lists and UIs, one line.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 type Body = Record<string, unknown>;
 const objectBody = (body: unknown): Body => {
@@ -70,7 +69,7 @@ const FIELDS = {
     const name = v.trim();
     if (name === '') throw invalid('name', 'name must not be empty');
     if ([...name].length > CAMPAIGN_LIMITS.nameMax) throw invalid('name', `name must be at most ${CAMPAIGN_LIMITS.nameMax} characters`);
-    if (CONTROL.test(name)) throw invalid('name', 'name must not contain control characters or line breaks');
+    if (NOT_ONE_LINE.test(name)) throw invalid('name', 'name must not contain control characters or line breaks');
     return name;
   },
   template_id: uuidField('template_id'),

@@ -1,5 +1,6 @@
 import { fail } from '../errors';
 import type { ContactListCreated, ContactListDeleted, ContactListUpdated, DomainEvent } from '../events';
+import { NOT_ONE_LINE } from '../oneLine';
 
 /**
  * A tenant's contact lists (communications, docs/COMMUNICATIONS.md). The aggregate is the tenant's
@@ -90,9 +91,6 @@ export interface DeleteContactList {
   now: Date;
 }
 
-// C0 and C1 controls, DEL: a name is shown in lists and UIs, one line.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 const invalid = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
 
@@ -107,7 +105,7 @@ function listName(value: unknown): string {
   const name = value.trim();
   if (name.length === 0) throw invalid('name', 'name is required');
   if ([...name].length > LIST_LIMITS.nameMax) throw invalid('name', `name is longer than ${LIST_LIMITS.nameMax} characters`);
-  if (CONTROL.test(name)) throw invalid('name', 'name cannot contain control characters or line breaks');
+  if (NOT_ONE_LINE.test(name)) throw invalid('name', 'name cannot contain control characters or line breaks');
   return name;
 }
 

@@ -2,6 +2,7 @@ import { DomainError, fail } from '../errors';
 import type { DomainEvent } from '../events';
 import { uuidV5 } from '../ids';
 import { isValidAddress } from '../message/sendRules';
+import { NOT_ONE_LINE } from '../oneLine';
 
 /**
  * A contact: one address on one list of a tenant (communications, docs/COMMUNICATIONS.md
@@ -78,9 +79,6 @@ export const fold = (events: Iterable<ContactEvent>): ContactState => {
 
 export interface ContactFields { email: string; name: string | null; fields: Record<string, string> }
 
-// C0 and C1 controls, DEL: a name is merged into a subject line and a greeting, one line.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 const invalidField = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
 
@@ -107,7 +105,7 @@ function contactName(value: unknown): string | null {
   if (typeof value !== 'string') throw invalidField('name', 'name must be a string');
   const n = value.trim();
   if ([...n].length > CONTACT_LIMITS.nameMax) throw invalidField('name', `name is longer than ${CONTACT_LIMITS.nameMax} characters`);
-  if (CONTROL.test(n)) throw invalidField('name', 'name cannot contain control characters or line breaks');
+  if (NOT_ONE_LINE.test(n)) throw invalidField('name', 'name cannot contain control characters or line breaks');
   return n === '' ? null : n;
 }
 

@@ -3,6 +3,7 @@ import { fail } from '../errors';
 import type { ComplaintReceived, DeliveryBounced, DomainEvent } from '../events';
 import { uuidFromBytes } from '../ids';
 import { isValidAddress } from '../message/sendRules';
+import { NOT_ONE_LINE } from '../oneLine';
 
 /**
  * Which recipient outcomes suppress an address (communications, docs/COMMUNICATIONS.md
@@ -108,9 +109,6 @@ export const MANUAL_SUPPRESSION_LIMITS = { emailMax: 320, noteMax: 500 } as cons
 
 export interface ManualSuppressionFields { email: string; note: string | null }
 
-// C0 and C1 controls, DEL: a note is one line of the tenant's own text.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 const invalidField = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
 
@@ -131,7 +129,7 @@ function manualNote(value: unknown): string | null {
   if (typeof value !== 'string') throw invalidField('note', 'note must be a string');
   const n = value.trim();
   if ([...n].length > MANUAL_SUPPRESSION_LIMITS.noteMax) throw invalidField('note', `note is longer than ${MANUAL_SUPPRESSION_LIMITS.noteMax} characters`);
-  if (CONTROL.test(n)) throw invalidField('note', 'note cannot contain control characters or line breaks');
+  if (NOT_ONE_LINE.test(n)) throw invalidField('note', 'note cannot contain control characters or line breaks');
   return n === '' ? null : n;
 }
 
