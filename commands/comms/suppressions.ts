@@ -75,7 +75,8 @@ async function recordOnceShown(db: Knex, eventId: string, added: SuppressionAdde
   };
 }
 
-export async function liftSuppression(deps: SuppressionDeps, tenantId: string, actor: string, id: string): Promise<{ id: string; email: string; lifted: true }> {
+export async function liftSuppression(deps: SuppressionDeps, tenantId: string, actor: string, givenId: string): Promise<{ id: string; email: string; lifted: true }> {
+  const id = givenId.toLowerCase(); // an id written in capitals is the same suppression, as list, contact and campaign ids are
   const current = await getSuppression(deps.db, tenantId, id);
   if (!current) throw fail('suppression_not_found', 404, 'No such suppression for this tenant');
   if (!LIFTABLE_REASONS.includes(current.reason)) {
