@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { loadBlock } from '../blocks/grants';
+import { decide, type MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
@@ -145,19 +146,16 @@ export async function setBlockLimits(store: EventStore, motorBlockId: string, li
  * when the block was already in that state.
  */
 export async function setBlockActive(store: EventStore, motorBlockId: string, active: boolean, now: Date): Promise<{ motorBlockId: string; status: 'active' | 'inactive'; changed: boolean }> {
-  const stream = streamName('motorBlock', motorBlockId);
+  const command: MotorBlockCommand = active ? { type: 'LiftMotorBlockSuspension', data: { now } } : { type: 'SuspendMotorBlock', data: { now } };
+  const status = active ? 'active' : 'inactive';
   for (let attempt = 1; ; attempt++) {
     const { state, revision } = await loadBlock(store, motorBlockId);
+    // Every operator command answers an unknown id with the CLI's own not_found.
     if (state === null || revision === null || state.status === 'deleted') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
-    if (state.status === 'deletion_queued') throw fail('motor_block_delete_in_progress', 409, `Motor Block ${motorBlockId} is being deleted`);
-    const status = active ? 'active' : 'inactive';
-    // An inactive block the account stopped is suspended all the same: the account must not undo it.
-    if (state.status === status && (active || state.suspended)) return { motorBlockId, status, changed: false };
-    const event: DomainEvent = active
-      ? { type: 'MotorBlockReactivated', data: { motorBlockId, at: now.toISOString(), byOperator: true } }
-      : { type: 'MotorBlockDeactivated', data: { motorBlockId, at: now.toISOString(), byOperator: true } };
+    const events = decide(command, state);
+    if (events.length === 0) return { motorBlockId, status, changed: false };
     try {
-      await store.append(stream, [toEventData(newId(), event, { actor: 'cli' })], { expectedRevision: revision });
+      await store.append(streamName('motorBlock', motorBlockId), events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: revision });
       return { motorBlockId, status, changed: true };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;

@@ -113,6 +113,10 @@ export interface ChangeMotorBlockType { type: 'ChangeMotorBlockType'; data: { bl
 export interface AssignMotorBlockDomain { type: 'AssignMotorBlockDomain'; data: { domainId: string; confirm: boolean; now: Date }; context: { domain: DomainFacts | null } }
 export interface DeactivateMotorBlock { type: 'DeactivateMotorBlock'; data: { confirm: boolean; now: Date } }
 export interface ReactivateMotorBlock { type: 'ReactivateMotorBlock'; data: { now: Date }; context: { domain: DomainFacts | null } }
+/** The operator stops a block of any type (`cli block deactivate`): a suspension the account cannot lift. */
+export interface SuspendMotorBlock { type: 'SuspendMotorBlock'; data: { now: Date } }
+/** The operator starts a block again (`cli block reactivate`), suspended or stopped by its account; no domain check: the operator's call. */
+export interface LiftMotorBlockSuspension { type: 'LiftMotorBlockSuspension'; data: { now: Date } }
 export interface DeleteMotorBlock {
   type: 'DeleteMotorBlock'; data: { confirm: boolean; deleteHistory: boolean; jobId: string; now: Date }; context: { historyPresent: boolean };
 }
@@ -125,7 +129,8 @@ export interface FailMotorBlockDeletion { type: 'FailMotorBlockDeletion'; data: 
 
 export type MotorBlockCommand =
   | CreateMotorBlock | RenameMotorBlock | ChangeMotorBlockType | AssignMotorBlockDomain | DeactivateMotorBlock
-  | ReactivateMotorBlock | DeleteMotorBlock | StartMotorBlockDeletion | CompleteMotorBlockDeletion | FailMotorBlockDeletion;
+  | ReactivateMotorBlock | SuspendMotorBlock | LiftMotorBlockSuspension | DeleteMotorBlock | StartMotorBlockDeletion
+  | CompleteMotorBlockDeletion | FailMotorBlockDeletion;
 
 // ------------------------------------------------------------------------------------------ errors
 
@@ -229,6 +234,17 @@ export function decide(command: MotorBlockCommand, state: MotorBlockState): Moto
       if (s.suspended) throw errors.suspended();
       if (!isProductionReady(command.context.domain, s.accountId)) throw errors.domainRequired();
       return [{ type: 'MotorBlockReactivated', data: { motorBlockId: s.id, at: command.data.now.toISOString() } }];
+    }
+    case 'SuspendMotorBlock': {
+      const s = notDeleting(live(state));
+      // A block its account stopped is suspended all the same: the account must not undo the operator's stop.
+      if (s.status === 'inactive' && s.suspended) return [];
+      return [{ type: 'MotorBlockDeactivated', data: { motorBlockId: s.id, at: command.data.now.toISOString(), byOperator: true } }];
+    }
+    case 'LiftMotorBlockSuspension': {
+      const s = notDeleting(live(state));
+      if (s.status === 'active') return [];
+      return [{ type: 'MotorBlockReactivated', data: { motorBlockId: s.id, at: command.data.now.toISOString(), byOperator: true } }];
     }
     case 'DeleteMotorBlock': {
       const s = managed(live(state));

@@ -143,6 +143,39 @@ describe('Motor Block decider (unit, given/when/then)', () => {
     });
   });
 
+  describe('the operator: suspend and lift (cli block deactivate|reactivate)', () => {
+    const suspend: MotorBlockCommand = { type: 'SuspendMotorBlock', data: { now: T0 } };
+    const lift: MotorBlockCommand = { type: 'LiftMotorBlockSuspension', data: { now: T0 } };
+    const suspended: MotorBlockEvent = { type: 'MotorBlockDeactivated', data: { motorBlockId: BLOCK, at: T0.toISOString(), byOperator: true } };
+    it('an active block, of any type, is stopped by the operator: suspended, and the account cannot reactivate it', () => {
+      for (const type of ['general_purpose', 'sandbox', 'portal'] as const) {
+        given(created({ type })).when(suspend).then((out) => {
+          expect(out).to.deep.equal([suspended]);
+          expect(fold([created({ type }), ...out])).to.include({ status: 'inactive', suspended: true });
+        });
+      }
+      given(created(), suspended).when({ type: 'ReactivateMotorBlock', data: { now: T0 }, context: { domain: verified() } }).thenFails('motor_block_suspended');
+    });
+    it('a block its account stopped becomes suspended; one suspended already: nothing to do', () => {
+      given(created(), deactivated).when(suspend).then((out) => expect(out).to.deep.equal([suspended]));
+      given(created(), suspended).when(suspend).then((out) => expect(out).to.deep.equal([]));
+    });
+    it('lift: suspended or stopped by the account → MotorBlockReactivated byOperator, no domain check; active: nothing to do', () => {
+      const lifted = [{ type: 'MotorBlockReactivated', data: { motorBlockId: BLOCK, at: T0.toISOString(), byOperator: true } }];
+      given(created(), suspended).when(lift).then((out) => {
+        expect(out).to.deep.equal(lifted);
+        expect(fold([created(), suspended, ...out])).to.include({ status: 'active', suspended: false });
+      });
+      given(created(), deactivated).when(lift).then((out) => expect(out).to.deep.equal(lifted));
+      given(created()).when(lift).then((out) => expect(out).to.deep.equal([]));
+    });
+    it('a deletion queued → motor_block_delete_in_progress; no block → motor_block_not_found', () => {
+      given(created(), deactivated, deletionRequested()).when(suspend).thenFails('motor_block_delete_in_progress');
+      given(created(), deactivated, deletionRequested()).when(lift).thenFails('motor_block_delete_in_progress');
+      given().when(suspend).thenFails('motor_block_not_found');
+    });
+  });
+
   describe('row "inactive → delete → deletion queued"', () => {
     const del = (over: Partial<{ confirm: boolean; deleteHistory: boolean }> = {}, historyPresent = false): MotorBlockCommand =>
       ({ type: 'DeleteMotorBlock', data: { confirm: true, deleteHistory: true, jobId: JOB, now: T0, ...over }, context: { historyPresent } });
