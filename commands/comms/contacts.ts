@@ -6,12 +6,14 @@ import { isUuid, newId, type Clock } from '../../domain/ids';
 import { liveList } from '../../domain/comms/contactLists';
 import {
   CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, contactUpdate, decideAdd, decideRemove, decideUnsubscribe, decideUpdate, fold, planContactBatch,
-  type BatchItemError, type BatchPlanItem, type ContactEvent,
+  type ContactEvent, type ContactFields,
 } from '../../domain/comms/contacts';
+import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
 import { awaitRow, awaitRows } from '../readYourWrites';
+import { eachLimited } from './batch';
 import { listIdGiven, loadContactLists } from './contactLists';
 
 /**
@@ -118,7 +120,7 @@ export async function addContactsBatch(
   const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   const plan = planContactBatch(body);
   const idOf = (email: string) => contactIdOf(tenantId, listId, email);
-  const toAdd = plan.filter((p): p is Extract<BatchPlanItem, { kind: 'add' }> => p.kind === 'add');
+  const toAdd = plan.filter((p): p is Extract<BatchPlanItem<ContactFields>, { kind: 'add' }> => p.kind === 'add');
 
   // The cap, on the read model like the single add: the addresses not shown on the list yet would be new.
   const ids = toAdd.map((p) => idOf(p.email));
@@ -138,7 +140,7 @@ export async function addContactsBatch(
   await eachLimited(toAdd, CONTACT_BATCH_LIMITS.parallelAppends, async (p) => {
     const contactId = idOf(p.email);
     try {
-      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.contact, now }), { awaitReadModel: false });
+      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.item, now }), { awaitReadModel: false });
       if (revision !== null) written.set(contactId, revision);
       outcome.set(p.index, 'added');
     } catch (err) {
@@ -154,27 +156,6 @@ export async function addContactsBatch(
   });
   const n = (status: ContactBatchItem['status']) => items.filter((i) => i.status === status).length;
   return { added: n('added'), existing: n('exists'), invalid: n('invalid'), duplicates: n('duplicate'), items };
-}
-
-/**
- * Runs `fn` on every item, at most `limit` at once. After a failure no new item starts; the ones
- * in flight finish (their appends are kept), then the first error is thrown.
- */
-async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed: { err: unknown } | null = null;
-  const worker = async () => {
-    while (failed === null && next < items.length) {
-      const item = items[next++];
-      try {
-        await fn(item);
-      } catch (err) {
-        failed ??= { err };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failed !== null) throw (failed as { err: unknown }).err;
 }
 
 /**

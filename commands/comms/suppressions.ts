@@ -4,11 +4,14 @@ import { fail } from '../../domain/errors';
 import { asDomainEvent, toEventData, type SuppressionAdded } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
 import {
-  decideAdd, fold, LIFTABLE_REASONS, manualSuppressionFields, suppressionIdOf, SUPPRESSION_STREAM_EVENT_TYPES, type SuppressionStreamEvent,
+  decideAdd, fold, LIFTABLE_REASONS, manualSuppressionFields, planSuppressionBatch, SUPPRESSION_BATCH_LIMITS, suppressionIdOf, SUPPRESSION_STREAM_EVENT_TYPES,
+  type ManualSuppressionFields, type SuppressionStreamEvent,
 } from '../../domain/comms/suppressions';
+import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { getSuppression, type SuppressionView } from '../../projections/commSuppressions/queries';
 import { pollUntil } from '../readYourWrites';
+import { eachLimited } from './batch';
 
 /**
  * What the tenant decides about an address itself (docs/COMMUNICATIONS.md "Suppressions",
@@ -25,6 +28,8 @@ export interface SuppressionDeps { store: EventStore; db: Knex; clock: Clock }
 
 /** How long the answer waits for the read model to show the change (the write is committed either way). */
 const READ_MODEL_WAIT_MS = 3000;
+/** The batch's one wait for all its adds: the contacts batch's (awaitRows). */
+const BATCH_READ_MODEL_WAIT_MS = 10_000;
 /** A conflict is another add or a lift of this very address; deciding again settles an add, so few attempts are needed. */
 const MAX_ATTEMPTS = 5;
 
@@ -37,7 +42,59 @@ const streamEvents = (recorded: RecordedEvent[]): SuppressionStreamEvent[] =>
  * already: nothing is appended and the record is answered as it is.
  */
 export async function addManualSuppression(deps: SuppressionDeps, tenantId: string, actor: string, body: unknown): Promise<{ created: boolean; suppression: SuppressionView }> {
-  const { email, note } = manualSuppressionFields(body);
+  const { created, add } = await decideAndAppendAdd(deps, tenantId, actor, manualSuppressionFields(body));
+  return { created, suppression: await recordOnceShown(deps.db, add.id, add.data) };
+}
+
+export interface SuppressionBatchItem {
+  /** Position in the request's `suppressions`. */
+  index: number;
+  /** Trimmed and lower-cased; null for an invalid item without a string address (of at most 320 characters). */
+  email: string | null;
+  status: 'created' | 'exists' | 'invalid' | 'duplicate';
+  /** created, exists, duplicate: the suppression of this address (the record's `id`). */
+  id?: string;
+  /** invalid: what `POST /suppressions` would have answered (code, message, field). */
+  error?: BatchItemError;
+}
+export interface SuppressionBatchResult { created: number; existing: number; invalid: number; duplicates: number; items: SuppressionBatchItem[] }
+
+/**
+ * `POST /suppressions/batch` (docs/COMMUNICATIONS.md "Importing suppressions"): every item checked
+ * as a single add, then each new address decided and appended on its own stream exactly as
+ * `addManualSuppression` does (`decideAndAppendAdd`), SUPPRESSION_BATCH_LIMITS.parallelAppends at
+ * a time, as the contacts batch. Per-item outcome: an invalid item does not stop the others. One
+ * wait for all the adds at the end.
+ */
+export async function addManualSuppressionsBatch(deps: SuppressionDeps, tenantId: string, actor: string, body: unknown): Promise<SuppressionBatchResult> {
+  const plan = planSuppressionBatch(body);
+  const toAdd = plan.filter((p): p is Extract<BatchPlanItem<ManualSuppressionFields>, { kind: 'add' }> => p.kind === 'add');
+  const outcome = new Map<number, 'created' | 'exists'>();
+  const appended: string[] = [];
+  await eachLimited(toAdd, SUPPRESSION_BATCH_LIMITS.parallelAppends, async (p) => {
+    const { created, add } = await decideAndAppendAdd(deps, tenantId, actor, p.item);
+    if (created) appended.push(add.id);
+    outcome.set(p.index, created ? 'created' : 'exists');
+  });
+  await awaitManualAdds(deps.db, appended, BATCH_READ_MODEL_WAIT_MS);
+
+  const items = plan.map((p): SuppressionBatchItem => {
+    if (p.kind === 'invalid') return { index: p.index, email: p.email, status: 'invalid', error: p.error };
+    return { index: p.index, email: p.email, status: p.kind === 'duplicate' ? 'duplicate' : outcome.get(p.index)!, id: suppressionIdOf(tenantId, p.email) };
+  });
+  const n = (status: SuppressionBatchItem['status']) => items.filter((i) => i.status === status).length;
+  return { created: n('created'), existing: n('exists'), invalid: n('invalid'), duplicates: n('duplicate'), items };
+}
+
+/**
+ * The add of the single route and the batch: decided on the suppression's stream with `decideAdd`
+ * and appended at the revision read; a conflict (another add or a lift of this very address)
+ * decides again, up to MAX_ATTEMPTS (then 409 suppression_conflict). `add` is the event appended
+ * (`created`), or the add that is active already (nothing appended).
+ */
+async function decideAndAppendAdd(
+  deps: SuppressionDeps, tenantId: string, actor: string, { email, note }: ManualSuppressionFields,
+): Promise<{ created: boolean; add: { id: string; data: SuppressionAdded } }> {
   const id = suppressionIdOf(tenantId, email);
   const stream = streamName('suppression', id);
   for (let attempt = 1; ; attempt++) {
@@ -45,7 +102,7 @@ export async function addManualSuppression(deps: SuppressionDeps, tenantId: stri
     const decided = decideAdd(fold(streamEvents(recorded)), { suppressionId: id, tenantId, email, note, now: deps.clock.now() });
     if (decided.length === 0) {
       const active = recorded.findLast((e) => e.type === 'SuppressionAdded') as RecordedEvent<'SuppressionAdded', SuppressionAdded>;
-      return { created: false, suppression: await recordOnceShown(deps.db, active.id, active.data) };
+      return { created: false, add: { id: active.id, data: active.data } };
     }
     const written = decided.map((e) => toEventData(newId(), e, { actor }));
     try {
@@ -57,7 +114,7 @@ export async function addManualSuppression(deps: SuppressionDeps, tenantId: stri
       continue;
     }
     const added = written[written.length - 1];
-    return { created: true, suppression: await recordOnceShown(deps.db, added.id, added.data as SuppressionAdded) };
+    return { created: true, add: { id: added.id, data: added.data as SuppressionAdded } };
   }
 }
 
@@ -67,12 +124,27 @@ export async function addManualSuppression(deps: SuppressionDeps, tenantId: stri
  * (the write is committed; the next GET shows the whole row once the projector catches up).
  */
 async function recordOnceShown(db: Knex, eventId: string, added: SuppressionAdded): Promise<SuppressionView> {
-  const shown = await pollUntil(async () => (await db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').where({ event_id: eventId }).first('event_id')) !== undefined, READ_MODEL_WAIT_MS);
+  const shown = await awaitManualAdds(db, [eventId], READ_MODEL_WAIT_MS);
   // Not shown yet: a row there is from before the add (a hard bounce's, say), not what the add made.
   return (shown ? await getSuppression(db, added.tenantId, added.suppressionId) : null) ?? {
     id: added.suppressionId, email: added.email, reason: 'manual', count: 1, first_at: added.addedAt, last_at: added.addedAt,
     last_message_id: null, last_motor_block_id: null, smtp_code: null, enhanced_code: null, note: added.note,
   };
+}
+
+/**
+ * Until the projection has applied every one of these adds (their rows in `manual_adds`; the
+ * `suppressions` rows are recomputed in the same transaction). One query per poll for the adds
+ * not shown yet, never a query per add. False when `timeoutMs` passed first.
+ */
+function awaitManualAdds(db: Knex, eventIds: readonly string[], timeoutMs: number): Promise<boolean> {
+  const pending = new Set(eventIds);
+  return pollUntil(async () => {
+    if (pending.size === 0) return true;
+    const rows = (await db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').whereIn('event_id', [...pending]).select('event_id')) as Array<{ event_id: string }>;
+    for (const row of rows) pending.delete(row.event_id);
+    return pending.size === 0;
+  }, timeoutMs);
 }
 
 export async function liftSuppression(deps: SuppressionDeps, tenantId: string, actor: string, givenId: string): Promise<{ id: string; email: string; lifted: true }> {

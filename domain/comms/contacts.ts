@@ -1,8 +1,9 @@
-import { DomainError, fail } from '../errors';
+import { fail } from '../errors';
 import type { DomainEvent } from '../events';
 import { uuidV5 } from '../ids';
 import { isValidAddress } from '../message/sendRules';
 import { NOT_ONE_LINE } from '../oneLine';
+import { planBatch, type BatchPlanItem } from './batch';
 
 /**
  * A contact: one address on one list of a tenant (communications, docs/COMMUNICATIONS.md
@@ -168,53 +169,15 @@ export function decideUpdate(state: ContactState, cmd: ContactUpdate & { contact
   return [{ type: 'ContactUpdated', data: { contactId: cmd.contactId, tenantId: cmd.tenantId, listId: cmd.listId, name, fields, updatedAt: cmd.now.toISOString() } }];
 }
 
-export interface BatchItemError { code: string; message: string; field?: string }
-
-/** What one item of a batch comes to before any stream is read: `add` is decided on its stream next. */
-export type BatchPlanItem =
-  | { index: number; kind: 'invalid'; email: string | null; error: BatchItemError }
-  | { index: number; kind: 'duplicate'; email: string }
-  | { index: number; kind: 'add'; email: string; contact: ContactFields };
-
 const ITEM_KEYS: readonly string[] = ['email', 'name', 'fields'];
-/** An invalid item's address is echoed only when it could be one (RFC 5321 paths are at most 256 octets). */
-const ECHO_MAX = 320;
 
 /**
- * The items of a batch body `{contacts: [...]}`: each checked by `contactFields`, exactly as a
- * single add (invalid: its code, message and field), then the addresses already seen earlier in
- * the batch marked `duplicate`. The body itself not `{contacts: array}` of 1 to maxItems: 400
- * validation_error (field `contacts`). Pure.
+ * The items of a batch body `{contacts: [...]}` (`planBatch`): each checked by `contactFields`,
+ * exactly as a single add, then the addresses already seen earlier in the batch marked `duplicate`.
+ * The body itself not `{contacts: array}` of 1 to maxItems: 400 validation_error (field `contacts`).
  */
-export function planContactBatch(body: unknown): BatchPlanItem[] {
-  const bad = (message: string) => fail('validation_error', 400, message, { details: { field: 'contacts' } });
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw bad('The body must be a JSON object {contacts: [...]}');
-  const items = (body as Record<string, unknown>).contacts;
-  if (!Array.isArray(items)) throw bad('contacts must be an array of contacts');
-  if (items.length === 0) throw bad('contacts must have at least one contact');
-  if (items.length > CONTACT_BATCH_LIMITS.maxItems) throw bad(`contacts can have at most ${CONTACT_BATCH_LIMITS.maxItems} contacts per call`);
-  const seen = new Set<string>();
-  return items.map((item, index): BatchPlanItem => {
-    const raw = item !== null && typeof item === 'object' && !Array.isArray(item) ? (item as Record<string, unknown>) : null;
-    const echo = typeof raw?.email === 'string' && raw.email.length <= ECHO_MAX ? contactAddress(raw.email) : null;
-    const invalid = (error: BatchItemError): BatchPlanItem => ({ index, kind: 'invalid', email: echo, error });
-    if (raw === null) return invalid({ code: 'validation_error', message: 'A contact must be a JSON object' });
-    // The single add refuses another property (422 from the OpenAPI validator); here it is this item's error.
-    const extra = Object.keys(raw).find((k) => !ITEM_KEYS.includes(k));
-    if (extra !== undefined) return invalid({ code: 'validation_error', message: `Unknown property "${extra.slice(0, 50)}" (a contact has email, name, fields)`, field: extra.slice(0, 50) });
-    let contact: ContactFields;
-    try {
-      contact = contactFields(raw);
-    } catch (err) {
-      if (!(err instanceof DomainError)) throw err;
-      const field = err.details?.field;
-      return invalid({ code: err.code, message: err.message, ...(typeof field === 'string' ? { field } : {}) });
-    }
-    if (seen.has(contact.email)) return { index, kind: 'duplicate', email: contact.email };
-    seen.add(contact.email);
-    return { index, kind: 'add', email: contact.email, contact };
-  });
-}
+export const planContactBatch = (body: unknown): BatchPlanItem<ContactFields>[] =>
+  planBatch(body, { key: 'contacts', noun: 'contact', itemKeys: ITEM_KEYS, maxItems: CONTACT_BATCH_LIMITS.maxItems, fieldsOf: contactFields });
 
 export interface AddContact extends ContactFields { contactId: string; tenantId: string; listId: string; now: Date }
 

@@ -4,6 +4,7 @@ import type { ComplaintReceived, DeliveryBounced, DomainEvent } from '../events'
 import { uuidFromBytes } from '../ids';
 import { isValidAddress } from '../message/sendRules';
 import { NOT_ONE_LINE } from '../oneLine';
+import { planBatch, type BatchPlanItem } from './batch';
 
 /**
  * Which recipient outcomes suppress an address (communications, docs/COMMUNICATIONS.md
@@ -109,6 +110,12 @@ export const MANUAL_SUPPRESSION_LIMITS = { emailMax: 320, noteMax: 500 } as cons
 
 export interface ManualSuppressionFields { email: string; note: string | null }
 
+/**
+ * One import (`POST /suppressions/batch`, docs/COMMUNICATIONS.md "Importing suppressions"): the
+ * contacts batch's limits, at most `maxItems` addresses per call and at most `parallelAppends` of
+ * their streams read and appended at once.
+ */
+export const SUPPRESSION_BATCH_LIMITS = { maxItems: 1_000, parallelAppends: 16 } as const;
 
 const invalidField = (field: string, message: string) => fail('validation_error', 400, message, { details: { field } });
 
@@ -132,6 +139,17 @@ function manualNote(value: unknown): string | null {
   if (NOT_ONE_LINE.test(n)) throw invalidField('note', 'note cannot contain control characters or line breaks');
   return n === '' ? null : n;
 }
+
+const BATCH_ITEM_KEYS: readonly string[] = ['email', 'note'];
+
+/**
+ * The items of `{suppressions: [...]}` (`planBatch`, as the contacts batch): each checked by
+ * `manualSuppressionFields` exactly as `POST /suppressions`, then an address (as stored) already in
+ * an earlier valid item marked `duplicate`. The body itself not `{suppressions: array}` of 1 to
+ * maxItems: 400 validation_error (field `suppressions`).
+ */
+export const planSuppressionBatch = (body: unknown): BatchPlanItem<ManualSuppressionFields>[] =>
+  planBatch(body, { key: 'suppressions', noun: 'suppression', itemKeys: BATCH_ITEM_KEYS, maxItems: SUPPRESSION_BATCH_LIMITS.maxItems, fieldsOf: manualSuppressionFields });
 
 /**
  * A manual suppression of the address: one SuppressionAdded, or nothing when one is active already

@@ -2,7 +2,7 @@ import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Delete, Get, Header, Path, Post, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { createContactList } from '../../commands/comms/contactLists';
-import { addManualSuppression, liftSuppression } from '../../commands/comms/suppressions';
+import { addManualSuppression, addManualSuppressionsBatch, liftSuppression, type SuppressionBatchResult } from '../../commands/comms/suppressions';
 import type { SuppressionReason } from '../../domain/comms/suppressions';
 import { accountOverview, overviewDays, type AccountOverview } from '../../projections/analytics/accountOverview';
 import { listSuppressions, type SuppressionPage, type SuppressionView } from '../../projections/commSuppressions/queries';
@@ -28,6 +28,11 @@ export interface ManualSuppressionBody {
   note?: unknown;
 }
 export interface SuppressionResponse { success: true; data: SuppressionView }
+export interface SuppressionBatchBody {
+  /** 1 to 1,000 suppressions, each `{email, note?}` checked as POST /suppressions (an invalid one is that item's outcome, not the call's). */
+  suppressions?: unknown;
+}
+export interface SuppressionBatchResponse { success: true; data: SuppressionBatchResult }
 export interface SuppressionLiftedResponse { success: true; data: { id: string; email: string; lifted: true } }
 export interface CommAnalyticsOverviewResponse { success: true; data: AccountOverview }
 
@@ -100,6 +105,18 @@ export class CommunicationsController extends Controller {
     const { created, suppression } = await addManualSuppression(t.deps, t.tenantId, t.actor, body);
     this.setStatus(created ? 201 : 200);
     return { success: true, data: suppression };
+  }
+
+  /**
+   * Imports up to 1,000 manual suppressions in one call, with an outcome per item (created, exists,
+   * invalid, duplicate) rather than all or nothing. Safe to retry: what was added answers `exists`.
+   */
+  @Post('suppressions/batch')
+  @Response<ErrorResponse>(409, 'suppression_conflict')
+  @Response<ErrorResponse>(422, 'validation_error: the body is not an object or has another property')
+  public async addSuppressionsBatch(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Body() body: SuppressionBatchBody): Promise<SuppressionBatchResponse> {
+    const t = tenantOf(req, tenant);
+    return { success: true, data: await addManualSuppressionsBatch(t.deps, t.tenantId, t.actor, body) };
   }
 
   /**
