@@ -234,40 +234,13 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
       [JSON.stringify(owners)],
     );
   }
-  const touched: Array<{ account_id: string; email: string }> = [];
-  if (lifts.length > 0) {
-    const r = await trx.raw(
-      `insert into ${q(schema, 'lifts')} (event_id, account_id, email, at, revision)
-       select event_id, account_id, email, at, revision from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, at timestamptz, revision bigint)
-       on conflict (event_id) do nothing
-       returning account_id, email`,
-      [JSON.stringify(lifts)],
-    );
-    touched.push(...r.rows);
-  }
-  if (manualAdds.length > 0) {
-    const r = await trx.raw(
-      `insert into ${q(schema, 'manual_adds')} (event_id, account_id, email, note, at, revision)
-       select event_id, account_id, email, note, at, revision
-       from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, note text, at timestamptz, revision bigint)
-       on conflict (event_id) do nothing
-       returning account_id, email`,
-      [JSON.stringify(manualAdds)],
-    );
-    touched.push(...r.rows);
-  }
-  if (unsubscribes.length > 0) {
-    // Keyed by the event's id: a re-delivered event adds nothing (and recomputes to the same row).
-    const r = await trx.raw(
-      `insert into ${q(schema, 'unsubscribes')} (event_id, account_id, email, list_id, contact_id, at)
-       select event_id, account_id, email, list_id, contact_id, at
-       from json_to_recordset(?::json) as x(event_id uuid, account_id uuid, email text, list_id uuid, contact_id uuid, at timestamptz)
-       on conflict (event_id) do nothing
-       returning account_id, email`,
-      [JSON.stringify(unsubscribes)],
-    );
-    touched.push(...r.rows);
-  }
+  // Lifts, manual adds and unsubscribes are keyed by their event's id: a re-delivered event adds
+  // nothing (and recomputes to the same row).
+  const touched: Array<{ account_id: string; email: string }> = [
+    ...await insertByEventId(trx, schema, 'lifts', { account_id: 'uuid', email: 'text', at: 'timestamptz', revision: 'bigint' }, lifts),
+    ...await insertByEventId(trx, schema, 'manual_adds', { account_id: 'uuid', email: 'text', note: 'text', at: 'timestamptz', revision: 'bigint' }, manualAdds),
+    ...await insertByEventId(trx, schema, 'unsubscribes', { account_id: 'uuid', email: 'text', list_id: 'uuid', contact_id: 'uuid', at: 'timestamptz' }, unsubscribes),
+  ];
   if (facts.length === 0) {
     await recompute(trx, schema, touched);
     return;
@@ -301,3 +274,20 @@ export const commSuppressionsProjection: Projection = {
   ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],
   applyBatch: withTombstones(applySuppressionEvents, forgetBlock),
 };
+
+/** Inserts rows keyed by `event_id` (`columns`: the others, with their SQL types); returns the (account, address) pairs inserted. */
+async function insertByEventId(
+  trx: Knex.Transaction, schema: string, table: string, columns: Record<string, string>, rows: ReadonlyArray<Record<string, unknown>>,
+): Promise<Array<{ account_id: string; email: string }>> {
+  if (rows.length === 0) return [];
+  const names = ['event_id', ...Object.keys(columns)];
+  const types = ['event_id uuid', ...Object.entries(columns).map(([c, t]) => `${c} ${t}`)];
+  const r = await trx.raw(
+    `insert into ${q(schema, table)} (${names.join(', ')})
+     select ${names.join(', ')} from json_to_recordset(?::json) as x(${types.join(', ')})
+     on conflict (event_id) do nothing
+     returning account_id, email`,
+    [JSON.stringify(rows)],
+  );
+  return r.rows;
+}
