@@ -4,7 +4,7 @@ import { isDomainError } from '../../domain/errors';
 import { CONTACT_BATCH_LIMITS, contactIdOf } from '../../domain/comms/contacts';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
+import { as, commGet, commPost, commUrl, storeFailingAfter, tenant, type Tenant } from './support';
 
 /**
  * Batch import of contacts (docs/COMMUNICATIONS.md "Batch import"): per-item outcomes (added,
@@ -198,21 +198,8 @@ describe('communications contacts: batch import (int)', function () {
 
   it('a batch that fails midway keeps what it appended; the same batch again answers those exists and adds the rest', async () => {
     const list = await mkList(a, 'Crash');
-    const store = motor.rt.store;
-    let appends = 0;
     // The event store goes away after 40 appends (as a crash of this process would leave them).
-    const failing = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'append') {
-          return async (...args: Parameters<typeof store.append>) => {
-            if (++appends > 40) throw new Error('event store gone');
-            return target.append(...args);
-          };
-        }
-        const v = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
+    const failing = storeFailingAfter(motor.rt.store, 40);
     const contacts = Array.from({ length: 100 }, (_, i) => ({ email: `crash${i}@example.com` }));
     const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock };
     const err = await addContactsBatch(deps, a.accountId, 'user:test', list, { contacts }).then(() => null, (e: unknown) => e);

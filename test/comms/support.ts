@@ -1,6 +1,6 @@
 /** Helpers of the communications tests (not a test file): a tenant = a bootstrapped account and a signed-in user of it. */
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { streamName } from '../../domain/eventStore';
+import { streamName, type EventStore } from '../../domain/eventStore';
 import { toEventData, type MotorBlockType } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { getBlock } from '../../projections/directory/queries';
@@ -36,4 +36,21 @@ export async function extraBlock(motor: TestMotor, who: Tenant, type: MotorBlock
   await motor.rt.store.append(streamName('motorBlock', id), events, { expectedRevision: 'no_stream' });
   await eventually(async () => (await getBlock(motor.rt.db, id))?.status === (active ? 'active' : 'inactive'));
   return id;
+}
+
+/** The store, except that every append after the first `appends` throws (what a crash mid-batch leaves behind). */
+export function storeFailingAfter(store: EventStore, appends: number): EventStore {
+  let made = 0;
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'append') {
+        return async (...args: Parameters<EventStore['append']>) => {
+          if (++made > appends) throw new Error('event store gone');
+          return target.append(...args);
+        };
+      }
+      const v = Reflect.get(target, prop, receiver);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
 }

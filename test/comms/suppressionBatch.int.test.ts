@@ -5,7 +5,7 @@ import { SUPPRESSION_BATCH_LIMITS, suppressionIdOf } from '../../domain/comms/su
 import { suppressedAmong } from '../../projections/commSuppressions/queries';
 import { accepted, bounced } from '../analytics/support';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
+import { as, commGet, commPost, commUrl, storeFailingAfter, tenant, type Tenant } from './support';
 
 /**
  * Importing suppressions (docs/COMMUNICATIONS.md "Importing suppressions"): POST /suppressions/batch
@@ -213,21 +213,8 @@ describe('communications: importing suppressions (int)', function () {
   });
 
   it('a batch that fails midway keeps what it appended; the same call again answers those exists and creates the rest', async () => {
-    const store = motor.rt.store;
-    let appends = 0;
     // The event store goes away after 30 appends (as a crash of this process would leave them).
-    const failing = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'append') {
-          return async (...args: Parameters<typeof store.append>) => {
-            if (++appends > 30) throw new Error('event store gone');
-            return target.append(...args);
-          };
-        }
-        const v = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
+    const failing = storeFailingAfter(motor.rt.store, 30);
     const suppressions = Array.from({ length: 80 }, (_, i) => ({ email: `crash${i}@midway.test` }));
     const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock };
     const err = await addManualSuppressionsBatch(deps, a.accountId, 'user:test', { suppressions }).then(() => null, (e: unknown) => e);
