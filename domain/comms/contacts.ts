@@ -1,8 +1,8 @@
 import { fail } from '../errors';
 import type { DomainEvent } from '../events';
 import { uuidV5 } from '../ids';
-import { isValidAddress } from '../message/sendRules';
 import { NOT_ONE_LINE } from '../oneLine';
+import { commAddress, requiredAddress } from './address';
 import { planBatch, type BatchPlanItem } from './batch';
 
 /**
@@ -37,7 +37,7 @@ export type ContactEvent = DomainEvent<'ContactAdded' | 'ContactRemoved' | 'Cont
 export const CONTACT_EVENT_TYPES = ['ContactAdded', 'ContactRemoved', 'ContactUnsubscribed', 'ContactUpdated'] as const;
 
 /** The address a contact is kept under (and unique by): trimmed and lower-cased whole, like a suppression. */
-export const contactAddress = (email: string): string => email.trim().toLowerCase();
+export const contactAddress = commAddress;
 
 /** The contact id of an address on a list: the same for every add, so the stream decides uniqueness. */
 export const contactIdOf = (tenantId: string, listId: string, email: string): string => uuidV5(`commContact:${tenantId}:${listId}:${contactAddress(email)}`);
@@ -87,10 +87,7 @@ const invalidField = (field: string, message: string) => fail('validation_error'
 export function contactFields(body: unknown): ContactFields {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
   const b = body as Record<string, unknown>;
-  if (b.email === undefined || b.email === null) throw invalidField('email', 'email is required');
-  if (typeof b.email !== 'string') throw invalidField('email', 'email must be a string');
-  const email = contactAddress(b.email);
-  if (!isValidAddress(email)) throw invalidField('email', 'email is not a valid address');
+  const email = requiredAddress(b.email);
   const name = b.name === undefined || b.name === null ? null : contactName(b.name);
   const fields: Record<string, string> = {};
   if (b.fields !== undefined && b.fields !== null) {

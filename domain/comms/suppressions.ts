@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { fail } from '../errors';
 import type { ComplaintReceived, DeliveryBounced, DomainEvent } from '../events';
 import { uuidFromBytes } from '../ids';
-import { isValidAddress } from '../message/sendRules';
 import { NOT_ONE_LINE } from '../oneLine';
+import { commAddress, requiredAddress } from './address';
 import { planBatch, type BatchPlanItem } from './batch';
 
 /**
@@ -44,7 +44,7 @@ export interface SuppressionFact {
  * case-sensitive by RFC 5321, but mailbox providers treat it case-insensitively, and a suppression
  * list errs on the side of not mailing.
  */
-export const suppressionAddress = (address: string): string => address.trim().toLowerCase();
+export const suppressionAddress = commAddress;
 
 const validDate = (v: unknown): Date | null => {
   if (typeof v !== 'string') return null;
@@ -106,7 +106,7 @@ export const fold = (events: Iterable<SuppressionStreamEvent>): ManualSuppressio
   return s;
 };
 
-export const MANUAL_SUPPRESSION_LIMITS = { emailMax: 320, noteMax: 500 } as const;
+export const MANUAL_SUPPRESSION_LIMITS = { noteMax: 500 } as const;
 
 export interface ManualSuppressionFields { email: string; note: string | null }
 
@@ -123,11 +123,7 @@ const invalidField = (field: string, message: string) => fail('validation_error'
 export function manualSuppressionFields(body: unknown): ManualSuppressionFields {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
   const b = body as Record<string, unknown>;
-  if (b.email === undefined || b.email === null) throw invalidField('email', 'email is required');
-  if (typeof b.email !== 'string') throw invalidField('email', 'email must be a string');
-  const email = suppressionAddress(b.email);
-  if (email.length > MANUAL_SUPPRESSION_LIMITS.emailMax) throw invalidField('email', `email is longer than ${MANUAL_SUPPRESSION_LIMITS.emailMax} characters`);
-  if (!isValidAddress(email)) throw invalidField('email', 'email is not a valid address');
+  const email = requiredAddress(b.email);
   return { email, note: b.note === undefined || b.note === null ? null : manualNote(b.note) };
 }
 
