@@ -22,6 +22,9 @@ function loadOpenApi(): unknown {
 export function createApp(ctx: HttpContext): Express {
   const app = express();
   app.disable('x-powered-by');
+  // No ETags (decision, docs/ARCHITECTURE.md "HTTP answers"): Express would hash every JSON answer,
+  // POST /v1/send's included, for a validator no Motor answer is conditional on.
+  app.set('etag', false);
   app.set('trust proxy', 'loopback');
   app.locals.ctx = ctx;
   const openapi = loadOpenApi();

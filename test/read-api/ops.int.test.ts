@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { bundleFromString, createConfig, lintFromString } from '@redocly/openapi-core';
-import { getJson, startTestMotor, type TestMotor } from '../support/motor';
-import { sendMail } from './publicApi';
+import { getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+import { bearer, getPublic, sendMail, senderDomainOf } from './publicApi';
 
 /** Operational surface: status, health, readiness, metrics, the OpenAPI document and its docs page. */
 describe('status, health, metrics and OpenAPI (int)', function () {
@@ -46,6 +46,21 @@ describe('status, health, metrics and OpenAPI (int)', function () {
     expect(text).to.match(/^# TYPE motor_sends_accepted_total counter$/m);
     expect(text).to.match(/^motor_sends_accepted_total\{source="http"\} 2$/m);
     expect(text).to.match(/^motor_http_request_duration_seconds_bucket\{/m);
+  });
+
+  it('answers carry X-Request-Id (a valid one sent is echoed) and no ETag: answers are not conditional', async () => {
+    const b = await motor.bootstrap();
+    const sent = await postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomainOf(b)}`, to: 'user@rcpt.test', subject: 'Hello', text: 'Hi' }, { 'X-Api-Key': b.apiKey, 'X-Request-Id': 'trace-42' });
+    expect(sent.status).to.equal(200);
+    expect(sent.headers.get('x-request-id')).to.equal('trace-42');
+    const token = await motor.token(b, ['logs.read']);
+    const read = await getPublic(motor, `/messages/${sent.body.data.id}`, token);
+    expect(read.status).to.equal(200);
+    expect(read.headers.get('x-request-id')).to.match(/^[0-9a-f-]{36}$/);
+    // The same read with the previous answer's validator is answered in full, never 304.
+    const again = await getJson(`${motor.baseUrl}/api/public/v1/messages/${sent.body.data.id}`, { ...bearer(token), 'If-None-Match': '*' });
+    expect(again.status).to.equal(200);
+    for (const r of [sent, read, again]) expect(r.headers.get('etag')).to.equal(null);
   });
 
   it('an unknown route is a JSON 404', async () => {
