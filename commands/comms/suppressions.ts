@@ -64,19 +64,21 @@ export interface SuppressionBatchResult { created: number; existing: number; inv
  * as a single add, then each new address decided and appended on its own stream exactly as
  * `addManualSuppression` does (`decideAndAppendAdd`), SUPPRESSION_BATCH_LIMITS.parallelAppends at
  * a time, as the contacts batch. Per-item outcome: an invalid item does not stop the others. One
- * wait for all the adds at the end.
+ * wait at the end for the active add of every address answered (created or exists).
  */
 export async function addManualSuppressionsBatch(deps: SuppressionDeps, tenantId: string, actor: string, body: unknown): Promise<SuppressionBatchResult> {
   const plan = planSuppressionBatch(body);
   const toAdd = plan.filter((p): p is Extract<BatchPlanItem<ManualSuppressionFields>, { kind: 'add' }> => p.kind === 'add');
   const outcome = new Map<number, 'created' | 'exists'>();
-  const appended: string[] = [];
+  // The active add of every address answered, this call's or an earlier one's (a retry after a call
+  // cut short, a racing single add): as the single add's 200, `exists` waits until it is shown too.
+  const active: string[] = [];
   await eachLimited(toAdd, SUPPRESSION_BATCH_LIMITS.parallelAppends, async (p) => {
     const { created, add } = await decideAndAppendAdd(deps, tenantId, actor, p.item);
-    if (created) appended.push(add.id);
+    active.push(add.id);
     outcome.set(p.index, created ? 'created' : 'exists');
   });
-  await awaitManualAdds(deps.db, appended, BATCH_READ_MODEL_WAIT_MS);
+  await awaitManualAdds(deps.db, active, BATCH_READ_MODEL_WAIT_MS);
 
   const items = plan.map((p): SuppressionBatchItem => {
     if (p.kind === 'invalid') return { index: p.index, email: p.email, status: 'invalid', error: p.error };
