@@ -1,11 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { EventData } from '../../domain/eventStore';
 import { suppressionIdOf } from '../../domain/comms/suppressions';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
-import { accepted, bounced } from '../analytics/support';
+import { bounced } from '../analytics/support';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, tenant, type Tenant } from './support';
+import { appendMessage, as, commPost, minutesAgo, suppressionRowOf, tenant, type Tenant } from './support';
 
 /**
  * A second adversarial review of lists (read one, rename, delete) and manual suppressions
@@ -23,15 +22,9 @@ describe('communications review 2 (int)', function () {
   });
   after(async () => { await motor?.close(); });
 
-  type Row = { id: string; email: string; reason: string; count: number; note: string | null };
-  const rowOf = async (t: Tenant, email: string): Promise<Row | undefined> =>
-    ((await commGet(motor, `/suppressions?email=${encodeURIComponent(email)}`, as(t))).body.data.items as Row[])[0];
-  const send = async (t: Tenant, to: string, acceptedAt: string, outcomes: (m: string) => EventData[]) => {
-    const m = randomUUID();
-    await motor.rt.store.append(`message-${m}`, [accepted(m, t.b.motorBlockId, [to], acceptedAt, t.accountId), ...outcomes(m)], { expectedRevision: 'no_stream' });
-    return m;
-  };
-  const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+  const rowOf = (t: Tenant, email: string) => suppressionRowOf(motor, t, email);
+  const send = (t: Tenant, to: string, acceptedAt: string, outcomes: (m: string) => EventData[]) => appendMessage(motor, t, to, acceptedAt, outcomes);
+  const ago = minutesAgo;
 
   it('POST /suppressions with the projector behind: the answer is the add alone (reason manual, count 1), not the stale hard-bounce row', async () => {
     const email = 'stale@review2.test';

@@ -1,9 +1,12 @@
 /** Helpers of the communications tests (not a test file): a tenant = a bootstrapped account and a signed-in user of it. */
+import { randomUUID } from 'node:crypto';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { streamName, type EventStore } from '../../domain/eventStore';
+import { streamName, type EventData, type EventStore } from '../../domain/eventStore';
 import { toEventData, type MotorBlockType } from '../../domain/events';
 import { newId } from '../../domain/ids';
+import type { SuppressionView } from '../../projections/commSuppressions/queries';
 import { getBlock } from '../../projections/directory/queries';
+import { accepted } from '../analytics/support';
 import { dashboardUser } from '../oauth/support';
 import { eventually, getJson, postJson, type TestMotor } from '../support/motor';
 
@@ -53,4 +56,28 @@ export function storeFailingAfter(store: EventStore, appends: number): EventStor
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
+}
+
+/** An ISO time `minutes` before now. */
+export const minutesAgo = (minutes: number): string => new Date(Date.now() - minutes * 60_000).toISOString();
+
+/**
+ * A message of the tenant's block accepted at `acceptedAt`, with the outcome events `outcomes`
+ * gives for its id, appended straight to the store (no delivery): what a suppression is made of.
+ */
+export async function appendMessage(motor: TestMotor, t: Tenant, to: string | string[], acceptedAt: string, outcomes: (messageId: string) => EventData[]): Promise<string> {
+  const m = randomUUID();
+  await motor.rt.store.append(`message-${m}`, [accepted(m, t.b.motorBlockId, typeof to === 'string' ? [to] : to, acceptedAt, t.accountId), ...outcomes(m)], { expectedRevision: 'no_stream' });
+  return m;
+}
+
+/** The tenant's suppression record of an address through `GET /suppressions?email=`, if any. */
+export async function suppressionRowOf(motor: TestMotor, t: Tenant, email: string): Promise<SuppressionView | undefined> {
+  return ((await commGet(motor, `/suppressions?email=${encodeURIComponent(email)}`, as(t))).body.data.items as SuppressionView[])[0];
+}
+
+/** `DELETE /suppressions/{id}` as the tenant: its status and JSON body. */
+export async function liftAs(motor: TestMotor, t: Tenant, id: string): Promise<{ status: number; body: { code?: string; details?: Record<string, unknown>; [k: string]: unknown } }> {
+  const res = await fetch(commUrl(motor, `/suppressions/${id}`), { method: 'DELETE', headers: as(t) });
+  return { status: res.status, body: await res.json() as { code?: string; details?: Record<string, unknown>; [k: string]: unknown } };
 }

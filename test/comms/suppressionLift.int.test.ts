@@ -4,9 +4,9 @@ import type { EventData, RecordedEvent } from '../../domain/eventStore';
 import { commSuppressionsProjection, SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { suppressedAmong } from '../../projections/commSuppressions/queries';
 import { migrateProjection } from '../../projections/runner';
-import { accepted, bounced, complained } from '../analytics/support';
+import { bounced, complained } from '../analytics/support';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commUrl, tenant, type Tenant } from './support';
+import { appendMessage, liftAs, minutesAgo, suppressionRowOf, tenant, type Tenant } from './support';
 
 /**
  * DELETE /comm-api/api/suppressions/{id} (docs/COMMUNICATIONS.md "Lifting a suppression"): a
@@ -19,19 +19,11 @@ describe('communications: lifting a suppression (int)', function () {
   let motor: TestMotor;
   let a: Tenant;
   let b: Tenant;
-  type Row = { id: string; email: string; reason: string; count: number };
 
-  const send = async (t: Tenant, to: string[], acceptedAt: string, outcomes: (m: string) => EventData[]) => {
-    const m = randomUUID();
-    await motor.rt.store.append(`message-${m}`, [accepted(m, t.b.motorBlockId, to, acceptedAt, t.accountId), ...outcomes(m)], { expectedRevision: 'no_stream' });
-  };
-  const rowOf = async (t: Tenant, email: string): Promise<Row | undefined> =>
-    ((await commGet(motor, `/suppressions?email=${encodeURIComponent(email)}`, as(t))).body.data.items as Row[])[0];
-  const lift = async (t: Tenant, id: string) => {
-    const res = await fetch(commUrl(motor, `/suppressions/${id}`), { method: 'DELETE', headers: as(t) });
-    return { status: res.status, body: await res.json() as { code?: string; details?: Record<string, unknown>; [k: string]: unknown } };
-  };
-  const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+  const send = (t: Tenant, to: string[], acceptedAt: string, outcomes: (m: string) => EventData[]) => appendMessage(motor, t, to, acceptedAt, outcomes);
+  const rowOf = (t: Tenant, email: string) => suppressionRowOf(motor, t, email);
+  const lift = (t: Tenant, id: string) => liftAs(motor, t, id);
+  const ago = minutesAgo;
 
   before(async () => {
     motor = await startTestMotor();

@@ -6,9 +6,9 @@ import { MANUAL_SUPPRESSION_LIMITS, suppressionIdOf } from '../../domain/comms/s
 import { commSuppressionsProjection, SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { suppressedAmong } from '../../projections/commSuppressions/queries';
 import { migrateProjection } from '../../projections/runner';
-import { accepted, bounced, complained } from '../analytics/support';
+import { bounced, complained } from '../analytics/support';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
-import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
+import { appendMessage, as, commGet, commPost, liftAs, minutesAgo, suppressionRowOf, tenant, type Tenant } from './support';
 
 /**
  * POST /comm-api/api/suppressions (docs/COMMUNICATIONS.md "Suppressions"): the tenant suppresses
@@ -28,25 +28,17 @@ describe('communications: manual suppressions (int)', function () {
   };
 
   const add = (t: Tenant, body: unknown) => commPost(motor, '/suppressions', body, as(t));
-  const rowOf = async (t: Tenant, email: string): Promise<Row | undefined> =>
-    ((await commGet(motor, `/suppressions?email=${encodeURIComponent(email)}`, as(t))).body.data.items as Row[])[0];
-  const lift = async (t: Tenant, id: string) => {
-    const res = await fetch(commUrl(motor, `/suppressions/${id}`), { method: 'DELETE', headers: as(t) });
-    return { status: res.status, body: await res.json() as { code?: string; details?: Record<string, unknown>; [k: string]: unknown } };
-  };
+  const rowOf = (t: Tenant, email: string) => suppressionRowOf(motor, t, email);
+  const lift = (t: Tenant, id: string) => liftAs(motor, t, id);
   const streamOf = async (t: Tenant, email: string) => (await motor.rt.store.readStream(`suppression-${suppressionIdOf(t.accountId, email)}`)).map((e) => e.type);
-  const send = async (t: Tenant, to: string, acceptedAt: string, outcomes: (m: string) => EventData[]) => {
-    const m = randomUUID();
-    await motor.rt.store.append(`message-${m}`, [accepted(m, t.b.motorBlockId, [to], acceptedAt, t.accountId), ...outcomes(m)], { expectedRevision: 'no_stream' });
-    return m;
-  };
+  const send = (t: Tenant, to: string, acceptedAt: string, outcomes: (m: string) => EventData[]) => appendMessage(motor, t, to, acceptedAt, outcomes);
   const unsubscribe = async (t: Tenant, email: string, at: string) => {
     const contactId = randomUUID();
     await motor.rt.store.append(`contact-${contactId}`, [toEventData(randomUUID(), {
       type: 'ContactUnsubscribed', data: { contactId, tenantId: t.accountId, listId: randomUUID(), email, via: 'page', unsubscribedAt: at },
     })], { expectedRevision: 'any' });
   };
-  const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+  const ago = minutesAgo;
 
   before(async () => {
     motor = await startTestMotor();
