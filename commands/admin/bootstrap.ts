@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../../domain/eventStore';
-import { streamName, WrongExpectedRevisionError } from '../../domain/eventStore';
-import { loadBlock } from '../blocks/grants';
-import { decide, type MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
+import { streamName } from '../../domain/eventStore';
+import { decideOnBlock } from '../blocks/grants';
+import type { MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
@@ -147,18 +147,10 @@ export async function setBlockLimits(store: EventStore, motorBlockId: string, li
  */
 export async function setBlockActive(store: EventStore, motorBlockId: string, active: boolean, now: Date): Promise<{ motorBlockId: string; status: 'active' | 'inactive'; changed: boolean }> {
   const command: MotorBlockCommand = active ? { type: 'LiftMotorBlockSuspension', data: { now } } : { type: 'SuspendMotorBlock', data: { now } };
-  const status = active ? 'active' : 'inactive';
-  for (let attempt = 1; ; attempt++) {
-    const { state, revision } = await loadBlock(store, motorBlockId);
+  const { appended } = await decideOnBlock(store, 'cli', motorBlockId, async (state) => {
     // Every operator command answers an unknown id with the CLI's own not_found.
-    if (state === null || revision === null || state.status === 'deleted') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
-    const events = decide(command, state);
-    if (events.length === 0) return { motorBlockId, status, changed: false };
-    try {
-      await store.append(streamName('motorBlock', motorBlockId), events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: revision });
-      return { motorBlockId, status, changed: true };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
-    }
-  }
+    if (state === null || state.status === 'deleted') throw fail('not_found', 404, `No Motor Block ${motorBlockId}`);
+    return command;
+  });
+  return { motorBlockId, status: active ? 'active' : 'inactive', changed: appended };
 }

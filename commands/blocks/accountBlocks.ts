@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
-import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { toEventData } from '../../domain/events';
 import { isUuid, isUuidV4, newId, uuidV5, type Clock } from '../../domain/ids';
 import { grantOf } from '../../domain/motorBlock/grant';
 import {
-  decide, deletionJobOf, errors, evolve, isManagedType, isProductionReady,
+  deletionJobOf, errors, isManagedType, isProductionReady,
   type ManagedType, type MotorBlock, type MotorBlockCommand, type MotorBlockState,
 } from '../../domain/motorBlock/motorBlock';
 import { planOf, type Config } from '../../infra/config';
@@ -16,7 +14,7 @@ import { getAccount, getBlockDeletion, getDomain, listLiveBlocksOfAccount, type 
 import { newSmtpUsername } from '../admin/bootstrap';
 import { awaitDirectoryRow } from '../readYourWrites';
 import { readDomainFacts } from './domainFacts';
-import { assertGrantCovers, blocksCoveredBy, loadBlock } from './grants';
+import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './grants';
 
 /**
  * Handlers of the account Motor Block routes (SPEC "Account Motor Blocks", docs/BLOCKS.md):
@@ -111,29 +109,14 @@ async function withAccountLock<T>(deps: BlockDeps, accountId: string, fn: (deps:
   });
 }
 
-/** Load, decide, append at the loaded revision; retried when another request appended in between. */
+/** decideOnBlock as the caller, then the wait until the directory shows the stream where it now is (read-your-writes). */
 async function run(
   deps: BlockDeps, caller: Caller, motorBlockId: string,
   command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
-  const stream = streamName('motorBlock', motorBlockId);
-  for (let attempt = 0; ; attempt++) {
-    const { state, revision } = await loadBlock(deps.store, motorBlockId);
-    const events = decide(await command(state), state);
-    if (events.length === 0) {
-      if (revision !== null) await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, revision);
-      return { before: state, after: state, appended: false };
-    }
-    try {
-      const res = await deps.store.append(stream, events.map((e) => toEventData(newId(), e, { actor: caller.actor })), {
-        expectedRevision: revision === null ? 'no_stream' : revision,
-      });
-      await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, res.nextExpectedRevision);
-      return { before: state, after: events.reduce(evolve, state), appended: true };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
-    }
-  }
+  const { revision, ...r } = await decideOnBlock(deps.store, caller.actor, motorBlockId, command);
+  if (revision !== null) await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, revision);
+  return r;
 }
 
 async function dto(deps: BlockDeps, b: MotorBlock): Promise<MotorBlockDto> {

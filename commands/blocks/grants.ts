@@ -1,11 +1,13 @@
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
-import { streamName } from '../../domain/eventStore';
-import { asDomainEvent } from '../../domain/events';
+import { streamName, WrongExpectedRevisionError } from '../../domain/eventStore';
+import { asDomainEvent, toEventData } from '../../domain/events';
 import { fail } from '../../domain/errors';
-import { isUuid } from '../../domain/ids';
+import { isUuid, newId } from '../../domain/ids';
 import { accountGrantId, covers, grantOf } from '../../domain/motorBlock/grant';
-import { MOTOR_BLOCK_EVENTS, fold, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
+import {
+  MOTOR_BLOCK_EVENTS, decide, evolve, fold, type MotorBlock, type MotorBlockCommand, type MotorBlockEvent, type MotorBlockState,
+} from '../../domain/motorBlock/motorBlock';
 import { getBlock, listLiveBlocksOfAccount, blockIdsOfGrant, type BlockRecord } from '../../projections/directory/queries';
 
 /**
@@ -29,6 +31,30 @@ export async function loadBlock(store: EventStore, motorBlockId: string) {
   const recorded = await store.readStream(streamName('motorBlock', motorBlockId));
   const events = recorded.map(asDomainEvent).filter((e): e is MotorBlockEvent => e !== null && (MOTOR_BLOCK_EVENTS as readonly string[]).includes(e.type));
   return { state: fold(events), revision: recorded.length === 0 ? null : recorded[recorded.length - 1].revision };
+}
+
+/**
+ * Load, decide, append at the loaded revision; decided again when another writer appended in
+ * between (up to 6 tries). `command` sees the loaded state first (a caller's own checks go there).
+ * `revision`: where the stream is after it (null: no stream and nothing appended).
+ */
+export async function decideOnBlock(
+  store: EventStore, actor: string, motorBlockId: string,
+  command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
+): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean; revision: bigint | null }> {
+  for (let attempt = 0; ; attempt++) {
+    const { state, revision } = await loadBlock(store, motorBlockId);
+    const events = decide(await command(state), state);
+    if (events.length === 0) return { before: state, after: state, appended: false, revision };
+    try {
+      const res = await store.append(streamName('motorBlock', motorBlockId), events.map((e) => toEventData(newId(), e, { actor })), {
+        expectedRevision: revision === null ? 'no_stream' : revision,
+      });
+      return { before: state, after: events.reduce(evolve, state), appended: true, revision: res.nextExpectedRevision };
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
+    }
+  }
 }
 
 export const notAuthorized = () => fail('motor_block_not_authorized', 403, 'The current grant does not cover this Motor Block', {
