@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * API key format: `<kind>_live_<prefix>_<secret>`, kind `mk` (Motor Block key, for sending) or
@@ -32,7 +32,7 @@ export function generateApiKey(kind: ApiKeyKind): NewApiKey {
   return { key: `${KIND_TAG[kind]}_live_${prefix}_${secret}`, prefix, secretHash: hashSecret(secret) };
 }
 
-export const hashSecret = (secret: string): string => createHash('sha256').update(secret, 'utf8').digest('hex');
+export const hashSecret = (secret: string): string => hash('sha256', secret, 'hex');
 
 export interface ParsedApiKey { kind: ApiKeyKind; prefix: string; secret: string }
 
@@ -47,7 +47,7 @@ export function parseApiKey(value: string): ParsedApiKey | null {
 
 /** Constant-time comparison of a presented secret with the stored hash. */
 export function secretMatches(secret: string, storedHash: string): boolean {
-  const a = Buffer.from(hashSecret(secret), 'hex');
+  const a = hash('sha256', secret, 'buffer');
   const b = Buffer.from(storedHash, 'hex');
   return a.length === b.length && timingSafeEqual(a, b);
 }
