@@ -193,6 +193,7 @@ export class PostgresEventStore implements EventStore {
   /** Subscriptions, each with its type filter: a NOTIFY wakes those its payload's types concern. */
   private readonly sleepers = new Set<Sleeper>();
 
+  private flushScheduled = false;
   private closed = false;
   private closing: Promise<void> | null = null;
 
@@ -430,12 +431,25 @@ export class PostgresEventStore implements EventStore {
       return;
     }
     this.queue.push(p);
-    this.flush();
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => {
+        this.flushScheduled = false;
+        this.flush();
+      });
+    }
   }
 
+  /**
+   * Starts batches while a slot is free, sharing what is queued evenly between the free slots.
+   * Appends asked for in one turn of the event loop (e.g. the requests a Redis pipeline's reply
+   * released together) wait for the end of that turn (submit's setImmediate) and leave as one
+   * batch per free slot, which PostgreSQL runs side by side, rather than the first one alone and
+   * all the others, in one batch, after it.
+   */
   private flush(): void {
     while (this.inFlightBatches < this.maxInFlightBatches && this.queue.length > 0) {
-      const batch = this.takeBatch();
+      const batch = this.takeBatch(Math.ceil(this.queue.length / (this.maxInFlightBatches - this.inFlightBatches)));
       if (batch.length === 0) return; // everything queued waits for a stream already in flight
       this.inFlightBatches++;
       for (const p of batch) this.inFlightStreams.add(p.req.streamId);
@@ -454,15 +468,15 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
-  /** Oldest first, at most one append per stream (executeBatch needs it) and maxBatchEvents events. */
-  private takeBatch(): Pending[] {
+  /** Oldest first, at most one append per stream (executeBatch needs it), maxBatchEvents events and `maxRequests` appends. */
+  private takeBatch(maxRequests: number): Pending[] {
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const streams = new Set<string>();
     let events = 0;
     for (const p of this.queue) {
       const n = p.req.events.length;
-      const fits = batch.length === 0 || events + n <= this.maxBatchEvents;
+      const fits = batch.length === 0 || (events + n <= this.maxBatchEvents && batch.length < maxRequests);
       if (fits && !streams.has(p.req.streamId) && !this.inFlightStreams.has(p.req.streamId)) {
         batch.push(p);
         streams.add(p.req.streamId);
