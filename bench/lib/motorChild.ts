@@ -12,6 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { childMain, percentile } from './common';
+import { stageSampler } from './stageSampler';
 
 /** BENCH_DIAG=1: counts the SQL statements this process sends, by their first words (printed at stop). */
 function countQueries(): () => string {
@@ -86,12 +87,16 @@ childMain(async () => {
   const rt = await createRuntime(config, {
     databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger: createLogger(config.logLevel, { roles: spec.roles.join(',') }),
   });
-  // Experiment knob (no effect unless set): group-commit transactions in flight at once, set on the
-  // PostgreSQL store instance after construction (the product's default is 1).
+  // Experiment knobs (no effect unless set), set on the PostgreSQL store instance after construction:
+  // group-commit transactions in flight at once (the product's default is 2) and most events in one
+  // (default 1000).
   const inflight = Number(process.env.BENCH_STORE_INFLIGHT ?? 0);
   if (inflight > 0) (rt.store as unknown as { maxInFlightBatches: number }).maxInFlightBatches = inflight;
+  const maxBatch = Number(process.env.BENCH_STORE_MAXBATCH ?? 0);
+  if (maxBatch > 0) (rt.store as unknown as { maxBatchEvents: number }).maxBatchEvents = maxBatch;
   const diag = process.env.BENCH_DIAG === '1' ? instrument(rt.store as unknown as Record<string, unknown>) : null;
   const queries = process.env.BENCH_DIAG === '1' ? countQueries() : null;
+  const stages = process.env.BENCH_STAGES === '1' ? stageSampler(rt.store, rt.redisBatch) : null;
   const started = await startRoles(rt, spec.roles, { port: 0, host: '127.0.0.1' });
   const allocDir = process.env.BENCH_ALLOC_PROF;
   const stopAlloc = allocDir ? await allocationSampler(allocDir, spec.roles.join('+')) : null;
@@ -103,6 +108,7 @@ childMain(async () => {
     await started.stop();
     await rt.close();
     if (diag) console.error(`[diag ${spec.roles.join(',')}] ${diag()}`);
+    if (stages) console.error(`[stages] ${stages()}`);
     if (queries) console.error(`[diag ${spec.roles.join(',')}] ${queries()}`);
     if (diag) {
       const b = rt.redisBatch.stats;
