@@ -41,33 +41,42 @@ export const nameKey = (name: string): string => name.normalize('NFKC').toLowerC
 export function evolve(state: ContactListsState, event: ContactListEvent): ContactListsState {
   const lists = new Map(state.lists);
   const names = new Map(state.names);
+  applyTo(lists, names, event);
+  return { lists, names };
+}
+
+/** The step of evolve, on maps it may change: fold applies a whole stream to one pair of maps. */
+function applyTo(lists: Map<string, ContactListFacts>, names: Map<string, string>, event: ContactListEvent): void {
   const before = lists.get(event.data.listId);
-  if (before) names.delete(nameKey(before.name));
   switch (event.type) {
     case 'ContactListCreated': {
       const d = event.data;
+      if (before) names.delete(nameKey(before.name));
       lists.set(d.listId, { name: d.name, description: d.description, createdAt: d.createdAt, updatedAt: d.createdAt });
       names.set(nameKey(d.name), d.listId);
       break;
     }
     case 'ContactListUpdated': {
       const d = event.data;
-      if (!before) return state;
+      if (!before) return;
+      names.delete(nameKey(before.name));
       lists.set(d.listId, { ...before, name: d.name, description: d.description, updatedAt: d.updatedAt });
       names.set(nameKey(d.name), d.listId);
       break;
     }
     case 'ContactListDeleted':
+      if (before) names.delete(nameKey(before.name));
       lists.delete(event.data.listId);
       break;
   }
-  return { lists, names };
 }
 
+/** The tenant's lists from their stream: linear in its events (evolve would copy both maps per event). */
 export const fold = (events: Iterable<ContactListEvent>): ContactListsState => {
-  let s = initialContactLists();
-  for (const e of events) s = evolve(s, e);
-  return s;
+  const lists = new Map<string, ContactListFacts>();
+  const names = new Map<string, string>();
+  for (const e of events) applyTo(lists, names, e);
+  return { lists, names };
 };
 
 export interface CreateContactList {

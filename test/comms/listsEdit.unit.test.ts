@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { DomainError } from '../../domain/errors';
-import { contactListChanges, decideCreate, decideDelete, decideUpdate, fold, LIST_LIMITS, type ContactListEvent } from '../../domain/comms/contactLists';
+import { contactListChanges, decideCreate, decideDelete, decideUpdate, evolve, fold, initialContactLists, LIST_LIMITS, type ContactListEvent } from '../../domain/comms/contactLists';
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
 const NOW = new Date('2026-03-01T12:00:00Z');
@@ -68,5 +68,24 @@ describe('contact lists: rename and delete (unit)', () => {
       expect([e?.code, (e?.details as { field: string }).field], JSON.stringify(body)).to.deep.equal(['validation_error', field]);
     }
     expect(errorOf(() => contactListChanges([]))?.code).to.equal('validation_error');
+  });
+
+  it('fold (one pair of maps for the whole stream) reads a stream as evolve does event by event, and leaves earlier states alone', () => {
+    // Creates, renames (to a name another list had), deletes, a rename and a delete of a deleted list.
+    const stream: ContactListEvent[] = [];
+    for (let i = 0; i < 40; i++) {
+      const id = `l${i % 7}`;
+      const step = (i * 5) % 4;
+      stream.push(step === 0 ? created(id, `N${i}`) : step === 1 ? updated(id, `N${(i + 3) % 11}`, `d${i}`) : step === 2 ? deleted(id) : updated(`l${(i + 1) % 7}`, `R${i}`));
+    }
+    const states = [initialContactLists()];
+    for (const e of stream) states.push(evolve(states[states.length - 1], e));
+    for (let n = 0; n <= stream.length; n++) {
+      const folded = fold(stream.slice(0, n));
+      expect([...folded.lists], `after ${n} events`).to.deep.equal([...states[n].lists]);
+      expect([...folded.names], `after ${n} events`).to.deep.equal([...states[n].names]);
+    }
+    expect(states[0].lists.size).to.equal(0);
+    expect(states[1].lists.size).to.equal(1);
   });
 });
