@@ -286,7 +286,7 @@ describe('webhooks (e2e)', function () {
       const got = await eventually(async () => receiver.received.find((x) => x.body.id === r.body.data.deliveryId), 20_000);
       expect(got.body).to.include({ event: 'webhook.test', motorBlockId: block.motorBlockId });
       expect(verify(w.secret, got)).to.equal(true);
-      const [d] = await eventually(async () => ((await deliveries(w.id)).filter((x) => x.status === 'delivered')));
+      const d = await eventually(async () => (await deliveries(w.id)).find((x) => x.status === 'delivered'));
       expect(d).to.include({ id: r.body.data.deliveryId, event: 'webhook.test' });
       await del(`/webhooks/${w.id}`);
     });

@@ -115,17 +115,19 @@ export async function getJson(url: string, headers: Record<string, string> = {})
   return { status: res.status, headers: res.headers, body: json };
 }
 
-/** Polls until fn returns a truthy value (or throws after timeoutMs). */
+/** Polls until fn returns a truthy value other than an empty array (or throws after timeoutMs). */
 export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, everyMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
+    let v: T | null | undefined | false = undefined;
     try {
-      const v = await fn();
-      if (v) return v;
+      v = await fn();
     } catch (e) {
       last = e;
     }
+    // An empty array is truthy, but what it says is "nothing yet": wait on.
+    if (v && !(Array.isArray(v) && v.length === 0)) return v;
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
