@@ -1,14 +1,14 @@
 import type { Knex } from 'knex';
-import type { EventStore } from '../../domain/eventStore';
-import { streamName, WrongExpectedRevisionError } from '../../domain/eventStore';
-import { asDomainEvent, toEventData } from '../../domain/events';
+import type { EventStore, RecordedEvent } from '../../domain/eventStore';
+import { streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { isUuid, newId } from '../../domain/ids';
+import { isUuid } from '../../domain/ids';
 import { accountGrantId, covers, grantOf } from '../../domain/motorBlock/grant';
 import {
   MOTOR_BLOCK_EVENTS, decide, evolve, fold, type MotorBlock, type MotorBlockCommand, type MotorBlockEvent, type MotorBlockState,
 } from '../../domain/motorBlock/motorBlock';
 import { getBlock, listLiveBlocksOfAccount, blockIdsOfGrant, type BlockRecord } from '../../projections/directory/queries';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 
 /**
  * The grant check every account block route uses (docs/BLOCKS.md "Grants"): which blocks may be
@@ -29,9 +29,10 @@ export async function blocksCoveredBy(db: Knex, principal: GrantHolder): Promise
 /** The block's state from its stream and the revision to append at. */
 export async function loadBlock(store: EventStore, motorBlockId: string) {
   const recorded = await store.readStream(streamName('motorBlock', motorBlockId));
-  const events = recorded.map(asDomainEvent).filter((e): e is MotorBlockEvent => e !== null && (MOTOR_BLOCK_EVENTS as readonly string[]).includes(e.type));
-  return { state: fold(events), revision: recorded.length === 0 ? null : recorded[recorded.length - 1].revision };
+  return { state: blockOf(recorded), revision: recorded.length === 0 ? null : recorded[recorded.length - 1].revision };
 }
+
+const blockOf = (recorded: readonly RecordedEvent[]): MotorBlockState => fold(eventsOf<MotorBlockEvent>(recorded, MOTOR_BLOCK_EVENTS));
 
 /**
  * Load, decide, append at the loaded revision; decided again when another writer appended in
@@ -42,19 +43,12 @@ export async function decideOnBlock(
   store: EventStore, actor: string, motorBlockId: string,
   command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean; revision: bigint | null }> {
-  for (let attempt = 0; ; attempt++) {
-    const { state, revision } = await loadBlock(store, motorBlockId);
-    const events = decide(await command(state), state);
-    if (events.length === 0) return { before: state, after: state, appended: false, revision };
-    try {
-      const res = await store.append(streamName('motorBlock', motorBlockId), events.map((e) => toEventData(newId(), e, { actor })), {
-        expectedRevision: revision === null ? 'no_stream' : revision,
-      });
-      return { before: state, after: events.reduce(evolve, state), appended: true, revision: res.nextExpectedRevision };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 5) throw err;
-    }
-  }
+  let before: MotorBlockState = null;
+  const d = await decideOnStream(store, streamName('motorBlock', motorBlockId), { actor, attempts: 6 }, async (recorded) => {
+    before = blockOf(recorded);
+    return decide(await command(before), before);
+  });
+  return { before, after: d.appended.reduce(evolve, before), appended: d.appended.length > 0, revision: d.revision };
 }
 
 export const notAuthorized = () => fail('motor_block_not_authorized', 403, 'The current grant does not cover this Motor Block', {

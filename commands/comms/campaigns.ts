@@ -12,6 +12,7 @@ import { findCampaign, type CampaignView } from '../../projections/campaigns/que
 import { getContactList } from '../../projections/contactLists/queries';
 import type { BlockRecord } from '../../projections/directory/queries';
 import type { DirectoryCache } from '../directoryCache';
+import { decideOnStream } from '../decideOnStream';
 import { awaitRow } from '../readYourWrites';
 import { assertBlockActive, checkSenderDomain } from '../send/sendMessage';
 import { getTemplate } from '../templates/templates';
@@ -87,9 +88,10 @@ export async function getCampaign(db: Knex, tenantId: string, campaignId: string
 /** The campaign's state folded from its stream, with the revision it was read at (null: no stream). */
 export async function loadCampaign(store: EventStore, campaignId: string): Promise<{ state: CampaignState; revision: bigint | null; events: RecordedEvent[] }> {
   const events = await store.readStream(campaignStream(campaignId));
-  const typed = events.map(asDomainEvent).filter(isCampaignEvent);
-  return { state: fold(typed), revision: events.length === 0 ? null : events[events.length - 1].revision, events };
+  return { state: campaignOf(events), revision: events.length === 0 ? null : events[events.length - 1].revision, events };
 }
+
+const campaignOf = (recorded: readonly RecordedEvent[]): CampaignState => fold(recorded.map(asDomainEvent).filter(isCampaignEvent));
 
 const notFound = () => fail('campaign_not_found', 404, 'No such campaign for this tenant');
 
@@ -105,20 +107,15 @@ async function decideAndAppend(
   if (!isUuid(id)) throw fail('invalid_id', 400, 'Campaign id must be a uuid');
   // The stream is named by the lower-case id (as the GET's uuid column compares): a uuid in capitals is the same campaign.
   const campaignId = id.toLowerCase();
-  for (let attempt = 1; ; attempt++) {
-    const { state, revision } = await loadCampaign(deps.store, campaignId);
-    if (revision === null) throw notFound();
-    const decided = await decide(state);
-    if (decided.length === 0) return campaignId;
-    try {
-      const r = await deps.store.append(campaignStream(campaignId), decided.map((e) => toEventData(newId(), e, { actor })), { expectedRevision: revision });
-      await awaitRow(deps.db, CAMPAIGNS_SCHEMA, 'campaigns', campaignId, r.nextExpectedRevision);
-      return campaignId;
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= MAX_ATTEMPTS) throw fail('campaign_conflict', 409, 'The campaign changed too often while this request was handled', { nextAction: 'Retry the request' });
-    }
-  }
+  const d = await decideOnStream(deps.store, campaignStream(campaignId), {
+    actor, attempts: MAX_ATTEMPTS,
+    exhausted: () => fail('campaign_conflict', 409, 'The campaign changed too often while this request was handled', { nextAction: 'Retry the request' }),
+  }, (recorded) => {
+    if (recorded.length === 0) throw notFound();
+    return decide(campaignOf(recorded));
+  });
+  if (d.appended.length > 0) await awaitRow(deps.db, CAMPAIGNS_SCHEMA, 'campaigns', campaignId, d.revision!);
+  return campaignId;
 }
 
 /** The campaign as the read model shows it after a command (404 if it is gone meanwhile). */

@@ -1,16 +1,17 @@
 import type { Knex } from 'knex';
-import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../../domain/eventStore';
+import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { asDomainEvent, toEventData } from '../../domain/events';
+import { asDomainEvent } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import {
-  CONTACT_LIST_EVENT_TYPES, contactListChanges, contactListFields, decideCreate, decideDelete, decideUpdate, fold, liveList,
+  CONTACT_LIST_EVENT_TYPES, contactListChanges, contactListFields, decideCreate, decideDelete, decideUpdate, evolve, fold, liveList,
   type ContactListEvent, type ContactListsState,
 } from '../../domain/comms/contactLists';
 import { campaignsUnderWayOnList } from '../../projections/campaigns/queries';
 import { CONTACT_LISTS_SCHEMA } from '../../projections/contactLists/projection';
 import { getContactList, type ContactListView } from '../../projections/contactLists/queries';
 import { contactCount } from '../../projections/contacts/queries';
+import { decideOnStream } from '../decideOnStream';
 import { awaitRow } from '../readYourWrites';
 
 /**
@@ -54,24 +55,17 @@ async function decideAndAppend(
   deps: ContactListDeps, tenantId: string, actor: string, listId: string,
   decide: (state: ContactListsState, now: Date) => Promise<ContactListEvent[]> | ContactListEvent[],
 ): Promise<{ state: ContactListsState; appended: ContactListEvent[] }> {
-  for (let attempt = 1; ; attempt++) {
-    const recorded = await deps.store.readStream(stream(tenantId));
-    const events = listEvents(recorded);
-    const state = fold(events);
-    const decided = await decide(state, deps.clock.now());
-    if (decided.length === 0) return { state, appended: [] };
-    try {
-      const r = await deps.store.append(stream(tenantId), decided.map((e) => toEventData(newId(), e, { actor })), {
-        expectedRevision: recorded.length === 0 ? 'no_stream' : recorded[recorded.length - 1].revision,
-      });
-      await awaitRow(deps.db, CONTACT_LISTS_SCHEMA, 'lists', listId, r.nextExpectedRevision);
-      return { state: fold([...events, ...decided]), appended: decided };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= MAX_ATTEMPTS) throw fail('list_conflict', 409, 'Lists of this tenant changed too often while this request was handled', { nextAction: 'Retry the request' });
-      await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
-    }
-  }
+  let state = fold([]);
+  const d = await decideOnStream(deps.store, stream(tenantId), {
+    actor, attempts: MAX_ATTEMPTS, pause: true,
+    exhausted: () => fail('list_conflict', 409, 'Lists of this tenant changed too often while this request was handled', { nextAction: 'Retry the request' }),
+  }, (recorded) => {
+    state = fold(listEvents(recorded));
+    return decide(state, deps.clock.now());
+  });
+  if (d.appended.length === 0) return { state, appended: [] };
+  await awaitRow(deps.db, CONTACT_LISTS_SCHEMA, 'lists', listId, d.revision!);
+  return { state: d.appended.reduce(evolve, state), appended: d.appended };
 }
 
 /** The record of a live list from the decided state, so the answer does not depend on the projector. */

@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../../domain/eventStore';
+import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { DomainError, fail } from '../../domain/errors';
-import { asDomainEvent, toEventData } from '../../domain/events';
-import { isUuid, newId, type Clock } from '../../domain/ids';
+import { asDomainEvent } from '../../domain/events';
+import { isUuid, type Clock } from '../../domain/ids';
 import { liveList } from '../../domain/comms/contactLists';
 import {
   CONTACT_BATCH_LIMITS, CONTACT_EVENT_TYPES, CONTACT_LIMITS, contactFields, contactIdOf, contactUpdate, decideAdd, decideRemove, decideUnsubscribe, decideUpdate, fold, planContactBatch,
@@ -12,6 +12,7 @@ import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
+import { decideOnStream } from '../decideOnStream';
 import { awaitRow, awaitRows } from '../readYourWrites';
 import { eachLimited } from './batch';
 import { listIdGiven, loadContactLists } from './contactLists';
@@ -59,23 +60,17 @@ async function decideAndAppend(
   decide: (events: ContactEvent[], now: Date) => ContactEvent[],
   { awaitReadModel = true, attempts = MAX_ATTEMPTS }: { awaitReadModel?: boolean; attempts?: number } = {},
 ): Promise<{ appended: ContactEvent[]; now: Date; revision: bigint | null }> {
-  for (let attempt = 1; ; attempt++) {
-    const recorded = await deps.store.readStream(stream(contactId));
-    const now = deps.clock.now();
-    const decided = decide(contactEvents(recorded), now);
-    if (decided.length === 0) return { appended: [], now, revision: null };
-    try {
-      const r = await deps.store.append(stream(contactId), decided.map((e) => toEventData(newId(), e, { actor })), {
-        expectedRevision: recorded.length === 0 ? 'no_stream' : recorded[recorded.length - 1].revision,
-      });
-      if (awaitReadModel) await awaitRow(deps.db, CONTACTS_SCHEMA, 'contacts', contactId, r.nextExpectedRevision);
-      return { appended: decided, now, revision: r.nextExpectedRevision };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= attempts) throw fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' });
-      await new Promise((res) => setTimeout(res, Math.random() * 10 * attempt));
-    }
-  }
+  let now = deps.clock.now();
+  const d = await decideOnStream(deps.store, stream(contactId), {
+    actor, attempts, pause: true,
+    exhausted: () => fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' }),
+  }, (recorded) => {
+    now = deps.clock.now();
+    return decide(contactEvents(recorded), now);
+  });
+  if (d.appended.length === 0) return { appended: [], now, revision: null };
+  if (awaitReadModel) await awaitRow(deps.db, CONTACTS_SCHEMA, 'contacts', contactId, d.revision!);
+  return { appended: d.appended, now, revision: d.revision };
 }
 
 export async function addContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, body: unknown): Promise<ContactView> {

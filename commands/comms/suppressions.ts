@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { streamName, WrongExpectedRevisionError, type EventStore, type RecordedEvent } from '../../domain/eventStore';
+import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, toEventData, type SuppressionAdded } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
@@ -10,6 +10,7 @@ import {
 import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { getSuppression, type SuppressionView } from '../../projections/commSuppressions/queries';
+import { decideOnStream } from '../decideOnStream';
 import { pollUntil } from '../readYourWrites';
 import { eachLimited } from './batch';
 
@@ -98,26 +99,16 @@ async function decideAndAppendAdd(
   deps: SuppressionDeps, tenantId: string, actor: string, { email, note }: ManualSuppressionFields,
 ): Promise<{ created: boolean; add: { id: string; data: SuppressionAdded } }> {
   const id = suppressionIdOf(tenantId, email);
-  const stream = streamName('suppression', id);
-  for (let attempt = 1; ; attempt++) {
-    const recorded = await deps.store.readStream(stream);
-    const decided = decideAdd(fold(streamEvents(recorded)), { suppressionId: id, tenantId, email, note, now: deps.clock.now() });
-    if (decided.length === 0) {
-      const active = recorded.findLast((e) => e.type === 'SuppressionAdded') as RecordedEvent<'SuppressionAdded', SuppressionAdded>;
-      return { created: false, add: { id: active.id, data: active.data } };
-    }
-    const written = decided.map((e) => toEventData(newId(), e, { actor }));
-    try {
-      await deps.store.append(stream, written, { expectedRevision: recorded.length === 0 ? 'no_stream' : recorded[recorded.length - 1].revision });
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= MAX_ATTEMPTS) throw fail('suppression_conflict', 409, 'This address\'s suppression changed too often while the request was handled', { nextAction: 'Retry the request' });
-      await new Promise((res) => setTimeout(res, Math.random() * 10 * attempt));
-      continue;
-    }
-    const added = written[written.length - 1];
-    return { created: true, add: { id: added.id, data: added.data as SuppressionAdded } };
+  const d = await decideOnStream(deps.store, streamName('suppression', id), {
+    actor, attempts: MAX_ATTEMPTS, pause: true,
+    exhausted: () => fail('suppression_conflict', 409, 'This address\'s suppression changed too often while the request was handled', { nextAction: 'Retry the request' }),
+  }, (recorded) => decideAdd(fold(streamEvents(recorded)), { suppressionId: id, tenantId, email, note, now: deps.clock.now() }));
+  if (d.appended.length === 0) {
+    const active = d.recorded.findLast((e) => e.type === 'SuppressionAdded') as RecordedEvent<'SuppressionAdded', SuppressionAdded>;
+    return { created: false, add: { id: active.id, data: active.data } };
   }
+  const added = d.written[d.written.length - 1];
+  return { created: true, add: { id: added.id, data: added.data as SuppressionAdded } };
 }
 
 /**

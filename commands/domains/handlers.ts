@@ -17,6 +17,7 @@ import type { DnsResolver } from '../../workers/delivery/dns';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor } from '../admin/bootstrap';
 import { load } from '../auth/streams';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
 import { checkDomainDns } from './dnsCheck';
 
@@ -137,19 +138,14 @@ async function decideOnDomain(
   decide: (d: SendingDomain) => SendingDomainEvent[],
 ): Promise<SendingDomain> {
   if (!isUuid(id)) throw fail('invalid_id', 400, 'Domain id must be a uuid');
-  for (let attempt = 0; ; attempt++) {
-    const { state, expected } = await loadDomain(deps.store, id);
-    const domain = ownedDomain(state, a.accountId);
-    const events = decide(domain);
-    if (events.length === 0) return domain;
-    try {
-      const res = await deps.store.append(streamOf(id), events.map((e) => toEventData(newId(), e, { actor: a.actor })), { expectedRevision: expected });
-      await awaitDirectoryRow(deps.db, 'domains', id, res.nextExpectedRevision);
-      return events.reduce(evolve, domain as ReturnType<typeof fold>) as SendingDomain;
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 4) throw err;
-    }
-  }
+  let domain: SendingDomain | undefined;
+  const d = await decideOnStream(deps.store, streamOf(id), { actor: a.actor, attempts: 5 }, (recorded) => {
+    domain = ownedDomain(fold(eventsOf<SendingDomainEvent>(recorded, SENDING_DOMAIN_EVENTS)), a.accountId);
+    return decide(domain);
+  });
+  if (d.appended.length === 0) return domain!;
+  await awaitDirectoryRow(deps.db, 'domains', id, d.revision!);
+  return d.appended.reduce(evolve, domain as ReturnType<typeof fold>) as SendingDomain;
 }
 
 // ---------------------------------------------------------------- commands and reads

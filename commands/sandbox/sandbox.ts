@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { EventStore } from '../../domain/eventStore';
+import type { EventStore, RecordedEvent } from '../../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, toEventData, type DomainAdded, type DomainEvent, type SandboxHandleClaimed, type SandboxProvisioned } from '../../domain/events';
@@ -18,6 +18,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor, newSmtpUsername } from '../admin/bootstrap';
 import { checkName } from '../auth/credentials';
 import { decideAndAppend, load } from '../auth/streams';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
 
 /**
@@ -83,9 +84,15 @@ export async function sandboxStatus(deps: Pick<SandboxDeps, 'db' | 'config'>, ac
 const accountStream = (accountId: string) => streamName('account', accountId);
 
 async function loadAccount(store: EventStore, accountId: string) {
-  const { state, expected } = await load(store, accountStream(accountId), ACCOUNT_SANDBOX_EVENTS, foldAccount);
+  const recorded = await store.readStream(accountStream(accountId));
+  return { state: accountOf(recorded), expected: recorded.length === 0 ? 'no_stream' as const : recorded[recorded.length - 1].revision };
+}
+
+/** The account's sandbox facts from its stream (404 when there is no account). */
+function accountOf(recorded: readonly RecordedEvent[]) {
+  const state = foldAccount(eventsOf(recorded, ACCOUNT_SANDBOX_EVENTS));
   if (!state.account) throw fail('not_found', 404, 'No such account');
-  return { state, expected };
+  return state;
 }
 
 const handleStream = (handle: string) => streamName('sandboxHandle', handle);
@@ -169,21 +176,13 @@ export async function provisionSandbox(deps: SandboxDeps, a: SandboxActor, body:
     if (given !== null) await claimHandle(deps.store, a, handle, now);
     const domainId = newId();
     const motorBlockId = newId();
-    for (let attempt = 0; ; attempt++) {
-      const { state, expected } = await loadAccount(deps.store, a.accountId);
-      const decision = decideProvision(state, { accountId: a.accountId, handle, domainId, motorBlockId, channel, now });
+    const d = await decideOnStream(deps.store, accountStream(a.accountId), { actor: a.actor, attempts: 5 }, (recorded) => {
+      const decision = decideProvision(accountOf(recorded), { accountId: a.accountId, handle, domainId, motorBlockId, channel, now });
       sandbox = decision.sandbox;
-      accountRevision = expected;
-      if (decision.events.length === 0) break;
-      try {
-        const r = await deps.store.append(accountStream(a.accountId), decision.events.map((e) => toEventData(newId(), e, { actor: a.actor })), { expectedRevision: expected });
-        accountRevision = r.nextExpectedRevision;
-        created = true;
-        break;
-      } catch (err) {
-        if (!(err instanceof WrongExpectedRevisionError) || attempt >= 4) throw err;
-      }
-    }
+      return decision.events;
+    });
+    accountRevision = d.revision ?? 'no_stream';
+    created = d.appended.length > 0;
   }
   const revisions = await ensureSandboxResources(deps, sandbox!, a.actor);
   await Promise.all([
