@@ -300,6 +300,23 @@ describe('PostgresEventStore', function () {
     expect(transactions.size).to.be.below(50);
   });
 
+  it('appends asked for in one turn leave at its end, shared evenly between the free group commits', async () => {
+    // Before (found by BENCH_STAGES, docs/PERFORMANCE.md 2026-11-25): the first append alone in one
+    // commit, the second alone in the other, the other 38 in a third batch behind them.
+    const store = await open({ maxInFlightBatches: 2 });
+    const results = await Promise.all(Array.from({ length: 40 }, () => store.append(`message-${randomUUID()}`, [ev()], { expectedRevision: 'no_stream' })));
+    const perTransaction = new Map<string, number>();
+    for (const r of results) {
+      const tx = r.position.split(':')[0];
+      perTransaction.set(tx, (perTransaction.get(tx) ?? 0) + 1);
+    }
+    expect([...perTransaction.values()]).to.deep.equal([20, 20]);
+    // One slot: everything of the turn in one commit.
+    const single = await open({ maxInFlightBatches: 1 });
+    const one = await Promise.all(Array.from({ length: 10 }, () => single.append(`message-${randomUUID()}`, [ev()], { expectedRevision: 'no_stream' })));
+    expect(new Set(one.map((r) => r.position.split(':')[0])).size).to.equal(1);
+  });
+
   it('groups concurrent stream reads into few statements, each read getting its own stream, range and count', async () => {
     const store = await open();
     const streams = Array.from({ length: 60 }, () => `message-${randomUUID()}`);
