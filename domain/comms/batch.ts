@@ -1,4 +1,5 @@
 import { DomainError, fail } from '../errors';
+import { commAddress } from './address';
 
 /**
  * The shape every batch route of the communications API shares (docs/COMMUNICATIONS.md "Batch
@@ -48,7 +49,7 @@ export function planBatch<T extends { email: string }>(body: unknown, shape: Bat
   const seen = new Set<string>();
   return items.map((item, index): BatchPlanItem<T> => {
     const raw = item !== null && typeof item === 'object' && !Array.isArray(item) ? (item as Record<string, unknown>) : null;
-    const echo = typeof raw?.email === 'string' && raw.email.length <= ECHO_MAX ? raw.email.trim().toLowerCase() : null;
+    const echo = typeof raw?.email === 'string' && raw.email.length <= ECHO_MAX ? commAddress(raw.email) : null;
     const invalid = (error: BatchItemError): BatchPlanItem<T> => ({ index, kind: 'invalid', email: echo, error });
     if (raw === null) return invalid({ code: 'validation_error', message: `A ${noun} must be a JSON object` });
     // The single route refuses another property (422 from the OpenAPI validator); here it is this item's error.
