@@ -6,6 +6,7 @@ import { fail } from '../../domain/errors';
 import { asDomainEvent, type ApiKeyCreated, type MotorBlockCreated } from '../../domain/events';
 import { isUuid, newId } from '../../domain/ids';
 import { MOTOR_BLOCK_EVENTS, fold as foldBlock, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
+import { eventsOf } from '../decideOnStream';
 import { appendEvents } from './streams';
 
 /**
@@ -43,8 +44,7 @@ export async function ownedBlock(store: EventStore, accountId: string, motorBloc
   const events = await store.readStream(streamName('motorBlock', motorBlockId));
   const first = events[0] ? asDomainEvent(events[0]) : null;
   if (!first || first.type !== 'MotorBlockCreated' || first.data.accountId !== accountId) throw blockNotFound();
-  const known = events.map(asDomainEvent).filter((e): e is MotorBlockEvent => e !== null && (MOTOR_BLOCK_EVENTS as readonly string[]).includes(e.type));
-  const block = foldBlock(known);
+  const block = foldBlock(eventsOf<MotorBlockEvent>(events, MOTOR_BLOCK_EVENTS));
   if (!block || block.status === 'deleted') throw blockNotFound();
   return { created: first.data, block, revision: events[events.length - 1].revision };
 }

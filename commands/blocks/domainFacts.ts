@@ -1,9 +1,9 @@
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
-import { asDomainEvent } from '../../domain/events';
 import { isUuid } from '../../domain/ids';
 import type { DomainFacts } from '../../domain/motorBlock/motorBlock';
 import { SENDING_DOMAIN_EVENTS, fold, type SendingDomainEvent } from '../../domain/sendingDomain/sendingDomain';
+import { eventsOf } from '../decideOnStream';
 
 /**
  * What the block decider needs to know about a sending domain, folded from the domain's own
@@ -12,8 +12,7 @@ import { SENDING_DOMAIN_EVENTS, fold, type SendingDomainEvent } from '../../doma
 export async function readDomainFacts(store: EventStore, domainId: string): Promise<DomainFacts | null> {
   if (!isUuid(domainId)) return null;
   const recorded = await store.readStream(streamName('sendingDomain', domainId.toLowerCase()));
-  const events = recorded.map(asDomainEvent).filter((e): e is SendingDomainEvent => e !== null && (SENDING_DOMAIN_EVENTS as readonly string[]).includes(e.type));
-  const s = fold(events);
+  const s = fold(eventsOf<SendingDomainEvent>(recorded, SENDING_DOMAIN_EVENTS));
   if (!s.exists) return null;
   return {
     id: s.domainId, accountId: s.accountId, name: s.name, ownershipVerified: s.ownershipVerified,

@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
 import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { asDomainEvent } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import {
   CONTACT_LIST_EVENT_TYPES, contactListChanges, contactListFields, decideCreate, decideDelete, decideUpdate, evolve, fold, liveList,
@@ -11,7 +10,7 @@ import { campaignsUnderWayOnList } from '../../projections/campaigns/queries';
 import { CONTACT_LISTS_SCHEMA } from '../../projections/contactLists/projection';
 import { getContactList, type ContactListView } from '../../projections/contactLists/queries';
 import { contactCount } from '../../projections/contacts/queries';
-import { decideOnStream } from '../decideOnStream';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitRow } from '../readYourWrites';
 
 /**
@@ -30,7 +29,7 @@ const stream = (tenantId: string) => streamName('contactLists', tenantId);
 const MAX_ATTEMPTS = 12;
 
 const listEvents = (recorded: RecordedEvent[]): ContactListEvent[] =>
-  recorded.map(asDomainEvent).filter((e): e is ContactListEvent => e !== null && (CONTACT_LIST_EVENT_TYPES as readonly string[]).includes(e.type));
+  eventsOf<ContactListEvent>(recorded, CONTACT_LIST_EVENT_TYPES);
 
 /** The tenant's lists folded from its stream. */
 export async function loadContactLists(store: EventStore, tenantId: string): Promise<ContactListsState> {

@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
 import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { DomainError, fail } from '../../domain/errors';
-import { asDomainEvent } from '../../domain/events';
 import { isUuid, type Clock } from '../../domain/ids';
 import { liveList } from '../../domain/comms/contactLists';
 import {
@@ -12,7 +11,7 @@ import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
-import { decideOnStream } from '../decideOnStream';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitRow, awaitRows } from '../readYourWrites';
 import { eachLimited } from './batch';
 import { listIdGiven, loadContactLists } from './contactLists';
@@ -37,7 +36,7 @@ const MAX_ATTEMPTS = 5;
 const MAX_UPDATE_ATTEMPTS = 25;
 
 const contactEvents = (recorded: RecordedEvent[]): ContactEvent[] =>
-  recorded.map(asDomainEvent).filter((e): e is ContactEvent => e !== null && (CONTACT_EVENT_TYPES as readonly string[]).includes(e.type));
+  eventsOf<ContactEvent>(recorded, CONTACT_EVENT_TYPES);
 
 /**
  * 404 list_not_found unless `listId` is one of the tenant's live lists (a deleted one is not),

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { asDomainEvent, toEventData, type SuppressionAdded } from '../../domain/events';
+import { toEventData, type SuppressionAdded } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
 import {
   decideAdd, fold, LIFTABLE_REASONS, manualSuppressionFields, planSuppressionBatch, SUPPRESSION_BATCH_LIMITS, suppressionIdOf, SUPPRESSION_STREAM_EVENT_TYPES,
@@ -10,7 +10,7 @@ import {
 import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { getSuppression, type SuppressionView } from '../../projections/commSuppressions/queries';
-import { decideOnStream } from '../decideOnStream';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 import { pollUntil } from '../readYourWrites';
 import { eachLimited } from './batch';
 
@@ -35,7 +35,7 @@ const BATCH_READ_MODEL_WAIT_MS = 10_000;
 const MAX_ATTEMPTS = 5;
 
 const streamEvents = (recorded: RecordedEvent[]): SuppressionStreamEvent[] =>
-  recorded.map(asDomainEvent).filter((e): e is SuppressionStreamEvent => e !== null && (SUPPRESSION_STREAM_EVENT_TYPES as readonly string[]).includes(e.type));
+  eventsOf<SuppressionStreamEvent>(recorded, SUPPRESSION_STREAM_EVENT_TYPES);
 
 /**
  * `POST /suppressions`: suppresses the address for the tenant by hand (reason `manual`, unless a
