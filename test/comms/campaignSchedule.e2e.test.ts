@@ -91,8 +91,12 @@ describe('communications campaigns: schedule, edit, delete (e2e)', function () {
     const queue = createCampaignQueue(process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, motor.rt.queuePrefix);
     try {
       return await eventually(async () => {
-        const job = await queue.getJob(campaignJobId(campaignId, revision));
-        return job && (await job.isCompleted()) ? { result: job.returnvalue as unknown } : null;
+        // State first, then the job: a job read before it completed holds no return value (null),
+        // even when isCompleted() asked a moment later says it has.
+        const jobId = campaignJobId(campaignId, revision);
+        if ((await queue.getJobState(jobId)) !== 'completed') return null;
+        const job = await queue.getJob(jobId);
+        return job ? { result: job.returnvalue as unknown } : null;
       }, 30_000, 100);
     } finally {
       await queue.close();
