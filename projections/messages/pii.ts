@@ -18,3 +18,17 @@ export function maskEmail(address: string): string {
 
 /** Masks every address of a list (convenience for recipients arrays). */
 export const maskEmails = (addresses: readonly string[]): string[] => addresses.map(maskEmail);
+
+/**
+ * Free text with every address in it masked: a receiving server's reply often quotes the recipient
+ * (`550 5.1.1 <john@example.com>: Recipient address rejected`, `john@example.com... User unknown`),
+ * so an SMTP response is recipient data like the address itself. Brackets, quotes and the dots
+ * that end a sentence stay outside the address.
+ */
+const ADDRESS_IN_TEXT = /[^\s<>()[\]{},;:"'@]+@[^\s<>()[\]{},;:"'@]+/g;
+export function maskEmailsInText(text: string): string {
+  return text.replace(ADDRESS_IN_TEXT, (found) => {
+    const address = found.replace(/\.+$/, '');
+    return maskEmail(address) + found.slice(address.length);
+  });
+}

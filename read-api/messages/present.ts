@@ -1,4 +1,4 @@
-import { maskEmail } from '../../projections/messages';
+import { maskEmail, maskEmailsInText } from '../../projections/messages';
 import type { MessageRecord, RecipientsRecord, TimelineEntry } from '../../projections/messages';
 
 /** Response shapes of the message routes (SPEC "Message", "Per-recipient outcomes"). */
@@ -64,13 +64,15 @@ export interface TimelineEventDto {
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 const addr = (a: string, unmasked: boolean) => (unmasked ? a : maskEmail(a));
+/** A receiving server's reply may quote the recipient: masked with the addresses. */
+const reply = (text: string | null, unmasked: boolean) => (text === null || unmasked ? text : maskEmailsInText(text));
 
 export function messageDto(m: MessageRecord, unmasked: boolean): MessageDto {
   return {
     id: m.id, motorBlockId: m.motorBlockId, smtpMessageId: m.smtpMessageId, currentOutcome: m.currentOutcome, isTerminal: m.isTerminal,
     from: m.from, fromName: m.fromName, recipient: m.recipients[0] ? addr(m.recipients[0], unmasked) : null, recipientCount: m.expectedCount,
     subject: m.subject, queuedAt: m.queuedAt.toISOString(), processedAt: iso(m.processedAt), deliveredAt: iso(m.deliveredAt), bouncedAt: iso(m.bouncedAt),
-    smtpCode: m.smtpCode, smtpResponse: m.smtpResponse, metadata: m.metadata, source: m.source,
+    smtpCode: m.smtpCode, smtpResponse: reply(m.smtpResponse, unmasked), metadata: m.metadata, source: m.source,
   };
 }
 
@@ -79,7 +81,7 @@ export function recipientsDto(r: RecipientsRecord, unmasked: boolean, unmaskPath
     messageId: r.messageId,
     recipients: r.recipients.map((x) => ({
       recipient: addr(x.recipient, unmasked), domain: x.domain, outcome: x.outcome, isTerminal: x.isTerminal, attempts: x.attempts,
-      smtpCode: x.smtpCode, enhancedCode: x.enhancedCode, smtpResponse: x.smtpResponse, mx: x.mx,
+      smtpCode: x.smtpCode, enhancedCode: x.enhancedCode, smtpResponse: reply(x.smtpResponse, unmasked), mx: x.mx,
       lastEventAt: x.lastEventAt.toISOString(), nextAttemptAt: iso(x.nextAttemptAt),
     })),
     expectedCount: r.expectedCount,
@@ -92,6 +94,6 @@ export function recipientsDto(r: RecipientsRecord, unmasked: boolean, unmaskPath
 export function timelineDto(entries: TimelineEntry[], unmasked: boolean): TimelineEventDto[] {
   return entries.map((e) => ({
     eventId: e.eventId, type: e.type, outcome: e.outcome, recipient: e.recipient ? addr(e.recipient, unmasked) : null, at: e.at.toISOString(),
-    attempt: e.attempt, smtpCode: e.smtpCode, enhancedCode: e.enhancedCode, smtpResponse: e.smtpResponse, mx: e.mx, nextAttemptAt: iso(e.nextAttemptAt),
+    attempt: e.attempt, smtpCode: e.smtpCode, enhancedCode: e.enhancedCode, smtpResponse: reply(e.smtpResponse, unmasked), mx: e.mx, nextAttemptAt: iso(e.nextAttemptAt),
   }));
 }

@@ -8,7 +8,7 @@ import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
 import { MESSAGE_EVENT_TYPES } from '../../domain/message/message';
 import { fail } from '../../domain/errors';
 import type { Logger } from '../../infra/logger';
-import { maskEmail } from '../../projections/messages/pii';
+import { maskEmail, maskEmailsInText } from '../../projections/messages/pii';
 import { BlockEventFeed, type StreamMessageEvent } from './blockEventFeed';
 
 /**
@@ -295,7 +295,10 @@ export class EventStreams {
 
   private payload(e: StreamMessageEvent, unmasked: boolean): Record<string, unknown> {
     const { position: _position, createdAt: _createdAt, motorBlockId: _block, ...rest } = e;
-    return { ...rest, recipient: unmasked ? e.recipient : maskEmail(e.recipient) };
+    if (unmasked) return rest;
+    // A receiving server's reply may quote the recipient (as on the message routes, read-api/messages/present.ts).
+    const smtpResponse = 'smtpResponse' in rest && typeof rest.smtpResponse === 'string' ? { smtpResponse: maskEmailsInText(rest.smtpResponse) } : {};
+    return { ...rest, recipient: maskEmail(e.recipient), ...smtpResponse };
   }
 
   /** Ends every open stream and the feed (shutdown). */

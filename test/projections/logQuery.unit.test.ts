@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { DomainError } from '../../domain/errors.js';
 import { parseLogQuery, parseStatusFilter, outcomesOf } from '../../projections/messages/logQuery.js';
 import { decodeCursor, encodeCursor } from '../../projections/messages/queries.js';
-import { maskEmail } from '../../projections/messages/pii.js';
+import { maskEmail, maskEmailsInText } from '../../projections/messages/pii.js';
 
 const codeOf = (fn: () => unknown): string | undefined => {
   try {
@@ -79,5 +79,16 @@ describe('maskEmail', () => {
     expect(maskEmail('x@localhost')).to.equal('x***@l***');
     expect(maskEmail('nobody')).to.equal('n***');
     expect(maskEmail('')).to.equal('');
+  });
+});
+
+describe('maskEmailsInText', () => {
+  it('masks every address a receiving server\'s reply quotes, and nothing else', () => {
+    expect(maskEmailsInText('550 5.1.1 <john.doe@example.com>: Recipient address rejected: User unknown'))
+      .to.equal('550 5.1.1 <j***@e***.com>: Recipient address rejected: User unknown');
+    expect(maskEmailsInText('550 john.doe@example.com... User unknown')).to.equal('550 j***@e***.com... User unknown');
+    expect(maskEmailsInText('450 4.2.0 "a@b.org", (c@d.net); [e@f.io]')).to.equal('450 4.2.0 "a***@b***.org", (c***@d***.net); [e***@f***.io]');
+    expect(maskEmailsInText('250 2.0.0 Ok: queued as 4XyZ')).to.equal('250 2.0.0 Ok: queued as 4XyZ');
+    expect(maskEmailsInText('')).to.equal('');
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { toEventData } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { getMessage } from '../../projections/messages';
 import { messagesProjection } from '../../projections/messages/projection';
@@ -208,6 +209,43 @@ describe('GET /messages* (int)', function () {
       const denied = await getPublic(motor, `/messages/${multi.id}/recipients?includePII=true`, token);
       expect(denied.status).to.equal(403);
       expect(denied.body.code).to.equal('insufficient_scope');
+    });
+  });
+
+  describe('a receiving server\'s reply that quotes the recipient', () => {
+    // Postfix, Exim, postgrey... name the address in their refusals; logs.pii is what unmasks it.
+    const reply = '550 5.1.1 <quoted.user@rcpt.test>: Recipient address rejected: User unknown; also quoted.user@rcpt.test...';
+    let quoted: { id: string };
+
+    before(async () => {
+      quoted = await sendMail(motor, a, { to: 'quoted.user@rcpt.test' });
+      const at = new Date().toISOString();
+      await motor.rt.store.append(`message-${quoted.id}`, [toEventData(newId(), {
+        type: 'DeliveryBounced',
+        data: { messageId: quoted.id, recipient: 'quoted.user@rcpt.test', at, attempt: 1, smtpCode: '550', enhancedCode: '5.1.1', smtpResponse: reply, mx: 'mx.rcpt.test' },
+      }, { actor: 'test' })], { expectedRevision: 'any' });
+    });
+
+    it('is masked on every message route without includePII, in the read model and before it', async () => {
+      for (const stage of ['stream', 'read model']) {
+        if (stage === 'read model') await project(quoted.id);
+        for (const path of [`/messages/${quoted.id}`, `/messages/${quoted.id}/events`, `/messages/${quoted.id}/recipients`]) {
+          const r = await getPublic(motor, path, token);
+          expect(r.status, `${stage} ${path}`).to.equal(200);
+          expect(JSON.stringify(r.body), `${stage} ${path}`).to.not.include('quoted.user@rcpt.test');
+          expect(JSON.stringify(r.body), `${stage} ${path}`).to.include('550 5.1.1 <q***@r***.test>: Recipient address rejected');
+        }
+      }
+      const logs = await getPublic(motor, `/motor-blocks/${a.motorBlockId}/logs?query=${encodeURIComponent('recipient:quoted.user@rcpt.test')}`, token);
+      expect(logs.body.data.items).to.have.length(1);
+      expect(JSON.stringify(logs.body)).to.not.include('quoted.user@rcpt.test');
+    });
+
+    it('is shown as received with includePII and logs.pii', async () => {
+      const m = await getPublic(motor, `/messages/${quoted.id}?includePII=true`, piiToken);
+      expect(m.body.data.smtpResponse).to.equal(reply);
+      const r = await getPublic(motor, `/messages/${quoted.id}/recipients?includePII=true`, piiToken);
+      expect(r.body.data.recipients[0].smtpResponse).to.equal(reply);
     });
   });
 });
