@@ -4,7 +4,9 @@ import { fail } from '../../domain/errors';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { stripAngleBrackets, type MessageRecord } from '../../projections/messages';
 import { piiAllowed, requireBlock } from '../http/authorize';
-import { ctxOf, principalOf } from '../http/context';
+import { ctxOf, principalOf, type HttpContext } from '../http/context';
+import { retentionDaysOfAccount } from '../http/plan';
+import { requireInsideRetention } from '../http/retention';
 import { readMessage, readMessageBySmtpId, readRecipients, readTimeline } from '../messages/messageReads';
 import { messageDto, recipientsDto, timelineDto, type MessageDto, type RecipientsDto, type TimelineEventDto } from '../messages/present';
 
@@ -14,7 +16,12 @@ export interface TimelineResponse { success: true; data: { messageId: string; ev
 
 const notFound = () => fail('message_not_found', 404, 'Message not found');
 
-/** The message `id` if it exists (404) and belongs to the token's block (403), and whether PII may be shown. */
+/** 400 outside_retention_window for a message older than the plan's window (docs/ERRORS.md), whether or not the read model still holds it. */
+async function requireRetained(ctx: HttpContext, accountId: string, m: MessageRecord): Promise<void> {
+  requireInsideRetention(m.queuedAt, await retentionDaysOfAccount(ctx, accountId), ctx.clock.now());
+}
+
+/** The message `id` if it exists (404), belongs to the token's block (403) and is inside retention (400), and whether PII may be shown. */
 async function ownedMessage(req: ExpressRequest, id: string, includePII: boolean | undefined): Promise<{ m: MessageRecord; unmasked: boolean }> {
   const ctx = ctxOf(req);
   const p = principalOf(req);
@@ -22,6 +29,7 @@ async function ownedMessage(req: ExpressRequest, id: string, includePII: boolean
   const m = await readMessage(ctx.db, ctx.store, id);
   if (!m) throw notFound();
   requireBlock(p, m.motorBlockId ?? '');
+  await requireRetained(ctx, p.accountId, m);
   return { m, unmasked };
 }
 
@@ -29,7 +37,7 @@ async function ownedMessage(req: ExpressRequest, id: string, includePII: boolean
 @Tags('Messages')
 @Security('publicBearer', ['logs.read'])
 @Response<ErrorResponse>(401, 'Token missing, invalid or expired')
-@Response<ErrorResponse>(400, 'invalid_query: a query parameter is malformed')
+@Response<ErrorResponse>(400, 'invalid_query: a query parameter is malformed; outside_retention_window: the message is older than the plan\'s retention window')
 @Response<ErrorResponse>(403, 'Scope missing, token bound to another block, or includePII without logs.pii')
 @Response<ErrorResponse>(429, 'rate_limited: API request limit of this token exceeded')
 export class MessagesController extends Controller {
@@ -44,6 +52,7 @@ export class MessagesController extends Controller {
     if (stripAngleBrackets(smtpMessageId) === '' || smtpMessageId.length > 998) throw fail('invalid_query', 400, 'smtpMessageId is required');
     const m = await readMessageBySmtpId(ctx.db, ctx.store, p.motorBlockId, smtpMessageId);
     if (!m) throw notFound();
+    await requireRetained(ctx, p.accountId, m);
     return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
   }
 

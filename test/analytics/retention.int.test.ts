@@ -51,6 +51,15 @@ describe('retention sweeper (int)', function () {
       expect(r.status, route).to.equal(200);
       out[route] = r.body;
     }
+    // A message older than the retention is refused whether the read model still holds it (before
+    // a sweep, after a rebuild) or not (its stream stays in the log): the same answer every time.
+    const logsToken = await motor.token(b, ['logs.read']);
+    for (const [days, id] of Object.entries(ids[b === free ? 'free' : 'starter'])) {
+      for (const route of ['', '/events', '/recipients']) {
+        const r = await motor.get(`/messages/${id}${route}`, logsToken);
+        out[`${days}d message${route}`] = { status: r.status, code: r.body.code ?? null };
+      }
+    }
     return out;
   };
   const messageIds = async () => new Set(((await motor.rt.db.raw('select id from rm_messages.messages')).rows as Array<{ id: string }>).map((r) => r.id));
@@ -93,6 +102,16 @@ describe('retention sweeper (int)', function () {
     expect(retentionCutoff(30, new Date('2026-06-15T00:02:00Z')).toISOString()).to.equal('2026-05-15T00:00:00.000Z');
     expect(retentionCutoff(30, new Date('2026-06-15T00:04:00Z')).toISOString()).to.equal('2026-05-15T00:00:00.000Z');
     expect(retentionCutoff(30, new Date('2026-06-15T00:06:00Z')).toISOString()).to.equal('2026-05-16T00:00:00.000Z');
+  });
+
+  it('message routes: 200 inside the plan\'s retention, 400 outside_retention_window past it', async () => {
+    const [f, s] = [await answers(free), await answers(starter)];
+    for (const route of ['', '/events', '/recipients']) {
+      expect(f[`2d message${route}`]).to.deep.equal({ status: 200, code: null });
+      for (const d of [10, 40]) expect(f[`${d}d message${route}`], `free ${d}d${route}`).to.deep.equal({ status: 400, code: 'outside_retention_window' });
+      for (const d of [2, 10]) expect(s[`${d}d message${route}`]).to.deep.equal({ status: 200, code: null });
+      expect(s[`40d message${route}`]).to.deep.equal({ status: 400, code: 'outside_retention_window' });
+    }
   });
 
   it('deletes rows beyond each account\'s plan retention, in bounded batches, and keeps the rest; answers do not change', async () => {

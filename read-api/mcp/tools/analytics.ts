@@ -4,7 +4,7 @@ import { fail } from '../../../domain/errors';
 import { blockSeries, blockTotals, hourRange, reputation, withRates, type HourRange } from '../../../projections/analytics';
 import { searchLogs } from '../../../projections/messages';
 import { retentionDaysOfAccount } from '../../http/plan';
-import { retentionRange } from '../../http/retention';
+import { requireInsideRetention, retentionRange } from '../../http/retention';
 import { readMessage, readRecipients } from '../../messages/messageReads';
 import { messageDto, recipientsDto } from '../../messages/present';
 import { defineTool, ownBlock, type ToolEnv } from '../tool';
@@ -110,6 +110,7 @@ export const getMessage = defineTool({
     // A message of another account is not found (its id does not leak), like a block of another account.
     const block = await ctx.directory.block(m.motorBlockId);
     if (!block || block.accountId !== env.agent.accountId) throw notFound();
+    requireInsideRetention(m.queuedAt, await retentionDaysOfAccount(ctx, env.agent.accountId), ctx.clock.now());
     const r = await readRecipients(ctx.db, ctx.store, messageId);
     if (!r) throw notFound();
     return { message: messageDto(m, false), recipients: { ...recipientsDto(r, false, ''), pii_unmask_path: null }, pii_masked: true };
