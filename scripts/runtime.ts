@@ -34,6 +34,8 @@ import { initExportFiles } from '../commands/exports/exports';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
+import { authDepsOf, authenticate } from '../smtp/auth';
+import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
@@ -59,6 +61,8 @@ export interface Runtime {
   queuePrefix: string;
   /** The request path's Redis pipeline batch (limiter and quota). */
   redisBatch: RedisBatch;
+  /** Failed SMTP AUTH counters: the listeners' and POST /v1/test-email's check share them. */
+  smtpAuthLimiter: AuthLimiter;
   http: HttpContext;
   close(): Promise<void>;
 }
@@ -122,10 +126,15 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   };
 
   const streams = new EventStreams(db, store, redis, logger, config.eventStreamKeepaliveSeconds);
-  const http: HttpContext = { config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams };
+  const smtpAuthLimiter = new AuthLimiter(redis, DEFAULT_AUTH_LIMITS, `${queuePrefix}:smtp:authfail`);
+  const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter);
+  const http: HttpContext = {
+    config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams,
+    smtpAuth: (attempt) => authenticate(smtpAuthDeps, attempt),
+  };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
-    quota, limiter, resolver, queue, queuePrefix, http, redisBatch,
+    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter,
     async close() {
       await queue.close().catch(() => {});
       redis.disconnect();
@@ -289,7 +298,10 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         c.smtp.processes, rt,
       ).then((p) => ({ port: p.port, securePort: p.securePort!, processes: p.processes, known: null, close: p.close }))
       : await startSmtpListeners(
-        { send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger, clock: rt.clock, oauth: c },
+        {
+          send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
+          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter,
+        },
         { hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp },
       );
   }

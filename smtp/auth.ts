@@ -1,10 +1,13 @@
 import type { EventStore } from '../domain/eventStore';
 import { streamName } from '../domain/eventStore';
 import { toEventData, type SmtpAuthFailureReason } from '../domain/events';
-import { newId } from '../domain/ids';
+import { newId, type Clock } from '../domain/ids';
 import { hashSecret, secretMatches } from '../domain/credentials/apiKeys';
 import type { BlockRecord } from '../projections/directory/queries';
+import type { DirectoryCache } from '../commands/directoryCache';
+import { activeAccessToken } from '../commands/oauth/authorization';
 import type { AuthLimiter } from './authLimiter';
+import { registeredCertificate } from './mtls';
 import { reply, type SmtpReply } from './replies';
 
 /**
@@ -27,6 +30,27 @@ export interface AuthDeps {
   registeredCertificate?(motorBlockId: string): Promise<{ fingerprint256: string } | null>;
   now(): Date;
   sleep?(ms: number): Promise<void>;
+}
+
+/** What AUTH reads from the running service: the same for the listener and for POST /v1/test-email's check. */
+export interface AuthSources {
+  store: EventStore;
+  directory: DirectoryCache;
+  clock: Clock;
+  /** Key settings of OAuth access tokens (docs/OAUTH.md); without them OAuth 2.0 blocks cannot log in. */
+  oauth?: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string };
+}
+
+export function authDepsOf(s: AuthSources, limiter: AuthLimiter): AuthDeps {
+  const oauth = s.oauth;
+  return {
+    store: s.store, blockBySmtpUsername: (u) => s.directory.blockBySmtpUsername(u), limiter, now: () => s.clock.now(),
+    accessToken: oauth ? async (token: string) => {
+      const v = await activeAccessToken({ store: s.store, config: oauth }, token, s.clock.now());
+      return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
+    } : undefined,
+    registeredCertificate: (id) => registeredCertificate(s.directory.db, id),
+  };
 }
 
 export interface AuthAttempt {

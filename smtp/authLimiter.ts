@@ -16,6 +16,9 @@ import type { Redis } from 'ioredis';
  * When Redis cannot be asked, AUTH goes on without a delay (fail open, like the send quota).
  */
 
+/** A client address as the counters key it: an IPv4-mapped IPv6 address as plain IPv4. */
+export const normalizeAddress = (a: string | undefined): string => (a ?? '').replace(/^::ffff:/i, '').toLowerCase();
+
 export interface AuthLimiterSettings {
   windowSeconds: number;
   freeFailures: number;
@@ -47,7 +50,7 @@ export function gateFor(ipFailures: number, userFailures: number, ttlSeconds: nu
 export class AuthLimiter {
   constructor(
     private readonly redis: Redis,
-    private readonly settings: AuthLimiterSettings = DEFAULT_AUTH_LIMITS,
+    readonly settings: AuthLimiterSettings = DEFAULT_AUTH_LIMITS,
     private readonly prefix = 'motor:smtp:authfail',
   ) {}
 

@@ -6,16 +6,15 @@ import type { Clock } from '../domain/ids';
 import type { SendDeps } from '../commands/send/sendMessage';
 import type { DirectoryCache } from '../commands/directoryCache';
 import type { Logger } from '../infra/logger';
-import { authenticate, type SmtpUser } from './auth';
-import { AuthLimiter, DEFAULT_AUTH_LIMITS, type AuthLimiterSettings } from './authLimiter';
+import { authDepsOf, authenticate, type SmtpUser } from './auth';
+import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
-import { KnownClients, normalizeAddress, SubmissionServer } from './server';
+import { KnownClients, SubmissionServer } from './server';
 import { checkEnvelopeSender, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
-import { activeAccessToken } from '../commands/oauth/authorization';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
-import { peerCertificateOf, registeredCertificate } from './mtls';
+import { peerCertificateOf } from './mtls';
 
 /**
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
@@ -33,6 +32,8 @@ export interface SmtpDeps {
   clock: Clock;
   /** Key settings of OAuth access tokens (docs/OAUTH.md); without them OAuth 2.0 blocks cannot log in. */
   oauth?: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string };
+  /** The failed-AUTH counters (Redis), shared with the API's test-email check (scripts/runtime.ts). */
+  authLimiter: AuthLimiter;
 }
 
 export interface SmtpSettings {
@@ -55,9 +56,6 @@ export interface SmtpSettings {
   /** Pregreet wait for addresses that have not authenticated recently (smtp/server.ts). */
   unknownClientDelayMs?: number;
   knownClientTtlMs?: number;
-  authLimits?: AuthLimiterSettings;
-  /** Redis key prefix of the AUTH failure counters (tests isolate theirs). */
-  authLimiterKeyPrefix?: string;
   /** Failed AUTH commands in one session before it is closed. */
   maxAuthFailuresPerSession?: number;
   /** How long close() lets sessions in flight finish (ms). */
@@ -97,7 +95,8 @@ function within<T>(ms: number, p: Promise<T>): Promise<T> {
 
 export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings): Promise<SmtpListeners> {
   const log = deps.logger.child({ component: 'smtp' });
-  const limiter = new AuthLimiter(deps.redis, settings.authLimits ?? DEFAULT_AUTH_LIMITS, settings.authLimiterKeyPrefix);
+  const limiter = deps.authLimiter;
+  const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
   const perAddress = new Map<string, number>();
   const counted = new Set<string>();
@@ -108,7 +107,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
-  const authDelayCap = (settings.authLimits ?? DEFAULT_AUTH_LIMITS).maxDelayMs;
+  const authDelayCap = limiter.settings.maxDelayMs;
 
   const refuse = (session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
     const r = replyFor(err);
@@ -149,16 +148,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
       const mechanism = auth.method;
-      const oauth = deps.oauth;
-      const accessToken = oauth ? async (token: string) => {
-        const v = await activeAccessToken({ store: deps.send.store, config: oauth }, token, deps.clock.now());
-        return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
-      } : undefined;
       within(hookTimeout + authDelayCap, authenticate(
-        {
-          store: deps.send.store, blockBySmtpUsername: (u) => deps.directory.blockBySmtpUsername(u), limiter, accessToken, now: () => deps.clock.now(),
-          registeredCertificate: (id) => registeredCertificate(deps.directory.db, id),
-        },
+        authDeps,
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
           authzid: auth.authzid, remoteAddress: addressOf(session), clientCertificate: peerCertificates.get(session.id) ?? null,

@@ -2,6 +2,7 @@ import type net from 'node:net';
 import type tls from 'node:tls';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { SMTPConnection, type SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
+import { normalizeAddress } from './authLimiter';
 import { STARTS_WITH_ENHANCED } from './replies';
 
 /**
@@ -74,7 +75,6 @@ export interface GreetingPolicy {
 }
 
 /** The IPv4-mapped prefix of a dual-stack listener removed, as smtp-server reports session.remoteAddress. */
-export const normalizeAddress = (a: string | undefined): string => (a ?? '').replace(/^::ffff:/i, '').toLowerCase();
 
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 

@@ -141,7 +141,8 @@ export class SendController extends Controller {
   public async testEmail(@Request() req: ExpressRequest, @Body() body: TestEmailBody): Promise<TestEmailResponse> {
     const ctx = ctxOf(req);
     const principal = principalOf<PrincipalOf<'blockApiKey'>>(req);
-    const data = await testEmail({ directory: ctx.directory, config: ctx.config }, principal.motorBlockId, body as unknown as Record<string, unknown>);
+    // The caller's address (req.ip: X-Forwarded-For from a trusted proxy) is where its failed logins count.
+    const data = await testEmail({ directory: ctx.directory, config: ctx.config, smtpAuth: ctx.smtpAuth }, principal.motorBlockId, body as unknown as Record<string, unknown>, req.ip ?? req.socket.remoteAddress ?? 'unknown');
     return {
       success: true, data,
       message: data.ok ? 'The SMTP settings work: the test message was accepted' : `The SMTP settings failed at ${data.failedStage}: ${data.error}`,

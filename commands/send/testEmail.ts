@@ -5,6 +5,9 @@ import nodemailer from 'nodemailer';
 import { fail } from '../../domain/errors';
 import type { Config } from '../../infra/config';
 import type { DirectoryCache } from '../directoryCache';
+import type { AuthAttempt, AuthOutcome } from '../../smtp/auth';
+import { normalizeAddress } from '../../smtp/authLimiter';
+import { formatReply } from '../../smtp/replies';
 
 /**
  * POST /v1/test-email (SPEC "Send API"; docs/SMTP.md "Testing an SMTP setup"): checks the SMTP
@@ -17,6 +20,13 @@ import type { DirectoryCache } from '../directoryCache';
  * It connects only to this service's SMTP host names (SMTP_PUBLIC_HOST): the endpoint is not a
  * way to make Motor open connections elsewhere. And it tests only the caller's own block: the
  * username must be that block's SMTP username.
+ *
+ * The connection comes from Motor's API host, not from the caller: were its logins checked only
+ * by the listener, every tenant's failed test would count on that one address, and a few tenants
+ * typing wrong passwords would slow down, then lock out, every tenant's test. So the credentials
+ * are checked first by the listener's own AUTH (the same rules, the same failed-login counters in
+ * Redis, the same SmtpAuthFailed events) against the CALLER's address; only credentials that pass
+ * are then presented to the listener.
  */
 
 export type TestMethod = 'starttls' | 'ssl' | 'tls' | 'none';
@@ -50,6 +60,8 @@ export interface TestEmailResult {
 export interface TestEmailDeps {
   directory: DirectoryCache;
   config: Pick<Config, 'smtp' | 'smtpPublicHosts' | 'dataDir' | 'hostname'>;
+  /** The SMTP listener's AUTH on its failed-login counters (scripts/runtime.ts). */
+  smtpAuth(attempt: AuthAttempt): Promise<AuthOutcome>;
 }
 
 const invalid = (field: string, message: string) => fail('validation_error', 422, message, { details: { field } });
@@ -106,7 +118,7 @@ function failureOf(err: unknown, reachedAuth: boolean): { stage: TestStage; erro
   }
 }
 
-export async function testEmail(deps: TestEmailDeps, motorBlockId: string, body: TestEmailRequest, now: () => number = Date.now): Promise<TestEmailResult> {
+export async function testEmail(deps: TestEmailDeps, motorBlockId: string, body: TestEmailRequest, callerAddress: string, now: () => number = Date.now): Promise<TestEmailResult> {
   const r = checked(body, deps.config.smtpPublicHosts);
   const block = await deps.directory.block(motorBlockId);
   if (!block) throw fail('motor_block_not_found', 404, 'Motor Block not found');
@@ -115,22 +127,37 @@ export async function testEmail(deps: TestEmailDeps, motorBlockId: string, body:
   }
   const domain = await deps.directory.domain(block.domainId);
   const started = now();
-  const transport = nodemailer.createTransport({
+  const session = {
     host: r.host, port: r.port, secure: r.method === 'ssl' || r.method === 'tls', requireTLS: r.method === 'starttls' && r.requireTLS,
-    ignoreTLS: r.method === 'none', auth: { user: r.username, pass: r.password },
-    // AUTH even when the server does not offer it: otherwise verify() passes without logging in.
-    forceAuth: true,
-    tls: { servername: r.host, ca: trustedCas(deps.config), minVersion: 'TLSv1.2' },
+    ignoreTLS: r.method === 'none',
+    tls: { servername: r.host, ca: trustedCas(deps.config), minVersion: 'TLSv1.2' as const },
     connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 15_000, name: deps.config.hostname,
-  });
+  };
   const result: TestEmailResult = {
     ok: false, method: r.method, host: r.host, port: r.port, tls: false, authenticated: false, failedStage: null, error: null,
     smtpCode: null, smtpResponse: null, messageId: null, durationMs: 0,
   };
+  // AUTH even when the server does not offer it: otherwise verify() passes without logging in.
+  const transport = nodemailer.createTransport({ ...session, auth: { user: r.username, pass: r.password }, forceAuth: true });
   try {
+    // Connect and TLS as asked, without logging in.
+    const probe = nodemailer.createTransport(session);
+    try {
+      await probe.verify();
+    } finally {
+      probe.close();
+    }
+    result.tls = r.method !== 'none';
+    const login = await deps.smtpAuth({ mechanism: 'PLAIN', username: r.username, password: r.password, remoteAddress: normalizeAddress(callerAddress) });
+    if (!login.ok) {
+      Object.assign(result, {
+        failedStage: 'auth', error: login.reply.code === 535 ? 'authentication_failed' : 'authentication_refused',
+        smtpCode: login.reply.code, smtpResponse: formatReply(login.reply),
+      });
+      return result;
+    }
     await transport.verify();
     result.authenticated = true;
-    result.tls = r.method !== 'none';
     const info = await transport.sendMail({
       from: `smtp-test@${domain?.name ?? 'invalid'}`, to: r.to, subject: r.subject,
       text: `This message tests the SMTP settings of the Motor Block "${block.name}": ${r.method} on ${r.host}:${r.port}. It went through the same path as your application's mail.\n`,

@@ -12,6 +12,7 @@ import type { Principal } from './principal';
 import type { DnsResolver } from '../../workers/delivery/dns';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import type { EventStreams } from '../stream/eventStreams';
+import type { AuthAttempt, AuthOutcome } from '../../smtp/auth';
 
 /** Everything an HTTP controller may use, built once by the composition root (scripts/main.ts). */
 export interface HttpContext {
@@ -32,6 +33,8 @@ export interface HttpContext {
   streams: EventStreams;
   /** Health of the dependencies, for /v1/status and readiness. */
   health(): Promise<HealthReport>;
+  /** The SMTP listener's AUTH, counted on the same failed-login counters (POST /v1/test-email). */
+  smtpAuth(attempt: AuthAttempt): Promise<AuthOutcome>;
 }
 
 export interface HealthReport {

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { connect as netConnect, type Socket } from 'node:net';
@@ -49,7 +48,8 @@ export async function startSmtpHarness(opts: { env?: Record<string, string>; smt
   });
   const smtp = await startRoles(motor.rt, ['smtp'], {
     host: '127.0.0.1', smtpPort: 0, smtpsPort: 0,
-    smtp: { authLimiterKeyPrefix: `motor-test:smtp:authfail:${randomBytes(4).toString('hex')}`, ...opts.smtp },
+    // The AUTH failure counters are under the runtime's queue prefix: one of their own per test Motor.
+    smtp: opts.smtp,
   });
   return {
     motor, smtp, dns, mx,

@@ -23,7 +23,8 @@ describe('POST /v1/test-email (e2e)', function () {
     await h?.close();
   });
 
-  const check = (body: Record<string, unknown>, key = block.apiKey) => postJson(`${h.motor.baseUrl}/v1/test-email`, body, { 'X-Api-Key': key });
+  const check = (body: Record<string, unknown>, key = block.apiKey, headers: Record<string, string> = {}) =>
+    postJson(`${h.motor.baseUrl}/v1/test-email`, body, { 'X-Api-Key': key, ...headers });
   const settings = (o: Record<string, unknown> = {}) => ({
     method: 'starttls', host: 'localhost', port: h.port, username: block.smtpUsername, password: block.smtpPassword, to: 'tester@rcpt.test', subject: 'SMTP check', ...o,
   });
@@ -49,6 +50,30 @@ describe('POST /v1/test-email (e2e)', function () {
     expect(r.status).to.equal(200);
     expect(r.body.data).to.include({ ok: false, failedStage: 'auth', error: 'authentication_failed', smtpCode: 535, authenticated: false, messageId: null });
     expect(r.body.message).to.match(/failed at auth/);
+  });
+
+  it('failed logins count against the caller\'s address, not the API host\'s: one tenant\'s wrong passwords never slow down or lock out another\'s test', async () => {
+    const other = await h.newBlock();
+    const counter = (address: string) => h.motor.rt.redis.get(`${h.motor.rt.queuePrefix}:smtp:authfail:ip:${address}`);
+    const apiHostBefore = await counter('127.0.0.1');
+    const caller = { 'X-Forwarded-For': '198.51.100.7' };
+    for (let i = 0; i < 3; i++) {
+      const r = await check(settings({ password: 'not-the-password' }), block.apiKey, caller);
+      expect(r.body.data, `attempt ${i + 1}`).to.include({ ok: false, failedStage: 'auth', error: 'authentication_failed', smtpCode: 535 });
+      expect(r.body.data.smtpResponse).to.equal('535 5.7.8 Authentication credentials invalid');
+    }
+    expect(await counter('198.51.100.7'), 'counted on the caller').to.equal('3');
+    expect(await counter('127.0.0.1'), 'not on the API host, whose connection every tenant\'s test shares').to.equal(apiHostBefore);
+    const filed = (await h.motor.rt.store.readStream(streamName('smtpAuth', block.motorBlockId))).map((e) => e.data as { remoteAddress: string; reason: string });
+    expect(filed.filter((f) => f.remoteAddress === '198.51.100.7').map((f) => f.reason)).to.deep.equal(['bad_password', 'bad_password', 'bad_password']);
+
+    // The caller is now slowed down (the listener's rules: past 3 failures, 250 ms and doubling)...
+    const slowed = await check(settings({ password: 'not-the-password' }), block.apiKey, caller);
+    expect(slowed.body.data.failedStage).to.equal('auth');
+    expect(slowed.body.data.durationMs).to.be.at.least(250);
+    // ...another tenant, elsewhere, is not: its right password passes and its message is sent.
+    const fine = await check({ ...settings({ subject: 'SMTP check other tenant' }), username: other.smtpUsername, password: other.smtpPassword }, other.apiKey, { 'X-Forwarded-For': '203.0.113.9' });
+    expect(fine.body.data, JSON.stringify(fine.body)).to.include({ ok: true, authenticated: true, failedStage: null });
   });
 
   it('a port where nothing listens fails at connect; implicit TLS on the STARTTLS port fails before auth', async () => {
