@@ -240,9 +240,13 @@ export async function deleteBlock(deps: BlockDeps, caller: Caller, id: string, b
   if (typeof body?.deleteHistory !== 'boolean') throw validation('deleteHistory (boolean) is required', 'deleteHistory');
   const deleteHistory = body.deleteHistory;
   const jobId = newId();
+  // Also asked of a block whose deletion is queued: after a failed job a new DELETE queues again,
+  // and its deleteHistory false meets the same rule (the failed job may have left the history).
   const r = await run(deps, caller, id, async (state) => ({
     type: 'DeleteMotorBlock', data: { confirm: confirmed(body.confirm), deleteHistory, jobId, now: deps.clock.now() },
-    context: { historyPresent: state !== null && state.status === 'inactive' && !deleteHistory ? await historyPresent(deps.db, id) : false },
+    context: {
+      historyPresent: state !== null && (state.status === 'inactive' || state.status === 'deletion_queued') && !deleteHistory ? await historyPresent(deps.db, id) : false,
+    },
   }));
   return { jobId: deletionJobOf(r.after)!, motorBlockId: id, status: 'queued' };
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { streamName } from '../../domain/eventStore';
+import { toEventData } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { getBlock } from '../../projections/directory/queries';
 import { directoryProjection } from '../../projections/directory/projection';
@@ -195,10 +196,10 @@ describe('Motor Block deletion (int)', function () {
 describe('Motor Block deletion while queued (int, no worker)', function () {
   this.timeout(60_000);
   let motor: TestMotor;
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'] }); });
   after(async () => { await motor?.close(); });
 
   it('reactivate while a deletion is queued → 409 motor_block_delete_in_progress; the status reads queued', async () => {
-    motor = await startTestMotor({ roles: ['api', 'projector'] });
     const a = await motor.bootstrap();
     const t = await motor.token(a, ['config.manage']);
     await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
@@ -212,5 +213,24 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     expect([status.status, status.body.data.status]).to.deep.equal([200, 'queued']);
     const list = await call(motor, 'GET', '/account/motor-blocks', t);
     expect(list.body.data[0].status).to.equal('deletion_queued');
+  });
+
+  it('after a failed deletion, a new DELETE with deleteHistory false is still refused while the block has history (409 motor_block_history_present)', async () => {
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    const logs = await motor.token(a, ['logs.read']);
+    const sent = await sendFrom(motor, senderDomainOf(a), a.apiKey);
+    expect(sent.status).to.equal(200);
+    await eventually(async () => (await call(motor, 'GET', `/messages/${sent.body.data.id}`, logs)).status === 200);
+    await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect(del.status).to.equal(202);
+    // The job gave up (as the worker records it after its last attempt): the history is still there.
+    await motor.rt.store.append(streamName('motorBlock', a.motorBlockId), [toEventData(newId(), {
+      type: 'MotorBlockDeletionFailed', data: { motorBlockId: a.motorBlockId, jobId: del.body.data.jobId, reason: 'test', at: new Date().toISOString() },
+    }, { actor: 'test' })], { expectedRevision: 'any' });
+    await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t)).body.data?.status === 'failed');
+    const again = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
+    expect([again.status, again.body.code]).to.deep.equal([409, 'motor_block_history_present']);
   });
 });
