@@ -94,20 +94,24 @@ export function checkIdConflict(pathId: string, queryId: string | undefined): vo
 }
 
 const nameKey = (n: string) => n.trim().toLowerCase();
-const nameTaken = (blocks: BlockRecord[], name: string, except?: string) => blocks.some((b) => b.id !== except && nameKey(b.name) === nameKey(name));
+export const nameTaken = (blocks: BlockRecord[], name: string, except?: string) => blocks.some((b) => b.id !== except && nameKey(b.name) === nameKey(name));
 
 /**
- * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates
- * and renames of one account run one at a time under a PostgreSQL advisory lock, and each waits
- * until the directory shows its write before releasing it, so the next one counts and compares
- * against it. The lock holder runs its reads on the lock's own connection (no second pool slot).
+ * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates,
+ * renames and sandbox conversions of one account run one at a time under a PostgreSQL advisory
+ * lock, and each waits until the directory shows its write before releasing it, so the next one
+ * counts and compares against it. The lock holder runs its reads on the lock's own connection (no
+ * second pool slot).
  */
-async function withAccountLock<T>(deps: BlockDeps, accountId: string, fn: (deps: BlockDeps) => Promise<T>): Promise<T> {
-  return deps.db.transaction(async (trx) => {
+export function withBlockNamesLock<T>(db: Knex, accountId: string, fn: (db: Knex) => Promise<T>): Promise<T> {
+  return db.transaction(async (trx) => {
     await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`motor:block-names:${accountId}`]);
-    return fn({ ...deps, db: trx });
+    return fn(trx);
   });
 }
+
+const withAccountLock = <T>(deps: BlockDeps, accountId: string, fn: (deps: BlockDeps) => Promise<T>): Promise<T> =>
+  withBlockNamesLock(deps.db, accountId, (db) => fn({ ...deps, db }));
 
 /** decideOnBlock as the caller, then the wait until the directory shows the stream where it now is (read-your-writes). */
 async function run(

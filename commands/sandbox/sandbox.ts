@@ -12,11 +12,12 @@ import {
 import type { Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import {
-  getAccount, getDomain, getSandboxAllowlist, getSandboxOfAccount, hasActiveProductionBlock,
+  getAccount, getDomain, getSandboxAllowlist, getSandboxOfAccount, hasActiveProductionBlock, listLiveBlocksOfAccount,
 } from '../../projections/directory/queries';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor, newSmtpUsername } from '../admin/bootstrap';
 import { checkName } from '../auth/credentials';
+import { nameTaken, withBlockNamesLock } from '../blocks/accountBlocks';
 import { decideAndAppend, load } from '../auth/streams';
 import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
@@ -265,12 +266,19 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   // A converted sandbox answers 409 whatever the target (one-way), before the target is looked at.
   assertConvertible((await load(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock)).state, a.accountId);
   const target = await conversionTarget(deps.store, a.accountId, body.domainId);
-  const event = await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
-    const events = decideConvert(s, { accountId: a.accountId, target, name, type, newSmtpUsername: newSmtpUsername(), now });
-    return { events, result: events[0].data };
-  }, a.actor);
-  const last = await deps.store.readStream(stream);
-  await awaitDirectoryRow(deps.db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
+  // The block takes a production name: under the account's block-names lock, as creates and renames.
+  const event = await withBlockNamesLock(deps.db, a.accountId, async (db) => {
+    const blocks = await listLiveBlocksOfAccount(db, a.accountId);
+    const converted = await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
+      const events = decideConvert(s, {
+        accountId: a.accountId, target, name, type, newSmtpUsername: newSmtpUsername(), now, nameTaken: (n) => nameTaken(blocks, n, sandbox.motorBlockId),
+      });
+      return { events, result: events[0].data };
+    }, a.actor);
+    const last = await deps.store.readStream(stream);
+    await awaitDirectoryRow(db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
+    return converted;
+  });
   return {
     motorBlockId: event.motorBlockId, name: event.name, type: event.type, domain: { id: target.domainId, name: target.name },
     previousSmtpUsername: event.previousSmtpUsername, smtpUsername: event.smtpUsername,

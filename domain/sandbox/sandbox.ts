@@ -3,6 +3,7 @@ import type {
   AccountCreated, DomainEvent, MotorBlockCreated, SandboxConverted, SandboxHandleClaimed, SandboxProvisioned,
 } from '../events';
 import { isValidAddress } from '../message/sendRules';
+import { errors as blockErrors } from '../motorBlock/motorBlock';
 
 /**
  * The developer sandbox (SPEC "Account sandbox", docs/SANDBOX.md): a service-owned domain
@@ -147,18 +148,25 @@ export type ProductionType = 'transactional' | 'general_purpose';
 /**
  * Convert: the target is a domain of the account, verified and not a sandbox domain (checked by
  * the caller on the domain's stream and passed as `target`). The block keeps its id, password, API
- * keys, auth method and grant; its name, type, domain and SMTP username change.
+ * keys, auth method and grant; its name, type, domain and SMTP username change. The name (given,
+ * or the domain's) must be free in the account, as for a created or renamed block: `nameTaken`
+ * says whether another block of the account has it.
  */
 export function decideConvert(
   state: SandboxBlockState,
-  cmd: { accountId: string; target: { domainId: string; name: string }; name: string | undefined; type: ProductionType | undefined; newSmtpUsername: string; now: Date },
+  cmd: {
+    accountId: string; target: { domainId: string; name: string }; name: string | undefined; type: ProductionType | undefined; newSmtpUsername: string; now: Date;
+    nameTaken: (name: string) => boolean;
+  },
 ): DomainEvent<'SandboxConverted'>[] {
   const smtpUsername = assertConvertible(state, cmd.accountId);
+  const name = cmd.name ?? cmd.target.name;
+  if (cmd.nameTaken(name)) throw blockErrors.nameConflict(name);
   return [{
     type: 'SandboxConverted',
     data: {
       motorBlockId: state.created!.motorBlockId, accountId: cmd.accountId, domainId: cmd.target.domainId,
-      name: cmd.name ?? cmd.target.name, type: cmd.type ?? 'general_purpose',
+      name, type: cmd.type ?? 'general_purpose',
       previousSmtpUsername: smtpUsername, smtpUsername: cmd.newSmtpUsername, convertedAt: cmd.now.toISOString(),
     },
   }];

@@ -58,12 +58,20 @@ describe('sandbox deciders (unit)', () => {
   });
 
   it('convert: given a sandbox block → SandboxConverted with the old and new username; given converted → 409 sandbox_already_converted', () => {
-    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now };
+    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, nameTaken: () => false };
     const events = sb.decideConvert(block(created), cmd);
     expect(events[0].data).to.include({ name: 'own.test', type: 'general_purpose', previousSmtpUsername: 'mb_old', smtpUsername: 'mb_new', motorBlockId: BLOCK });
     expect(codeOf(() => sb.decideConvert(block(created, events[0]), cmd))).to.equal('sandbox_already_converted');
     expect(codeOf(() => sb.decideSetAllowlist(block(created, events[0]), { accountId: ACCOUNT, addresses: [], now }))).to.equal('sandbox_already_converted');
     expect(codeOf(() => sb.decideConvert(block(), cmd))).to.equal('sandbox_not_provisioned');
+  });
+
+  it('convert: the name (given, or the domain\'s) taken by another block of the account → 409 motor_block_name_conflict', () => {
+    const taken = (n: string) => n.toLowerCase() === 'own.test';
+    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, nameTaken: taken };
+    expect(codeOf(() => sb.decideConvert(block(created), cmd))).to.equal('motor_block_name_conflict');
+    expect(codeOf(() => sb.decideConvert(block(created), { ...cmd, name: 'OWN.test' }))).to.equal('motor_block_name_conflict');
+    expect(sb.decideConvert(block(created), { ...cmd, name: 'Billing' })[0].data.name).to.equal('Billing');
   });
 
   it('effective allowlist: the owner first, then the set addresses; refused recipients compare case-insensitively', () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
 import type { SmtpSubmissionRefused } from '../../domain/events';
@@ -262,5 +263,20 @@ describe('Account sandbox (integration)', function () {
     expect(r.status).to.equal(200);
     expect(r.body.data).to.include({ motorBlockId: p.body.data.motorBlockId, name: target.name, type: 'general_purpose' });
     expect(r.body.data.credentialChanges.smtpUsernameChanged).to.equal(true);
+  });
+
+  it('convert: a name another block of the account has (any case) → 409 motor_block_name_conflict, the sandbox stays a sandbox', async () => {
+    const u = await h.signUp();
+    const p = await postJson(h.url('/api/developer/sandbox/provision'), { handle: `n${uniq()}` }, bearer(u.token));
+    expect(p.status).to.equal(201);
+    const target = await h.addDomain(u.accountId, true);
+    const manage = await h.dashboardToken(u.token, p.body.data.motorBlockId, ['config.manage', 'sandbox.manage']);
+    const created = await postJson(h.url('/api/public/v1/account/motor-blocks'), { name: 'Billing', domainId: target.id }, { ...bearer(manage), 'Idempotency-Key': randomUUID() });
+    expect(created.status).to.equal(201);
+    const clash = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: target.id, name: 'billing' }, bearer(manage));
+    expect([clash.status, clash.body.code]).to.deep.equal([409, 'motor_block_name_conflict']);
+    expect((await getBlock(h.motor.rt.db, p.body.data.motorBlockId))!.type).to.equal('sandbox');
+    const ok = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: target.id, name: 'Billing 2' }, bearer(manage));
+    expect([ok.status, ok.body.data.name]).to.deep.equal([200, 'Billing 2']);
   });
 });
