@@ -326,6 +326,23 @@ describe('webhooks (e2e)', function () {
       expect(receiver.received.length).to.equal(posts);
     });
 
+    it('a job run again after its worker died past recording an attempt numbers the next one after it (its record is not dropped as a repeat)', async () => {
+      const w = await create(receiver.url('/flaky'));
+      const deps = {
+        store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
+        settings: { retrySchedule: [60], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: true },
+      };
+      const job = { deliveryId: '0194b3c0-0000-7000-8000-000000000002', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test' as const, payload: { id: 'y' } };
+      expect(await attemptDelivery(deps, job, 1), 'the 500 of the first POST').to.equal('retrying');
+      // The worker died before BullMQ heard of it: the job runs again with the same attempt count.
+      expect(await attemptDelivery(deps, job, 1)).to.equal('delivered');
+      const posts = receiver.received.filter((r) => r.headers['x-service-delivery'] === job.deliveryId);
+      expect(posts.map((r) => r.headers['x-service-attempt'])).to.deep.equal(['1', '2']);
+      const attempts = (await motor.rt.store.readStream(`webhookDelivery-${job.deliveryId}`)).map((e) => e.data as { attempt: number; outcome: string });
+      expect(attempts.map((a) => [a.attempt, a.outcome])).to.deep.equal([[1, 'retrying'], [2, 'delivered']]);
+      await del(`/webhooks/${w.id}`);
+    });
+
     it('refuses loopback destinations when private addresses are not allowed (SSRF guard)', async () => {
       const w = await create(receiver.url('/ok?ssrf=1'));
       const posts = receiver.received.length;

@@ -43,12 +43,23 @@ export function createWebhookQueue(redisUrl: string, prefix = 'motor'): Queue<We
 /** Thrown to have BullMQ run the job again after the schedule's wait. */
 class AttemptFailed extends Error {}
 
-/** One attempt of a delivery; exported for tests. Returns the outcome it recorded ('dropped': the block is being deleted, nothing recorded). */
-export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, attempt: number): Promise<WebhookDeliveryAttempted['outcome'] | 'dropped'> {
-  const [endpoint, { state: block }] = await Promise.all([
+/**
+ * One attempt of a delivery; exported for tests. Returns the outcome it recorded ('dropped': the
+ * block is being deleted, nothing recorded).
+ *
+ * `jobAttempt` is BullMQ's count; the attempt is numbered after the last one the delivery's stream
+ * holds when that is higher. A worker that dies after recording attempt n but before BullMQ hears
+ * of it runs the job again with the same count: numbered n again, its record would have attempt
+ * n's event id and be dropped as a repeat, and a success then would leave the delivery
+ * `retrying` for ever. It is attempt n + 1, as the receiver, which got a second POST, saw it.
+ */
+export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, jobAttempt: number): Promise<WebhookDeliveryAttempted['outcome'] | 'dropped'> {
+  const [endpoint, { state: block }, recorded] = await Promise.all([
     deps.store.readStream(streamName('webhook', job.webhookId)).then(foldEndpoint),
     loadBlock(deps.store, job.motorBlockId),
+    deps.store.readStream(streamName('webhookDelivery', job.deliveryId)),
   ]);
+  const attempt = recorded.reduce((n, e) => (e.type === 'WebhookDeliveryAttempted' ? Math.max(n, (e.data as WebhookDeliveryAttempted).attempt + 1) : n), jobAttempt);
   // A block on its way out (deletion queued or done) takes its endpoints with it. Nothing is
   // recorded: the deletion job may be removing this very stream, and an append would bring it back.
   if (!block || block.status === 'deleted' || block.status === 'deletion_queued') return 'dropped';
