@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import { classifyDnsError, type DnsResolver } from './dns.js';
 
 export interface MxHost {
@@ -19,7 +20,25 @@ export type AddressResolution =
   | { kind: 'permanent'; message: string }
   | { kind: 'temporary'; message: string };
 
-const normalize = (name: string): string => name.trim().replace(/\.$/, '').toLowerCase();
+/**
+ * A domain as DNS and SMTP take it: lower case, no final dot, an internationalized name as its
+ * A-labels (RFC 5890: `bücher.example` is `xn--bcher-kva.example`; the resolver would send the
+ * UTF-8 bytes as they are and find nothing). '' when the name cannot be one.
+ */
+export function asciiDomain(name: string): string {
+  const n = name.trim().replace(/\.$/, '').toLowerCase();
+  return /^[\x00-\x7f]*$/.test(n) ? n : domainToASCII(n);
+}
+
+/** An address as an SMTP envelope carries it: its domain in A-labels (its local part as it is). */
+export function envelopeAddress(address: string): string {
+  const at = address.lastIndexOf('@');
+  if (at === -1 || /^[\x00-\x7f]*$/.test(address.slice(at + 1))) return address;
+  const domain = asciiDomain(address.slice(at + 1));
+  return domain === '' ? address : `${address.slice(0, at)}@${domain}`;
+}
+
+const normalize = asciiDomain;
 
 /**
  * The hosts to try for `domain`, best first: MX records by priority, shuffled among equal
@@ -29,6 +48,7 @@ const normalize = (name: string): string => name.trim().replace(/\.$/, '').toLow
  */
 export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts: { random?: () => number } = {}): Promise<MxResolution> {
   const name = normalize(domain);
+  if (name === '') return { kind: 'permanent', reason: 'no_such_domain', message: `Domain ${domain} is not a valid domain name` };
   const random = opts.random ?? Math.random;
   let records: MxHost[];
   try {

@@ -4,7 +4,7 @@ import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
-import { resolveHostAddresses, resolveMxHosts } from './mx.js';
+import { envelopeAddress, resolveHostAddresses, resolveMxHosts } from './mx.js';
 import { storableText } from '../../domain/storableJson.js';
 
 /**
@@ -354,9 +354,11 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
   raw.lastServerResponse = false;
   // Native check: a per-byte callback over the message cost ~5 % of the worker's CPU.
   const eightBit = !isAscii(o.raw);
+  // Internationalized domains go in A-labels (no SMTPUTF8 needed for them); replies are matched by position.
+  const wire = o.recipients.map(envelopeAddress);
   const sent = await new Promise<{ err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null }>((resolve) => {
     conn.send(
-      { from: o.envelopeFrom, to: o.recipients, size: o.raw.length, use8BitMime: eightBit },
+      { from: envelopeAddress(o.envelopeFrom), to: wire, size: o.raw.length, use8BitMime: eightBit },
       o.raw,
       (err, info) => resolve({ err: (err as SmtpError) ?? null, info: info ?? null }),
     );
@@ -388,8 +390,8 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
     const dataReply = parseReply(sent.info.response);
     return {
       kind: 'done',
-      results: o.recipients.map((r) => {
-        const rejected = sent.info!.rejectedErrors?.find((e) => (e as SmtpError).recipient === r) as SmtpError | undefined;
+      results: o.recipients.map((r, i) => {
+        const rejected = sent.info!.rejectedErrors?.find((e) => (e as SmtpError).recipient === wire[i]) as SmtpError | undefined;
         return rejected?.response ? fromReply(r, parseReply(rejected.response), mx) : fromReply(r, dataReply, mx);
       }),
     };
@@ -405,8 +407,8 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
   const rejectedErrors = err!.command === 'MAIL FROM' ? [] : (err!.rejectedErrors ?? envelope.rejectedErrors ?? []);
   return {
     kind: 'done',
-    results: o.recipients.map((r) => {
-      const rejected = rejectedErrors.find((e) => e.recipient === r);
+    results: o.recipients.map((r, i) => {
+      const rejected = rejectedErrors.find((e) => e.recipient === wire[i]);
       if (rejected?.response) return fromReply(r, parseReply(rejected.response), mx);
       // MAIL FROM refused, or DATA / end of data refused for the recipients RCPT had accepted.
       return fromReply(r, verdict, mx);

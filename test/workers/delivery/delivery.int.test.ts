@@ -35,6 +35,9 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       'other.test': { MX: [{ exchange: 'mx.other.test', priority: 5 }] },
       'mx.other.test': { A: ['127.0.0.1'] },
       'bare.test': { A: ['127.0.0.1'] },
+      // bücher.test, as DNS knows it (RFC 5890 A-labels).
+      'xn--bcher-kva.test': { MX: [{ exchange: 'mx.xn--bcher-kva.test', priority: 10 }] },
+      'mx.xn--bcher-kva.test': { A: ['127.0.0.1'] },
       'nullmx.test': { MX: [{ exchange: '.', priority: 0 }] },
       'failover.test': {
         MX: [
@@ -326,6 +329,28 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     await s.waitFor(2);
     expect(s.connections).to.equal(2);
     expect(s.messages.map((m) => m.envelope.rcptTo).sort()).to.deep.equal([['a@rcpt.test', 'c@rcpt.test'], ['b@other.test']]);
+  });
+
+  it('an internationalized recipient domain: its MX looked up and its RCPT TO sent in A-labels, the outcome kept under the address as given', async () => {
+    const s = await sink();
+    const recipients = ['ana@bücher.test', 'b@rcpt.test'];
+    const results = await deliver(s, await signedMessage({ to: ['b@rcpt.test'] }), recipients);
+    expect(results.map((r) => [r.recipient, r.outcome, r.mx])).to.have.deep.members([
+      ['ana@bücher.test', 'delivered', 'mx.xn--bcher-kva.test'],
+      ['b@rcpt.test', 'delivered', 'mx.rcpt.test'],
+    ]);
+    const received = await s.waitFor(2);
+    // The sink (smtp-server) hands A-labels back decoded; that MAIL FROM needed no SMTPUTF8 (which
+    // it offers, and which a UTF-8 address would have made the client ask for) shows they went out ASCII.
+    expect(received.map((m) => m.envelope.rcptTo).sort()).to.deep.equal([['ana@bücher.test'], ['b@rcpt.test']]);
+    for (const m of received) expect(m.mailFromArgs, m.envelope.rcptTo[0]).not.to.have.property('SMTPUTF8');
+  });
+
+  it('an internationalized domain refused by its MX keeps the refusal under the address as given', async () => {
+    const s = await sink({ rcpt: (address) => (address.startsWith('nobody@') ? { code: 550, message: '5.1.1 No such user' } : 250) });
+    const results = byRecipient(await deliver(s, await signedMessage({ to: ['nobody@bücher.test'] }), ['nobody@bücher.test', 'ana@bücher.test']));
+    expect(results['nobody@bücher.test']).to.include({ outcome: 'bounced', smtpCode: '550', smtpResponse: '550 5.1.1 No such user' });
+    expect(results['ana@bücher.test']).to.include({ outcome: 'delivered' });
   });
 
   describe('relay mode (SMTP_RELAY_URL)', () => {
