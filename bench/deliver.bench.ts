@@ -108,7 +108,7 @@ runBench('bench:deliver', 300 + MODES.length * (2 * TIMEOUT_S) + 600, async () =
     const mode = POOL_VARIANTS.length > 1 || !enginePool ? `${modeName}${enginePool ? '' : ' (no conn. cache)'}` : modeName;
     const poolEnv: Record<string, string> = enginePool ? {} : { BENCH_SMTP_POOL: '0' };
     const f = await createFixture(`deliver_${modeName}_${enginePool ? 'p' : 'np'}`, benchEnv({
-      DNS_SERVERS: dns.address, MX_PORT: String(sink.port), DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
+      DNS_SERVERS: dns.address, MX_PORT: String(sink.port), MX_ALLOW_PRIVATE_ADDRESSES: 'true', DELIVERY_CONCURRENCY: String(CONCURRENCY), DELIVERY_RETRY_SCHEDULE: '1,2,5',
       API_PROCESSES: String(API_PROCESSES),
       ...(PROJECTION_INTERVAL ? { PROJECTION_BATCH_INTERVAL_MS: PROJECTION_INTERVAL } : {}),
     }));

@@ -52,6 +52,13 @@ export interface Config {
   dnsServers: string[];
   /** Port used to reach recipient MX hosts (25 in production; tests run an MX on loopback). */
   mxPort: number;
+  /**
+   * Deliver to MX hosts (or address literals) on loopback, private, link-local and other non-public
+   * addresses. Off: a tenant cannot aim Motor's SMTP client at the operator's own network (a
+   * recipient @[10.0.0.5], or a domain whose MX points there). SMTP_RELAY_URL is the operator's own
+   * choice and not checked.
+   */
+  mxAllowPrivateAddresses: boolean;
   /** smtp(s)://user:pass@host:port: deliver everything through this smart host. */
   smtpRelayUrl: string | null;
   /** HS256 key for public bearer tokens. */
@@ -243,6 +250,7 @@ export function loadConfig(env: Env = process.env): Config {
     eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
     dnsServers,
     mxPort: int('MX_PORT', 25, 1, 65535),
+    mxAllowPrivateAddresses: bool('MX_ALLOW_PRIVATE_ADDRESSES', false),
     smtpRelayUrl: url('SMTP_RELAY_URL', ['smtp', 'smtps']),
     tokenSecret,
     keyEncryptionKey,

@@ -34,6 +34,8 @@ export interface DeliveryDeps {
   metrics: Metrics;
   settings: {
     mxPort: number;
+    /** Connect to non-public MX addresses (MX_ALLOW_PRIVATE_ADDRESSES). */
+    allowPrivateAddresses: boolean;
     relayUrl: string | null;
     hostname: string;
     lifetimeSeconds: number;
@@ -114,6 +116,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
     const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
     results = await deliverMessage({
       raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+      allowPrivateAddresses: deps.settings.allowPrivateAddresses,
       relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
       pool: deps.pool,
     });

@@ -413,7 +413,7 @@ describe('a scheduled campaign whose worker role starts only after the due time 
   before(async () => {
     dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
     mx = await startSmtpSink({ starttls: false });
-    env = { LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port), CAMPAIGN_PAGE_SIZE: '2' };
+    env = { LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port), MX_ALLOW_PRIVATE_ADDRESSES: 'true', CAMPAIGN_PAGE_SIZE: '2' };
     // No worker role here: nothing can queue or run the due start until the worker process below.
     motor = await startTestMotor({ roles: ['api', 'projector'], env });
   });

@@ -41,7 +41,7 @@ describe('a campaign survives its worker process being killed mid-list (e2e)', f
     dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
     mx = await startSmtpSink({ starttls: false });
     env = {
-      LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port),
+      LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port), MX_ALLOW_PRIVATE_ADDRESSES: 'true',
       DELIVERY_JOB_LOCK_SECONDS: '2', CAMPAIGN_PAGE_SIZE: '10',
     };
     motor = await startTestMotor({ roles: ['api', 'projector'], env });

@@ -40,7 +40,7 @@ describe('a worker process killed mid-batch loses no message (e2e)', function ()
     // 40 ms per message at the MX: a batch of the worker's 8 slots is always in the middle of something.
     mx = await startSmtpSink({ starttls: false, data: async (): Promise<250> => { await new Promise((r) => setTimeout(r, 40)); return 250; } });
     env = {
-      LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port),
+      LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', DNS_SERVERS: dns.address, MX_PORT: String(mx.port), MX_ALLOW_PRIVATE_ADDRESSES: 'true',
       DELIVERY_CONCURRENCY: '8', DELIVERY_JOB_LOCK_SECONDS: '2',
     };
     motor = await startTestMotor({ roles: ['api', 'projector'], env });

@@ -34,7 +34,8 @@ export interface TestMotor {
  */
 export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[]; port?: number } = {}): Promise<TestMotor> {
   const db = await createTestDatabase('motor');
-  const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', ...opts.env });
+  // The tests' MX hosts listen on loopback: delivery may connect there (MX_ALLOW_PRIVATE_ADDRESSES).
+  const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', MX_ALLOW_PRIVATE_ADDRESSES: 'true', ...opts.env });
   const lines = opts.logLines;
   const logger = lines
     ? createLogger('trace', {}, { write: (line: string) => { lines.push(line); } })

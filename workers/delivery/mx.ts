@@ -40,6 +40,9 @@ export function envelopeAddress(address: string): string {
 
 const normalize = asciiDomain;
 
+/** The IP of an address literal (`[192.0.2.1]`, `[IPv6:2001:db8::1]`); anything else as it is. */
+const literalAddress = (name: string): string => name.replace(/^\[(?:ipv6:)?(.*)\]$/i, '$1');
+
 /**
  * The hosts to try for `domain`, best first: MX records by priority, shuffled among equal
  * priorities so load spreads as the domain's owner intends. Without MX records the domain's own
@@ -49,6 +52,11 @@ const normalize = asciiDomain;
 export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts: { random?: () => number } = {}): Promise<MxResolution> {
   const name = normalize(domain);
   if (name === '') return { kind: 'permanent', reason: 'no_such_domain', message: `Domain ${domain} is not a valid domain name` };
+  if (name.startsWith('[')) {
+    // An address literal (user@[192.0.2.1]) names the host itself, no MX lookup (RFC 5321 §5.1).
+    if (!isIP(literalAddress(name))) return { kind: 'permanent', reason: 'no_such_domain', message: `${domain} is not a valid address literal` };
+    return { kind: 'hosts', hosts: [{ exchange: name, priority: 0 }], implicit: true };
+  }
   const random = opts.random ?? Math.random;
   let records: MxHost[];
   try {
@@ -84,7 +92,7 @@ export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts
  */
 export async function resolveHostAddresses(resolver: DnsResolver, host: string): Promise<AddressResolution> {
   const name = normalize(host);
-  const literal = name.replace(/^\[(.*)\]$/, '$1');
+  const literal = literalAddress(name);
   if (isIP(literal)) return { kind: 'addresses', addresses: [literal] };
 
   const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);

@@ -5,6 +5,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
 import { envelopeAddress, resolveHostAddresses, resolveMxHosts } from './mx.js';
+import { isPublicAddress } from '../webhooks/post.js';
 import { storableText } from '../../domain/storableJson.js';
 
 /**
@@ -51,6 +52,8 @@ export interface DomainDeliveryOptions {
   resolver: DnsResolver;
   /** 25 in production; tests point it at a loopback sink. */
   mxPort: number;
+  /** Connect to loopback, private and other non-public addresses too (MX_ALLOW_PRIVATE_ADDRESSES; default: public only). */
+  allowPrivateAddresses?: boolean;
   /** Our name in EHLO. */
   hostname: string;
   timeouts?: DeliveryTimeouts;
@@ -81,6 +84,8 @@ export interface DeliverMessageOptions {
   recipients: string[];
   resolver: DnsResolver;
   mxPort: number;
+  /** Connect to non-public MX addresses too (MX_ALLOW_PRIVATE_ADDRESSES; default: public only). Not applied to the relay. */
+  allowPrivateAddresses?: boolean;
   /** SMTP_RELAY_URL: when set, everything goes through that smart host. */
   relayUrl?: string | null;
   hostname: string;
@@ -120,7 +125,7 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
       const i = next++;
       const [domain, recipients] = groups[i];
       results[i] = domain
-        ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, random: opts.random })
+        ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, allowPrivateAddresses: opts.allowPrivateAddresses, random: opts.random })
         : recipients.map((r) => noReply(r, 'failed', null, 'Recipient address has no domain'));
     }
   };
@@ -158,8 +163,14 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
       lastFailure = { mx: host.exchange, detail: addresses.message, reply: null };
       continue;
     }
+    const usable = opts.allowPrivateAddresses ? addresses.addresses : addresses.addresses.filter(isPublicAddress);
+    if (usable.length === 0) {
+      // Counted as a host without an address: only such hosts, and the domain cannot take mail from here.
+      lastFailure = { mx: host.exchange, detail: `${host.exchange} has only non-public addresses (${addresses.addresses.slice(0, 3).join(', ')}), refused unless MX_ALLOW_PRIVATE_ADDRESSES is on`, reply: null };
+      continue;
+    }
     everyHostUnresolvable = false;
-    for (const address of addresses.addresses.slice(0, 2)) {
+    for (const address of usable.slice(0, 2)) {
       if (budget-- <= 0) break;
       const base = {
         host: address,

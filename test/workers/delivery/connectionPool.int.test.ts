@@ -105,7 +105,7 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
     return s;
   };
   const send = (port: number, n: number, recipients: string[], p: SmtpConnectionPool | null = pool) =>
-    deliverMessage({ raw: raw(n), envelopeFrom: 'bounces@sender.test', recipients, resolver, mxPort: port, hostname: HOSTNAME, timeouts, pool: p ?? undefined });
+    deliverMessage({ raw: raw(n), envelopeFrom: 'bounces@sender.test', recipients, resolver, mxPort: port, allowPrivateAddresses: true, hostname: HOSTNAME, timeouts, pool: p ?? undefined });
 
   it('two messages to one MX go over one connection (STARTTLS once), one after the other and at once', async () => {
     const s = await sink();

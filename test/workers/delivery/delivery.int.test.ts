@@ -83,7 +83,7 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
   }
 
   const deliver = (s: SmtpSink, raw: Buffer, recipients: string[]): Promise<RecipientResult[]> =>
-    deliverMessage({ raw, envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients, resolver, mxPort: s.port, hostname: HOSTNAME, timeouts });
+    deliverMessage({ raw, envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients, resolver, mxPort: s.port, allowPrivateAddresses: true, hostname: HOSTNAME, timeouts });
 
   const byRecipient = (results: RecipientResult[]) => Object.fromEntries(results.map((r) => [r.recipient, r]));
 
@@ -305,6 +305,7 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
         envelopeFrom: `bounces@${SENDER_DOMAIN}`,
         resolver,
         mxPort: (mute.address() as AddressInfo).port,
+        allowPrivateAddresses: true,
         hostname: HOSTNAME,
         timeouts: { connectMs: 1000, greetingMs: 300, socketMs: 1000 },
       });
@@ -351,6 +352,24 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     const results = byRecipient(await deliver(s, await signedMessage({ to: ['nobody@bücher.test'] }), ['nobody@bücher.test', 'ana@bücher.test']));
     expect(results['nobody@bücher.test']).to.include({ outcome: 'bounced', smtpCode: '550', smtpResponse: '550 5.1.1 No such user' });
     expect(results['ana@bücher.test']).to.include({ outcome: 'delivered' });
+  });
+
+  it('refuses non-public MX addresses unless allowed: a domain whose MX is on loopback, and an address literal, fail with the reason, without connecting', async () => {
+    const s = await sink();
+    const recipients = ['a@rcpt.test', 'b@[127.0.0.1]', 'c@[10.0.0.5]'];
+    const results = byRecipient(await deliverMessage({
+      raw: await signedMessage({ to: ['a@rcpt.test'] }), envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients, resolver, mxPort: s.port, hostname: HOSTNAME, timeouts,
+    }));
+    expect(results['a@rcpt.test']).to.include({ outcome: 'failed', mx: 'mx.rcpt.test' });
+    expect(results['a@rcpt.test'].detail).to.match(/mx\.rcpt\.test has only non-public addresses \(127\.0\.0\.1\).*MX_ALLOW_PRIVATE_ADDRESSES/);
+    expect(results['b@[127.0.0.1]'].outcome).to.equal('failed');
+    expect(results['b@[127.0.0.1]'].detail).to.match(/non-public addresses \(127\.0\.0\.1\)/);
+    expect(results['c@[10.0.0.5]'].detail).to.match(/non-public addresses \(10\.0\.0\.5\)/);
+    expect(s.connections, 'nothing was contacted').to.equal(0);
+    // Allowed (tests, private networks): the same recipient on loopback is delivered.
+    const allowed = byRecipient(await deliver(s, await signedMessage({ to: ['a@rcpt.test'] }), ['a@rcpt.test', 'b@[127.0.0.1]']));
+    expect(allowed['a@rcpt.test'].outcome).to.equal('delivered');
+    expect(allowed['b@[127.0.0.1]'], 'an address literal goes to that address, no MX lookup').to.include({ outcome: 'delivered', mx: '[127.0.0.1]' });
   });
 
   describe('relay mode (SMTP_RELAY_URL)', () => {
