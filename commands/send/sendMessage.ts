@@ -136,21 +136,23 @@ async function readAccepted(store: EventStore, messageId: string): Promise<Messa
 }
 
 export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<SendResult> {
-  const { request, block, domain } = await checkSend(deps, cmd);
-  if (request.dryRun) return { kind: 'validated', request, block, domain };
-
-  // Idempotency: the key decides the message id, so the event store's optimistic concurrency
-  // guarantees one message per key however many requests race.
+  // Idempotency (SPEC "Send API" rule 3): a key that matches a send of the last 24 hours returns
+  // that send, before any other check: the send happened, and a retry must not be told otherwise
+  // because the block, its domain or the caller's quota changed since. The key decides the message
+  // id, so the event store's optimistic concurrency guarantees one message per key however many
+  // requests race. A dry run only validates.
   let messageId = newId();
-  if (cmd.idempotencyKey !== null) {
+  if (cmd.idempotencyKey !== null && cmd.body.dryRun !== true) {
     for (let generation = 0; ; generation++) {
-      messageId = idempotentMessageId(block.id, cmd.idempotencyKey, generation);
+      messageId = idempotentMessageId(cmd.motorBlockId, cmd.idempotencyKey, generation);
       const existing = await readAccepted(deps.store, messageId);
       if (!existing) break;
       if (cmd.now.getTime() - Date.parse(existing.acceptedAt) < IDEMPOTENCY_WINDOW_MS) return { kind: 'replayed', messageId, accepted: existing };
     }
   }
 
+  const { request, block, domain } = await checkSend(deps, cmd);
+  if (request.dryRun) return { kind: 'validated', request, block, domain };
   return acceptChecked(deps, cmd, { request, block, domain }, messageId, cmd.idempotencyKey !== null);
 }
 

@@ -275,6 +275,22 @@ describe('send → deliver → outcome (e2e)', function () {
       expect(res.headers.get('ratelimit-limit')).to.equal(null);
     });
 
+    it('Idempotency-Key: a retry after the block was deactivated still returns the send that happened (a new key is refused)', async () => {
+      const b = await motor.bootstrap({ trustDns: true });
+      const domain = b.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+      const body = { from: `app@${domain}`, to: 'retry@rcpt.test', subject: 'Receipt', text: 'Thanks' };
+      const key = `order-${newId()}`;
+      const first = await send(body, { 'Idempotency-Key': key }, b.apiKey);
+      expect(first.status).to.equal(200);
+      const manage = await motor.token(b, ['config.manage']);
+      const off = await postJson(`${motor.baseUrl}/api/public/v1/account/motor-blocks/${b.motorBlockId}/deactivate`, { confirm: true }, { authorization: `Bearer ${manage}` });
+      expect(off.status, JSON.stringify(off.body)).to.equal(200);
+      const retry = await send(body, { 'Idempotency-Key': key }, b.apiKey);
+      expect([retry.status, retry.body.idempotent, retry.body.data?.id]).to.deep.equal([200, true, first.body.data.id]);
+      const fresh = await send(body, { 'Idempotency-Key': `order-${newId()}` }, b.apiKey);
+      expect([fresh.status, fresh.body.code]).to.deep.equal([403, 'motor_block_inactive']);
+    });
+
     it('Idempotency-Key: 100 concurrent requests produce one message; replays say idempotent: true', async () => {
       const key = `order-${newId()}`;
       const results = await Promise.all(Array.from({ length: 100 }, () => send(mail({ to: 'idem@rcpt.test' }), { 'Idempotency-Key': key })));
