@@ -1,0 +1,41 @@
+import { expect } from 'chai';
+import { startTestMotor, type TestMotor } from '../support/motor';
+import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
+
+/**
+ * A fourth review of the communications API (templates, the tenant header, campaigns): each case
+ * here failed before its fix.
+ */
+describe('communications review 4 (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let a: Tenant;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    a = await tenant(motor, 'review4-a@example.test');
+  });
+  after(async () => { await motor?.close(); });
+
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(commUrl(motor, path), {
+      method, headers: { ...as(a), ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  };
+
+  it('a template id in capitals: GET, PATCH and DELETE agree (PATCH and DELETE answered 404 template_not_found for a template GET showed)', async () => {
+    const created = await commPost(motor, '/templates', { name: 'Caps', subject: 'S', type: 'text', body_text: 'T {{unsubscribe_url}}' }, as(a));
+    expect(created.status).to.equal(201);
+    const id = created.body.data.id as string;
+    const upper = id.toUpperCase();
+    expect((await commGet(motor, `/templates/${upper}`, as(a))).status, 'GET').to.equal(200);
+    const patched = await call('PATCH', `/templates/${upper}`, { name: 'Caps 2' });
+    expect([patched.status, patched.body.code ?? null], JSON.stringify(patched.body)).to.deep.equal([200, null]);
+    expect(patched.body.data).to.include({ id, name: 'Caps 2' });
+    const removed = await call('DELETE', `/templates/${upper}`);
+    expect([removed.status, removed.body.code ?? null], JSON.stringify(removed.body)).to.deep.equal([200, null]);
+    expect(removed.body.data).to.deep.equal({ id, deleted: true });
+    expect((await commGet(motor, `/templates/${id}`, as(a))).status, 'gone').to.equal(404);
+  });
+});
