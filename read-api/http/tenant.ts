@@ -21,6 +21,7 @@ export function tenantOf(req: Request, header: string | undefined): Tenant {
   const ctx = ctxOf(req);
   const p = principalOf<PrincipalOf<'dashboard'>>(req);
   if (header === undefined || header.trim() === '') throw fail('tenant_required', 400, 'The X-Tenant-Id header is required', { nextAction: 'Send X-Tenant-Id: <your account id>' });
-  if (header.trim() !== p.accountId) throw fail('tenant_forbidden', 403, 'This credential does not act for that tenant');
+  // An account id is a uuid: written in capitals it names the same account (as every id of these routes).
+  if (header.trim().toLowerCase() !== p.accountId.toLowerCase()) throw fail('tenant_forbidden', 403, 'This credential does not act for that tenant');
   return { deps: { store: ctx.store, db: ctx.db, clock: ctx.clock }, tenantId: p.accountId, actor: `user:${p.userId}` };
 }

@@ -38,4 +38,11 @@ describe('communications review 4 (int)', function () {
     expect(removed.body.data).to.deep.equal({ id, deleted: true });
     expect((await commGet(motor, `/templates/${id}`, as(a))).status, 'gone').to.equal(404);
   });
+
+  it('X-Tenant-Id naming the account in capitals is that account (answered 403 tenant_forbidden); another account is still 403', async () => {
+    const r = await commGet(motor, '/lists', as(a, a.accountId.toUpperCase()));
+    expect([r.status, r.body.code ?? null], JSON.stringify(r.body)).to.deep.equal([200, null]);
+    const other = await commGet(motor, '/lists', as(a, '00000000-0000-4000-8000-000000000000'));
+    expect([other.status, other.body.code]).to.deep.equal([403, 'tenant_forbidden']);
+  });
 });
