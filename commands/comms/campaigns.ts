@@ -4,7 +4,7 @@ import { fail, isDomainError } from '../../domain/errors';
 import { asDomainEvent, toEventData } from '../../domain/events';
 import { isUuid, newId, uuidV5, type Clock } from '../../domain/ids';
 import {
-  assertCampaignBlockType, campaignChanges, campaignFields, decideCancel, decideDelete, decideSchedule, decideScheduledStart, decideScheduledStartFailed,
+  assertCampaignBlockType, campaignChanges, campaignContent, campaignFields, decideCancel, decideDelete, decideSchedule, decideScheduledStart, decideScheduledStartFailed,
   decideStart, decideUpdate, draftOf, fold, isCampaignEvent, notStartedOf, scheduleTime, type CampaignEvent, type CampaignState,
 } from '../../domain/comms/campaigns';
 import { CAMPAIGNS_SCHEMA } from '../../projections/campaigns/projection';
@@ -141,7 +141,7 @@ export async function sendCampaign(deps: CampaignDeps, tenantId: string, actor: 
     const block = await usableBlock(deps, tenantId, c.motorBlockId, c.from);
     if (scheduledAt) return decideSchedule(state, { tenantId, scheduledAt, now: deps.clock.now() });
     return decideStart(state, {
-      tenantId, template: { subject: template.subject, body_html: template.body_html, body_text: template.body_text },
+      tenantId, template: campaignContent(template),
       identityName: c.fromName ?? block.name, now: deps.clock.now(),
     });
   });
@@ -203,7 +203,7 @@ export async function startDueCampaign(deps: CampaignDeps, state: CampaignState,
     await requireCampaignList(deps.db, c.tenantId, c.listId);
     const block = await campaignBlock(deps, c.tenantId, c.motorBlockId);
     decided = decideScheduledStart(state, {
-      template: { subject: template.subject, body_html: template.body_html, body_text: template.body_text }, identityName: c.fromName ?? block.name, now,
+      template: campaignContent(template), identityName: c.fromName ?? block.name, now,
     });
   } catch (err) {
     if (!isDomainError(err) || !DUE_START_FATAL.has(err.code)) throw err;

@@ -1,5 +1,5 @@
 import { fail } from '../errors';
-import type { CampaignCounts, CampaignCreated, CampaignSendStarted, CampaignUpdated, DomainEvent, MotorBlockType } from '../events';
+import type { CampaignCounts, CampaignCreated, CampaignSendStarted, CampaignUpdated, DomainEvent, MotorBlockType, TemplateContentData } from '../events';
 import { isUuid, uuidV5 } from '../ids';
 import { isValidAddress, MAX_FROM_NAME } from '../message/sendRules';
 import { NOT_ONE_LINE } from '../oneLine';
@@ -281,6 +281,15 @@ export function decideCancel(state: CampaignState, cmd: { tenantId: string; now:
   }
   return [{ type: 'CampaignCancelled', data: { campaignId: c.created.campaignId, tenantId: cmd.tenantId, cancelledAt: cmd.now.toISOString() } }];
 }
+
+/**
+ * What a campaign records and sends of a template: its subject and bodies, with no HTML part for a
+ * `text` template. Its `body_html`, if it has one (left from when it was an html template, or
+ * given anyway), is not its body and passed none of the HTML checks, which run for html templates
+ * only.
+ */
+export const campaignContent = (t: Pick<TemplateContentData, 'type' | 'subject' | 'body_html' | 'body_text'>): CampaignSendStarted['template'] =>
+  ({ subject: t.subject, body_html: t.type === 'html' ? t.body_html : null, body_text: t.body_text });
 
 /** The message id of a campaign's mail to one contact: the same on every run, so a re-run after a crash accepts nothing twice. */
 export const campaignMessageId = (campaignId: string, contactId: string): string => uuidV5(`campaign:${campaignId}:${contactId}`);

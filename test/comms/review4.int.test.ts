@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { CampaignSendStarted } from '../../domain/events';
 import { startTestMotor, type TestMotor } from '../support/motor';
 import { as, commGet, commPost, commUrl, tenant, type Tenant } from './support';
 
@@ -44,5 +46,24 @@ describe('communications review 4 (int)', function () {
     expect([r.status, r.body.code ?? null], JSON.stringify(r.body)).to.deep.equal([200, null]);
     const other = await commGet(motor, '/lists', as(a, '00000000-0000-4000-8000-000000000000'));
     expect([other.status, other.body.code]).to.deep.equal([403, 'tenant_forbidden']);
+  });
+
+  it('a text template sends no HTML part: its body_html (never checked: a text template\'s HTML is not validated) is not what a campaign records', async () => {
+    const template = await commPost(motor, '/templates', {
+      name: 'Plain with leftovers', subject: 'Plain', type: 'text', body_text: 'Hello {{name}} {{unsubscribe_url}}',
+      body_html: '<p onclick="steal()">old <script>alert(1)</script><a href="javascript:alert(1)">x</a></p>',
+    }, as(a));
+    expect(template.status, JSON.stringify(template.body)).to.equal(201);
+    const list = await commPost(motor, '/lists', { name: 'Plain' }, as(a));
+    const domain = (await motor.rt.directory.domain(a.b.domainId))!.name;
+    const campaign = await commPost(motor, '/campaigns', {
+      name: 'Plain', template_id: template.body.data.id, list_id: list.body.data.id, motor_block_id: a.b.motorBlockId, from: `news@${domain}`,
+    }, as(a));
+    expect(campaign.status, JSON.stringify(campaign.body)).to.equal(201);
+    const sent = await commPost(motor, `/campaigns/${campaign.body.data.id}/send`, {}, as(a));
+    expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
+    const events = await motor.rt.store.readStream(streamName('campaign', campaign.body.data.id));
+    const started = events.find((e) => e.type === 'CampaignSendStarted')!.data as CampaignSendStarted;
+    expect(started.template).to.deep.equal({ subject: 'Plain', body_html: null, body_text: 'Hello {{name}} {{unsubscribe_url}}' });
   });
 });
