@@ -35,6 +35,8 @@ export interface OAuthTokenRequest {
   code_verifier?: string;
   /** Agent clients: the canonical URI of the MCP server, equal to the authorization request's (both grant types). */
   resource?: string;
+  /** Any other parameter (`scope` on a refresh, RFC 6749 §6; an extension's) is ignored, as RFC 6749 §3.2 requires. */
+  [parameter: string]: unknown;
 }
 
 /** POST /api/oauth2/revoke's body (RFC 7009). */
@@ -47,6 +49,8 @@ export interface OAuthRevocationRequest {
   client_id?: string;
   /** Required for SMTP clients (uuid client_id); agent clients send none. */
   client_secret?: string;
+  /** Any other parameter is ignored (RFC 7009 §2.1 sends the token endpoint's client authentication; RFC 6749 §3.2). */
+  [parameter: string]: unknown;
 }
 
 /**

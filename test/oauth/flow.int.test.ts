@@ -202,6 +202,26 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       const other = await newClient(motor, b.accountId);
       expect((await refresh(motor, other, r2.body.refresh_token)).body.error).to.equal('invalid_grant');
     });
+
+    it('parameters it does not know are ignored (RFC 6749 §3.2): scope on a refresh (§6), an extension\'s, as JSON or a form', async () => {
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId });
+      const t0 = await exchange(motor, client, code, { scope: 'email.send', state: 'ignored' });
+      expect(t0.status, JSON.stringify(t0.body)).to.equal(200);
+      const r1 = await postJson(`${motor.baseUrl}/api/oauth2/token`, {
+        grant_type: 'refresh_token', client_id: client.clientId, client_secret: client.clientSecret, refresh_token: t0.body.refresh_token, scope: 'email.send',
+      });
+      expect(r1.status, JSON.stringify(r1.body)).to.equal(200);
+      expect(r1.body.scope).to.equal('email.send');
+      const r2 = await postForm(`${motor.baseUrl}/api/oauth2/token`, {
+        grant_type: 'refresh_token', client_id: client.clientId, client_secret: client.clientSecret, refresh_token: r1.body.refresh_token, scope: 'email.send', ext: 'x',
+      });
+      expect(r2.status, r2.text).to.equal(200);
+      const revoked = await postJson(`${motor.baseUrl}/api/oauth2/revoke`, {
+        token: JSON.parse(r2.text).refresh_token, token_type_hint: 'refresh_token', client_id: client.clientId, client_secret: client.clientSecret, ext: 'x',
+      });
+      expect([revoked.status, revoked.body]).to.deep.equal([200, {}]);
+      expect((await getJson(`${motor.baseUrl}/api/oauth2/validate?token=${JSON.parse(r2.text).access_token}`)).status).to.equal(401);
+    });
   });
 
   describe('GET /api/oauth2/validate', () => {
