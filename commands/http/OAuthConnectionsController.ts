@@ -36,7 +36,8 @@ export class OAuthConnectionsController extends Controller {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'dashboard'>>(req);
     if (!isUuid(id)) throw fail('invalid_id', 400, 'Connection id must be a uuid');
-    await revokeConnection(ctx.store, { userId: p.userId, accountId: p.accountId, sessionId: p.sessionId }, id, ctx.clock.now());
+    // A uuid in capitals is the same connection (its stream is named by the lower-case id).
+    await revokeConnection(ctx.store, { userId: p.userId, accountId: p.accountId, sessionId: p.sessionId }, id.toLowerCase(), ctx.clock.now());
     this.setStatus(204);
   }
 }

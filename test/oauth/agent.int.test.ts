@@ -225,7 +225,8 @@ describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound 
     expect((await check(t.access_token, FULL)).ok).to.equal(true);
     expect((await fetch(`${motor.baseUrl}/api/oauth2/connections/${newId()}`, { method: 'DELETE', headers: bearer() })).status).to.equal(404);
 
-    const del = await fetch(`${motor.baseUrl}/api/oauth2/connections/${grantId}`, { method: 'DELETE', headers: bearer() });
+    // The id in capitals names the same connection.
+    const del = await fetch(`${motor.baseUrl}/api/oauth2/connections/${grantId.toUpperCase()}`, { method: 'DELETE', headers: bearer() });
     expect(del.status).to.equal(204);
     expect(await check(t.access_token, FULL)).to.deep.equal({ ok: false, reason: 'revoked' });
     expect((await token({ grant_type: 'refresh_token', client_id: clientId, refresh_token: t.refresh_token, resource: FULL })).body.error).to.equal('invalid_grant');
