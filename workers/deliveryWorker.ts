@@ -123,7 +123,9 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   }
   deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
 
-  const random = deps.random ?? Math.random;
+  // One jitter per round: recipients deferred together share their next attempt, and so the one
+  // retry job the enqueuer queues per message and attempt (jobIdFor). Jitter spreads messages.
+  const jitter = (deps.random ?? Math.random)() * 2 - 1;
   const outcomes = recordAttempt(state, {
     results: results.map((r) => ({
       recipient: r.recipient, outcome: r.outcome, smtpCode: r.smtpCode, enhancedCode: r.enhancedCode, mx: r.mx,
@@ -134,7 +136,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
     lifetimeSeconds: deps.settings.lifetimeSeconds,
     retryDelaySeconds: (attempt) => {
       const schedule = deps.settings.retrySchedule;
-      return schedule && schedule.length > 0 ? schedule[Math.min(attempt, schedule.length) - 1] : nextAttemptDelay(attempt, random() * 2 - 1);
+      return schedule && schedule.length > 0 ? schedule[Math.min(attempt, schedule.length) - 1] : nextAttemptDelay(attempt, jitter);
     },
   });
   for (const o of outcomes) {
