@@ -228,7 +228,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } catch (e) {
     const err = e as Error;
-    if (e instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    // parseArgs' own refusals (unknown option, missing value, stray argument) are usage errors too.
+    if (e instanceof UsageError || String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS_')) {
       process.stderr.write(`${err.message}\n\n${USAGE}`);
       process.exitCode = 2;
     } else if (e instanceof ConfigError) {

@@ -199,3 +199,37 @@ describe('CLI key revoke (int)', function () {
     expect((await cli('key', 'revoke', 'not-a-key')).code).to.equal(2);
   });
 });
+
+/** Exit code and stderr of `npm run cli -- <args>` (for refusals, which print no JSON). */
+async function cliStderr(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
+  try {
+    await run('npx', ['tsx', 'scripts/cli.ts', ...args], { env: { ...process.env, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent', ...env } });
+    return { code: 0, stderr: '' };
+  } catch (err) {
+    const e = err as { code?: number; stderr?: string };
+    return { code: e.code ?? -1, stderr: e.stderr ?? '' };
+  }
+}
+
+/** Malformed arguments never reach the store (there is none here): the reason and the usage on stderr, exit 2, no stack trace. */
+describe('CLI arguments (int)', function () {
+  this.timeout(60_000);
+
+  for (const args of [
+    ['bootstrap', '--email'],
+    ['bootstrap', '--email', 'a@example.test', '--domain'],
+    ['bootstrap', 'stray', '--email', 'a@example.test', '--domain', 'stray.example.test'],
+    ['bootstrap', '--email', 'a@example.test', '--domain', 'x.example.test', '--trust-dns=yes'],
+    ['block', 'set-limits', '0193a5f0-0000-7000-8000-00000000beef', '--burst'],
+    ['oauth-client', 'create', '--account'],
+    ['dns', 'managed-dkim', 'stray'],
+    ['status', 'stray'],
+  ]) {
+    it(`${args.join(' ')}: exit 2 with the reason and the usage, no stack trace`, async () => {
+      const { code, stderr } = await cliStderr(args, { DATABASE_URL: 'postgres://127.0.0.1:1/none' });
+      expect(code).to.equal(2);
+      expect(stderr).to.include('Usage: npm run cli');
+      expect(stderr).not.to.match(/\n\s+at /);
+    });
+  }
+});
