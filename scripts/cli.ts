@@ -19,7 +19,7 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { bootstrap, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
+import { MAX_BLOCK_LIMIT, bootstrap, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
@@ -90,7 +90,7 @@ interface Services {
 
 function positiveInt(name: string, v: string | undefined): number {
   const n = Number(v);
-  if (v === undefined || !Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
+  if (v === undefined || !Number.isInteger(n) || n < 1 || n > MAX_BLOCK_LIMIT) throw new UsageError(`--${name} must be an integer from 1 to ${MAX_BLOCK_LIMIT}`);
   return n;
 }
 
@@ -124,8 +124,8 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       allowPositionals: true,
       strict: true,
     });
-    const id = positionals[0];
-    if (!isUuid(id)) throw new UsageError('block set-limits needs a Motor Block id (uuid)');
+    if (!isUuid(positionals[0])) throw new UsageError('block set-limits needs a Motor Block id (uuid)');
+    const id = positionals[0].toLowerCase();
     const limits = { burst: positiveInt('burst', values.burst), hourly: positiveInt('hourly', values.hourly), daily: positiveInt('daily', values.daily) };
     return withServices(config, async (s) => {
       await setBlockLimits(s.store, id, limits, new Date());

@@ -124,9 +124,13 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   };
 }
 
+/** The largest configured limit: the directory stores limits as PostgreSQL integers. */
+export const MAX_BLOCK_LIMIT = 2_147_483_647;
+
 export async function setBlockLimits(store: EventStore, motorBlockId: string, limits: RateLimits, now: Date): Promise<void> {
   for (const [k, v] of Object.entries(limits)) {
-    if (!Number.isInteger(v) || v < 1) throw fail('validation_error', 422, `--${k} must be a positive integer`);
+    // A larger value would be appended, then stop the directory projection on every retry.
+    if (!Number.isInteger(v) || v < 1 || v > MAX_BLOCK_LIMIT) throw fail('validation_error', 422, `--${k} must be an integer from 1 to ${MAX_BLOCK_LIMIT}`);
   }
   if (limits.burst > limits.hourly || limits.hourly > limits.daily) throw fail('validation_error', 422, 'limits must satisfy burst <= hourly <= daily');
   const stream = streamName('motorBlock', motorBlockId);

@@ -233,3 +233,33 @@ describe('CLI arguments (int)', function () {
     });
   }
 });
+
+/** `npm run cli -- block set-limits`: the block's configured send limits. */
+describe('CLI block set-limits (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let block: Awaited<ReturnType<TestMotor['bootstrap']>>;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    block = await motor.bootstrap({ email: 'limits@example.test', domain: 'limits.example.test' });
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+
+  it('applied, also for an upper-case id; a limit beyond what the directory stores is refused before anything is appended', async () => {
+    const ok = await cli('block', 'set-limits', block.motorBlockId.toUpperCase(), '--burst', '5', '--hourly', '50', '--daily', '500');
+    expect(ok).to.deep.equal({ code: 0, out: { motorBlockId: block.motorBlockId, limits: { burst: 5, hourly: 50, daily: 500 } } });
+
+    const before = (await motor.rt.store.readStream(`motorBlock-${block.motorBlockId}`)).length;
+    const huge = await cliStderr(['block', 'set-limits', block.motorBlockId, '--burst', '5', '--hourly', '50', '--daily', '3000000000'], { DATABASE_URL: motor.rt.databaseUrl });
+    expect(huge.code).to.equal(2);
+    expect(huge.stderr).to.include('--daily must be an integer from 1 to 2147483647');
+    expect((await motor.rt.store.readStream(`motorBlock-${block.motorBlockId}`)).length, 'nothing appended').to.equal(before);
+
+    // The directory keeps projecting.
+    const next = await cli('block', 'set-limits', block.motorBlockId, '--burst', '6', '--hourly', '60', '--daily', '600');
+    expect(next).to.deep.equal({ code: 0, out: { motorBlockId: block.motorBlockId, limits: { burst: 6, hourly: 60, daily: 600 } } });
+  });
+});
