@@ -86,9 +86,12 @@ function checkSpf(r: ExpectedRecord, l: Lookup, serviceDomain: string): DomainRe
   if (spf.length === 0) return { ...r, status: 'missing', reason: 'spf_missing' };
   // RFC 7208 §4.5: more than one SPF record is a permerror, whatever they say.
   if (spf.length > 1) return { ...r, status: 'mismatch', reason: 'spf_multiple_records', found: shown(spf) };
-  // The include, or a redirect to the service's record (which then is the whole policy).
-  const wanted = [`include:${spfInclude(serviceDomain)}`, `redirect=${spfInclude(serviceDomain)}`].map((w) => w.toLowerCase());
-  const has = spf[0].trim().split(/\s+/).some((term) => wanted.includes(term.toLowerCase().replace(/^\+/, '')));
+  // The include, or a redirect to the service's record (which then is the whole policy). Receivers
+  // never reach a mechanism after `all`, and ignore a redirect beside one (RFC 7208 §5.1, §6.1).
+  const terms = spf[0].trim().split(/\s+/).slice(1).map((term) => term.toLowerCase().replace(/^\+/, ''));
+  const all = terms.findIndex((term) => /^[-~?]?all$/.test(term));
+  const has = (all === -1 ? terms : terms.slice(0, all)).includes(`include:${spfInclude(serviceDomain)}`.toLowerCase())
+    || (all === -1 && terms.includes(`redirect=${spfInclude(serviceDomain)}`.toLowerCase()));
   return has ? { ...r, status: 'ok' } : { ...r, status: 'mismatch', reason: 'spf_include_missing', found: shown(spf) };
 }
 

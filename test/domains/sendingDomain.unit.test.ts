@@ -125,6 +125,14 @@ describe('DNS record evaluation (unit)', () => {
     expect(by(evaluate({ [lookupKey('TXT', 'example.com')]: ok('v=spf1 +include:_SPF.motor.test -all') }), 'spf').status).to.equal('ok');
     expect(by(evaluate({ [lookupKey('TXT', 'example.com')]: ok('v=spf1 redirect=_spf.motor.test') }), 'spf').status).to.equal('ok');
   });
+
+  it('SPF: an include after the all mechanism is never evaluated, nor a redirect beside one (RFC 7208 §5.1, §6.1)', () => {
+    const spf = (record: string) => by(evaluate({ [lookupKey('TXT', 'example.com')]: ok(record) }), 'spf');
+    expect(spf('v=spf1 include:_spf.google.com ~all include:_spf.motor.test')).to.include({ status: 'mismatch', reason: 'spf_include_missing' });
+    expect(spf('v=spf1 -all redirect=_spf.motor.test')).to.include({ status: 'mismatch', reason: 'spf_include_missing' });
+    expect(spf('v=spf1 mx include:_spf.motor.test ?all').status).to.equal('ok');
+    expect(spf('v=spf1 mx redirect=_spf.motor.test').status).to.equal('ok');
+  });
   it('DKIM reasons: missing, wrong key', () => {
     const name = lookupKey('TXT', `${dkim.selector}._domainkey.example.com`);
     expect(by(evaluate({ [name]: { ok: false, failure: 'nxdomain' } }), 'dkim')).to.include({ status: 'missing', reason: 'dkim_missing' });
