@@ -12,6 +12,7 @@ import { isValidAddress } from '../../domain/message/sendRules';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
+import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -66,7 +67,7 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   const email = input.email.trim();
   const domain = input.domain.trim().toLowerCase().replace(/\.$/, '');
   if (!isValidAddress(email)) throw fail('invalid_email', 400, `Not a valid email address: ${input.email}`);
-  if (!DOMAIN_RE.test(domain)) throw fail('invalid_domain', 400, `Not a valid domain name: ${input.domain}`);
+  if (!DOMAIN_RE.test(domain) || domain.length > MAX_DOMAIN_NAME_LENGTH) throw fail('invalid_domain', 400, `Not a valid domain name of at most ${MAX_DOMAIN_NAME_LENGTH} characters: ${input.domain}`);
 
   const at = input.now.toISOString();
   const accountId = newId();

@@ -152,6 +152,12 @@ export function rotateDkimKey(state: SendingDomain, cmd: { key: { algorithm: Dki
 }
 
 const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/;
+/**
+ * The longest name a domain's records put in front of it: the DKIM TXT name
+ * `motorYYYYMMDD._domainkey.` (25 characters). A longer domain would have record names past
+ * DNS's 253, which no lookup can find: it could never be verified.
+ */
+export const MAX_DOMAIN_NAME_LENGTH = 253 - 'motor20261122._domainkey.'.length;
 
 /** Normalises and validates a domain name to add; names under the service's own domain are reserved. */
 export function parseDomainName(input: unknown, serviceDomain: string): string {
@@ -159,6 +165,9 @@ export function parseDomainName(input: unknown, serviceDomain: string): string {
   const name = input.trim().toLowerCase().replace(/\.$/, '');
   if (!DOMAIN_RE.test(name) || /^\d+(\.\d+)+$/.test(name) || !/[a-z]/.test(name.slice(name.lastIndexOf('.') + 1))) {
     throw fail('invalid_domain', 400, `Not a valid domain name: ${input.slice(0, 260)}`, { details: { field: 'domain' } });
+  }
+  if (name.length > MAX_DOMAIN_NAME_LENGTH) {
+    throw fail('invalid_domain', 400, `A sending domain has at most ${MAX_DOMAIN_NAME_LENGTH} characters (its DKIM record name must fit in 253)`, { details: { field: 'domain' } });
   }
   const svc = serviceDomain.toLowerCase();
   if (name === svc || name.endsWith(`.${svc}`)) {

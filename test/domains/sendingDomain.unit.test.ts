@@ -89,6 +89,14 @@ describe('sending domain decider (unit)', () => {
     expect(codeOf(() => parseDomainName('x.sandbox.motor.test', svc))).to.equal('domain_reserved');
     expect(codeOf(() => parseDomainName('motor.test', svc))).to.equal('domain_reserved');
   });
+  it('domain names: refused when a record name under it would be longer than DNS allows (253), so it could never be verified', () => {
+    const named = (length: number) => `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(length - 3 * 64 - 4)}.com`;
+    const longest = named(228);
+    expect(parseDomainName(longest, svc)).to.equal(longest);
+    for (const r of expectedRecords({ domainId, name: longest, serviceDomain: svc, ownershipToken: 'tok', dkimMode: 'txt', dkim })) expect(r.name.length, r.name).to.be.at.most(253);
+    expect(codeOf(() => parseDomainName(named(229), svc))).to.equal('invalid_domain');
+    expect(codeOf(() => parseDomainName(named(253), svc))).to.equal('invalid_domain');
+  });
 });
 
 describe('DNS record evaluation (unit)', () => {
