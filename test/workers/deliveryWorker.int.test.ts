@@ -11,10 +11,12 @@ import { createResolver } from '../../workers/delivery/dns.js';
 import { deliverRound, type DeliveryDeps } from '../../workers/deliveryWorker.js';
 import { jobsFor } from '../../workers/enqueuer.js';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer.js';
-import { MemoryEventStore } from '../support/memoryEventStore.js';
+import { createEventStore } from '../../infra/eventstore/index.js';
+import type { EventStore } from '../../domain/eventStore.js';
+import { createTestDatabase } from '../support/db.js';
 import { startSmtpSink, type SinkReply, type SmtpSink } from '../support/smtpSink.js';
 
-/** deliverRound (workers/deliveryWorker.ts) on an in-memory stream, against a loopback DNS server and SMTP sink. */
+/** deliverRound (workers/deliveryWorker.ts) on the PostgreSQL event store, against a loopback DNS server and SMTP sink. */
 describe('delivery round (int)', function () {
   this.timeout(20_000);
 
@@ -23,9 +25,13 @@ describe('delivery round (int)', function () {
   let reply: (recipient: string) => SinkReply = () => 250;
   let deps: DeliveryDeps;
   let clock: Date;
-  let store: MemoryEventStore;
+  let store: EventStore;
+  let dropDb: () => Promise<void>;
 
   before(async () => {
+    const t = await createTestDatabase('deliveryround');
+    dropDb = t.drop;
+    store = await createEventStore({ databaseUrl: t.url, eventstoreUrl: null });
     dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
     sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r) });
     const key = await generateDkimKey('rsa-sha256');
@@ -33,7 +39,7 @@ describe('delivery round (int)', function () {
     const keys = { get: async () => ({ id: 'k1', algorithm: 'rsa-sha256', privateKeyPem: key.privateKeyPem }) } as unknown as KeyStore;
     let draws = 0;
     deps = {
-      store: undefined as unknown as MemoryEventStore, directory, keys, resolver: createResolver([dns.address], { timeoutMs: 500, tries: 1 }),
+      store, directory, keys, resolver: createResolver([dns.address], { timeoutMs: 500, tries: 1 }),
       logger: createLogger('silent'), metrics: createMetrics(),
       settings: { mxPort: sink.port, allowPrivateAddresses: true, relayUrl: null, hostname: 'out.motor.test', lifetimeSeconds: 3600, timeouts: { connectMs: 2000, greetingMs: 2000, socketMs: 5000 } },
       now: () => clock,
@@ -44,10 +50,10 @@ describe('delivery round (int)', function () {
   after(async () => {
     await sink.close();
     await dns.close();
+    await store.close();
+    await dropDb();
   });
   beforeEach(() => {
-    store = new MemoryEventStore();
-    deps.store = store;
     clock = new Date('2026-11-24T12:00:00.000Z');
   });
 
