@@ -16,7 +16,10 @@ import type { Redis } from 'ioredis';
  * When Redis cannot be asked, AUTH goes on without a delay (fail open, like the send quota).
  */
 
-/** A client address as the counters key it: an IPv4-mapped IPv6 address as plain IPv4. */
+/**
+ * A client address as the counters and the listener key it: the IPv4-mapped prefix of a dual-stack
+ * listener removed (smtp-server reports session.remoteAddress with it).
+ */
 export const normalizeAddress = (a: string | undefined): string => (a ?? '').replace(/^::ffff:/i, '').toLowerCase();
 
 export interface AuthLimiterSettings {

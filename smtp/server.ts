@@ -74,8 +74,6 @@ export interface GreetingPolicy {
   known: KnownClients;
 }
 
-/** The IPv4-mapped prefix of a dual-stack listener removed, as smtp-server reports session.remoteAddress. */
-
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 export class SubmissionServer extends SMTPServer {

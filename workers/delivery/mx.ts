@@ -38,8 +38,6 @@ export function envelopeAddress(address: string): string {
   return domain === '' ? address : `${address.slice(0, at)}@${domain}`;
 }
 
-const normalize = asciiDomain;
-
 /** The IP of an address literal (`[192.0.2.1]`, `[IPv6:2001:db8::1]`); anything else as it is. */
 const literalAddress = (name: string): string => name.replace(/^\[(?:ipv6:)?(.*)\]$/i, '$1');
 
@@ -50,7 +48,7 @@ const literalAddress = (name: string): string => name.replace(/^\[(?:ipv6:)?(.*)
  * `random` is injectable so tests can pin the order.
  */
 export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts: { random?: () => number } = {}): Promise<MxResolution> {
-  const name = normalize(domain);
+  const name = asciiDomain(domain);
   if (name === '') return { kind: 'permanent', reason: 'no_such_domain', message: `Domain ${domain} is not a valid domain name` };
   if (name.startsWith('[')) {
     // An address literal (user@[192.0.2.1]) names the host itself, no MX lookup (RFC 5321 §5.1).
@@ -68,7 +66,7 @@ export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts
     records = [];
   }
 
-  const hosts = records.map((r) => ({ exchange: normalize(r.exchange), priority: r.priority }));
+  const hosts = records.map((r) => ({ exchange: asciiDomain(r.exchange), priority: r.priority }));
   if (hosts.some((h) => h.exchange === '')) {
     // RFC 7505 §3: a null MX must be the only record; either way the domain declares it takes no mail.
     return { kind: 'permanent', reason: 'null_mx', message: `Domain ${name} does not accept mail (null MX)` };
@@ -91,7 +89,7 @@ export async function resolveMxHosts(resolver: DnsResolver, domain: string, opts
  * nodemailer's own lookup ignores the configured DNS servers.
  */
 export async function resolveHostAddresses(resolver: DnsResolver, host: string): Promise<AddressResolution> {
-  const name = normalize(host);
+  const name = asciiDomain(host);
   const literal = literalAddress(name);
   if (isIP(literal)) return { kind: 'addresses', addresses: [literal] };
 
