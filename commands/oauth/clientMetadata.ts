@@ -4,7 +4,7 @@ import { rootCertificates } from 'node:tls';
 import { isAcceptableRedirectUri, oauthError } from '../../domain/oauth/grant';
 import { isClientMetadataUrl } from '../../domain/oauth/agent';
 import { TtlCache } from '../../infra/ttlCache';
-import { isPublicAddress, pinnedLookup, resolveHost, systemLookup, untilAborted, type Address } from '../../workers/webhooks/post';
+import { isPublicAddress, pinnedLookup, resolveHost, systemLookup, untilAborted, type Address } from '../../infra/outboundAddress';
 
 /**
  * Agent clients register by a metadata document (SPEC "OAuth 2.1 for agent clients", docs/OAUTH.md):

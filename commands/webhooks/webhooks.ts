@@ -10,7 +10,7 @@ import {
 } from '../../domain/webhooks/webhooks';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
-import { isPublicAddress } from '../../workers/webhooks/post';
+import { isPublicAddress } from '../../infra/outboundAddress';
 import { appendAndAwaitRow } from '../readYourWrites';
 
 /**

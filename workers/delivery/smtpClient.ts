@@ -5,7 +5,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
 import { envelopeAddress, resolveHostAddresses, resolveMxHosts } from './mx.js';
-import { isPublicAddress } from '../webhooks/post.js';
+import { isPublicAddress } from '../../infra/outboundAddress.js';
 import { storableText } from '../../domain/storableJson.js';
 
 /**
