@@ -91,7 +91,7 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
       'mx.rcpt.test': { A: ['127.0.0.1'] },
     });
-    resolver = createResolver([dns.address], { timeoutMs: 300, tries: 1 });
+    resolver = createResolver([dns.address], { timeoutMs: 5000, tries: 1 });
   });
   after(() => dns.close());
   beforeEach(() => { pool = new SmtpConnectionPool({ maxMessages: 100, idleMs: 5000 }); });
