@@ -4,8 +4,9 @@ import type { Logger } from '../logger';
 /**
  * A consumer that follows the event log for as long as it runs: it asks where to start, subscribes
  * from there, hands over every batch, and when the store or its own work fails it logs, waits a
- * second and starts again from `start()` (its checkpoint, so nothing is skipped). Used by the
- * enqueuers, the webhook dispatcher and the event stream's feed; projections have their own runner
+ * second and starts again from `start()` (its checkpoint, so nothing is skipped; the event stream's
+ * feed answers the position it last handed over). Used by the enqueuers, the webhook dispatcher and
+ * the event stream's feed; projections have their own runner
  * (one transaction per batch with their read model).
  */
 export interface LogFollower {

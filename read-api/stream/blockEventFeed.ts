@@ -10,7 +10,9 @@ import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
  * The live feed behind `GET .../events/stream` (docs/EVENTS.md): ONE subscription to the log per
  * API process, however many clients listen, fanned out to the listeners of each block. It runs
  * only while someone listens. It starts where the messages projection is (a few hundred ms behind
- * the head at most) and each listener gets the events created from the moment it connected.
+ * the head at most) and each listener gets the events created from the moment it connected. After
+ * a failure (the store's, or its own handling of a batch) it starts again right after the last
+ * batch it handed over, so a listener gets each event once.
  *
  * Outcome events do not name their block: the feed learns message → block from the MessageAccepted
  * events it reads, and asks the messages read model for messages accepted before it started.
@@ -58,14 +60,31 @@ export class BlockEventFeed {
   private start(): void {
     const abort = new AbortController();
     this.abort = abort;
+    // Where this run has handed everything over to its listeners (unset until the first start has
+    // read the checkpoint). followLog restarts after a failure: from here, not from the projection's
+    // checkpoint, which is then behind (live clients would get events again) or ahead (they would
+    // miss the events in between).
+    let reached: { after: GlobalPosition | null } | undefined;
     void followLog(this.store, this.logger, {
       name: 'event stream feed',
       types: MESSAGE_EVENT_TYPES,
       omitData: MESSAGE_CONTENT_FIELDS,
       batchSize: 1000,
-      start: async () => (await this.db.withSchema(MESSAGES_SCHEMA).table('projection_checkpoint').where({ id: 1 }).first('position') as { position: string | null } | undefined)?.position ?? null,
-      handle: (batch) => this.dispatch(batch.events),
+      start: async () => {
+        if (!reached) reached = { after: await this.checkpoint() };
+        return reached.after;
+      },
+      handle: async (batch) => {
+        await this.dispatch(batch.events);
+        reached = { after: batch.position };
+      },
     }, abort.signal);
+  }
+
+  /** Where the messages projection is: the first start's position. */
+  private async checkpoint(): Promise<GlobalPosition | null> {
+    const row = await this.db.withSchema(MESSAGES_SCHEMA).table('projection_checkpoint').where({ id: 1 }).first('position') as { position: string | null } | undefined;
+    return row?.position ?? null;
   }
 
   private remember(messageId: string, motorBlockId: string): void {
