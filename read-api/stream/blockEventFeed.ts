@@ -100,7 +100,15 @@ export class BlockEventFeed {
       list.push(m);
     }
     for (const [block, list] of byBlock) {
-      for (const listener of this.listeners.get(block) ?? []) listener(list);
+      for (const listener of this.listeners.get(block) ?? []) {
+        // One listener's failure stays its own: the others get the batch once, and the feed goes on
+        // (failing the batch would restart the feed before it and repeat it to the listeners served).
+        try {
+          listener(list);
+        } catch (err) {
+          this.logger.error({ err, motorBlockId: block }, 'event stream listener failed');
+        }
+      }
     }
   }
 

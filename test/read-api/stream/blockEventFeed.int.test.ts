@@ -49,11 +49,12 @@ async function openStream(url: string) {
   return { events, messages: () => events.filter((e) => e.event === 'message'), close: () => abort.abort() };
 }
 
-/** Logs kept in memory: the feed's restarts are asserted on. */
+/** Logs kept in memory: the feed's restarts and failures are asserted on. */
 function memoryLogger() {
   const lines: Array<{ level: number; msg: string }> = [];
   const logger = createLogger('info', {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
-  return { logger, restarts: () => lines.filter((l) => l.msg === 'event stream feed failed; retrying').length };
+  const count = (msg: string) => lines.filter((l) => l.msg === msg).length;
+  return { logger, restarts: () => count('event stream feed failed; retrying'), listenerFailures: () => count('event stream listener failed') };
 }
 
 /**
@@ -177,6 +178,37 @@ describe('event stream feed restarts (int)', function () {
     const { got, want } = await acrossOneFailure(url, () => { armed = true; }, () => failures);
     expect(got, 'every event once, in log order').to.deep.equal(want);
     expect(log.restarts()).to.equal(1);
+  });
+
+  it('a listener that throws neither restarts the feed nor keeps the batch from the other listeners', async () => {
+    const log = memoryLogger();
+    const s = new EventStreams(db, store, redis, log.logger, 60);
+    const feed = (s as unknown as { feed: BlockEventFeed }).feed;
+    const url = await serve(s);
+    let armed = false;
+    let thrown = 0;
+    const c = await openStream(url);
+    await eventually(async () => c.events.some((e) => e.event === 'ready'), 5000);
+    // Listens after the client: the client has the batch before this one throws.
+    const unlisten = feed.listen(BLOCK, () => {
+      if (!armed) return;
+      armed = false;
+      thrown += 1;
+      throw new Error('injected: a listener failed');
+    });
+    const m1 = await accept();
+    await seen(c, m1.id);
+    armed = true;
+    const m2 = await accept();
+    await eventually(async () => thrown === 1, 10_000);
+    const m3 = await accept();
+    await seen(c, m3.id);
+    await new Promise((r) => setTimeout(r, 300));
+    unlisten();
+    c.close();
+    expect(c.messages().map((e) => [e.id, e.data.messageId])).to.deep.equal([m1, m2, m3].map((m) => [m.position, m.id]));
+    expect(log.restarts()).to.equal(0);
+    expect(log.listenerFailures()).to.equal(1);
   });
 
   it('starts from the messages projection\'s checkpoint, and anew from it after every listener left', async () => {
