@@ -75,6 +75,12 @@ export interface Config {
   hostname: string;
   /** The SMTP submission host names clients are given (SPEC {smtp_host}); POST /v1/test-email connects only to these. */
   smtpPublicHosts: string[];
+  /**
+   * The ports clients connect to on those hosts (SMTP_PUBLIC_PORTS; default SMTP_PORT and
+   * SMTPS_PORT, the listeners' own); POST /v1/test-email connects only to these, so it cannot
+   * probe the other ports of Motor's host.
+   */
+  smtpPublicPorts: number[];
   /** The service's own domain: SPF include host, sandbox namespace (<handle>.sandbox.<domain>). */
   serviceDomain: string;
   publicBaseUrl: string;
@@ -231,6 +237,17 @@ export function loadConfig(env: Env = process.env): Config {
     }
     return list;
   };
+  /** A comma-separated list of TCP ports (1..65535, duplicates dropped), or null when unset or invalid. */
+  const ports = (name: string): number[] | null => {
+    const raw = str(name, null);
+    if (raw === null) return null;
+    const list = raw.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+    if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n < 1 || n > 65535)) {
+      problems.push(`${name} must be a comma-separated list of ports (1..65535)`);
+      return null;
+    }
+    return [...new Set(list)];
+  };
   const bool = (name: string, fallback: boolean): boolean => {
     const raw = str(name, null);
     if (raw === null) return fallback;
@@ -241,6 +258,8 @@ export function loadConfig(env: Env = process.env): Config {
   };
 
   const port = int('PORT', 3000, 0, 65535);
+  const smtpPort = int('SMTP_PORT', 2587, 0, 65535);
+  const smtpsPort = int('SMTPS_PORT', 2465, 0, 65535);
   const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
   const config: Config = {
     port,
@@ -268,6 +287,8 @@ export function loadConfig(env: Env = process.env): Config {
     tokenAudience: str('TOKEN_AUDIENCE', `${publicBaseUrl}/api/public/v1`)!,
     hostname: str('MOTOR_HOSTNAME', 'localhost')!,
     smtpPublicHosts: (str('SMTP_PUBLIC_HOST', null) ?? str('MOTOR_HOSTNAME', 'localhost')!).split(',').map((h) => h.trim().toLowerCase().replace(/\.$/, '')).filter(Boolean),
+    // Behind a proxy or port mapping clients are given other ports than the listeners bind; 0 (any free port) is no port to give.
+    smtpPublicPorts: ports('SMTP_PUBLIC_PORTS') ?? [...new Set([smtpPort, smtpsPort])].filter((p) => p !== 0),
     serviceDomain: (str('SERVICE_DOMAIN', 'motor.localhost')!).toLowerCase(),
     publicBaseUrl,
     authPublicUrl: (url('AUTH_PUBLIC_URL', ['http', 'https']) ?? publicBaseUrl).replace(/\/+$/, ''),
@@ -307,8 +328,8 @@ export function loadConfig(env: Env = process.env): Config {
     plans: {},
     dataDir: str('MOTOR_DATA_DIR', './var')!,
     smtp: {
-      port: int('SMTP_PORT', 2587, 0, 65535),
-      securePort: int('SMTPS_PORT', 2465, 0, 65535),
+      port: smtpPort,
+      securePort: smtpsPort,
       tlsCertPath: str('SMTP_TLS_CERT', null),
       tlsKeyPath: str('SMTP_TLS_KEY', null),
       maxMessageBytes: int('SMTP_MAX_MESSAGE_BYTES', 10 * 1024 * 1024, 1024, 100 * 1024 * 1024),

@@ -47,5 +47,16 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(problems({ SMTP_PROCESSES: 'two' }).join()).to.include('SMTP_PROCESSES');
     expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
     expect(problems({ SMTP_CLIENT_CA: '/no/such-ca.pem' }).join()).to.include('SMTP_CLIENT_CA names a file that does not exist');
+    for (const bad of ['0', '70000', '2587,x', ',', '587;465']) expect(problems({ SMTP_PUBLIC_PORTS: bad }).join(), bad).to.include('SMTP_PUBLIC_PORTS');
+  });
+
+  it('SMTP_PUBLIC_PORTS (the ports POST /v1/test-email may contact): the listeners\' ports, unless a proxy publishes others', () => {
+    expect(loadConfig({}).smtpPublicPorts).to.deep.equal([2587, 2465]);
+    expect(loadConfig({ SMTP_PORT: '587', SMTPS_PORT: '465' }).smtpPublicPorts).to.deep.equal([587, 465]);
+    // Port 0 binds any free port: no port a client could be given.
+    expect(loadConfig({ SMTP_PORT: '0', SMTPS_PORT: '0' }).smtpPublicPorts).to.deep.equal([]);
+    expect(loadConfig({ SMTP_PORT: '0', SMTPS_PORT: '0', SMTP_PUBLIC_PORTS: '587, 465,587' }).smtpPublicPorts).to.deep.equal([587, 465]);
+    // Set, they replace the listeners' ports (on the public host, those are the proxy's, not the listeners').
+    expect(loadConfig({ SMTP_PUBLIC_PORTS: '587' }).smtpPublicPorts).to.deep.equal([587]);
   });
 });
