@@ -50,6 +50,7 @@ export interface TestEmailBody {
   method?: string;
   /** This service's SMTP host (SMTP_PUBLIC_HOST); no other host is contacted. */
   host: string;
+  /** One of this service's SMTP ports (SMTP_PUBLIC_PORTS: by default 2587 STARTTLS, 2465 implicit TLS); no other port is contacted. */
   port: number;
   /** The SMTP username of the API key's Motor Block. */
   username: string;
@@ -137,7 +138,7 @@ export class SendController extends Controller {
   @Post('test-email')
   @Security('blockApiKey')
   @Response<ErrorResponse>(401, 'Invalid API key')
-  @Response<ErrorResponse>(422, 'validation_error, smtp_host_not_allowed, smtp_username_mismatch')
+  @Response<ErrorResponse>(422, 'validation_error, smtp_host_not_allowed, smtp_port_not_allowed, smtp_username_mismatch')
   public async testEmail(@Request() req: ExpressRequest, @Body() body: TestEmailBody): Promise<TestEmailResponse> {
     const ctx = ctxOf(req);
     const principal = principalOf<PrincipalOf<'blockApiKey'>>(req);

@@ -17,9 +17,10 @@ import { formatReply } from '../../smtp/replies';
  * the check are answered 200 with `ok` and the stage that failed; only a malformed request is an
  * error.
  *
- * It connects only to this service's SMTP host names (SMTP_PUBLIC_HOST): the endpoint is not a
- * way to make Motor open connections elsewhere. And it tests only the caller's own block: the
- * username must be that block's SMTP username.
+ * It connects only to this service's SMTP host names (SMTP_PUBLIC_HOST), and on them only to the
+ * SMTP ports (SMTP_PUBLIC_PORTS): the endpoint is not a way to make Motor open connections
+ * elsewhere, nor to scan its own host (a closed port and a silent one answer differently). And it
+ * tests only the caller's own block: the username must be that block's SMTP username.
  *
  * The connection comes from Motor's API host, not from the caller: were its logins checked only
  * by the listener, every tenant's failed test would count on that one address, and a few tenants
@@ -59,7 +60,7 @@ export interface TestEmailResult {
 
 export interface TestEmailDeps {
   directory: DirectoryCache;
-  config: Pick<Config, 'smtp' | 'smtpPublicHosts' | 'dataDir' | 'hostname'>;
+  config: Pick<Config, 'smtp' | 'smtpPublicHosts' | 'smtpPublicPorts' | 'dataDir' | 'hostname'>;
   /** The SMTP listener's AUTH on its failed-login counters (scripts/runtime.ts). */
   smtpAuth(attempt: AuthAttempt): Promise<AuthOutcome>;
 }
@@ -67,7 +68,7 @@ export interface TestEmailDeps {
 const invalid = (field: string, message: string) => fail('validation_error', 422, message, { details: { field } });
 const ADDRESS = /^[^\s@<>()",;:\\[\]]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 
-function checked(body: TestEmailRequest, hosts: readonly string[]) {
+function checked(body: TestEmailRequest, hosts: readonly string[], ports: readonly number[]) {
   const method = body.method ?? 'starttls';
   if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method.toLowerCase())) throw invalid('method', `method must be one of ${METHODS.join(', ')}`);
   if (typeof body.host !== 'string' || body.host.trim() === '') throw invalid('host', 'host is required');
@@ -78,6 +79,11 @@ function checked(body: TestEmailRequest, hosts: readonly string[]) {
     });
   }
   if (!Number.isInteger(body.port) || (body.port as number) < 1 || (body.port as number) > 65535) throw invalid('port', 'port must be an integer from 1 to 65535');
+  if (!ports.includes(body.port as number)) {
+    throw fail('smtp_port_not_allowed', 422, `port must be one of this service's SMTP ports (${ports.join(', ')})`, {
+      details: { field: 'port', allowed: ports }, nextAction: 'Test the STARTTLS or implicit TLS submission port of this service; other ports are not contacted',
+    });
+  }
   if (typeof body.username !== 'string' || body.username === '') throw invalid('username', 'username is required');
   if (typeof body.password !== 'string' || body.password === '' || body.password.length > 1024) throw invalid('password', 'password is required (at most 1024 characters)');
   if (typeof body.to !== 'string' || body.to.length > 254 || !ADDRESS.test(body.to)) throw invalid('to', 'to must be one email address');
@@ -119,7 +125,7 @@ function failureOf(err: unknown, reachedAuth: boolean): { stage: TestStage; erro
 }
 
 export async function testEmail(deps: TestEmailDeps, motorBlockId: string, body: TestEmailRequest, callerAddress: string, now: () => number = Date.now): Promise<TestEmailResult> {
-  const r = checked(body, deps.config.smtpPublicHosts);
+  const r = checked(body, deps.config.smtpPublicHosts, deps.config.smtpPublicPorts);
   const block = await deps.directory.block(motorBlockId);
   if (!block) throw fail('motor_block_not_found', 404, 'Motor Block not found');
   if (r.username !== block.smtpUsername) {

@@ -113,7 +113,7 @@ describe('authorization table: every authenticated route × every credential cas
   const bodyOf = (op: Operation): unknown => {
     if (op.path === '/v1/send') return { from: c.fromA1, to: 'user@rcpt.test', subject: 's', text: 't', dryRun: true };
     // Block A1's own SMTP settings (the port has no listener here: the check runs and reports a failed connect).
-    if (op.path === '/v1/test-email') return { host: h.motor.config.smtpPublicHosts[0], port: 1, username: c.smtpUserA1, password: 'x', to: 'user@rcpt.test' };
+    if (op.path === '/v1/test-email') return { host: h.motor.config.smtpPublicHosts[0], port: h.motor.config.smtpPublicPorts[0], username: c.smtpUserA1, password: 'x', to: 'user@rcpt.test' };
     if (op.path.startsWith('/api/public/token')) return { motorBlockId: c.blockA1 };
     if (op.path === '/api/account/api-keys') return { scopes: ['logs.read'] };
     return {};

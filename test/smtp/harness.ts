@@ -10,9 +10,10 @@ import { startSmtpSink, testCertificate, type SmtpSink } from '../support/smtpSi
 import { startTestMotor, type TestMotor } from '../support/motor';
 
 /**
- * A Motor (API, projectors, workers) plus its SMTP listeners on free ports, a loopback DNS server
- * and a loopback recipient MX: what an SMTP submission test needs end to end. The listeners use
- * the test certificate from files (SMTP_TLS_CERT / SMTP_TLS_KEY), so clients can verify it.
+ * A Motor (API, projectors, workers) plus its SMTP listeners on free ports (or on SMTP_PORT /
+ * SMTPS_PORT when `env` sets them), a loopback DNS server and a loopback recipient MX: what an
+ * SMTP submission test needs end to end. The listeners use the test certificate from files
+ * (SMTP_TLS_CERT / SMTP_TLS_KEY), so clients can verify it.
  */
 export interface SmtpHarness {
   motor: TestMotor;
@@ -47,7 +48,8 @@ export async function startSmtpHarness(opts: { env?: Record<string, string>; smt
     },
   });
   const smtp = await startRoles(motor.rt, ['smtp'], {
-    host: '127.0.0.1', smtpPort: 0, smtpsPort: 0,
+    // Free ports, unless the test configures SMTP_PORT / SMTPS_PORT: then the listeners bind those, as in production.
+    host: '127.0.0.1', smtpPort: opts.env?.SMTP_PORT === undefined ? 0 : undefined, smtpsPort: opts.env?.SMTPS_PORT === undefined ? 0 : undefined,
     // The AUTH failure counters are under the runtime's queue prefix: one of their own per test Motor.
     smtp: opts.smtp,
   });

@@ -2,8 +2,15 @@ import { createServer, type AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
 import type { MessageAccepted } from '../../domain/events';
+import { testEmail } from '../../commands/send/testEmail';
 import { eventually, postJson } from '../support/motor';
 import { startSmtpHarness, type SmtpHarness } from './harness';
+
+const freePort = () => new Promise<number>((resolve, reject) => {
+  const s = createServer();
+  s.on('error', reject);
+  s.listen(0, '127.0.0.1', () => { const { port } = s.address() as AddressInfo; s.close(() => resolve(port)); });
+});
 
 /**
  * POST /v1/test-email (SPEC "Send API", docs/SMTP.md "Testing an SMTP setup"): Motor uses the
@@ -16,7 +23,8 @@ describe('POST /v1/test-email (e2e)', function () {
   let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
 
   before(async () => {
-    h = await startSmtpHarness();
+    // The listeners on the ports configured for them: those (SMTP_PUBLIC_PORTS unset) are the ones the check may contact.
+    h = await startSmtpHarness({ env: { SMTP_PORT: String(await freePort()), SMTPS_PORT: String(await freePort()) } });
     block = await h.newBlock();
   });
   after(async () => {
@@ -76,13 +84,16 @@ describe('POST /v1/test-email (e2e)', function () {
     expect(fine.body.data, JSON.stringify(fine.body)).to.include({ ok: true, authenticated: true, failedStage: null });
   });
 
-  it('a port where nothing listens fails at connect; implicit TLS on the STARTTLS port fails before auth', async () => {
-    const closed = await new Promise<number>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => { const { port } = s.address() as AddressInfo; s.close(() => resolve(port)); });
-    });
-    const r = await check(settings({ port: closed }));
-    expect(r.body.data).to.include({ ok: false, failedStage: 'connect' });
+  it('the SMTP port of a listener that is down fails at connect', async () => {
+    // The API of a deployment whose SMTP role (its own process) is down: nothing listens on its SMTP_PORT.
+    // The check itself, on this Motor's directory and AUTH, with that configuration (a second Motor costs ~10 s here).
+    const down = await freePort();
+    const config = { ...h.motor.config, smtp: { ...h.motor.config.smtp, port: down }, smtpPublicPorts: [down, h.securePort] };
+    const r = await testEmail({ directory: h.motor.rt.directory, config, smtpAuth: h.motor.rt.http.smtpAuth }, block.motorBlockId, settings({ port: down }), '127.0.0.1');
+    expect(r).to.include({ ok: false, failedStage: 'connect', error: 'connection_failed', port: down, authenticated: false });
+  });
+
+  it('implicit TLS on the STARTTLS port fails before auth', async () => {
     const wrongTls = await check(settings({ method: 'ssl' }));
     expect(wrongTls.body.data.ok).to.equal(false);
     expect(wrongTls.body.data.failedStage).to.be.oneOf(['connect', 'tls']);
@@ -92,6 +103,26 @@ describe('POST /v1/test-email (e2e)', function () {
     const r = await check(settings({ method: 'none' }));
     expect(r.status).to.equal(200);
     expect(r.body.data).to.include({ ok: false, authenticated: false, tls: false });
+  });
+
+  it('contacts no other port of the host: a port that is not an SMTP listener\'s is refused before any connection', async () => {
+    // Something listens there (on Motor's own host): the check must not tell whether it does.
+    let connections = 0;
+    const other = createServer((socket) => { connections++; socket.destroy(); });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', () => resolve()));
+    const port = (other.address() as AddressInfo).port;
+    try {
+      for (const p of [port, 22, 5432, 6379, h.mx.port]) {
+        const r = await check(settings({ port: p }));
+        expect([r.status, r.body.code], String(p)).to.deep.equal([422, 'smtp_port_not_allowed']);
+        expect(r.body, String(p)).to.deep.include({ field: 'port', allowed: [h.port, h.securePort] });
+      }
+      // Open, closed or silent, every such port gets the same answer: no connection tells them apart.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(connections, 'connections to the non-SMTP port').to.equal(0);
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
   });
 
   it('contacts no other host, tests only the key\'s own block, and refuses malformed settings', async () => {
