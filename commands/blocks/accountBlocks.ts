@@ -93,6 +93,12 @@ export function checkIdConflict(pathId: string, queryId: string | undefined): vo
   }
 }
 
+/**
+ * The blocks the plan's `maxBlocks` counts among the account's live blocks: all but the sandbox
+ * block (docs/BLOCKS.md "Plan limit"). Creates and sandbox conversions both check against it.
+ */
+export const blocksCountedByPlan = (blocks: BlockRecord[]): number => blocks.filter((b) => b.type !== 'sandbox').length;
+
 const nameKey = (n: string) => n.trim().toLowerCase();
 export const nameTaken = (blocks: BlockRecord[], name: string, except?: string) => blocks.some((b) => b.id !== except && nameKey(b.name) === nameKey(name));
 
@@ -179,10 +185,9 @@ export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateB
     const [domain, blocks, account] = await Promise.all([
       readDomainFacts(deps.store, domainId), listLiveBlocksOfAccount(deps.db, caller.accountId), getAccount(deps.db, caller.accountId),
     ]);
-    const production = blocks.filter((b) => b.type !== 'sandbox');
     return {
       type: 'CreateMotorBlock', data: base,
-      context: { domain, liveBlocks: production.length, maxBlocks: planOf(deps.config, account?.plan ?? null).plan.maxBlocks, nameTaken: nameTaken(blocks, name) },
+      context: { domain, liveBlocks: blocksCountedByPlan(blocks), maxBlocks: planOf(deps.config, account?.plan ?? null).plan.maxBlocks, nameTaken: nameTaken(blocks, name) },
     };
   });
   // A retry of a key already used needs no lock; a new block is created under the account's lock.

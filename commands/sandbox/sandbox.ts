@@ -9,7 +9,7 @@ import {
   ACCOUNT_SANDBOX_EVENTS, SANDBOX_BLOCK_EVENTS, assertConvertible, checkAllowlist, checkChannel, checkHandle, decideClaimHandle, decideConvert, decideProvision,
   decideSetAllowlist, effectiveAllowlist, foldAccount, foldBlock, generatedHandle, sandboxDomainName, MAX_ALLOWLIST, type ProductionType,
 } from '../../domain/sandbox/sandbox';
-import type { Config } from '../../infra/config';
+import { planOf, type Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import {
   getAccount, getDomain, getSandboxAllowlist, getSandboxOfAccount, hasActiveProductionBlock, listLiveBlocksOfAccount,
@@ -17,7 +17,7 @@ import {
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor, newSmtpUsername } from '../admin/bootstrap';
 import { checkName } from '../auth/credentials';
-import { nameTaken, withBlockNamesLock } from '../blocks/accountBlocks';
+import { blocksCountedByPlan, nameTaken, withBlockNamesLock } from '../blocks/accountBlocks';
 import { decideAndAppend, load } from '../auth/streams';
 import { decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
@@ -29,7 +29,7 @@ import { awaitDirectoryRow } from '../readYourWrites';
  * answers are read from the directory once it reflects what was written.
  */
 
-export interface SandboxDeps { store: EventStore; db: Knex; keys: KeyStore; config: Pick<Config, 'serviceDomain'> }
+export interface SandboxDeps { store: EventStore; db: Knex; keys: KeyStore; config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback'> }
 export interface SandboxActor { accountId: string; /** Event metadata actor, e.g. `user:<id>` or `token:<id>`. */ actor: string }
 
 export interface SandboxStatus {
@@ -266,12 +266,16 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   // A converted sandbox answers 409 whatever the target (one-way), before the target is looked at.
   assertConvertible((await load(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock)).state, a.accountId);
   const target = await conversionTarget(deps.store, a.accountId, body.domainId);
-  // The block takes a production name: under the account's block-names lock, as creates and renames.
+  // The block becomes a production block with a production name: the plan limit and the name are
+  // checked under the account's block-names lock, as creates (and renames) check them, so a create
+  // and a conversion racing cannot both take the last slot or the same name.
   const event = await withBlockNamesLock(deps.db, a.accountId, async (db) => {
-    const blocks = await listLiveBlocksOfAccount(db, a.accountId);
+    const [blocks, account] = await Promise.all([listLiveBlocksOfAccount(db, a.accountId), getAccount(db, a.accountId)]);
+    const maxBlocks = planOf(deps.config, account?.plan ?? null).plan.maxBlocks;
     const converted = await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
       const events = decideConvert(s, {
-        accountId: a.accountId, target, name, type, newSmtpUsername: newSmtpUsername(), now, nameTaken: (n) => nameTaken(blocks, n, sandbox.motorBlockId),
+        accountId: a.accountId, target, name, type, newSmtpUsername: newSmtpUsername(), now,
+        liveBlocks: blocksCountedByPlan(blocks), maxBlocks, nameTaken: (n) => nameTaken(blocks, n, sandbox.motorBlockId),
       });
       return { events, result: events[0].data };
     }, a.actor);

@@ -148,18 +148,21 @@ export type ProductionType = 'transactional' | 'general_purpose';
 /**
  * Convert: the target is a domain of the account, verified and not a sandbox domain (checked by
  * the caller on the domain's stream and passed as `target`). The block keeps its id, password, API
- * keys, auth method and grant; its name, type, domain and SMTP username change. The name (given,
- * or the domain's) must be free in the account, as for a created or renamed block: `nameTaken`
- * says whether another block of the account has it.
+ * keys, auth method and grant; its name, type, domain and SMTP username change. The block becomes
+ * a production block, which the plan's `maxBlocks` counts (the sandbox block does not): as for a
+ * create, `liveBlocks` (the account's blocks the limit counts) must be under `maxBlocks`. The name
+ * (given, or the domain's) must be free in the account, as for a created or renamed block:
+ * `nameTaken` says whether another block of the account has it.
  */
 export function decideConvert(
   state: SandboxBlockState,
   cmd: {
     accountId: string; target: { domainId: string; name: string }; name: string | undefined; type: ProductionType | undefined; newSmtpUsername: string; now: Date;
-    nameTaken: (name: string) => boolean;
+    liveBlocks: number; maxBlocks: number; nameTaken: (name: string) => boolean;
   },
 ): DomainEvent<'SandboxConverted'>[] {
   const smtpUsername = assertConvertible(state, cmd.accountId);
+  if (cmd.liveBlocks >= cmd.maxBlocks) throw blockErrors.limitReached(cmd.maxBlocks);
   const name = cmd.name ?? cmd.target.name;
   if (cmd.nameTaken(name)) throw blockErrors.nameConflict(name);
   return [{

@@ -59,7 +59,7 @@ export class AccountSandboxController extends Controller {
   @Post('convert')
   @Response<ErrorResponse>(400, 'validation_error, invalid_id')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned, domain_not_found')
-  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_name_conflict')
+  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict')
   public async convert(@Request() req: ExpressRequest, @Body() body: ConvertSandboxBody): Promise<SandboxConvertResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     const data = await convertSandbox(deps, actor, body ?? {}, now);

@@ -58,7 +58,7 @@ describe('sandbox deciders (unit)', () => {
   });
 
   it('convert: given a sandbox block → SandboxConverted with the old and new username; given converted → 409 sandbox_already_converted', () => {
-    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, nameTaken: () => false };
+    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, liveBlocks: 0, maxBlocks: 1, nameTaken: () => false };
     const events = sb.decideConvert(block(created), cmd);
     expect(events[0].data).to.include({ name: 'own.test', type: 'general_purpose', previousSmtpUsername: 'mb_old', smtpUsername: 'mb_new', motorBlockId: BLOCK });
     expect(codeOf(() => sb.decideConvert(block(created, events[0]), cmd))).to.equal('sandbox_already_converted');
@@ -68,10 +68,17 @@ describe('sandbox deciders (unit)', () => {
 
   it('convert: the name (given, or the domain\'s) taken by another block of the account → 409 motor_block_name_conflict', () => {
     const taken = (n: string) => n.toLowerCase() === 'own.test';
-    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, nameTaken: taken };
+    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, liveBlocks: 0, maxBlocks: 1, nameTaken: taken };
     expect(codeOf(() => sb.decideConvert(block(created), cmd))).to.equal('motor_block_name_conflict');
     expect(codeOf(() => sb.decideConvert(block(created), { ...cmd, name: 'OWN.test' }))).to.equal('motor_block_name_conflict');
     expect(sb.decideConvert(block(created), { ...cmd, name: 'Billing' })[0].data.name).to.equal('Billing');
+  });
+
+  it('convert: the plan\'s maxBlocks reached (the sandbox block aside) → 409 motor_block_limit_reached, checked before the name', () => {
+    const cmd = { accountId: ACCOUNT, target: { domainId: DOMAIN, name: 'own.test' }, name: undefined, type: undefined, newSmtpUsername: 'mb_new', now, nameTaken: () => true };
+    expect(codeOf(() => sb.decideConvert(block(created), { ...cmd, liveBlocks: 1, maxBlocks: 1 }))).to.equal('motor_block_limit_reached');
+    expect(codeOf(() => sb.decideConvert(block(created), { ...cmd, liveBlocks: 0, maxBlocks: 1 }))).to.equal('motor_block_name_conflict');
+    expect(sb.decideConvert(block(created), { ...cmd, liveBlocks: 4, maxBlocks: 5, nameTaken: () => false })[0].type).to.equal('SandboxConverted');
   });
 
   it('effective allowlist: the owner first, then the set addresses; refused recipients compare case-insensitively', () => {

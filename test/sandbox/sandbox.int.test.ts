@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
 import type { SmtpSubmissionRefused } from '../../domain/events';
 import { parseApiKey } from '../../domain/credentials/apiKeys';
-import { findApiKeyByPrefix, getBlock } from '../../projections/directory/queries';
+import { findApiKeyByPrefix, getBlock, listLiveBlocksOfAccount } from '../../projections/directory/queries';
 import { transport } from '../smtp/harness';
 import { bearer, eventually, getJson, postJson, startSandboxHarness, uniq, type SandboxHarness } from './harness';
 
@@ -278,5 +278,51 @@ describe('Account sandbox (integration)', function () {
     expect((await getBlock(h.motor.rt.db, p.body.data.motorBlockId))!.type).to.equal('sandbox');
     const ok = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: target.id, name: 'Billing 2' }, bearer(manage));
     expect([ok.status, ok.body.data.name]).to.deep.equal([200, 'Billing 2']);
+  });
+
+  it('convert counts toward the plan\'s maxBlocks like a create: at the limit → 409 motor_block_limit_reached, the sandbox stays a sandbox', async () => {
+    // Plan free allows 1 block, and bootstrap made it; the sandbox block does not count (yet).
+    const acct = await h.bootstrapAccount('free');
+    const t = await h.motor.token(acct, ['sandbox.manage', 'config.manage']);
+    const p = await postJson(h.url('/api/public/v1/account/sandbox/provision'), { handle: `l${uniq()}` }, bearer(t));
+    expect(p.status).to.equal(201);
+    const sandboxBlockId: string = p.body.data.motorBlockId;
+    const created = await postJson(h.url('/api/public/v1/account/motor-blocks'), { name: 'Second', domainId: acct.domainId }, { ...bearer(t), 'Idempotency-Key': randomUUID() });
+    expect([created.status, created.body.code, created.body.limit]).to.deep.equal([409, 'motor_block_limit_reached', 1]);
+    // Converting would make the same second production block: the same refusal.
+    const r = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: acct.domainId, name: 'Second' }, bearer(t));
+    expect([r.status, r.body.code, r.body.limit]).to.deep.equal([409, 'motor_block_limit_reached', 1]);
+    expect(r.body.nextAction).to.be.a('string');
+    expect((await getBlock(h.motor.rt.db, sandboxBlockId))!.type).to.equal('sandbox');
+    const status = (await getJson(h.url('/api/public/v1/account/sandbox'), bearer(t))).body.data;
+    expect(status).to.include({ converted: false, allowlistLocked: true });
+
+    // Once the other block is deleted, the slot is free and the conversion goes through.
+    const path = `/api/public/v1/account/motor-blocks/${acct.motorBlockId}`;
+    expect((await postJson(h.url(`${path}/deactivate`), { confirm: true }, bearer(t))).status).to.equal(200);
+    const del = await fetch(h.url(path), { method: 'DELETE', headers: { 'content-type': 'application/json', ...bearer(t) }, body: JSON.stringify({ confirm: true, deleteHistory: true }) });
+    expect(del.status).to.equal(202);
+    await eventually(async () => (await getBlock(h.motor.rt.db, acct.motorBlockId))?.status === 'deleted' || null, 30_000);
+    const ok = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: acct.domainId, name: 'Second' }, bearer(t));
+    expect([ok.status, ok.body.data?.motorBlockId]).to.deep.equal([200, sandboxBlockId]);
+  });
+
+  it('convert and creates racing for the last slot of the plan: exactly one gets it (the same account lock)', async () => {
+    // Plan starter allows 5: bootstrap's block and 3 created ones leave one slot.
+    const acct = await h.bootstrapAccount('starter');
+    const t = await h.motor.token(acct, ['sandbox.manage', 'config.manage']);
+    const p = await postJson(h.url('/api/public/v1/account/sandbox/provision'), { handle: `r${uniq()}` }, bearer(t));
+    expect(p.status).to.equal(201);
+    const create = (name: string) => postJson(h.url('/api/public/v1/account/motor-blocks'), { name, domainId: acct.domainId }, { ...bearer(t), 'Idempotency-Key': randomUUID() });
+    for (const n of ['B1', 'B2', 'B3']) expect((await create(n)).status).to.equal(201);
+    const results = await Promise.all([
+      postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: acct.domainId, name: 'Converted' }, bearer(t)),
+      create('C1'), create('C2'), create('C3'),
+    ]);
+    const ok = results.filter((r) => r.status === 200 || r.status === 201);
+    expect(ok, JSON.stringify(results.map((r) => [r.status, r.body.code]))).to.have.length(1);
+    expect(results.filter((r) => r.status === 409).map((r) => r.body.code)).to.deep.equal(Array(3).fill('motor_block_limit_reached'));
+    const live = await listLiveBlocksOfAccount(h.motor.rt.db, acct.accountId);
+    expect(live.filter((b) => b.type !== 'sandbox')).to.have.length(5);
   });
 });
