@@ -6,6 +6,7 @@ import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
+import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
 import { mcpRouter } from './mcp/router';
 
@@ -63,6 +64,8 @@ export function createApp(ctx: HttpContext): Express {
   app.get('/api/public/openapi.json', (_req, res) => { res.json(openapi); });
   app.use('/api/public/docs', swaggerUi.serve, swaggerUi.setup(undefined, { swaggerOptions: { url: '/api/public/openapi.json' }, customSiteTitle: 'Motor API reference' }));
 
+  // Ids in paths are uuids compared as stored (lower case): read-api/http/params.ts, docs/ARCHITECTURE.md "Ids in paths".
+  app.param([...UUID_PATH_PARAMS], lowerCaseUuidParam);
   RegisterRoutes(app);
   // After the tsoa routes: the hot routes (POST /v1/send) never walk the MCP router's layers.
   app.use(mcpRouter(ctx));

@@ -98,10 +98,12 @@ describe('authorization table: every authenticated route × every credential cas
   });
   after(async () => { await h?.close(); });
 
-  const urlOf = (op: Operation): string => {
+  /** `capitals`: the ids in the path written in upper case (docs/ARCHITECTURE.md "Ids in paths"). */
+  const urlOf = (op: Operation, capitals = false): string => {
+    const id = (v: string) => (capitals ? v.toUpperCase() : v);
     const path = op.path
-      .replace('{keyId}', op.path.startsWith('/api/account/') ? c.paramAccountKeyA : c.paramBlockKeyA1)
-      .replace('{id}', op.path.startsWith('/api/public/v1/messages') ? c.msgA1 : c.blockA1);
+      .replace('{keyId}', id(op.path.startsWith('/api/account/') ? c.paramAccountKeyA : c.paramBlockKeyA1))
+      .replace('{id}', id(op.path.startsWith('/api/public/v1/messages') ? c.msgA1 : c.blockA1));
     const q = op.requiredQuery.map(({ name, schema }) => {
       const v = name === 'smtpMessageId' ? c.smtpIdA1 : Array.isArray(schema.enum) ? String(schema.enum[0]) : schema.type === 'integer' || schema.type === 'number' ? '1' : schema.type === 'boolean' ? 'false' : 'x';
       return `${name}=${encodeURIComponent(v)}`;
@@ -118,13 +120,13 @@ describe('authorization table: every authenticated route × every credential cas
     if (op.path === '/api/account/api-keys') return { scopes: ['logs.read'] };
     return {};
   };
-  const call = async (op: Operation, headers: Cred) => {
+  const call = async (op: Operation, headers: Cred, capitals = false) => {
     const init: RequestInit = { method: op.method, headers: { ...headers } };
     if (op.method !== 'GET' && op.method !== 'DELETE') {
       init.body = JSON.stringify(bodyOf(op));
       (init.headers as Record<string, string>)['content-type'] = 'application/json';
     }
-    const res = await fetch(urlOf(op), init);
+    const res = await fetch(urlOf(op, capitals), init);
     const text = await answerText(res);
     let body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
     try { body = JSON.parse(text); } catch { body = text; }
@@ -205,11 +207,23 @@ describe('authorization table: every authenticated route × every credential cas
         checked++;
         if (r.status !== k.status || r.body?.code !== k.code) failures.push(`${k.name}: expected ${k.status} ${k.code}, got ${r.status} ${r.body?.code ?? JSON.stringify(r.body).slice(0, 120)}`);
       }
+      // The ids in capitals name the same block, key or message: never refused as another block's or
+      // account's, never not found where the ids as stored are found; a read answers the same. Asked
+      // first, so that a write (a key revoked, a block renamed) is made by the capitals.
+      const capitals = op.path.includes('{') ? await call(op, await right(op), true) : null;
+      if (capitals) checked++;
       // The right credential gets past authorization, and the API request limit reports itself.
       const ok = await call(op, await right(op));
       checked++;
       if ([401, 403, 429].includes(ok.status) || ok.status >= 500) failures.push(`right credential: got ${ok.status} ${JSON.stringify(ok.body).slice(0, 160)}`);
       if (ok.headers.get('x-ratelimit-limit') === null) failures.push('right credential: no X-RateLimit-Limit header');
+      if (capitals) {
+        const got = `${capitals.status} ${capitals.body?.code ?? ''}`;
+        const refusals = (['block', 'account'] as const).map((who) => foreign(op, who)).filter((f) => f !== null).map((f) => `${f.status} ${f.code}`);
+        if ([401, 403, 429].includes(capitals.status) || capitals.status >= 500 || refusals.includes(got)) failures.push(`ids in capitals: got ${got}`);
+        if (capitals.status === 404 && ok.status !== 404) failures.push(`ids in capitals: 404 ${capitals.body?.code}, as stored ${ok.status}`);
+        if (op.method === 'GET' && got !== `${ok.status} ${ok.body?.code ?? ''}`) failures.push(`ids in capitals: got ${got}, as stored ${ok.status} ${ok.body?.code ?? ''}`);
+      }
       expect(failures, failures.join('\n')).to.deep.equal([]);
     });
   }

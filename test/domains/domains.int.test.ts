@@ -205,6 +205,30 @@ describe('domains (int)', function () {
     expect((await manage.post('/domains/0b7d0f38-5d0e-4c8a-9d7e-3f1b2a4c5d6e/verify')).status).to.equal(404);
   });
 
+  it('a domain id in capitals is the same domain on both route families (it was 404 domain_not_found); another account\'s is still 404', async () => {
+    const { id, body } = await addPublished();
+    const upper = id.toUpperCase();
+    publish(h.dns, body.data.dnsRecords);
+    const verified = await manage.post(`/domains/${upper}/verify`);
+    expect([verified.status, verified.body.code ?? null], JSON.stringify(verified.body)).to.deep.equal([200, null]);
+    expect(verified.body.data).to.include({ id, verified: true, sendReady: true });
+    const checked = await manage.post(`/domains/${upper}/check-dns`);
+    expect([checked.status, checked.body.code ?? null], JSON.stringify(checked.body)).to.deep.equal([200, null]);
+    expect(checked.body.data).to.include({ id, spf_configured: true, dkim_configured: true });
+    // A txt domain has no managed key to rotate: the domain's own answer, not not-found.
+    expect((await manage.post(`/domains/${upper}/rotate-dkim`)).body.code).to.equal('dkim_rotation_not_available');
+
+    const user = await h.signUp('dash-caps@rcpt.test');
+    const dash = dashboardApi(motor, user.token);
+    const added = await dash.post('/domains', { domain: fresh() });
+    expect(added.status).to.equal(201);
+    publish(h.dns, added.body.data.dnsRecords);
+    const dashVerified = await dash.post(`/domains/${(added.body.data.id as string).toUpperCase()}/verify`);
+    expect([dashVerified.status, dashVerified.body.code ?? null], JSON.stringify(dashVerified.body)).to.deep.equal([200, null]);
+    expect(dashVerified.body.data).to.include({ id: added.body.data.id, verified: true });
+    expect((await dash.post(`/domains/${upper}/check-dns`)).body.code).to.equal('domain_not_found');
+  });
+
   it('credentials and scopes: config.read cannot add; block API keys, dashboard JWTs and no token are refused', async () => {
     const denied = await read.post('/domains', { domain: fresh() });
     expect(denied.status).to.equal(403);

@@ -150,6 +150,34 @@ describe('webhooks (e2e)', function () {
       await del(`/webhooks/${w.id}`);
     });
 
+    it('takes the block id and the webhook id in capitals as the same block and endpoint (the block was 403 motor_block_forbidden, the endpoint 404 webhook_not_found)', async () => {
+      const w = await create(receiver.url('/ok'));
+      const caps = (path: string) => `${motor.baseUrl}/api/public/v1/motor-blocks/${block.motorBlockId.toUpperCase()}/webhooks${path}`;
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(caps(path), { method, headers: { ...auth(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) });
+        const answer = { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
+        return [answer.status, answer.body.code ?? null, answer] as const;
+      };
+      const id = w.id.toUpperCase();
+      // The endpoint in capitals under the block as stored, then both in capitals.
+      const paused = await put(`/webhooks/${id}`, { enabled: false });
+      expect([paused.status, paused.body.code ?? null], JSON.stringify(paused.body)).to.deep.equal([200, null]);
+      expect(paused.body.data).to.include({ id: w.id, enabled: false });
+      const listed = await call('GET', '');
+      expect(listed.slice(0, 2), JSON.stringify(listed[2].body)).to.deep.equal([200, null]);
+      expect(listed[2].body.data.map((x: { id: string }) => x.id)).to.include(w.id);
+      const updated = await call('PUT', `/${id}`, { enabled: true });
+      expect(updated.slice(0, 2), JSON.stringify(updated[2].body)).to.deep.equal([200, null]);
+      expect(updated[2].body.data).to.include({ id: w.id, enabled: true });
+      expect((await call('POST', `/${id}/test`)).slice(0, 2)).to.deep.equal([202, null]);
+      expect((await call('GET', `/${id}/deliveries`)).slice(0, 2)).to.deep.equal([200, null]);
+      expect((await call('GET', `/${id}/stats`)).slice(0, 2)).to.deep.equal([200, null]);
+      const removed = await call('DELETE', `/${id}`);
+      expect(removed.slice(0, 2), JSON.stringify(removed[2].body)).to.deep.equal([200, null]);
+      expect(removed[2].body.data).to.deep.equal({ id: w.id, deleted: true });
+      expect((await getJson(api('/webhooks'), auth())).body.data.map((x: { id: string }) => x.id)).not.to.include(w.id);
+    });
+
     it('checks scopes and the block: webhooks.read reads, only webhooks.manage changes, another block is 403', async () => {
       const reader = await motor.token(block, ['webhooks.read']);
       expect((await getJson(api('/webhooks'), auth(reader))).status).to.equal(200);
