@@ -36,8 +36,8 @@ export class OAuthConnectionsController extends Controller {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'dashboard'>>(req);
     if (!isUuid(id)) throw fail('invalid_id', 400, 'Connection id must be a uuid');
-    // A uuid in capitals is the same connection (its stream is named by the lower-case id).
-    await revokeConnection(ctx.store, { userId: p.userId, accountId: p.accountId, sessionId: p.sessionId }, id.toLowerCase(), ctx.clock.now());
+    // A uuid in capitals arrives here in lower case, as its stream is named (read-api/http/params.ts).
+    await revokeConnection(ctx.store, { userId: p.userId, accountId: p.accountId, sessionId: p.sessionId }, id, ctx.clock.now());
     this.setStatus(204);
   }
 }
