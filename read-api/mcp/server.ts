@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
+import { isUuid } from '../../domain/ids';
 import type { McpServerSpec } from '../../domain/oauth/agent';
 import { isUnavailable } from '../../infra/eventstore/postgres/errors';
 import type { AgentTool, ToolEnv } from './tool';
@@ -37,10 +38,20 @@ export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
   return null;
 }
 
+/**
+ * An id in capitals is the same id (docs/ARCHITECTURE.md "Ids in paths"): a uuid argument named
+ * `…Id` is put in lower case before the tool reads it, as the HTTP routes do with their path ids.
+ */
+function lowerCaseIds(args: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...args };
+  for (const [name, value] of Object.entries(args)) if (name.endsWith('Id') && isUuid(value)) out[name] = value.toLowerCase();
+  return out;
+}
+
 /** Runs a tool; whatever it throws comes back as an isError result (an unexpected failure is logged, its detail withheld). */
 export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<string, unknown>): Promise<CallToolResult> {
   try {
-    const result = await tool.run(env, args);
+    const result = await tool.run(env, lowerCaseIds(args));
     env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: 'ok' });
     return { content: [{ type: 'text', text: JSON.stringify(result) }] };
   } catch (err) {

@@ -63,6 +63,7 @@ describe('MCP agent tools (int)', function () {
       expect(read.message).to.include({ id: messageId, motorBlockId: owner.motorBlockId, recipientCount: 1, subject: 'From an agent', recipient: 's***@r***.test' });
       expect(read.recipients.recipients.map((r: { recipient: string }) => r.recipient)).to.deep.equal(['s***@r***.test']);
       expect(read.pii_masked).to.equal(true);
+      expect((await ok(agent, 'get_message', { messageId: messageId.toUpperCase() })).message.id, 'an id in capitals is the same id').to.equal(messageId);
       expect(JSON.stringify(read)).to.not.include('someone.special');
       const [acceptedEvent] = await motor.rt.store.readStream(streamName('message', messageId));
       expect([acceptedEvent.type, (acceptedEvent.metadata as { actor?: string }).actor], 'MessageAccepted names the agent').to.deep.equal(['MessageAccepted', `agent:${grantId}`]);
@@ -205,6 +206,9 @@ describe('MCP agent tools (int)', function () {
       return d.deliveries.length > 0 ? d : null;
     });
     expect(deliveries.deliveries[0]).to.include({ id: queued.deliveryId, event: 'webhook.test' });
+    // Ids in capitals are the same ids, as on the HTTP routes.
+    const shouted = await ok(agent, 'list_webhook_deliveries', { motorBlockId: owner.motorBlockId.toUpperCase(), webhookId: webhookId.toUpperCase() });
+    expect(shouted.deliveries.map((d: { id: string }) => d.id)).to.deep.equal(deliveries.deliveries.map((d: { id: string }) => d.id));
     const stats = await ok(agent, 'get_webhook_stats', { motorBlockId: owner.motorBlockId, webhookId, hours: 1 });
     expect(stats.hours).to.equal(1);
     expect(stats.delivered + stats.failed + stats.queued + stats.retrying).to.equal(1);
