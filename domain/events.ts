@@ -8,6 +8,11 @@ export type Iso = string;
 
 // ---------------------------------------------------------------- account-<uuid>
 export interface AccountCreated { accountId: string; email: string; plan: string; createdAt: Iso }
+/**
+ * The operator moved the account to another plan tier (`npm run cli -- account set-plan`):
+ * `plan` replaces `previousPlan` (AccountCreated.plan or the last change) from now on.
+ */
+export interface AccountPlanChanged { accountId: string; plan: string; previousPlan: string; changedAt: Iso }
 
 // ---------------------------------------------------------------- sendingDomain-<uuid>
 export type DkimAlgorithm = 'rsa-sha256' | 'ed25519-sha256';
@@ -409,6 +414,7 @@ export interface CampaignDeleted { campaignId: string; tenantId: string; at: Iso
 
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
+  AccountPlanChanged: AccountPlanChanged;
   DomainAdded: DomainAdded;
   DomainOwnershipVerified: DomainOwnershipVerified;
   DomainDnsChecked: DomainDnsChecked;
@@ -505,6 +511,7 @@ export type EventType = keyof EventCatalogue;
 /** Category (stream prefix) and current schema version of every event type. */
 export const EVENT_TYPES: { [T in EventType]: { category: string; version: number } } = {
   AccountCreated: { category: 'account', version: 1 },
+  AccountPlanChanged: { category: 'account', version: 1 },
   DomainAdded: { category: 'sendingDomain', version: 1 },
   DomainOwnershipVerified: { category: 'sendingDomain', version: 1 },
   DomainDnsChecked: { category: 'sendingDomain', version: 1 },
