@@ -6,6 +6,7 @@
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
  *   block list [--json]
  *   block deactivate|reactivate <motorBlockId> [--json]
+ *   account set-plan <accountId> <plan> [--json]
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
@@ -19,9 +20,9 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { MAX_BLOCK_LIMIT, bootstrap, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
+import { MAX_BLOCK_LIMIT, bootstrap, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
-import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getBlock, managedDkimRecords } from '../projections/directory/queries';
+import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getAccount, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
@@ -47,6 +48,12 @@ const USAGE = `Usage: npm run cli -- <command>
       Stops (sends refused with 403 motor_block_inactive, campaigns pause) or restarts a block's
       sending, whatever its type, e.g. on abuse. A block the operator stopped cannot be reactivated
       from the account (403 motor_block_suspended). Prints the status and whether it changed.
+  account set-plan <accountId> <plan> [--json]
+      Moves an account to another plan tier (free, starter, pro, enterprise or the default plan,
+      PLAN_DEFAULT_NAME), e.g. after an upgrade: its account-wide and block ceilings, retention,
+      maxBlocks and the Free-plan recipient rule follow (running API and SMTP processes within
+      their 2 s directory cache). Prints the plan, the previous plan and whether it changed (the
+      plan it is on already changes nothing). An unknown plan: exit 1, unknown_plan.
   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
       Registers an OAuth 2.0 client of the SMTP authorization server (docs/OAUTH.md); prints its
       client_id and its client_secret, shown this once (only a hash is stored).
@@ -140,6 +147,17 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     return withServices(config, async (s) => {
       const r = await setBlockActive(s.store, id.toLowerCase(), sub === 'reactivate', new Date());
       await s.until(async () => (await getBlock(s.db, r.motorBlockId))?.status === r.status);
+      return r;
+    });
+  }
+  if (command === 'account' && sub === 'set-plan') {
+    const { positionals } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
+    const [id, plan] = positionals;
+    if (!isUuid(id)) throw new UsageError('account set-plan needs an account id (uuid)');
+    if (!plan || positionals.length > 2) throw new UsageError('account set-plan needs an account id and a plan name');
+    return withServices(config, async (s) => {
+      const r = await setAccountPlan(s.store, id.toLowerCase(), plan, Object.keys(config.plans), new Date());
+      await s.until(async () => (await getAccount(s.db, r.accountId))?.plan === r.plan);
       return r;
     });
   }

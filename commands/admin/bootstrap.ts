@@ -13,6 +13,8 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
 import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain';
+import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
+import { decideOnStream, eventsOf } from '../decideOnStream';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -158,4 +160,25 @@ export async function setBlockActive(store: EventStore, motorBlockId: string, ac
     return command;
   });
   return { motorBlockId, status: active ? 'active' : 'inactive', changed: appended };
+}
+
+/**
+ * An operator moves an account to another plan tier (`npm run cli -- account set-plan`), e.g. after
+ * an upgrade: `AccountPlanChanged` on `account-<id>`, decided on the stream and appended at the
+ * revision read (a concurrent append, such as a sandbox provision, makes it decide again).
+ * `knownPlans`: the names of config.plans. `changed` is false when the account was on that plan
+ * already (nothing appended). The directory applies it; readers follow within their cache's TTL.
+ */
+export async function setAccountPlan(
+  store: EventStore, accountId: string, plan: string, knownPlans: readonly string[], now: Date,
+): Promise<{ accountId: string; plan: string; previousPlan: string; changed: boolean }> {
+  let previousPlan = '';
+  const { appended } = await decideOnStream(store, streamName('account', accountId), { actor: 'cli', attempts: 5 }, (recorded) => {
+    const state = foldPlan(eventsOf<AccountPlanEvent>(recorded, ACCOUNT_PLAN_EVENTS));
+    // Every operator command answers an unknown id with the CLI's own not_found.
+    if (state === null) throw fail('not_found', 404, `No account ${accountId}`);
+    previousPlan = state.plan;
+    return decideChangePlan(state, { plan, knownPlans, now });
+  });
+  return { accountId, plan, previousPlan, changed: appended.length > 0 };
 }

@@ -184,7 +184,7 @@ export const DIRECTORY_MIGRATIONS = [
 ];
 
 export const DIRECTORY_EVENTS = [
-  'AccountCreated', 'DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked', 'DomainDkimKeyRotated',
+  'AccountCreated', 'AccountPlanChanged', 'DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked', 'DomainDkimKeyRotated',
   'MotorBlockCreated', 'MotorBlockLimitsSet', 'MotorBlockDeactivated', 'MotorBlockReactivated', 'SmtpPasswordSet',
   // block lifecycle (docs/BLOCKS.md)
   'MotorBlockRenamed', 'MotorBlockTypeChanged', 'MotorBlockDomainAssigned', 'MotorBlockDeletionRequested',
@@ -221,6 +221,10 @@ async function applyEvent(trx: Knex.Transaction, schema: string, event: DomainEv
       await t('accounts').insert({ id: d.accountId, email: d.email, plan: d.plan, created_at: d.createdAt }).onConflict('id').ignore();
       return;
     }
+    case 'AccountPlanChanged':
+      // Every reader of the plan (ceilings, retention, maxBlocks, the Free-plan rule) reads this column.
+      await t('accounts').where({ id: event.data.accountId }).update({ plan: event.data.plan });
+      return;
     case 'DomainAdded': {
       const d = event.data;
       await t('domains')

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { allProjections } from '../../projections';
@@ -7,6 +8,9 @@ import { CHECKPOINTS, initCheckpoints } from '../../workers/logEnqueuer';
 import { QUEUE_NAMES, type SystemStatus } from '../../scripts/status';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 import { call } from '../blocks/support';
+import { directoryProjection } from '../../projections/directory/projection';
+import { rebuild } from '../../projections/runner';
+import { dumpTables } from '../projections/fixtures';
 
 const run = promisify(execFile);
 
@@ -261,5 +265,89 @@ describe('CLI block set-limits (int)', function () {
     // The directory keeps projecting.
     const next = await cli('block', 'set-limits', block.motorBlockId, '--burst', '6', '--hourly', '60', '--daily', '600');
     expect(next).to.deep.equal({ code: 0, out: { motorBlockId: block.motorBlockId, limits: { burst: 6, hourly: 60, daily: 600 } } });
+  });
+});
+
+/** `npm run cli -- account set-plan`: an operator moves an account to another plan; every reader of the plan follows. */
+describe('CLI account set-plan (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let acct: Awaited<ReturnType<TestMotor['bootstrap']>>;
+  let token: string;
+
+  before(async () => {
+    // The default plan allows one block, which bootstrap makes: a create is refused until an upgrade.
+    motor = await startTestMotor({ roles: ['api', 'projector'], env: { PLAN_DEFAULT_MAX_BLOCKS: '1' } });
+    acct = await motor.bootstrap({ email: 'upgrade@example.test', domain: 'upgrade.example.test' });
+    token = await motor.token(acct, ['config.manage', 'usage.read']);
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+  const createBlock = (name: string) => call(motor, 'POST', '/account/motor-blocks', token, { name, domainId: acct.domainId }, { 'Idempotency-Key': randomUUID() });
+  const accountHourly = async () => (await call(motor, 'GET', '/account/rate-limits', token)).body.data.hourly.limit;
+  const dryRun = async () => {
+    const res = await fetch(`${motor.baseUrl}/v1/send`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': acct.apiKey },
+      body: JSON.stringify({ from: 'app@upgrade.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
+    });
+    return { status: res.status, code: ((await res.json()) as { code?: string }).code ?? null };
+  };
+  const planEvents = async () => (await motor.rt.store.readStream(`account-${acct.accountId}`))
+    .filter((e) => e.type === 'AccountPlanChanged').map((e) => [e.data, e.metadata?.actor]);
+
+  it('default → free → starter: maxBlocks, the account ceilings and the Free-plan recipient rule follow; the same plan again changes nothing', async () => {
+    const refused = await createBlock('Second');
+    expect([refused.status, refused.body.code, refused.body.limit]).to.deep.equal([409, 'motor_block_limit_reached', 1]);
+    expect(await accountHourly()).to.equal(motor.config.defaultPlan.accountHourly);
+    expect(await dryRun()).to.deep.equal({ status: 200, code: null });
+
+    const free = await cli('account', 'set-plan', acct.accountId.toUpperCase(), 'free');
+    expect(free).to.deep.equal({ code: 0, out: { accountId: acct.accountId, plan: 'free', previousPlan: 'default', changed: true } });
+    expect(await dryRun(), 'a Free account sends only to itself and its confirmed free recipients').to.deep.equal({ status: 403, code: 'recipient_not_permitted' });
+    expect(await accountHourly()).to.equal(200);
+
+    const again = await cli('account', 'set-plan', acct.accountId, 'free');
+    expect(again).to.deep.equal({ code: 0, out: { accountId: acct.accountId, plan: 'free', previousPlan: 'free', changed: false } });
+    expect(await planEvents(), 'nothing appended by the repeat').to.have.length(1);
+
+    const starter = await cli('account', 'set-plan', acct.accountId, 'starter');
+    expect(starter).to.deep.equal({ code: 0, out: { accountId: acct.accountId, plan: 'starter', previousPlan: 'free', changed: true } });
+    const created = await createBlock('Second');
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    expect(await accountHourly()).to.equal(10_000);
+    expect(await dryRun()).to.deep.equal({ status: 200, code: null });
+    const state = await call(motor, 'GET', '/account/state', token);
+    expect(state.body.data.plan).to.equal('starter');
+
+    const at = (await planEvents()).map(([d]) => (d as { changedAt: string }).changedAt);
+    expect(await planEvents()).to.deep.equal([
+      [{ accountId: acct.accountId, plan: 'free', previousPlan: 'default', changedAt: at[0] }, 'cli'],
+      [{ accountId: acct.accountId, plan: 'starter', previousPlan: 'free', changedAt: at[1] }, 'cli'],
+    ]);
+  });
+
+  it('an unknown plan or account: exit 1 with unknown_plan / not_found, nothing appended; malformed arguments: exit 2', async () => {
+    const before = (await motor.rt.store.readStream(`account-${acct.accountId}`)).length;
+    const unknownPlan = await cli('account', 'set-plan', acct.accountId, 'gold');
+    expect([unknownPlan.code, unknownPlan.out?.error]).to.deep.equal([1, 'unknown_plan']);
+    expect(unknownPlan.out.message).to.include('starter');
+    const unknownAccount = await cli('account', 'set-plan', '0193a5f0-0000-7000-8000-00000000beef', 'pro');
+    expect([unknownAccount.code, unknownAccount.out?.error]).to.deep.equal([1, 'not_found']);
+    expect(await motor.rt.store.readStream('account-0193a5f0-0000-7000-8000-00000000beef')).to.deep.equal([]);
+    expect((await motor.rt.store.readStream(`account-${acct.accountId}`)).length, 'nothing appended').to.equal(before);
+    for (const args of [['account', 'set-plan', 'nope', 'pro'], ['account', 'set-plan', acct.accountId], ['account', 'set-plan', acct.accountId, 'pro', 'stray']]) {
+      expect((await cli(...args)).code, args.join(' ')).to.equal(2);
+    }
+  });
+
+  it('a replay of the directory from the start gives the same accounts (plan and revision)', async () => {
+    const live = await eventually(async () => {
+      const d = await dumpTables(motor.rt.db, 'rm_directory', ['accounts']);
+      return d.accounts.some((j) => j.includes('"plan":"starter"')) ? d : null;
+    });
+    await rebuild(motor.rt.db, motor.rt.store, directoryProjection);
+    expect(await dumpTables(motor.rt.db, 'rm_directory', ['accounts'])).to.deep.equal(live);
   });
 });
