@@ -1,10 +1,10 @@
 import type { Request as ExpressRequest } from 'express';
 import { Controller, Get, Header, Path, Produces, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
-import { fail } from '../../domain/errors';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
 import type { PrincipalOf } from '../http/principal';
+import { resumeCursor } from '../stream/eventStreams';
 
 @Route('api/public/v1/motor-blocks')
 @Tags('Event stream')
@@ -14,7 +14,8 @@ export class EventStreamController extends Controller {
   /**
    * The block's message events live, as Server-Sent Events: `ready` once, then a `message` per
    * recipient outcome (queued, processed, deferred, delivered, bounced, failed, complained) with
-   * the log position as its id, and `keepalive` every 15 s. The stream ends when the token expires.
+   * an id of its own (its log position; with the recipient's index for a message's `queued` events
+   * when it has several), and `keepalive` every 15 s. The stream ends when the token expires.
    * Recipients are masked unless `includePII=true` with the logs.pii scope. With `Last-Event-ID`
    * (or `lastEventId`, for an EventSource opened anew with a fresh token) the stream first replays
    * what came after that event, then goes on live without a gap or a repeat. docs/EVENTS.md.
@@ -36,9 +37,7 @@ export class EventStreamController extends Controller {
     requireBlock(p, id);
     const unmasked = piiAllowed(p, includePII);
     const resumeAfter = (lastEventIdHeader ?? lastEventId)?.trim() || undefined;
-    if (resumeAfter !== undefined && !ctx.store.isPosition(resumeAfter)) {
-      throw fail('invalid_last_event_id', 400, 'Last-Event-ID is not the id of an event of this stream', { nextAction: 'Send the id of the last message event received, or none' });
-    }
+    if (resumeAfter !== undefined) resumeCursor(resumeAfter, ctx.store);
     await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked, resumeAfter });
   }
 }

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { EventStore, GlobalPosition, RecordedEvent } from '../../domain/eventStore';
+import { streamName, type EventStore, type GlobalPosition, type RecordedEvent } from '../../domain/eventStore';
 import { MESSAGE_CONTENT_FIELDS, asDomainEvent, type MessageAccepted } from '../../domain/events';
 import { MESSAGE_EVENT_TYPES, recipientOutcomeFacts, type RecipientOutcomeFacts } from '../../domain/message/message';
 import { followLog } from '../../infra/eventstore/followLog';
@@ -20,11 +20,56 @@ import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 
 /** One recipient's outcome on the stream (`queued` for each address of a MessageAccepted). */
 export type StreamMessageEvent = (RecipientOutcomeFacts | { messageId: string; recipient: string; status: 'queued'; timestamp: string }) & {
-  /** The log position: the SSE event id. */
+  /** The log position of the entry it comes from. */
   position: GlobalPosition;
+  /** Its place among the events of that entry (the recipient's, for a MessageAccepted); 0 when it is the only one. */
+  index: number;
+  /** The SSE event id (streamEventId). */
+  id: string;
   motorBlockId: string;
   createdAt: Date;
 };
+
+/**
+ * Where a client is on the stream, from the SSE id it sent back (Last-Event-ID): after the event
+ * at `index` of the log entry at `position`, or after the whole entry when `index` is null (an id
+ * that is a bare position).
+ */
+export interface StreamCursor {
+  position: GlobalPosition;
+  index: number | null;
+  /** The message whose MessageAccepted is at `position` (ids with an index): where to read that entry again. */
+  messageId?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const INDEX = /^\d{1,6}$/;
+
+/**
+ * The SSE id of a stream event (docs/EVENTS.md "Event ids"). The only event of a log entry has the
+ * entry's position, as every id had before. The `queued` events of a message to several recipients
+ * come from one entry, so each adds the message and its index: `<position>/<messageId>/<index>`.
+ * The message id is what lets a resume read that entry again (the first event of its stream): the
+ * log can only be read after a position, which would leave out the entry's remaining events.
+ */
+export function streamEventId(position: GlobalPosition, of?: { messageId: string; index: number }): string {
+  return of ? `${position}/${of.messageId}/${of.index}` : position;
+}
+
+/** An id a client sent back, read; null when it is not the shape of one of this store's ids. */
+export function parseStreamEventId(id: string, store: Pick<EventStore, 'isPosition'>): StreamCursor | null {
+  const parts = id.split('/');
+  if (!store.isPosition(parts[0])) return null;
+  if (parts.length === 1) return { position: parts[0], index: null };
+  if (parts.length !== 3 || !UUID.test(parts[1]) || !INDEX.test(parts[2])) return null;
+  return { position: parts[0], messageId: parts[1].toLowerCase(), index: Number(parts[2]) };
+}
+
+/** True when `e` comes after `cursor` on the stream: a later entry, or a later event of the same entry. */
+export function comesAfter(store: Pick<EventStore, 'comparePositions'>, e: StreamMessageEvent, cursor: StreamCursor): boolean {
+  const order = store.comparePositions(e.position, cursor.position);
+  return order > 0 || (order === 0 && cursor.index !== null && e.index > cursor.index);
+}
 
 type Listener = (events: StreamMessageEvent[]) => void;
 
@@ -132,16 +177,33 @@ export class BlockEventFeed {
     return events.flatMap((e) => this.toStreamEvents(e)).filter((m) => wanted(m.motorBlockId));
   }
 
+  /**
+   * The stream events of the block that come after `cursor` within its own log entry (a resume
+   * after one of a message's `queued` events: the entry's later ones). Read from the message's
+   * stream, whose first event is its MessageAccepted; none when that is not the entry at the
+   * cursor's position (an id made up, or of a forgotten block), and the resume goes on after the
+   * whole entry.
+   */
+  async restOfEntry(cursor: StreamCursor, motorBlockId: string): Promise<StreamMessageEvent[]> {
+    if (cursor.index === null || !cursor.messageId) return [];
+    const [accepted] = await this.store.readStream(streamName('message', cursor.messageId), { maxCount: 1 });
+    if (accepted?.type !== 'MessageAccepted' || this.store.comparePositions(accepted.position, cursor.position) !== 0) return [];
+    return (await this.resolve([accepted], (b) => b === motorBlockId)).filter((e) => e.index > cursor.index!);
+  }
+
   private toStreamEvents(e: RecordedEvent): StreamMessageEvent[] {
     const event = asDomainEvent(e);
     if (!event) return [];
     const base = { position: e.position, createdAt: e.createdAt };
     if (event.type === 'MessageAccepted') {
       const d = event.data;
-      return d.to.map((recipient) => ({ ...base, motorBlockId: d.motorBlockId, messageId: d.messageId, status: 'queued' as const, recipient, timestamp: d.acceptedAt }));
+      return d.to.map((recipient, index) => ({
+        ...base, index, id: streamEventId(e.position, d.to.length > 1 ? { messageId: d.messageId, index } : undefined),
+        motorBlockId: d.motorBlockId, messageId: d.messageId, status: 'queued' as const, recipient, timestamp: d.acceptedAt,
+      }));
     }
     const facts = recipientOutcomeFacts(event);
     const motorBlockId = facts && this.blockOf.get(facts.messageId);
-    return facts && motorBlockId ? [{ ...base, motorBlockId, ...facts }] : [];
+    return facts && motorBlockId ? [{ ...base, index: 0, id: streamEventId(e.position), motorBlockId, ...facts }] : [];
   }
 }

@@ -3,13 +3,13 @@ import type { Response } from 'express';
 import type { Redis } from 'ioredis';
 import type { Knex } from 'knex';
 import { once } from 'node:events';
-import type { EventStore, GlobalPosition } from '../../domain/eventStore';
+import type { EventStore, GlobalPosition, LogBatch } from '../../domain/eventStore';
 import { MESSAGE_CONTENT_FIELDS } from '../../domain/events';
 import { MESSAGE_EVENT_TYPES } from '../../domain/message/message';
 import { fail } from '../../domain/errors';
 import type { Logger } from '../../infra/logger';
 import { maskEmail, maskEmailsInText } from '../../projections/messages/pii';
-import { BlockEventFeed, type StreamMessageEvent } from './blockEventFeed';
+import { BlockEventFeed, comesAfter, parseStreamEventId, type StreamCursor, type StreamMessageEvent } from './blockEventFeed';
 
 /**
  * `GET /api/public/v1/motor-blocks/{id}/events/stream` (SPEC "Event stream", docs/EVENTS.md):
@@ -54,6 +54,16 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
 return 1
 `;
 
+/**
+ * A Last-Event-ID (or ?lastEventId=) read as a place on the stream: after the event of that id
+ * (streamEventId, docs/EVENTS.md "Event ids"). 400 invalid_last_event_id when it is not one.
+ */
+export function resumeCursor(id: string, store: Pick<EventStore, 'isPosition'>): StreamCursor {
+  const cursor = parseStreamEventId(id, store);
+  if (!cursor) throw fail('invalid_last_event_id', 400, 'Last-Event-ID is not the id of an event of this stream', { nextAction: 'Send the id of the last message event received, or none' });
+  return cursor;
+}
+
 interface StreamSlotCommands { motorStreamSlot(key: string, now: number, staleBefore: number, max: number, member: string, ttl: number): Promise<number> }
 
 export interface StreamOptions {
@@ -64,9 +74,10 @@ export interface StreamOptions {
   unmasked: boolean;
   /**
    * The id of the last event the client saw (Last-Event-ID): the stream first replays the block's
-   * events after it, then goes live without a gap or a repeat. Already checked with store.isPosition.
+   * events after it, then goes live without a gap or a repeat. 400 invalid_last_event_id when it is
+   * not an id of this stream (resumeCursor).
    */
-  resumeAfter?: GlobalPosition;
+  resumeAfter?: string;
 }
 
 /** How a resumed stream's catch-up writes to its client. */
@@ -137,6 +148,7 @@ export class EventStreams {
       res.writeHead(200, STREAM_HEADERS).end();
       return;
     }
+    const resumeAfter = opts.resumeAfter === undefined ? null : { id: opts.resumeAfter, cursor: resumeCursor(opts.resumeAfter, this.store) };
     if (this.closing) throw fail('shutting_down', 503, 'This process is shutting down', { nextAction: 'Reconnect: another process (or this one restarted) will serve the stream' });
     const key = `stream:{${opts.tokenId}}`;
     const member = randomUUID();
@@ -182,11 +194,11 @@ export class EventStreams {
     }
     write('ready', {
       motorBlockId: opts.motorBlockId, connectedAt: connectedAt.toISOString(), piiMasked: !opts.unmasked, endsAt: opts.endsAt.toISOString(),
-      ...(opts.resumeAfter ? { resumedAfter: opts.resumeAfter } : {}),
+      ...(resumeAfter ? { resumedAfter: resumeAfter.id } : {}),
     });
-    const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.position);
-    if (opts.resumeAfter) {
-      const stopListening = await this.resume(opts.motorBlockId, opts.resumeAfter, {
+    const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.id);
+    if (resumeAfter) {
+      const stopListening = await this.resume(opts.motorBlockId, resumeAfter, {
         send, write, ended: () => ended, unread: () => res.writableLength,
         drained: () => Promise.race([once(res, 'drain').then(() => undefined, () => undefined), done]),
       });
@@ -211,66 +223,84 @@ export class EventStreams {
 
   /**
    * A resumed stream (docs/EVENTS.md "Resuming"): listens to the live feed at once but holds its
-   * events back, replays the block's events after `after` from the log up to its head, then lets
-   * through the held and later live events that come after the last one replayed (positions
-   * compared by the store). Past `maxCatchUp` events it sends `gap` and goes live from there.
-   * Returns the function that stops listening.
+   * events back, replays the block's events after `after` (the rest of its log entry, then the
+   * log after it up to its head), then lets through the held and later live events that come after
+   * the last one replayed (comesAfter: positions compared by the store, then the index within an
+   * entry). Past `maxCatchUp` events it sends `gap` and goes live from there. Returns the function
+   * that stops listening.
    */
-  private async resume(motorBlockId: string, after: GlobalPosition, out: ResumeOutput): Promise<() => void> {
-    const { send, write, ended } = out;
+  private async resume(motorBlockId: string, after: { id: string; cursor: StreamCursor }, out: ResumeOutput): Promise<() => void> {
+    const { write, ended } = out;
     let held: StreamMessageEvent[] | null = [];
     let overflow = false;
-    let last = after;
-    const later = (e: StreamMessageEvent) => this.store.comparePositions(e.position, last) > 0;
+    let last = after.cursor;
+    let lastId = after.id;
+    const later = (e: StreamMessageEvent) => comesAfter(this.store, e, last);
+    const send = (e: StreamMessageEvent) => {
+      out.send(e);
+      last = { position: e.position, index: e.index };
+      lastId = e.id;
+    };
     const unlisten = this.feed.listen(motorBlockId, (events) => {
       if (held === null) {
-        for (const e of events) if (later(e)) { send(e); last = e.position; }
+        for (const e of events) if (later(e)) send(e);
       } else if (held.length + events.length <= this.maxCatchUp) held.push(...events);
       else overflow = true;
     });
     const res = { sent: 0, complete: true };
+    /** Sends replayed events in order until maxCatchUp; false once past it. */
+    const replay = async (events: StreamMessageEvent[]): Promise<boolean> => {
+      for (const e of events) {
+        if (ended()) return true;
+        if (!later(e)) continue;
+        if (res.sent >= this.maxCatchUp) return (res.complete = false);
+        send(e);
+        res.sent += 1;
+        if (out.unread() > CATCH_UP_HIGH_WATER) await out.drained();
+      }
+      return true;
+    };
     const release = await this.replaySlot();
     const abort = new AbortController();
-    const log = this.store.subscribeToAll({ after, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
-    let scanned: GlobalPosition = after;
+    const from = after.cursor.position;
+    let log: AsyncIterator<LogBatch> | undefined;
+    let scanned: GlobalPosition = from;
     const pull = () => {
-      const p = log.next();
+      const p = log!.next();
       p.catch(() => undefined);
       return p;
     };
     try {
-      let next = pull();
-      while (!ended()) {
-        const step = await Promise.race([next, new Promise<null>((r) => setTimeout(() => r(null), CATCH_UP_IDLE_MS))]);
-        if (step === null) {
-          // Waiting: at the head of the log, or a slow read? Ask the store when it can tell.
-          if (await this.atHead(scanned)) break;
-          continue;
+      // The entry of the id itself first: the log is read after its position, which leaves out its remaining events.
+      if (await replay(await this.feed.restOfEntry(after.cursor, motorBlockId))) {
+        log = this.store.subscribeToAll({ after: from, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
+        let next = pull();
+        while (!ended()) {
+          const step = await Promise.race([next, new Promise<null>((r) => setTimeout(() => r(null), CATCH_UP_IDLE_MS))]);
+          if (step === null) {
+            // Waiting: at the head of the log, or a slow read? Ask the store when it can tell.
+            if (await this.atHead(scanned)) break;
+            continue;
+          }
+          if (step.done) break;
+          scanned = step.value.position;
+          if (!(await replay(await this.feed.resolve(step.value.events, (b) => b === motorBlockId)))) break;
+          if (step.value.more === false) break;
+          next = pull();
         }
-        if (step.done) break;
-        scanned = step.value.position;
-        for (const e of await this.feed.resolve(step.value.events, (b) => b === motorBlockId)) {
-          if (res.sent >= this.maxCatchUp) { res.complete = false; break; }
-          send(e);
-          last = e.position;
-          res.sent += 1;
-          if (out.unread() > CATCH_UP_HIGH_WATER) await out.drained();
-        }
-        if (!res.complete || step.value.more === false) break;
-        next = pull();
       }
     } catch (err) {
       this.logger.warn({ err: (err as Error).message, motorBlockId }, 'event stream catch-up failed: going live');
       res.complete = false;
     } finally {
       abort.abort();
-      void log.return?.().catch(() => undefined);
+      void log?.return?.().catch(() => undefined);
       release();
     }
-    if (!res.complete || overflow) write('gap', { after: last, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' });
+    if (!res.complete || overflow) write('gap', { after: lastId, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' });
     const pending = held;
     held = null;
-    for (const e of pending) if (later(e)) { send(e); last = e.position; }
+    for (const e of pending) if (later(e)) send(e);
     return unlisten;
   }
 
@@ -294,7 +324,7 @@ export class EventStreams {
   }
 
   private payload(e: StreamMessageEvent, unmasked: boolean): Record<string, unknown> {
-    const { position: _position, createdAt: _createdAt, motorBlockId: _block, ...rest } = e;
+    const { position: _position, index: _index, id: _id, createdAt: _createdAt, motorBlockId: _block, ...rest } = e;
     if (unmasked) return rest;
     // A receiving server's reply may quote the recipient (as on the message routes, read-api/messages/present.ts).
     const smtpResponse = 'smtpResponse' in rest && typeof rest.smtpResponse === 'string' ? { smtpResponse: maskEmailsInText(rest.smtpResponse) } : {};

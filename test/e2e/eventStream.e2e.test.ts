@@ -72,7 +72,7 @@ describe('event stream (e2e)', function () {
 
   const streamUrl = (b: BootstrapResult, query = '') => `${motor.baseUrl}/api/public/v1/motor-blocks/${b.motorBlockId}/events/stream${query}`;
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-  const send = async (b: BootstrapResult, domain: string, to: string) => {
+  const send = async (b: BootstrapResult, domain: string, to: string | string[]) => {
     const r = await postJson(`${motor.baseUrl}/v1/send`, { from: `app@${domain}`, to, subject: 'Hi', text: 'Hello' }, { 'X-Api-Key': b.apiKey });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
     return r.body.data.id as string;
@@ -253,9 +253,63 @@ describe('event stream (e2e)', function () {
     q.close();
   });
 
+  it('a message to three recipients: resuming after its first queued event gives the other two, then the rest, once each', async () => {
+    // The three queued events come from one log entry (one MessageAccepted): each has its own id,
+    // and resuming after one of them gives the entry's later ones (docs/EVENTS.md "Event ids").
+    const first = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const m = await send(block, senderDomain, ['alpha@rcpt.test', 'bravo@rcpt.test', 'charlie@rcpt.test']);
+    const queued = await eventually(async () => {
+      const list = first.events.filter((e) => e.data?.messageId === m && e.data.status === 'queued');
+      return list.length === 3 ? list : null;
+    }, 30_000);
+    first.close();
+    expect(queued.map((e) => e.data.recipient)).to.deep.equal(['a***@r***.test', 'b***@r***.test', 'c***@r***.test']);
+    expect(new Set(queued.map((e) => e.id)).size, 'one id per event').to.equal(3);
+    const lastSeen = queued[0].id!; // the client read the first queued event only, then dropped
+
+    const s = await openStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': lastSeen });
+    expect(s.res.status).to.equal(200);
+    const ofM = () => s.events.filter((e) => e.event === 'message' && e.data.messageId === m);
+    await eventually(async () => ofM().filter((e) => e.data.status === 'delivered').length === 3 ? true : null, 30_000);
+    expect(s.events[0].data.resumedAfter).to.equal(lastSeen);
+    const live = await send(block, senderDomain, 'delta@rcpt.test');
+    await eventually(async () => s.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 30_000);
+    await new Promise((r) => setTimeout(r, 300));
+    s.close();
+
+    const mine = ofM();
+    expect(mine.filter((e) => e.data.status === 'queued').map((e) => [e.id, e.data.recipient]), 'the other two queued events')
+      .to.deep.equal(queued.slice(1).map((e) => [e.id, e.data.recipient]));
+    for (const status of ['processed', 'delivered']) {
+      expect(mine.filter((e) => e.data.status === status).map((e) => e.data.recipient).sort(), status)
+        .to.deep.equal(['a***@r***.test', 'b***@r***.test', 'c***@r***.test']);
+    }
+    expect(mine.length, 'nothing of m twice').to.equal(8);
+    expect(s.events.filter((e) => e.data?.messageId === live).map((e) => e.data.status)).to.deep.equal(['queued', 'processed', 'delivered']);
+    const messages = s.events.filter((e) => e.event === 'message');
+    expect(new Set(messages.map((e) => e.id)).size, 'no id twice').to.equal(messages.length);
+    expect(s.events.some((e) => e.event === 'gap')).to.equal(false);
+
+    // Resuming after the second queued event gives the third; after the last, none of them.
+    const q = await openStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(queued[1].id!)}`), {});
+    await eventually(async () => q.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 10_000);
+    q.close();
+    expect(q.events.filter((e) => e.data?.messageId === m && e.data.status === 'queued').map((e) => e.id)).to.deep.equal([queued[2].id]);
+    expect(q.events.filter((e) => e.event === 'message').map((e) => e.id)).to.deep.equal(messages.filter((e) => e.id !== queued[1].id).map((e) => e.id));
+
+    // An id of the former shape (the bare log position, as every id was) resumes after the whole entry, as it did.
+    const position = queued[0].id!.split('/')[0];
+    const old = await openStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': position });
+    await eventually(async () => old.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 10_000);
+    old.close();
+    expect(old.events[0].data.resumedAfter).to.equal(position);
+    expect(old.events.filter((e) => e.event === 'message').map((e) => e.id)).to.deep.equal(messages.filter((e) => e.data.status !== 'queued' || e.data.messageId !== m).map((e) => e.id));
+  });
+
   it('refuses a Last-Event-ID that is not an event id (400 invalid_last_event_id)', async () => {
     const token = await motor.token(block, ['logs.read']);
-    for (const bad of ['nope', '1:2:3', '-1:5']) {
+    const uuid = '0194c3d2-7b1e-7000-8000-000000000000';
+    for (const bad of ['nope', '1:2:3', '-1:5', `1:2/${uuid}`, `1:2/${uuid}/x`, `1:2/${uuid}/1/2`, '1:2/not-a-message/1', `nope/${uuid}/1`, `1:2//${uuid}/1`]) {
       const r = await getJson(streamUrl(block), { ...bearer(token), 'last-event-id': bad });
       expect([r.status, r.body.code], bad).to.deep.equal([400, 'invalid_last_event_id']);
     }

@@ -18,7 +18,7 @@ import { acceptedEvent } from '../../projections/fixtures';
 import { createTestDatabase, TEST_REDIS_URL } from '../../support/db';
 import { eventually } from '../../support/motor';
 
-interface SseEvent { event: string; id?: string; data: { messageId?: string; status?: string } }
+interface SseEvent { event: string; id?: string; data: { messageId?: string; status?: string; recipient?: string; after?: string } }
 
 /** Opens an SSE stream and collects its events as they come. */
 async function openStream(url: string) {
@@ -90,21 +90,22 @@ describe('event stream feed restarts (int)', function () {
     await dbh.drop();
   });
 
-  /** Serves the block's stream (not resumed) on a bare HTTP server; returns its URL. */
+  /** Serves the block's stream on a bare HTTP server (resumed after `?after=`, when given); returns its URL. */
   async function serve(s: EventStreams): Promise<string> {
     streams = s;
     const tokenId = randomUUID();
-    server = createServer((_req, res) => {
-      void s.serve(res as unknown as Response, { motorBlockId: BLOCK, tokenId, endsAt: new Date(Date.now() + 25_000), unmasked: false });
+    server = createServer((req, res) => {
+      const resumeAfter = new URL(req.url ?? '/', 'http://x').searchParams.get('after') ?? undefined;
+      void s.serve(res as unknown as Response, { motorBlockId: BLOCK, tokenId, endsAt: new Date(Date.now() + 25_000), unmasked: true, resumeAfter });
     });
     await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   }
 
-  /** Appends one message accepted for one recipient; returns its id and log position. */
-  async function accept(): Promise<{ id: string; position: GlobalPosition }> {
+  /** Appends one message accepted for one recipient (or those given); returns its id and log position. */
+  async function accept(to?: string[]): Promise<{ id: string; position: GlobalPosition }> {
     const id = randomUUID();
-    const { position } = await store.append(`message-${id}`, [acceptedEvent(id, BLOCK, [`${id.slice(0, 8)}@rcpt.test`], 0)]);
+    const { position } = await store.append(`message-${id}`, [acceptedEvent(id, BLOCK, to ?? [`${id.slice(0, 8)}@rcpt.test`], 0)]);
     return { id, position };
   }
 
@@ -234,5 +235,40 @@ describe('event stream feed restarts (int)', function () {
     unlisten();
     expect(got).to.deep.equal([m2.id, m3.id]);
     expect(subscribedAfter).to.deep.equal([m1.position, m2.position]);
+  });
+
+  describe('ids of the events of one log entry (a message to several recipients)', () => {
+    const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test'];
+    const resumed = async (url: string, after: string, until: (c: Awaited<ReturnType<typeof openStream>>) => boolean) => {
+      const c = await openStream(`${url}?after=${encodeURIComponent(after)}`);
+      await eventually(async () => until(c), 10_000);
+      await new Promise((r) => setTimeout(r, 300));
+      c.close();
+      return c;
+    };
+
+    it('a gap inside the entry says the id of the last event sent, and a resume from it gives the entry\'s rest', async () => {
+      const start = await accept();
+      const m = await accept(to);
+      const end = await accept();
+      const url = await serve(new EventStreams(db, store, redis, memoryLogger().logger, 60, { maxCatchUp: 2 }));
+      const first = await resumed(url, start.position, (c) => c.events.some((e) => e.event === 'gap'));
+      const gap = first.events.find((e) => e.event === 'gap')!;
+      const sent = first.events.slice(0, first.events.indexOf(gap)).filter((e) => e.event === 'message');
+      expect(sent.map((e) => e.data.recipient)).to.deep.equal(to.slice(0, 2));
+      expect(sent.map((e) => e.id)).to.deep.equal([0, 1].map((i) => `${m.position}/${m.id}/${i}`));
+      expect(gap.data.after).to.equal(sent[1].id);
+      const second = await resumed(url, gap.data.after!, (c) => c.messages().some((e) => e.data.messageId === end.id));
+      expect(second.messages().map((e) => [e.id, e.data.recipient])).to.deep.equal([[`${m.position}/${m.id}/2`, 'c@rcpt.test'], [end.position, `${end.id.slice(0, 8)}@rcpt.test`]]);
+    });
+
+    it('an id whose message is not the entry at its position resumes after the whole entry', async () => {
+      const m = await accept(to);
+      const other = await accept(to);
+      const end = await accept();
+      const url = await serve(new EventStreams(db, store, redis, memoryLogger().logger, 60));
+      const c = await resumed(url, `${m.position}/${other.id}/0`, (x) => x.messages().some((e) => e.data.messageId === end.id));
+      expect(c.messages().map((e) => e.id)).to.deep.equal([0, 1, 2].map((i) => `${other.position}/${other.id}/${i}`).concat(end.position));
+    });
   });
 });
