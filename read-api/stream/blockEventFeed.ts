@@ -120,7 +120,7 @@ export class BlockEventFeed {
         return reached.after;
       },
       handle: async (batch) => {
-        await this.dispatch(batch.events);
+        await this.dispatch(batch.events, abort.signal);
         reached = { after: batch.position };
       },
     }, abort.signal);
@@ -137,9 +137,14 @@ export class BlockEventFeed {
     this.blockOf.set(messageId, motorBlockId);
   }
 
-  private async dispatch(events: RecordedEvent[]): Promise<void> {
+  /** Hands a batch of the run of `signal` to the listeners, unless that run was stopped meanwhile. */
+  private async dispatch(events: RecordedEvent[], signal: AbortSignal): Promise<void> {
+    const resolved = await this.resolve(events, (block) => this.listeners.has(block));
+    // Stopped while resolving (every listener left): a listener that came since belongs to a new
+    // run, which reads from the checkpoint again and would hand these events to it a second time.
+    if (signal.aborted) return;
     const byBlock = new Map<string, StreamMessageEvent[]>();
-    for (const m of await this.resolve(events, (block) => this.listeners.has(block))) {
+    for (const m of resolved) {
       let list = byBlock.get(m.motorBlockId);
       if (!list) byBlock.set(m.motorBlockId, (list = []));
       list.push(m);

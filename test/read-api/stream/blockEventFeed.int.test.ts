@@ -237,6 +237,46 @@ describe('event stream feed restarts (int)', function () {
     expect(subscribedAfter).to.deep.equal([m1.position, m2.position]);
   });
 
+  it('a run stopped while it hands a batch over does not hand it to a listener that came since (the new run does, once)', async () => {
+    const s = new EventStreams(db, store, redis, memoryLogger().logger, 60);
+    const feed = (s as unknown as { feed: BlockEventFeed }).feed;
+    streams = s;
+    // The first run's first batch waits in resolve (its read of the messages read model, say)
+    // until the test lets it go: the last listener leaves and a new one comes meanwhile.
+    const resolve = feed.resolve.bind(feed);
+    let reached!: () => void;
+    const atGate = new Promise<void>((r) => { reached = r; });
+    let open!: () => void;
+    const gate = new Promise<void>((r) => { open = r; });
+    let gated = false;
+    const calls: Array<Promise<unknown>> = [];
+    feed.resolve = (events: RecordedEvent[], wanted: (motorBlockId: string) => boolean): Promise<StreamMessageEvent[]> => {
+      const call = (async () => {
+        if (!gated && events.length > 0) {
+          gated = true;
+          reached();
+          await gate;
+        }
+        return resolve(events, wanted);
+      })();
+      calls.push(call.catch(() => undefined));
+      return call;
+    };
+    const got: string[] = [];
+    const first = feed.listen(BLOCK, () => undefined);
+    const m = await accept();
+    await atGate;
+    first();
+    // The messages projection has applied nothing: the new run reads m again, from the checkpoint.
+    const second = feed.listen(BLOCK, (events) => { for (const e of events) got.push(e.messageId); });
+    await eventually(async () => got.includes(m.id), 10_000);
+    open();
+    await Promise.all(calls);
+    await new Promise((r) => setImmediate(r));
+    second();
+    expect(got, 'm once').to.deep.equal([m.id]);
+  });
+
   describe('ids of the events of one log entry (a message to several recipients)', () => {
     const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test'];
     const resumed = async (url: string, after: string, until: (c: Awaited<ReturnType<typeof openStream>>) => boolean) => {
