@@ -27,6 +27,12 @@ const MAX_UNREAD_BYTES = 1 << 20;
 const CLOCK_GRACE_MS = 2000;
 /** Most events a resumed stream replays (and holds back meanwhile) before it says `gap` and goes live. */
 export const MAX_CATCH_UP_EVENTS = 10_000;
+/**
+ * Longest a resumed stream reads the log before it says `gap` and goes live: a quiet block resumed
+ * from an old id would otherwise scan much of the log (every other block's entries) while it holds
+ * one of the process's replay places.
+ */
+export const MAX_CATCH_UP_MS = 10_000;
 /** A catch-up read that waits this long for its next batch is at the head of the log. */
 const CATCH_UP_IDLE_MS = 250;
 /** Output held unread past which a catch-up waits for the client to read. */
@@ -42,6 +48,8 @@ export interface EventStreamLimits {
   maxCatchUp?: number;
   /** Replays at once in this process (default MAX_CONCURRENT_REPLAYS). */
   maxReplays?: number;
+  /** Milliseconds a resumed stream reads the log before `gap` (default MAX_CATCH_UP_MS). */
+  maxCatchUpMs?: number;
 }
 
 // KEYS[1]: the token's stream set. ARGV: now ms, stale-before ms, max, connection id, ttl s.
@@ -100,6 +108,7 @@ export class EventStreams {
 
   private readonly maxCatchUp: number;
   private readonly maxReplays: number;
+  private readonly maxCatchUpMs: number;
   private replaying = 0;
   private readonly replayQueue: Array<() => void> = [];
 
@@ -109,6 +118,7 @@ export class EventStreams {
   ) {
     this.maxCatchUp = limits.maxCatchUp ?? MAX_CATCH_UP_EVENTS;
     this.maxReplays = limits.maxReplays ?? MAX_CONCURRENT_REPLAYS;
+    this.maxCatchUpMs = limits.maxCatchUpMs ?? MAX_CATCH_UP_MS;
     this.feed = new BlockEventFeed(db, store, logger);
     redis.defineCommand('motorStreamSlot', { numberOfKeys: 1, lua: ACQUIRE });
   }
@@ -226,7 +236,8 @@ export class EventStreams {
    * events back, replays the block's events after `after` (the rest of its log entry, then the
    * log after it up to its head), then lets through the held and later live events that come after
    * the last one replayed (comesAfter: positions compared by the store, then the index within an
-   * entry). Past `maxCatchUp` events it sends `gap` and goes live from there. Returns the function
+   * entry). Past `maxCatchUp` events, or after reading the log for `maxCatchUpMs`, it sends `gap`
+   * and goes live from there. Returns the function
    * that stops listening.
    */
   private async resume(motorBlockId: string, after: { id: string; cursor: StreamCursor }, out: ResumeOutput): Promise<() => void> {
@@ -261,6 +272,7 @@ export class EventStreams {
       return true;
     };
     const release = await this.replaySlot();
+    const deadline = performance.now() + this.maxCatchUpMs;
     const abort = new AbortController();
     const from = after.cursor.position;
     let log: AsyncIterator<LogBatch> | undefined;
@@ -280,12 +292,20 @@ export class EventStreams {
           if (step === null) {
             // Waiting: at the head of the log, or a slow read? Ask the store when it can tell.
             if (await this.atHead(scanned)) break;
+            if (performance.now() > deadline) {
+              res.complete = false;
+              break;
+            }
             continue;
           }
           if (step.done) break;
           scanned = step.value.position;
           if (!(await replay(await this.feed.resolve(step.value.events, (b) => b === motorBlockId)))) break;
           if (step.value.more === false) break;
+          if (performance.now() > deadline) {
+            res.complete = false;
+            break;
+          }
           next = pull();
         }
       }

@@ -338,6 +338,54 @@ describe('event stream (e2e)', function () {
     server.close();
   });
 
+  it('a resumed stream that reads the log for too long (a quiet block far behind) says gap, gives its replay place back, goes live', async () => {
+    const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
+    const rt = motor.rt;
+    const from = (await rt.store.readAll({ after: null, maxCount: 1 }))[0].position;
+    // The replay's read of the log as a very long log of other blocks' entries: batches without an
+    // event of this block, never at the head. The live feed (which reads after another position) is the real one.
+    let replaying = 0;
+    const store = Object.create(rt.store, {
+      subscribeToAll: {
+        value: (o: Parameters<typeof rt.store.subscribeToAll>[0]) => {
+          if (o.after !== from) return rt.store.subscribeToAll(o);
+          replaying += 1;
+          return (async function* () {
+            try {
+              while (!o.signal.aborted) {
+                await new Promise((r) => setTimeout(r, 20));
+                yield { events: [], position: from, more: true };
+              }
+            } finally {
+              replaying -= 1;
+            }
+          })();
+        },
+      },
+    });
+    const streams = new EventStreams(rt.db, store, rt.redis, rt.logger, 1, { maxCatchUpMs: 300, maxReplays: 1 });
+    const server = createServer((_req, res) => {
+      void streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'slow-scan-test', endsAt: new Date(Date.now() + 20_000), unmasked: false, resumeAfter: from });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const started = Date.now();
+    const s = await openStream(url, {});
+    const gap = await eventually(async () => s.events.find((e) => e.event === 'gap'), 10_000);
+    expect(gap.data).to.include({ after: from, reason: 'too_far_behind' });
+    expect(Date.now() - started, 'the replay read for about maxCatchUpMs').to.be.below(5000);
+    await eventually(async () => (replaying === 0 ? true : null), 5000);
+    // Its place is free again: a second resume gets one (and its gap) too.
+    const second = await openStream(url, {});
+    await eventually(async () => second.events.find((e) => e.event === 'gap'), 10_000);
+    const live = await send(block, senderDomain, 'after-slow-scan@rcpt.test');
+    await eventually(async () => s.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 30_000);
+    s.close();
+    second.close();
+    streams.closeAll();
+    server.close();
+  });
+
   it('replays take turns past the per-process limit, and each still gets everything', async () => {
     const { EventStreams } = await import('../../read-api/stream/eventStreams.js');
     const rt = motor.rt;
