@@ -46,8 +46,10 @@ describe('OAuth clients: registration (int)', function () {
 
   it('CLI refuses an unknown account and a bad redirect URI', async () => {
     const env = { ...process.env, DATABASE_URL: motor.rt.databaseUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' };
-    const bad = await run('npx', ['tsx', 'scripts/cli.ts', 'oauth-client', 'create', '--account', '00000000-0000-4000-8000-000000000000', '--name', 'x', '--redirect-uri', 'https://a.test/cb'], { env }).catch((e) => e);
-    expect(bad.code).to.equal(2);
+    const bad = await run('npx', ['tsx', 'scripts/cli.ts', 'oauth-client', 'create', '--account', '00000000-0000-4000-8000-000000000000', '--name', 'x', '--redirect-uri', 'https://a.test/cb', '--json'], { env }).catch((e) => e);
+    // As every operator command answers an unknown id: not_found, exit 1 (2 is for malformed arguments).
+    expect(bad.code).to.equal(1);
+    expect(JSON.parse(bad.stdout).error).to.equal('not_found');
     const uri = await run('npx', ['tsx', 'scripts/cli.ts', 'oauth-client', 'create', '--account', accountId, '--name', 'x', '--redirect-uri', 'http://evil.test/cb', '--json'], { env }).catch((e) => e);
     expect(uri.code).to.equal(1);
     expect(JSON.parse(uri.stdout).error).to.equal('validation_error');
