@@ -27,11 +27,17 @@ import type { WebhookJob } from './worker';
  * with its checkpoint. A crash before that commit replays the batch; both steps above are
  * idempotent, so it costs nothing but time. An endpoint hears of the messages accepted after it was
  * created.
+ *
+ * From a block's MotorBlockDeletionRequested on (in log order) it queues nothing more for the
+ * block: its endpoints are dropped, an endpoint created for it later is ignored, and the block
+ * joins a set kept with the endpoints (a restart remembers it).
  */
 
 export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';
+/** The dispatcher's name, and so its row in motor_workers.checkpoints. */
+export const WEBHOOK_DISPATCHER = 'webhook-dispatcher';
 const TYPES = [
-  'WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'MotorBlockDeleted', 'MessageAccepted',
+  'WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'MotorBlockDeletionRequested', 'MotorBlockDeleted', 'MessageAccepted',
   'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived',
   'WebhookDeliveryQueued',
 ] as const;
@@ -45,6 +51,8 @@ export async function initWebhookDispatchSchema(db: Knex): Promise<void> {
   await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.messages (
     message_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, smtp_message_id text NOT NULL, metadata jsonb NOT NULL, accepted_at timestamptz NOT NULL)`);
   await db.raw(`CREATE INDEX IF NOT EXISTS messages_accepted_at ON ${WEBHOOK_DISPATCH_SCHEMA}.messages (accepted_at)`);
+  // Blocks whose deletion was requested: nothing more is queued for them.
+  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.deleting_blocks (motor_block_id uuid PRIMARY KEY)`);
 }
 
 interface Target { webhookId: string; motorBlockId: string; events: WebhookEventName[]; enabled: boolean }
@@ -58,6 +66,7 @@ export interface DispatcherOptions {
 
 export class WebhookDispatcher {
   private targets = new Map<string, Target>();
+  private deleting = new Set<string>();
   /** targets by block, rebuilt after a change (outcome events look it up; endpoints change rarely). */
   private byBlock: Map<string, Target[]> | null = null;
   private lastPrune = 0;
@@ -70,7 +79,7 @@ export class WebhookDispatcher {
     private readonly options: DispatcherOptions,
   ) {}
 
-  private get name(): string { return this.options.name ?? 'webhook-dispatcher'; }
+  private get name(): string { return this.options.name ?? WEBHOOK_DISPATCHER; }
 
   run(signal: AbortSignal): Promise<void> {
     return followLog(this.store, this.logger, {
@@ -78,10 +87,12 @@ export class WebhookDispatcher {
       types: TYPES,
       omitData: MESSAGE_CONTENT_FIELDS,
       batchSize: this.options.batchSize,
-      // Endpoints and checkpoint are written together: reloaded together on every (re)start.
+      // Endpoints, blocks being deleted and checkpoint are written together: reloaded together on every (re)start.
       start: async () => {
         const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('targets').select('*');
         this.targets = new Map(rows.map((r) => [r.webhook_id, { webhookId: r.webhook_id, motorBlockId: r.motor_block_id, events: r.events, enabled: r.enabled }]));
+        const deleting = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('deleting_blocks').select('motor_block_id');
+        this.deleting = new Set(deleting.map((r) => r.motor_block_id as string));
         this.byBlock = null;
         return (await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position'))?.position ?? null;
       },
@@ -97,12 +108,21 @@ export class WebhookDispatcher {
     return this.byBlock.get(motorBlockId) ?? [];
   }
 
+  private dropTargetsOf(motorBlockId: string, changed: Set<string>): void {
+    for (const t of this.targetsOf(motorBlockId)) {
+      this.targets.delete(t.webhookId);
+      changed.add(t.webhookId);
+    }
+    this.byBlock = null;
+  }
+
   private async handle(events: RecordedEvent[], position: GlobalPosition): Promise<void> {
     // Without any endpoint, before or created in this batch, no outcome can be for one: no need to look its message up.
     const mayMatch = this.targets.size > 0 || events.some((e) => e.type === 'WebhookCreated');
     const known = mayMatch ? await this.knownMessages(events) : new Map<string, MessageFacts>();
     const newMessages: Array<MessageFacts & { acceptedAt: string }> = [];
     const changedTargets = new Set<string>();
+    const newlyDeleting = new Set<string>();
     const queued: WebhookDeliveryQueued[] = [];
     const jobs: { name: string; data: WebhookJob; opts: { jobId: string; attempts: number; backoff: { type: 'webhook' } } }[] = [];
 
@@ -112,6 +132,7 @@ export class WebhookDispatcher {
       switch (event.type) {
         case 'WebhookCreated': {
           const d = event.data;
+          if (this.deleting.has(d.motorBlockId)) break;
           this.targets.set(d.webhookId, { webhookId: d.webhookId, motorBlockId: d.motorBlockId, events: d.events, enabled: true });
           changedTargets.add(d.webhookId);
           this.byBlock = null;
@@ -128,12 +149,14 @@ export class WebhookDispatcher {
           changedTargets.add(event.data.webhookId);
           this.byBlock = null;
           break;
+        case 'MotorBlockDeletionRequested':
+          if (!this.deleting.has(event.data.motorBlockId)) newlyDeleting.add(event.data.motorBlockId);
+          this.deleting.add(event.data.motorBlockId);
+          // From the request on the block's endpoints are gone, as after the tombstone.
+          this.dropTargetsOf(event.data.motorBlockId, changedTargets);
+          break;
         case 'MotorBlockDeleted':
-          for (const t of this.targetsOf(event.data.motorBlockId)) {
-            this.targets.delete(t.webhookId);
-            changedTargets.add(t.webhookId);
-          }
-          this.byBlock = null;
+          this.dropTargetsOf(event.data.motorBlockId, changedTargets);
           break;
         case 'MessageAccepted': {
           const d = event.data as MessageAccepted;
@@ -145,6 +168,8 @@ export class WebhookDispatcher {
         }
         case 'WebhookDeliveryQueued': {
           const d = event.data;
+          // Its block is being deleted: the worker would drop the job, and the stream goes with the history.
+          if (this.deleting.has(d.motorBlockId)) break;
           jobs.push({
             name: 'webhook',
             data: { deliveryId: d.deliveryId, webhookId: d.webhookId, motorBlockId: d.motorBlockId, event: d.event, payload: d.payload },
@@ -184,6 +209,12 @@ export class WebhookDispatcher {
         await s().table('messages').insert(newMessages.map((m) => ({
           message_id: m.messageId, motor_block_id: m.motorBlockId, smtp_message_id: m.smtpMessageId, metadata: JSON.stringify(m.metadata), accepted_at: m.acceptedAt,
         }))).onConflict('message_id').ignore();
+      }
+      if (newlyDeleting.size > 0) {
+        await s().table('deleting_blocks').insert([...newlyDeleting].map((id) => ({ motor_block_id: id }))).onConflict('motor_block_id').ignore();
+        // What it remembered of the block's messages (metadata included) is of no use any more;
+        // after the inserts above, which may hold some of its messages accepted earlier in this batch.
+        await s().table('messages').whereIn('motor_block_id', [...newlyDeleting]).delete();
       }
       if (Date.now() - this.lastPrune > 3600_000) {
         this.lastPrune = Date.now();

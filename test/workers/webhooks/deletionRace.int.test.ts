@@ -1,0 +1,154 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import type { BootstrapResult } from '../../../commands/admin/bootstrap';
+import { createWebhook } from '../../../commands/webhooks/webhooks';
+import { streamName, type EventStore, type RecordedEvent } from '../../../domain/eventStore';
+import { toEventData, type MessageAccepted } from '../../../domain/events';
+import { newId } from '../../../domain/ids';
+import { CHECKPOINTS } from '../../../workers/logEnqueuer';
+import { WEBHOOK_DISPATCH_SCHEMA, WEBHOOK_DISPATCHER, WebhookDispatcher } from '../../../workers/webhooks/dispatcher';
+import { createWebhookQueue } from '../../../workers/webhooks/worker';
+import { addBlockKey, call, sendFrom } from '../../blocks/support';
+import { senderDomainOf } from '../../read-api/publicApi';
+import { eventually, startTestMotor, type TestMotor } from '../../support/motor';
+
+/** An HTTP receiver that holds every POST open until the test releases it (then answers 200). */
+async function startHoldingReceiver() {
+  const held: Array<{ delivery: string; res: ServerResponse }> = [];
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => held.push({ delivery: String(req.headers['x-service-delivery']), res }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    /** Resolves once a POST of this delivery is being held. */
+    holding: (deliveryId: string) => eventually(async () => held.some((h) => h.delivery === deliveryId), 10_000),
+    release: () => { for (const h of held.splice(0)) h.res.writeHead(200).end('ok'); },
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+/**
+ * The races between deleting a block with its history (workers/blockDeletion.ts) and outgoing
+ * webhooks (docs/BLOCKS.md "Deletion", docs/WEBHOOKS.md): a dispatcher must not queue deliveries of
+ * the block after its deletion request. No worker role runs: the test drives the dispatcher itself.
+ */
+describe('block deletion and webhooks: races (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let a: BootstrapResult;
+  let manage: string;
+  let receiver: Awaited<ReturnType<typeof startHoldingReceiver>>;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    a = await motor.bootstrap();
+    manage = await motor.token(a, ['config.manage']);
+    receiver = await startHoldingReceiver();
+  });
+  after(async () => {
+    receiver?.release();
+    await receiver?.close();
+    await motor?.close();
+  });
+
+  const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
+  const caller = (motorBlockId: string) => ({ accountId: a.accountId, motorBlockId, actor: 'test' });
+
+  const createBlock = async (name: string) => {
+    const r = await call(motor, 'POST', '/account/motor-blocks', manage, { name, domainId: a.domainId }, { 'Idempotency-Key': randomUUID() });
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    return r.body.data.id as string;
+  };
+  const deactivate = async (id: string) => {
+    expect((await call(motor, 'POST', `/account/motor-blocks/${id}/deactivate`, manage, { confirm: true })).status).to.equal(200);
+  };
+  /** Deactivates and deletes with history; returns the deletion's jobId (no worker role: the job is not run). */
+  const requestDeletion = async (id: string) => {
+    await deactivate(id);
+    const r = await call(motor, 'DELETE', `/account/motor-blocks/${id}`, manage, { confirm: true, deleteHistory: true });
+    expect(r.status, JSON.stringify(r.body)).to.equal(202);
+    return r.body.data.jobId as string;
+  };
+  const requestPosition = async (id: string) => (await motor.rt.store.readStream(streamName('motorBlock', id))).find((e) => e.type === 'MotorBlockDeletionRequested')!.position;
+  /** Every event in the log (the whole log: a stream re-created after a deletion would show here). */
+  const wholeLog = async () => {
+    const all: RecordedEvent[] = [];
+    for (let after: string | null = null; ;) {
+      const page = await motor.rt.store.readAll({ after, maxCount: 1000 });
+      all.push(...page);
+      if (page.length < 1000) return all;
+      after = page[page.length - 1].position;
+    }
+  };
+  const deliveriesOf = async (motorBlockId: string) => (await wholeLog())
+    .filter((e) => e.streamId.startsWith('webhookDelivery-') && (e.data as { motorBlockId?: string }).motorBlockId === motorBlockId);
+
+  const startDispatcher = (store: EventStore = motor.rt.store) => {
+    const queue = createWebhookQueue(motor.rt.redisUrl, motor.rt.queuePrefix);
+    const abort = new AbortController();
+    const run = new WebhookDispatcher(motor.rt.db, store, queue, motor.rt.logger, { jobOptions: { attempts: 2 } }).run(abort.signal);
+    return { stop: async () => { abort.abort(); await run; await queue.close(); } };
+  };
+  const dispatcherAt = async () => (await motor.rt.db.table(CHECKPOINTS).where({ name: WEBHOOK_DISPATCHER }).first('position'))?.position as string | undefined;
+  const dispatcherPast = (position: string) => eventually(async () => {
+    const at = await dispatcherAt();
+    return at !== undefined && motor.rt.store.comparePositions(at, position) >= 0;
+  }, 20_000);
+  /** A block with an endpoint and one message the dispatcher knows of (it ran past its MessageAccepted, then stopped). */
+  const blockWithMessage = async (name: string) => {
+    const id = await createBlock(name);
+    const key = await addBlockKey(motor, a.accountId, id);
+    const { webhook } = await createWebhook(webhookDeps(), caller(id), { url: receiver.url });
+    const dispatcher = startDispatcher();
+    const sent = await sendFrom(motor, senderDomainOf(a), key);
+    expect(sent.status, JSON.stringify(sent.body)).to.equal(200);
+    const messageId = sent.body.data.id as string;
+    await eventually(async () => (await motor.rt.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('messages').where({ message_id: messageId }).first()) !== undefined, 20_000);
+    await dispatcher.stop();
+    return { id, webhookId: webhook.id, messageId };
+  };
+  /** An outcome of the message, as a delivery round records it; its event id and position. */
+  const delivered = async (messageId: string) => {
+    const eventId = newId();
+    const r = await motor.rt.store.append(streamName('message', messageId), [toEventData(eventId, {
+      type: 'DeliverySucceeded',
+      data: { messageId, recipient: 'user@rcpt.test', at: new Date().toISOString(), smtpCode: '250', smtpResponse: '250 2.0.0 ok', attempt: 1 },
+    }, { actor: 'test' })], { expectedRevision: 'any' });
+    return { eventId, position: r.position };
+  };
+
+  describe('a webhook dispatcher running behind', () => {
+    it('from the request on (in log order), queues nothing more for the block, also after a restart and for a new endpoint', async () => {
+      const { id, messageId } = await blockWithMessage('Outcome after the request');
+      await requestDeletion(id);
+      let dispatcher = startDispatcher();
+      await dispatcherPast(await requestPosition(id));
+      // Restarted: it remembers the block from its tables, not from memory.
+      await dispatcher.stop();
+      dispatcher = startDispatcher();
+      try {
+        // An outcome of a delivery round still in flight; an endpoint created for the block now, and
+        // a message of a send that checked the block's status before it was deactivated, with its outcome.
+        await delivered(messageId);
+        await createWebhook(webhookDeps(), caller(id), { url: `${receiver.url}?late=1` });
+        const [accepted] = await motor.rt.store.readStream(streamName('message', messageId));
+        const lateId = newId();
+        await motor.rt.store.append(streamName('message', lateId), [toEventData(newId(), {
+          type: 'MessageAccepted', data: { ...(accepted.data as MessageAccepted), messageId: lateId },
+        }, { actor: 'test' })], { expectedRevision: 'no_stream' });
+        const outcome = await delivered(lateId);
+        await dispatcherPast(outcome.position);
+      } finally {
+        await dispatcher.stop();
+      }
+      expect(await deliveriesOf(id)).to.deep.equal([]);
+      // What it knew of the block's messages (metadata included) is forgotten.
+      expect(await motor.rt.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('messages').where({ motor_block_id: id })).to.deep.equal([]);
+    });
+  });
+});
