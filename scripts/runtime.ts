@@ -224,7 +224,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const deletionQueue = createBlockDeletionQueue(rt.redisUrl, rt.queuePrefix);
     deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));
     background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
-    extraWorkers.push(startBlockDeletionWorker({ store: rt.store, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
+    extraWorkers.push(startBlockDeletionWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
     // Outgoing webhooks (docs/WEBHOOKS.md): the dispatcher queues deliveries from the log, a worker posts them.
     const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }] = await Promise.all([
       import('../workers/webhooks/dispatcher.js'), import('../workers/webhooks/worker.js'),

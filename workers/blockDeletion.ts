@@ -7,7 +7,8 @@ import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
 import { bullConnection } from '../infra/redis';
-import { runLogEnqueuer } from './logEnqueuer';
+import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
+import { WEBHOOK_DISPATCHER } from './webhooks/dispatcher';
 import type { Logger } from '../infra/logger';
 
 /**
@@ -15,13 +16,17 @@ import type { Logger } from '../infra/logger';
  * MotorBlockDeletionRequested{jobId}; a subscriber (BlockDeletionEnqueuer) turns it into a BullMQ
  * job whose id IS the jobId, so a replayed event enqueues nothing twice. The job:
  *
- *   1. MotorBlockDeletionStarted (status running) on the block's stream;
- *   2. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
+ *   1. with deleteHistory: waits until the log followers that create streams of a block's history
+ *      (the webhook dispatcher: `webhookDelivery-<id>`) are past the deletion request, so none of
+ *      them adds such a stream after the scan (each queues nothing for a block from its request
+ *      on); up to 60 s, else the attempt fails and BullMQ runs it again later;
+ *   2. MotorBlockDeletionStarted (status running) on the block's stream;
+ *   3. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
  *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>, webhookDelivery-<id>
  *      of its webhook deliveries, export-<id> of its export jobs, tracking-<messageId> of its
  *      campaign opens and clicks) and removes them
- *      with EventStore.deleteStreams;
- *   3. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
+ *      with EventStore.deleteStreams; the scan reads the log at least up to MotorBlockDeletionStarted;
+ *   4. appends the tombstone MotorBlockDeleted (status completed); projections react to it.
  *
  * Every step is idempotent: the decider emits nothing for a step already recorded, deleting a
  * stream that is gone is a no-op, and the block's stream itself is never deleted (it holds the
@@ -44,7 +49,42 @@ export function createBlockDeletionQueue(redisUrl: string, prefix = 'motor'): Qu
   });
 }
 
-export interface BlockDeletionDeps { store: EventStore; clock: Clock; logger: Logger; scanBatch?: number }
+export interface BlockDeletionDeps {
+  store: EventStore; db: Knex; clock: Clock; logger: Logger; scanBatch?: number;
+  /**
+   * Checkpoint names (motor_workers.checkpoints) of the followers the history scan waits for, and
+   * how long (default: the webhook dispatcher, up to 60 s, looking every 250 ms).
+   */
+  followers?: { names: readonly string[]; timeoutMs?: number; pollMs?: number };
+}
+
+/** A follower is not past the deletion request yet: the attempt fails and BullMQ runs it again later. */
+export class FollowersBehindError extends Error {
+  constructor(readonly behind: string[], readonly requestPosition: string) {
+    super(`log followers not past the deletion request (at ${requestPosition}) yet: ${behind.join(', ')}`);
+    this.name = 'FollowersBehindError';
+  }
+}
+
+/**
+ * Resolves once every follower's checkpoint is at or past `position`; throws FollowersBehindError
+ * after the timeout. A follower without a checkpoint row has not handled anything yet: behind.
+ */
+export async function awaitFollowers(deps: BlockDeletionDeps, position: GlobalPosition): Promise<void> {
+  const { names = [WEBHOOK_DISPATCHER], timeoutMs = 60_000, pollMs = 250 } = deps.followers ?? {};
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const rows: Array<{ name: string; position: string | null }> = names.length === 0 ? [] : await deps.db.table(CHECKPOINTS).whereIn('name', names).select('name', 'position');
+    const at = new Map(rows.map((r) => [r.name, r.position]));
+    const behind = names.filter((n) => {
+      const p = at.get(n);
+      return !p || deps.store.comparePositions(p, position) < 0;
+    });
+    if (behind.length === 0) return;
+    if (Date.now() >= deadline) throw new FollowersBehindError(behind, position);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
 
 async function step(deps: BlockDeletionDeps, motorBlockId: string, command: MotorBlockCommand): Promise<MotorBlockState> {
   for (let attempt = 0; ; attempt++) {
@@ -62,8 +102,27 @@ async function step(deps: BlockDeletionDeps, motorBlockId: string, command: Moto
   }
 }
 
-/** The block's history streams and how many events they hold, from one pass over the log. */
-export async function findHistoryStreams(store: EventStore, motorBlockId: string, batch = 1000): Promise<{ streams: string[]; messages: number; events: number }> {
+/** The log up to the deletion's start could not be read in time (a transaction held it back): BullMQ runs the job again later. */
+export class HistoryScanIncompleteError extends Error {
+  constructor(readonly reached: GlobalPosition | null, readonly wanted: GlobalPosition) {
+    super(`the history scan reached ${reached ?? 'nothing'} but not ${wanted}: the log is held back by a transaction still running`);
+    this.name = 'HistoryScanIncompleteError';
+  }
+}
+
+/**
+ * The block's history streams and how many events they hold, from one pass over the log.
+ *
+ * readAll hands over a prefix of the log: nothing that sorts after a transaction still running
+ * (PostgreSQL: anywhere in the cluster). A short page is the end of that prefix, not of the log,
+ * so with `reach` the scan goes on (looking again every 100 ms, up to `timeoutMs`) until it has
+ * read the event at `reach.position`: every stream created by an append committed before that
+ * event was appended is then seen.
+ */
+export async function findHistoryStreams(
+  store: EventStore, motorBlockId: string, batch = 1000, reach?: { position: GlobalPosition; timeoutMs?: number },
+): Promise<{ streams: string[]; messages: number; events: number }> {
+  const deadline = Date.now() + (reach?.timeoutMs ?? 60_000);
   const own = new Set([streamName('smtpAuth', motorBlockId), streamName('smtpSubmission', motorBlockId)]);
   const messageStreams = new Set<string>();
   const present = new Set<string>();
@@ -71,7 +130,6 @@ export async function findHistoryStreams(store: EventStore, motorBlockId: string
   let after: GlobalPosition | null = null;
   for (;;) {
     const page: RecordedEvent[] = await store.readAll({ after, maxCount: batch });
-    if (page.length === 0) break;
     for (const e of page) {
       if (e.type === 'MessageAccepted' && (e.data as MessageAccepted).motorBlockId === motorBlockId) messageStreams.add(e.streamId);
       // Webhook deliveries carry the recipient and the message's metadata: history too.
@@ -85,8 +143,11 @@ export async function findHistoryStreams(store: EventStore, motorBlockId: string
         present.add(e.streamId);
       }
     }
-    after = page[page.length - 1].position;
-    if (page.length < batch) break;
+    if (page.length > 0) after = page[page.length - 1].position;
+    if (page.length === batch) continue;
+    if (!reach || (after !== null && store.comparePositions(after, reach.position) >= 0)) break;
+    if (Date.now() >= deadline) throw new HistoryScanIncompleteError(after, reach.position);
+    await new Promise((r) => setTimeout(r, 100));
   }
   return { streams: [...present], messages: messageStreams.size, events };
 }
@@ -95,10 +156,21 @@ export async function processBlockDeletion(deps: BlockDeletionDeps, job: BlockDe
   const { state } = await loadBlock(deps.store, job.motorBlockId);
   if (state === null || state.deletion?.jobId !== job.jobId) return 'stale';
   if (state.status === 'deleted') return 'completed';
+  const ofThisJob = (type: string) => async () => (await deps.store.readStream(streamName('motorBlock', job.motorBlockId)))
+    .findLast((e) => e.type === type && (e.data as { jobId?: string }).jobId === job.jobId);
+  if (state.deletion.deleteHistory) {
+    const requested = await ofThisJob('MotorBlockDeletionRequested')();
+    if (!requested) throw new Error(`MotorBlockDeletionRequested of job ${job.jobId} is not in the stream of block ${job.motorBlockId}`);
+    await awaitFollowers(deps, requested.position);
+  }
+  // Only once the followers are past the request: every stream they created for the block was
+  // committed before MotorBlockDeletionStarted, and the scan reads the log at least up to it.
   await step(deps, job.motorBlockId, { type: 'StartMotorBlockDeletion', data: { jobId: job.jobId, now: deps.clock.now() } });
   let found = { streams: [] as string[], messages: 0, events: 0 };
   if (state.deletion.deleteHistory) {
-    found = await findHistoryStreams(deps.store, job.motorBlockId, deps.scanBatch);
+    const started = await ofThisJob('MotorBlockDeletionStarted')();
+    if (!started) throw new Error(`MotorBlockDeletionStarted of job ${job.jobId} is not in the stream of block ${job.motorBlockId}`);
+    found = await findHistoryStreams(deps.store, job.motorBlockId, deps.scanBatch, { position: started.position });
     for (let i = 0; i < found.streams.length; i += 500) await deps.store.deleteStreams(found.streams.slice(i, i + 500));
   }
   await step(deps, job.motorBlockId, {

@@ -30,7 +30,9 @@ import type { WebhookJob } from './worker';
  *
  * From a block's MotorBlockDeletionRequested on (in log order) it queues nothing more for the
  * block: its endpoints are dropped, an endpoint created for it later is ignored, and the block
- * joins a set kept with the endpoints (a restart remembers it).
+ * joins a set kept with the endpoints (a restart remembers it). The deletion job waits until this
+ * follower's checkpoint is past that event before it looks for the block's `webhookDelivery-*`
+ * streams (workers/blockDeletion.ts), so none is appended after it looked.
  */
 
 export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';

@@ -3,10 +3,13 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../../commands/admin/bootstrap';
-import { createWebhook } from '../../../commands/webhooks/webhooks';
+import { loadBlock } from '../../../commands/blocks/grants';
+import { createWebhook, testWebhook } from '../../../commands/webhooks/webhooks';
 import { streamName, type EventStore, type RecordedEvent } from '../../../domain/eventStore';
-import { toEventData, type MessageAccepted } from '../../../domain/events';
+import { toEventData, type MessageAccepted, type MotorBlockDeleted } from '../../../domain/events';
 import { newId } from '../../../domain/ids';
+import { deliveryIdOf } from '../../../domain/webhooks/webhooks';
+import { FollowersBehindError, processBlockDeletion, type BlockDeletionDeps } from '../../../workers/blockDeletion';
 import { CHECKPOINTS } from '../../../workers/logEnqueuer';
 import { WEBHOOK_DISPATCH_SCHEMA, WEBHOOK_DISPATCHER, WebhookDispatcher } from '../../../workers/webhooks/dispatcher';
 import { createWebhookQueue } from '../../../workers/webhooks/worker';
@@ -34,8 +37,9 @@ async function startHoldingReceiver() {
 
 /**
  * The races between deleting a block with its history (workers/blockDeletion.ts) and outgoing
- * webhooks (docs/BLOCKS.md "Deletion", docs/WEBHOOKS.md): a dispatcher must not queue deliveries of
- * the block after its deletion request. No worker role runs: the test drives the dispatcher itself.
+ * webhooks (docs/BLOCKS.md "Deletion", docs/WEBHOOKS.md): a dispatcher running behind must not
+ * queue deliveries of the block after the deletion looked for them. No worker role runs: the test
+ * drives the dispatcher and the deletion job itself, in the order the race needs.
  */
 describe('block deletion and webhooks: races (int)', function () {
   this.timeout(120_000);
@@ -57,6 +61,9 @@ describe('block deletion and webhooks: races (int)', function () {
   });
 
   const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
+  const deletionDeps = (followers?: BlockDeletionDeps['followers']): BlockDeletionDeps => ({
+    store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, ...(followers ? { followers } : {}),
+  });
   const caller = (motorBlockId: string) => ({ accountId: a.accountId, motorBlockId, actor: 'test' });
 
   const createBlock = async (name: string) => {
@@ -122,7 +129,104 @@ describe('block deletion and webhooks: races (int)', function () {
     return { eventId, position: r.position };
   };
 
+  describe('the history scan', () => {
+    it('reads the log up to the deletion\'s start even while an older transaction holds the log back', async () => {
+      const id = await createBlock('Scan held back');
+      const { webhook } = await createWebhook(webhookDeps(), caller(id), { url: receiver.url });
+      const jobId = await requestDeletion(id);
+      // A transaction with an id, still running: readAll hands over nothing that sorts after it.
+      const trx = await motor.rt.db.transaction();
+      try {
+        await trx.raw('SELECT pg_current_xact_id()');
+        const { deliveryId } = await testWebhook(webhookDeps(), caller(id), webhook.id);
+        let settled = false;
+        const job = processBlockDeletion(deletionDeps({ names: [] }), { motorBlockId: id, jobId }).finally(() => { settled = true; });
+        await new Promise((r) => setTimeout(r, 1000));
+        expect(settled, 'the scan waits for the log to be readable up to the job\'s start').to.equal(false);
+        await trx.rollback();
+        expect(await job).to.equal('completed');
+        expect(await motor.rt.store.readStream(streamName('webhookDelivery', deliveryId))).to.deep.equal([]);
+      } finally {
+        if (!trx.isCompleted()) await trx.rollback();
+      }
+    });
+  });
+
   describe('a webhook dispatcher running behind', () => {
+    /**
+     * The event store, but an append to a `webhookDelivery-*` stream waits until the test releases
+     * it: a dispatcher that read a batch of outcome events is still handling it.
+     */
+    const holdingDeliveryAppends = () => {
+      let release!: () => void;
+      const released = new Promise<void>((r) => { release = r; });
+      let held = false;
+      const store = new Proxy(motor.rt.store, {
+        get(target, prop) {
+          if (prop === 'append') {
+            return async (streamId: string, ...rest: Parameters<EventStore['append']> extends [string, ...infer R] ? R : never) => {
+              if (streamId.startsWith('webhookDelivery-')) {
+                held = true;
+                await released;
+              }
+              return target.append(streamId, ...rest);
+            };
+          }
+          const v = Reflect.get(target, prop, target);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      return { store, holding: () => eventually(async () => held, 20_000), release };
+    };
+
+    it('the deletion job waits until it passed the request, then removes the deliveries it queued', async () => {
+      const { id, webhookId, messageId } = await blockWithMessage('Dispatcher behind');
+      // While the dispatcher is stopped: the message's outcome, then the deletion request.
+      const outcome = await delivered(messageId);
+      const jobId = await requestDeletion(id);
+      const requestedAt = await requestPosition(id);
+      expect(motor.rt.store.comparePositions(outcome.position, requestedAt)).to.be.lessThan(0);
+
+      // The dispatcher reads outcome and request in one batch and is queuing the outcome's delivery
+      // (not appended yet) as the deletion job starts. Once the job has removed the message's stream
+      // a dispatcher further behind never sees the outcome on PostgreSQL; on KurrentDB (soft
+      // deletion, events stay in $all) it would.
+      const hold = holdingDeliveryAppends();
+      const dispatcher = startDispatcher(hold.store);
+      try {
+        await hold.holding();
+        let settled = false;
+        const job = processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 30_000, pollMs: 100 }), { motorBlockId: id, jobId })
+          .finally(() => { settled = true; });
+        await new Promise((r) => setTimeout(r, 1500));
+        expect(settled, 'the job waits for the dispatcher').to.equal(false);
+        expect((await loadBlock(motor.rt.store, id)).state?.status).to.equal('deletion_queued');
+
+        hold.release();
+        expect(await job).to.equal('completed');
+        // The dispatcher did queue the outcome (it came before the request): the job found it (the
+        // message's stream and the delivery's) and removed it.
+        const tombstone = (await motor.rt.store.readStream(streamName('motorBlock', id))).find((e) => e.type === 'MotorBlockDeleted')!;
+        expect(tombstone.data as MotorBlockDeleted).to.include({ messagesDeleted: 1, streamsDeleted: 2 });
+        await dispatcherPast(tombstone.position);
+      } finally {
+        hold.release();
+        await dispatcher.stop();
+      }
+      expect(await motor.rt.store.readStream(streamName('webhookDelivery', deliveryIdOf(webhookId, outcome.eventId)))).to.deep.equal([]);
+      expect(await deliveriesOf(id)).to.deep.equal([]);
+    });
+
+    it('a job whose dispatcher does not get there fails the attempt (BullMQ runs it again later)', async () => {
+      const id = await createBlock('No dispatcher');
+      const jobId = await requestDeletion(id);
+      // The checkpoint row is before the request (the dispatcher stopped earlier in this suite, or never ran).
+      const err = await processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 300, pollMs: 50 }), { motorBlockId: id, jobId }).then(() => null, (e) => e);
+      expect(err).to.be.instanceOf(FollowersBehindError);
+      expect((err as FollowersBehindError).behind).to.deep.equal([WEBHOOK_DISPATCHER]);
+      expect((await loadBlock(motor.rt.store, id)).state?.status).to.equal('deletion_queued');
+    });
+
     it('from the request on (in log order), queues nothing more for the block, also after a restart and for a new endpoint', async () => {
       const { id, messageId } = await blockWithMessage('Outcome after the request');
       await requestDeletion(id);
