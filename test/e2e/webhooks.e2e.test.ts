@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { createWebhook, deleteWebhook } from '../../commands/webhooks/webhooks';
+import { streamName } from '../../domain/eventStore';
+import { toEventData } from '../../domain/events';
 import { WebhookDispatcher, WEBHOOK_DISPATCH_SCHEMA } from '../../workers/webhooks/dispatcher';
 import { attemptDelivery, createWebhookQueue } from '../../workers/webhooks/worker';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
@@ -104,6 +106,22 @@ describe('webhooks (e2e)', function () {
     const r = await postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomain}`, to, subject: 'Hi', text: 'Hello', metadata }, { 'X-Api-Key': block.apiKey });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
     return r.body.data.id as string;
+  };
+  /**
+   * The WebhookDeliveryQueued a job comes from (an attempt appends after it; a delivery without one
+   * is gone), for a test that runs the attempts itself: the queue's job is parked first (delayed an
+   * hour, so the dispatcher's add is a no-op), and the running worker never takes it.
+   */
+  const queueDelivery = async (job: { deliveryId: string; webhookId: string; motorBlockId: string; event: 'webhook.test'; payload: Record<string, unknown> }) => {
+    const queue = createWebhookQueue(motor.rt.redisUrl, motor.rt.queuePrefix);
+    try {
+      await queue.add('webhook', job, { jobId: job.deliveryId, delay: 3600_000 });
+    } finally {
+      await queue.close();
+    }
+    await motor.rt.store.append(streamName('webhookDelivery', job.deliveryId), [toEventData(job.deliveryId, {
+      type: 'WebhookDeliveryQueued', data: { ...job, messageId: null, queuedAt: new Date().toISOString() },
+    }, { actor: 'test' })], { expectedRevision: 'no_stream' });
   };
   const deliveries = async (webhookId: string) => (await getJson(api(`/webhooks/${webhookId}/deliveries`), auth())).body.data.deliveries as any[]; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -361,12 +379,13 @@ describe('webhooks (e2e)', function () {
         settings: { retrySchedule: [60], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: true },
       };
       const job = { deliveryId: '0194b3c0-0000-7000-8000-000000000002', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test' as const, payload: { id: 'y' } };
+      await queueDelivery(job);
       expect(await attemptDelivery(deps, job, 1), 'the 500 of the first POST').to.equal('retrying');
       // The worker died before BullMQ heard of it: the job runs again with the same attempt count.
       expect(await attemptDelivery(deps, job, 1)).to.equal('delivered');
       const posts = receiver.received.filter((r) => r.headers['x-service-delivery'] === job.deliveryId);
       expect(posts.map((r) => r.headers['x-service-attempt'])).to.deep.equal(['1', '2']);
-      const attempts = (await motor.rt.store.readStream(`webhookDelivery-${job.deliveryId}`)).map((e) => e.data as { attempt: number; outcome: string });
+      const attempts = (await motor.rt.store.readStream(`webhookDelivery-${job.deliveryId}`)).slice(1).map((e) => e.data as { attempt: number; outcome: string });
       expect(attempts.map((a) => [a.attempt, a.outcome])).to.deep.equal([[1, 'retrying'], [2, 'delivered']]);
       await del(`/webhooks/${w.id}`);
     });
@@ -374,13 +393,15 @@ describe('webhooks (e2e)', function () {
     it('refuses loopback destinations when private addresses are not allowed (SSRF guard)', async () => {
       const w = await create(receiver.url('/ok?ssrf=1'));
       const posts = receiver.received.length;
+      const job = { deliveryId: '0194b3c0-0000-7000-8000-000000000001', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test' as const, payload: { id: 'x' } };
+      await queueDelivery(job);
       const outcome = await attemptDelivery({
         store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
         settings: { retrySchedule: [], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: false },
-      }, { deliveryId: '0194b3c0-0000-7000-8000-000000000001', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test', payload: { id: 'x' } }, 1);
+      }, job, 1);
       expect(outcome).to.equal('failed');
       expect(receiver.received.length).to.equal(posts);
-      const events = await motor.rt.store.readStream('webhookDelivery-0194b3c0-0000-7000-8000-000000000001');
+      const events = (await motor.rt.store.readStream('webhookDelivery-0194b3c0-0000-7000-8000-000000000001')).slice(1);
       expect(events.map((e) => (e.data as { error: string }).error)).to.deep.equal(['blocked_address']);
       await del(`/webhooks/${w.id}`);
     });

@@ -1,5 +1,5 @@
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import { streamName, type EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName, type EventData, type EventStore } from '../../domain/eventStore';
 import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
 import type { Clock } from '../../domain/ids';
 import { attemptEventIdOf, foldEndpoint, retryDelaySeconds } from '../../domain/webhooks/webhooks';
@@ -14,8 +14,10 @@ import { postWebhook, signWebhookBody } from './post';
  * Posts webhook deliveries (docs/WEBHOOKS.md). One BullMQ job per delivery, its id the delivery
  * id. Each attempt reads the endpoint from its own stream and the block from its (a URL changed, an
  * endpoint disabled or deleted, a block deleted a moment ago is seen), signs the payload, posts it, and appends WebhookDeliveryAttempted
- * with a stable id (delivery + attempt). A failed attempt with attempts left throws, and BullMQ
- * runs the job again after the schedule's wait.
+ * with a stable id (delivery + attempt) at the revision it read the delivery's stream at, never
+ * with 'any': a block deleted with its history during the POST takes the stream with it, and the
+ * record must not bring it back. A failed attempt with attempts left throws, and BullMQ runs the
+ * job again after the schedule's wait.
  */
 
 export const WEBHOOK_QUEUE = 'motor-webhooks';
@@ -45,7 +47,8 @@ class AttemptFailed extends Error {}
 
 /**
  * One attempt of a delivery; exported for tests. Returns the outcome it recorded ('dropped': the
- * block is being deleted, nothing recorded).
+ * block is being deleted, or the delivery's stream is gone, before or during the POST; nothing
+ * recorded, the job is not run again).
  *
  * `jobAttempt` is BullMQ's count; the attempt is numbered after the last one the delivery's stream
  * holds when that is higher. A worker that dies after recording attempt n but before BullMQ hears
@@ -62,7 +65,8 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
   const attempt = recorded.reduce((n, e) => (e.type === 'WebhookDeliveryAttempted' ? Math.max(n, (e.data as WebhookDeliveryAttempted).attempt + 1) : n), jobAttempt);
   // A block on its way out (deletion queued or done) takes its endpoints with it. Nothing is
   // recorded: the deletion job may be removing this very stream, and an append would bring it back.
-  if (!block || block.status === 'deleted' || block.status === 'deletion_queued') return 'dropped';
+  // A stream that is gone (it always starts with WebhookDeliveryQueued) went with its block's history.
+  if (!block || block.status === 'deleted' || block.status === 'deletion_queued' || recorded.length === 0) return 'dropped';
   let result: { ok: boolean; status: number | null; error: string | null; responseBody: string | null; durationMs: number };
   if (!endpoint || endpoint.deleted) {
     result = { ok: false, status: null, error: 'webhook_deleted', responseBody: null, durationMs: 0 };
@@ -96,11 +100,38 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
     nextAttemptAt: wait === null ? null : new Date(now.getTime() + wait * 1000).toISOString(),
     attemptedAt: now.toISOString(),
   };
-  await deps.store.append(streamName('webhookDelivery', job.deliveryId), [
-    toEventData(attemptEventIdOf(job.deliveryId, attempt), { type: 'WebhookDeliveryAttempted', data }, { actor: 'worker:webhooks' }),
-  ], { expectedRevision: 'any' });
+  const record = toEventData(attemptEventIdOf(job.deliveryId, attempt), { type: 'WebhookDeliveryAttempted', data }, { actor: 'worker:webhooks' });
+  if (!(await recordAttempt(deps.store, streamName('webhookDelivery', job.deliveryId), record, recorded[recorded.length - 1].revision))) {
+    deps.logger.info({ deliveryId: job.deliveryId, motorBlockId: job.motorBlockId, attempt }, 'webhook delivery stream deleted during the attempt: not recorded');
+    return 'dropped';
+  }
   deps.metrics.webhookAttempts.inc({ outcome });
   return outcome;
+}
+
+/**
+ * Appends the attempt where the stream was read (`revision`); false when the stream is gone by then
+ * (its block was deleted with its history during the POST: nothing is recorded, nothing retried).
+ * Another run of the same job (its lock lapsed) may have appended meanwhile. Same attempt number:
+ * same event id, and the store takes the repeat as this append done already (one record per
+ * number, the first one's). Another number: this POST happened too, under the number the receiver
+ * saw in X-Service-Attempt, so it is recorded at the new end of the stream (the projection never
+ * lets a lower attempt undo a higher one).
+ */
+async function recordAttempt(store: EventStore, stream: string, record: EventData, revision: bigint): Promise<boolean> {
+  let expected = revision;
+  for (let tries = 1; ; tries++) {
+    try {
+      await store.append(stream, [record], { expectedRevision: expected });
+      return true;
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || tries >= 5) throw err;
+      const now = await store.readStream(stream);
+      if (now.length === 0) return false;
+      if (now.some((e) => e.id.toLowerCase() === record.id.toLowerCase())) return true;
+      expected = now[now.length - 1].revision;
+    }
+  }
 }
 
 export function startWebhookWorker(deps: WebhookWorkerDeps, redisUrl: string, prefix = 'motor'): Worker<WebhookJob> {

@@ -6,13 +6,13 @@ import type { BootstrapResult } from '../../../commands/admin/bootstrap';
 import { loadBlock } from '../../../commands/blocks/grants';
 import { createWebhook, testWebhook } from '../../../commands/webhooks/webhooks';
 import { streamName, type EventStore, type RecordedEvent } from '../../../domain/eventStore';
-import { toEventData, type MessageAccepted, type MotorBlockDeleted } from '../../../domain/events';
+import { toEventData, type MessageAccepted, type MotorBlockDeleted, type WebhookDeliveryQueued } from '../../../domain/events';
 import { newId } from '../../../domain/ids';
-import { deliveryIdOf } from '../../../domain/webhooks/webhooks';
+import { attemptEventIdOf, deliveryIdOf } from '../../../domain/webhooks/webhooks';
 import { FollowersBehindError, processBlockDeletion, type BlockDeletionDeps } from '../../../workers/blockDeletion';
 import { CHECKPOINTS } from '../../../workers/logEnqueuer';
 import { WEBHOOK_DISPATCH_SCHEMA, WEBHOOK_DISPATCHER, WebhookDispatcher } from '../../../workers/webhooks/dispatcher';
-import { createWebhookQueue } from '../../../workers/webhooks/worker';
+import { attemptDelivery, createWebhookQueue, type WebhookJob, type WebhookWorkerDeps } from '../../../workers/webhooks/worker';
 import { addBlockKey, call, sendFrom } from '../../blocks/support';
 import { senderDomainOf } from '../../read-api/publicApi';
 import { eventually, startTestMotor, type TestMotor } from '../../support/motor';
@@ -37,9 +37,10 @@ async function startHoldingReceiver() {
 
 /**
  * The races between deleting a block with its history (workers/blockDeletion.ts) and outgoing
- * webhooks (docs/BLOCKS.md "Deletion", docs/WEBHOOKS.md): a dispatcher running behind must not
- * queue deliveries of the block after the deletion looked for them. No worker role runs: the test
- * drives the dispatcher and the deletion job itself, in the order the race needs.
+ * webhooks (docs/BLOCKS.md "Deletion", docs/WEBHOOKS.md): an attempt whose POST outlasts the
+ * deletion must not re-create its delivery's stream, and a dispatcher running behind must not queue
+ * deliveries of the block after the deletion looked for them. No worker role runs: the test drives
+ * the dispatcher, the attempt and the deletion job itself, in the order each race needs.
  */
 describe('block deletion and webhooks: races (int)', function () {
   this.timeout(120_000);
@@ -61,6 +62,10 @@ describe('block deletion and webhooks: races (int)', function () {
   });
 
   const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
+  const workerDeps = (): WebhookWorkerDeps => ({
+    store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
+    settings: { retrySchedule: [60], timeoutSeconds: 30, concurrency: 1, allowPrivateAddresses: true },
+  });
   const deletionDeps = (followers?: BlockDeletionDeps['followers']): BlockDeletionDeps => ({
     store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, ...(followers ? { followers } : {}),
   });
@@ -128,6 +133,58 @@ describe('block deletion and webhooks: races (int)', function () {
     }, { actor: 'test' })], { expectedRevision: 'any' });
     return { eventId, position: r.position };
   };
+
+  describe('an attempt whose POST outlasts the deletion', () => {
+    const queuedJob = async (webhookId: string, motorBlockId: string): Promise<WebhookJob> => {
+      const { deliveryId } = await testWebhook(webhookDeps(), caller(motorBlockId), webhookId);
+      const [queued] = await motor.rt.store.readStream(streamName('webhookDelivery', deliveryId));
+      const d = queued.data as WebhookDeliveryQueued;
+      return { deliveryId, webhookId, motorBlockId, event: d.event, payload: d.payload };
+    };
+
+    it('does not bring back the delivery stream the deletion removed meanwhile (dropped, nothing recorded)', async () => {
+      const id = await createBlock('Deleted during a POST');
+      const { webhook } = await createWebhook(webhookDeps(), caller(id), { url: receiver.url });
+      const job = await queuedJob(webhook.id, id);
+      // Inactive, not yet being deleted: the attempt's status check passes.
+      await deactivate(id);
+      const attempt = attemptDelivery(workerDeps(), job, 1);
+      await receiver.holding(job.deliveryId);
+
+      const jobId = await requestDeletion(id);
+      // No dispatcher in this test: the job is not to wait for one.
+      expect(await processBlockDeletion(deletionDeps({ names: [] }), { motorBlockId: id, jobId })).to.equal('completed');
+      expect(await motor.rt.store.readStream(streamName('webhookDelivery', job.deliveryId))).to.deep.equal([]);
+
+      receiver.release();
+      expect(await attempt).to.equal('dropped');
+      expect((await wholeLog()).filter((e) => e.streamId === streamName('webhookDelivery', job.deliveryId))).to.deep.equal([]);
+    });
+
+    it('records its attempt after the one another run of the same job recorded meanwhile', async () => {
+      const id = await createBlock('Two runs of one job');
+      const { webhook } = await createWebhook(webhookDeps(), caller(id), { url: receiver.url });
+      const job = await queuedJob(webhook.id, id);
+      const attempt = attemptDelivery(workerDeps(), job, 1);
+      await receiver.holding(job.deliveryId);
+      // The other run (this one's lock lapsed) was numbered 2 and recorded first.
+      const stream = streamName('webhookDelivery', job.deliveryId);
+      await motor.rt.store.append(stream, [toEventData(attemptEventIdOf(job.deliveryId, 2), {
+        type: 'WebhookDeliveryAttempted',
+        data: {
+          deliveryId: job.deliveryId, webhookId: webhook.id, motorBlockId: id, attempt: 2, outcome: 'delivered', httpStatus: 200, error: null,
+          responseBody: 'ok', durationMs: 5, nextAttemptAt: null, attemptedAt: new Date().toISOString(),
+        },
+      }, { actor: 'test' })], { expectedRevision: 0n });
+
+      receiver.release();
+      expect(await attempt).to.equal('delivered');
+      const events = await motor.rt.store.readStream(stream);
+      expect(events.map((e) => [e.type, (e.data as { attempt?: number }).attempt])).to.deep.equal([
+        ['WebhookDeliveryQueued', undefined], ['WebhookDeliveryAttempted', 2], ['WebhookDeliveryAttempted', 1],
+      ]);
+    });
+  });
 
   describe('the history scan', () => {
     it('reads the log up to the deletion\'s start even while an older transaction holds the log back', async () => {
