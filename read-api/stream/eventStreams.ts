@@ -72,6 +72,13 @@ export function resumeCursor(id: string, store: Pick<EventStore, 'isPosition'>):
   return cursor;
 }
 
+/** `work`, or the moment `deadline` (performance.now() time) passes, whichever comes first. */
+async function untilDeadline(work: Promise<void>, deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise<void>((r) => { timer = setTimeout(r, Math.max(0, deadline - performance.now())); })]);
+  clearTimeout(timer);
+}
+
 interface StreamSlotCommands { motorStreamSlot(key: string, now: number, staleBefore: number, max: number, member: string, ttl: number): Promise<number> }
 
 export interface StreamOptions {
@@ -91,7 +98,7 @@ export interface StreamOptions {
 /** How a resumed stream's catch-up writes to its client. */
 interface ResumeOutput {
   send(e: StreamMessageEvent): void;
-  write(event: string, data: unknown): void;
+  write(event: string, data: unknown, id?: string): void;
   ended(): boolean;
   /** Bytes written and not yet taken by the client. */
   unread(): number;
@@ -207,6 +214,8 @@ export class EventStreams {
       ...(resumeAfter ? { resumedAfter: resumeAfter.id } : {}),
     });
     const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.id);
+    // Armed before a replay: the token's end ends the stream whatever the replay is doing.
+    expiry = setTimeout(end, Math.max(0, opts.endsAt.getTime() - Date.now()));
     if (resumeAfter) {
       const stopListening = await this.resume(opts.motorBlockId, resumeAfter, {
         send, write, ended: () => ended, unread: () => res.writableLength,
@@ -227,7 +236,6 @@ export class EventStreams {
       write('keepalive', { at: new Date().toISOString() });
       void this.slot(key, member);
     }, this.keepaliveSeconds * 1000);
-    expiry = setTimeout(end, Math.max(0, opts.endsAt.getTime() - Date.now()));
     await done;
   }
 
@@ -258,8 +266,12 @@ export class EventStreams {
       } else if (held.length + events.length <= this.maxCatchUp) held.push(...events);
       else overflow = true;
     });
-    const res = { sent: 0, complete: true };
-    /** Sends replayed events in order until maxCatchUp; false once past it. */
+    /** `caughtUpTo`: a log position up to which every event of the block has been sent (set when the time budget stops the replay between batches). */
+    const res: { sent: number; complete: boolean; caughtUpTo: GlobalPosition | null } = { sent: 0, complete: true, caughtUpTo: null };
+    /**
+     * Sends replayed events in order until maxCatchUp; false once past it, or when the client has
+     * not read its backlog by the deadline (a client that stops reading must not keep a replay place).
+     */
     const replay = async (events: StreamMessageEvent[]): Promise<boolean> => {
       for (const e of events) {
         if (ended()) return true;
@@ -267,7 +279,10 @@ export class EventStreams {
         if (res.sent >= this.maxCatchUp) return (res.complete = false);
         send(e);
         res.sent += 1;
-        if (out.unread() > CATCH_UP_HIGH_WATER) await out.drained();
+        if (out.unread() > CATCH_UP_HIGH_WATER) {
+          await untilDeadline(out.drained(), deadline);
+          if (!ended() && out.unread() > CATCH_UP_HIGH_WATER) return (res.complete = false);
+        }
       }
       return true;
     };
@@ -293,7 +308,7 @@ export class EventStreams {
             // Waiting: at the head of the log, or a slow read? Ask the store when it can tell.
             if (await this.atHead(scanned)) break;
             if (performance.now() > deadline) {
-              res.complete = false;
+              Object.assign(res, { complete: false, caughtUpTo: scanned });
               break;
             }
             continue;
@@ -303,7 +318,7 @@ export class EventStreams {
           if (!(await replay(await this.feed.resolve(step.value.events, (b) => b === motorBlockId)))) break;
           if (step.value.more === false) break;
           if (performance.now() > deadline) {
-            res.complete = false;
+            Object.assign(res, { complete: false, caughtUpTo: scanned });
             break;
           }
           next = pull();
@@ -317,7 +332,13 @@ export class EventStreams {
       void log?.return?.().catch(() => undefined);
       release();
     }
-    if (!res.complete || overflow) write('gap', { after: lastId, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' });
+    if (!res.complete || overflow) {
+      // Stopped by the time budget, every event of the block up to `caughtUpTo` has gone out: the gap
+      // carries that position as its SSE id, so a reconnect resumes from there, not again from the
+      // old id (a quiet block would otherwise scan the same stretch of log on every reconnect).
+      const resumeFrom = res.caughtUpTo !== null && this.store.comparePositions(res.caughtUpTo, last.position) > 0 ? res.caughtUpTo : undefined;
+      write('gap', { after: lastId, reason: 'too_far_behind', nextAction: 'Read what is missing from GET .../logs' }, resumeFrom);
+    }
     const pending = held;
     held = null;
     for (const e of pending) if (later(e)) send(e);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
@@ -309,6 +310,60 @@ describe('event stream feed restarts (int)', function () {
       const url = await serve(new EventStreams(db, store, redis, memoryLogger().logger, 60));
       const c = await resumed(url, `${m.position}/${other.id}/0`, (x) => x.messages().some((e) => e.data.messageId === end.id));
       expect(c.messages().map((e) => e.id)).to.deep.equal([0, 1, 2].map((i) => `${other.position}/${other.id}/${i}`).concat(end.position));
+    });
+  });
+  describe('a resumed stream bounded in time (docs/EVENTS.md "Resuming")', () => {
+    /** The server side of a client that stopped reading: every write stays unread, 'drain' never comes. */
+    function stalledResponse() {
+      const r = Object.assign(new EventEmitter(), {
+        writableLength: 0, writableEnded: false, destroyed: false, req: { method: 'GET', destroyed: false }, chunks: [] as string[],
+        writeHead: () => r,
+        write: (chunk: string) => { r.writableLength += Buffer.byteLength(chunk); r.chunks.push(chunk); return false; },
+        end: () => { r.writableEnded = true; },
+      });
+      return r;
+    }
+
+    it('a client that stops reading during its replay gives the replay place back when the time is up', async () => {
+      const s = new EventStreams(db, store, redis, memoryLogger().logger, 60, { maxReplays: 1, maxCatchUpMs: 500 });
+      const url = await serve(s);
+      const before = await accept();
+      // 2,000 queued events: far more than a client may leave unread (256 KiB) before the replay waits for it.
+      const big = await accept(Array.from({ length: 2000 }, (_, i) => `someone.${i}@rcpt.test`));
+      const stalled = stalledResponse();
+      void s.serve(stalled as unknown as Response, { motorBlockId: BLOCK, tokenId: randomUUID(), endsAt: new Date(Date.now() + 25_000), unmasked: true, resumeAfter: before.position });
+      await eventually(async () => (stalled.writableLength > 256 * 1024 ? true : null), 10_000);
+      // Another client's resume waits for the one replay place, then gets its events.
+      const later = await accept();
+      const c = await openStream(`${url}?after=${encodeURIComponent(big.position)}`);
+      await seen(c, later.id);
+      c.close();
+      expect(stalled.chunks.join(''), 'the stalled stream was told of its gap').to.include('event: gap');
+    });
+
+    it('stopped by the time budget, the gap carries the position reached as its id: a reconnect resumes from there', async () => {
+      const start = await accept();
+      const others = [await store.append(`message-${randomUUID()}`, [acceptedEvent(randomUUID(), '66666666-6666-4666-8666-666666666666', ['x@rcpt.test'], 0)])];
+      // The replay's read of the log as a long log of other blocks' entries, never at its head (the live feed reads the real one).
+      const slow = Object.create(store, {
+        subscribeToAll: {
+          value: (o: SubscribeOptions) => {
+            if (o.after !== start.position) return store.subscribeToAll(o);
+            return (async function* () {
+              while (!o.signal.aborted) {
+                await new Promise((r) => setTimeout(r, 20));
+                yield { events: [], position: others[0].position, more: true } satisfies LogBatch;
+              }
+            })();
+          },
+        },
+      }) as EventStore;
+      const url = await serve(new EventStreams(db, slow, redis, memoryLogger().logger, 60, { maxCatchUpMs: 300 }));
+      const c = await openStream(`${url}?after=${encodeURIComponent(start.position)}`);
+      const gap = await eventually(async () => c.events.find((e) => e.event === 'gap'), 10_000);
+      c.close();
+      expect(gap.data.after, 'nothing of the block was sent').to.equal(start.position);
+      expect(gap.id, 'where the next resume starts').to.equal(others[0].position);
     });
   });
 });
