@@ -265,7 +265,8 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   const stream = streamName('motorBlock', sandbox.motorBlockId);
   // A converted sandbox answers 409 whatever the target (one-way), before the target is looked at.
   assertConvertible((await load(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock)).state, a.accountId);
-  const target = await conversionTarget(deps.store, a.accountId, body.domainId);
+  // An id in capitals is the same id (docs/ARCHITECTURE.md "Ids in paths"): streams are named by the lower-case spelling.
+  const target = await conversionTarget(deps.store, a.accountId, body.domainId.toLowerCase());
   // The block becomes a production block with a production name: the plan limit and the name are
   // checked under the account's block-names lock, as creates (and renames) check them, so a create
   // and a conversion racing cannot both take the last slot or the same name.
