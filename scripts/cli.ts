@@ -184,10 +184,11 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     if (!values.name) throw new UsageError('oauth-client create needs --name');
     if (!values['redirect-uri']?.length) throw new UsageError('oauth-client create needs at least one --redirect-uri');
     return withServices(config, async (s) => {
-      const account = await s.store.readStream(streamName('account', values.account!));
+      const accountId = values.account!.toLowerCase();
+      const account = await s.store.readStream(streamName('account', accountId));
       // Every operator command answers an unknown id with the CLI's own not_found (exit 1), not a usage error.
       if (account[0]?.type !== 'AccountCreated') throw fail('not_found', 404, `No account ${values.account}`);
-      const c = await registerClient(s.store, { accountId: values.account!, name: values.name, redirectUris: values['redirect-uri'] }, 'cli', new Date());
+      const c = await registerClient(s.store, { accountId, name: values.name, redirectUris: values['redirect-uri'] }, 'cli', new Date());
       return { client_id: c.clientId, client_secret: c.clientSecret, account_id: c.accountId, name: c.name, redirect_uris: c.redirectUris, created_at: c.createdAt };
     });
   }

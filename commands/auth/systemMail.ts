@@ -11,6 +11,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { DirectoryCache } from '../directoryCache';
 import type { SendQuota } from '../quota/sendQuota';
 import { sendMessage } from '../send/sendMessage';
+import { SYSTEM_PLAN } from '../../domain/account/plan';
 
 /**
  * The service's own mail (verification codes, links) goes through the normal pipeline: a
@@ -57,7 +58,7 @@ export async function provisionSystemBlock(deps: SystemMailDeps, now: Date): Pro
   const ids = systemIds(deps.config.systemMailFrom);
   const at = now.toISOString();
   await appendIfAbsent(deps.store, streamName('account', ids.accountId), [
-    { type: 'AccountCreated', data: { accountId: ids.accountId, email: deps.config.systemMailFrom, plan: 'system', createdAt: at } },
+    { type: 'AccountCreated', data: { accountId: ids.accountId, email: deps.config.systemMailFrom, plan: SYSTEM_PLAN, createdAt: at } },
   ]);
   if ((await deps.store.readStream(streamName('sendingDomain', ids.domainId), { maxCount: 1 })).length === 0) {
     const dkim = await generateDkimKey('rsa-sha256');

@@ -9,6 +9,9 @@ import type { DomainEvent } from '../events';
  * deployment knows (config.plans) and the clock come in as arguments.
  */
 
+/** The plan of the service's own system account (commands/auth/systemMail.ts). */
+export const SYSTEM_PLAN = 'system';
+
 export const ACCOUNT_PLAN_EVENTS = ['AccountCreated', 'AccountPlanChanged'] as const;
 export type AccountPlanEvent = DomainEvent<(typeof ACCOUNT_PLAN_EVENTS)[number]>;
 
@@ -33,6 +36,9 @@ export function decideChangePlan(
   state: NonNullable<AccountPlanState>,
   cmd: { plan: string; knownPlans: readonly string[]; now: Date },
 ): DomainEvent<'AccountPlanChanged'>[] {
+  // The service's own account (verification mail, commands/auth/systemMail.ts) is on no tier: on
+  // `free` its mail would be refused, and `system` is no plan one could move it back to.
+  if (state.plan === SYSTEM_PLAN) throw fail('system_account', 422, 'The service\'s own system account is on no plan tier and cannot be moved');
   if (!cmd.knownPlans.includes(cmd.plan)) {
     throw fail('unknown_plan', 422, `No plan "${cmd.plan}"; known plans: ${[...cmd.knownPlans].sort().join(', ')}`, {
       details: { knownPlans: [...cmd.knownPlans].sort() },

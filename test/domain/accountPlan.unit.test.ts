@@ -35,7 +35,7 @@ describe('account plan decider (unit)', () => {
   });
 
   it('an unknown plan → 422 unknown_plan naming the known ones, also from an account whose own plan is unknown', () => {
-    for (const [given, plan] of [[[created('free')], 'gold'], [[created('system')], 'system'], [[created('free')], 'Free'], [[created('free')], '__proto__']] as const) {
+    for (const [given, plan] of [[[created('free')], 'gold'], [[created('gold')], 'system'], [[created('free')], 'Free'], [[created('free')], '__proto__']] as const) {
       try {
         setPlan([...given], plan);
         expect.fail(`${plan} was accepted`);
@@ -47,7 +47,19 @@ describe('account plan decider (unit)', () => {
     }
   });
 
-  it('from an unknown plan (e.g. the system account\'s) to a known one → changed', () => {
-    expect(setPlan([created('system')], 'pro')).to.deep.equal([changed('system', 'pro')]);
+  it('from an unknown plan to a known one → changed', () => {
+    expect(setPlan([created('gold')], 'pro')).to.deep.equal([changed('gold', 'pro')]);
+  });
+
+  it('the service\'s own system account → 422 system_account, whatever the plan asked for', () => {
+    for (const plan of ['free', 'pro', 'system']) {
+      try {
+        setPlan([created('system')], plan);
+        expect.fail(`${plan} was accepted`);
+      } catch (e) {
+        if (!isDomainError(e)) throw e;
+        expect([e.code, e.status]).to.deep.equal(['system_account', 422]);
+      }
+    }
   });
 });
