@@ -7,43 +7,7 @@ import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
 import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
-
-interface SseEvent { event: string; id?: string; data: any } // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** Opens an SSE stream and collects its events as they come; `closed` resolves when the server ends it. */
-async function openStream(url: string, headers: Record<string, string>) {
-  const abort = new AbortController();
-  const res = await fetch(url, { headers, signal: abort.signal });
-  const events: SseEvent[] = [];
-  let resolveClosed!: () => void;
-  const closed = new Promise<void>((r) => { resolveClosed = r; });
-  if (res.status === 200) {
-    void (async () => {
-      const decoder = new TextDecoder();
-      let buffer = '';
-      try {
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-          buffer += decoder.decode(chunk, { stream: true });
-          let cut: number;
-          while ((cut = buffer.indexOf('\n\n')) >= 0) {
-            const block = buffer.slice(0, cut);
-            buffer = buffer.slice(cut + 2);
-            const e: SseEvent = { event: 'message', data: null };
-            for (const line of block.split('\n')) {
-              const [field, ...rest] = line.split(': ');
-              if (field === 'event') e.event = rest.join(': ');
-              else if (field === 'id') e.id = rest.join(': ');
-              else if (field === 'data') e.data = JSON.parse(rest.join(': '));
-            }
-            events.push(e);
-          }
-        }
-      } catch { /* aborted by the test */ }
-      resolveClosed();
-    })();
-  } else resolveClosed();
-  return { res, events, closed, close: () => abort.abort() };
-}
+import { openSseStream } from '../support/sse';
 
 /**
  * The live event stream (SPEC "Event stream", docs/EVENTS.md): real sends, delivered to an SMTP
@@ -80,7 +44,7 @@ describe('event stream (e2e)', function () {
 
   it('says ready, then each recipient outcome of the block\'s messages as it happens, masked, with the log position as id', async () => {
     const token = await motor.token(block, ['logs.read']);
-    const s = await openStream(streamUrl(block), bearer(token));
+    const s = await openSseStream(streamUrl(block), bearer(token));
     expect(s.res.status).to.equal(200);
     expect(s.res.headers.get('content-type')).to.equal('text/event-stream; charset=utf-8');
     await eventually(async () => s.events.length > 0);
@@ -104,7 +68,7 @@ describe('event stream (e2e)', function () {
   it('shows only its own block, and recipients in clear with includePII and logs.pii', async () => {
     const other = await motor.bootstrap({ email: 'other@example.test' });
     const otherDomain = other.dnsRecords.find((r) => r.purpose === 'spf')!.name;
-    const s = await openStream(streamUrl(block, '?includePII=true'), bearer(await motor.token(block, ['logs.read', 'logs.pii'])));
+    const s = await openSseStream(streamUrl(block, '?includePII=true'), bearer(await motor.token(block, ['logs.read', 'logs.pii'])));
     expect(s.res.status).to.equal(200);
     const foreign = await send(other, otherDomain, 'someone@rcpt.test');
     const own = await send(block, senderDomain, 'second.user@rcpt.test');
@@ -126,7 +90,7 @@ describe('event stream (e2e)', function () {
   it('takes the token as ?token= or ?access_token= too (EventSource sends no headers); only on this route', async () => {
     const token = await motor.token(block, ['logs.read']);
     for (const name of ['token', 'access_token']) {
-      const s = await openStream(streamUrl(block, `?${name}=${token}`), {});
+      const s = await openSseStream(streamUrl(block, `?${name}=${token}`), {});
       expect(s.res.status, name).to.equal(200);
       await eventually(async () => s.events[0]?.event === 'ready');
       s.close();
@@ -140,19 +104,19 @@ describe('event stream (e2e)', function () {
     const token = await motor.token(block, ['logs.read']);
     const open = [];
     for (let i = 0; i < 3; i++) {
-      const s = await openStream(streamUrl(block), bearer(token));
+      const s = await openSseStream(streamUrl(block), bearer(token));
       expect(s.res.status).to.equal(200);
       open.push(s);
     }
     const fourth = await getJson(streamUrl(block), bearer(token));
     expect(fourth.status).to.equal(429);
     expect(fourth.body.code).to.equal('stream_limit');
-    const another = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const another = await openSseStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
     expect(another.res.status, 'another token has its own three').to.equal(200);
     another.close();
     open[0].close();
     const again = await eventually(async () => {
-      const s = await openStream(streamUrl(block), bearer(token));
+      const s = await openSseStream(streamUrl(block), bearer(token));
       if (s.res.status === 200) return s;
       return null;
     }, 5000);
@@ -175,14 +139,14 @@ describe('event stream (e2e)', function () {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const url = (token: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/?token=${token}`;
     try {
-      const open: Array<Awaited<ReturnType<typeof openStream>>> = [];
-      for (let i = 0; i < 3; i++) open.push(await openStream(url('a'), {}));
+      const open: Array<Awaited<ReturnType<typeof openSseStream>>> = [];
+      for (let i = 0; i < 3; i++) open.push(await openSseStream(url('a'), {}));
       expect(open.map((s) => s.res.status)).to.deep.equal([200, 200, 200]);
       await eventually(async () => open.every((s) => s.events.some((e) => e.event === 'ready')) ? true : null, 5000);
       const fourth = await getJson(url('a'), {});
       expect(fourth.status).to.equal(429);
       expect(fourth.body.code).to.equal('stream_limit');
-      const other = await openStream(url('b'), {});
+      const other = await openSseStream(url('b'), {});
       expect(other.res.status, 'another token has its own three').to.equal(200);
       other.close();
       // Past a keepalive (1 s here) the held streams keep their places rather than losing them.
@@ -190,7 +154,7 @@ describe('event stream (e2e)', function () {
       expect((await getJson(url('a'), {})).status).to.equal(429);
       open[0].close();
       const again = await eventually(async () => {
-        const s = await openStream(url('a'), {});
+        const s = await openSseStream(url('a'), {});
         return s.res.status === 200 ? s : null;
       }, 5000);
       for (const s of [...open.slice(1), again]) s.close();
@@ -210,7 +174,7 @@ describe('event stream (e2e)', function () {
   };
 
   it('resumes after Last-Event-ID: replays what it missed, then goes live, without a gap or a repeat', async () => {
-    const first = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const first = await openSseStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
     const m1 = await send(block, senderDomain, 'r1@rcpt.test');
     const m1Events = await eventually(async () => {
       const list = first.events.filter((e) => e.data?.messageId === m1);
@@ -226,7 +190,7 @@ describe('event stream (e2e)', function () {
     await delivered(other, foreign);
 
     const token = await motor.token(block, ['logs.read']);
-    const s = await openStream(streamUrl(block), { ...bearer(token), 'last-event-id': lastSeen });
+    const s = await openSseStream(streamUrl(block), { ...bearer(token), 'last-event-id': lastSeen });
     expect(s.res.status).to.equal(200);
     await eventually(async () => s.events.filter((e) => e.data?.messageId === m2).length === 3 ? true : null, 10_000);
     expect(s.events[0]).to.deep.include({ event: 'ready' });
@@ -247,7 +211,7 @@ describe('event stream (e2e)', function () {
     expect(s.events.some((e) => e.event === 'gap')).to.equal(false);
 
     // The same with ?lastEventId= (an EventSource opened anew with a fresh token cannot set the header).
-    const q = await openStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(lastSeen)}`), {});
+    const q = await openSseStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(lastSeen)}`), {});
     await eventually(async () => q.events.filter((e) => e.data?.messageId === m3).length === 3 ? true : null, 10_000);
     expect(q.events.filter((e) => e.event === 'message').map((e) => e.id)).to.deep.equal(messages.map((e) => e.id));
     q.close();
@@ -256,7 +220,7 @@ describe('event stream (e2e)', function () {
   it('a message to three recipients: resuming after its first queued event gives the other two, then the rest, once each', async () => {
     // The three queued events come from one log entry (one MessageAccepted): each has its own id,
     // and resuming after one of them gives the entry's later ones (docs/EVENTS.md "Event ids").
-    const first = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const first = await openSseStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
     const m = await send(block, senderDomain, ['alpha@rcpt.test', 'bravo@rcpt.test', 'charlie@rcpt.test']);
     const queued = await eventually(async () => {
       const list = first.events.filter((e) => e.data?.messageId === m && e.data.status === 'queued');
@@ -267,7 +231,7 @@ describe('event stream (e2e)', function () {
     expect(new Set(queued.map((e) => e.id)).size, 'one id per event').to.equal(3);
     const lastSeen = queued[0].id!; // the client read the first queued event only, then dropped
 
-    const s = await openStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': lastSeen });
+    const s = await openSseStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': lastSeen });
     expect(s.res.status).to.equal(200);
     const ofM = () => s.events.filter((e) => e.event === 'message' && e.data.messageId === m);
     await eventually(async () => ofM().filter((e) => e.data.status === 'delivered').length === 3 ? true : null, 30_000);
@@ -291,7 +255,7 @@ describe('event stream (e2e)', function () {
     expect(s.events.some((e) => e.event === 'gap')).to.equal(false);
 
     // Resuming after the second queued event gives the third; after the last, none of them.
-    const q = await openStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(queued[1].id!)}`), {});
+    const q = await openSseStream(streamUrl(block, `?token=${await motor.token(block, ['logs.read'])}&lastEventId=${encodeURIComponent(queued[1].id!)}`), {});
     await eventually(async () => q.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 10_000);
     q.close();
     expect(q.events.filter((e) => e.data?.messageId === m && e.data.status === 'queued').map((e) => e.id)).to.deep.equal([queued[2].id]);
@@ -299,7 +263,7 @@ describe('event stream (e2e)', function () {
 
     // An id of the former shape (the bare log position, as every id was) resumes after the whole entry, as it did.
     const position = queued[0].id!.split('/')[0];
-    const old = await openStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': position });
+    const old = await openSseStream(streamUrl(block), { ...bearer(await motor.token(block, ['logs.read'])), 'last-event-id': position });
     await eventually(async () => old.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 10_000);
     old.close();
     expect(old.events[0].data.resumedAfter).to.equal(position);
@@ -326,7 +290,7 @@ describe('event stream (e2e)', function () {
       void streams.serve(res as unknown as Response, { motorBlockId: block.motorBlockId, tokenId: 'gap-test', endsAt: new Date(Date.now() + 20_000), unmasked: false, resumeAfter: before[0].position });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    const s = await openSseStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
     const gap = await eventually(async () => s.events.find((e) => e.event === 'gap'), 10_000);
     expect(gap.data).to.include({ reason: 'too_far_behind' });
     // The catch-up before the gap (maxCatchUp); live events may already follow it.
@@ -370,13 +334,13 @@ describe('event stream (e2e)', function () {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     const started = Date.now();
-    const s = await openStream(url, {});
+    const s = await openSseStream(url, {});
     const gap = await eventually(async () => s.events.find((e) => e.event === 'gap'), 10_000);
     expect(gap.data).to.include({ after: from, reason: 'too_far_behind' });
     expect(Date.now() - started, 'the replay read for about maxCatchUpMs').to.be.below(5000);
     await eventually(async () => (replaying === 0 ? true : null), 5000);
     // Its place is free again: a second resume gets one (and its gap) too.
-    const second = await openStream(url, {});
+    const second = await openSseStream(url, {});
     await eventually(async () => second.events.find((e) => e.event === 'gap'), 10_000);
     const live = await send(block, senderDomain, 'after-slow-scan@rcpt.test');
     await eventually(async () => s.events.some((e) => e.data?.messageId === live && e.data.status === 'delivered') ? true : null, 30_000);
@@ -421,7 +385,7 @@ describe('event stream (e2e)', function () {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    const clients = await Promise.all([1, 2, 3].map(() => openStream(url, {})));
+    const clients = await Promise.all([1, 2, 3].map(() => openSseStream(url, {})));
     const mine = (c: typeof clients[number]) => c.events.filter((e) => e.event === 'message').map((e) => e.id);
     await eventually(async () => clients.every((c) => mine(c).length >= 3) ? true : null, 10_000);
     await new Promise((r) => setTimeout(r, 500));
@@ -448,7 +412,7 @@ describe('event stream (e2e)', function () {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     // At the head of the log the replay waits a moment for more before it goes live: the client leaves then.
-    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    const s = await openSseStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
     await eventually(async () => s.events.some((e) => e.event === 'ready'), 5000);
     s.close();
     await new Promise((r) => setTimeout(r, 1000));
@@ -465,13 +429,13 @@ describe('event stream (e2e)', function () {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const started = Date.now();
-    const s = await openStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
+    const s = await openSseStream(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {});
     await s.closed;
     expect(Date.now() - started).to.be.within(300, 3000);
     expect(s.events[0].event).to.equal('ready');
     server.close();
 
-    const live = await openStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
+    const live = await openSseStream(streamUrl(block), bearer(await motor.token(block, ['logs.read'])));
     await eventually(async () => live.events.length > 0);
     motor.rt.http.streams.closeAll();
     await live.closed;

@@ -18,36 +18,12 @@ import { EventStreams } from '../../../read-api/stream/eventStreams';
 import { acceptedEvent } from '../../projections/fixtures';
 import { createTestDatabase, TEST_REDIS_URL } from '../../support/db';
 import { eventually } from '../../support/motor';
+import { openSseStream } from '../../support/sse';
 
-interface SseEvent { event: string; id?: string; data: { messageId?: string; status?: string; recipient?: string; after?: string } }
-
-/** Opens an SSE stream and collects its events as they come. */
+/** An SSE stream of the feed's test server, with its `message` events at hand. */
 async function openStream(url: string) {
-  const abort = new AbortController();
-  const res = await fetch(url, { signal: abort.signal });
-  const events: SseEvent[] = [];
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffer = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const e: SseEvent = { event: 'message', data: {} };
-          for (const line of buffer.slice(0, cut).split('\n')) {
-            const [field, ...rest] = line.split(': ');
-            if (field === 'event') e.event = rest.join(': ');
-            else if (field === 'id') e.id = rest.join(': ');
-            else if (field === 'data') e.data = JSON.parse(rest.join(': '));
-          }
-          buffer = buffer.slice(cut + 2);
-          events.push(e);
-        }
-      }
-    } catch { /* aborted by the test */ }
-  })();
-  return { events, messages: () => events.filter((e) => e.event === 'message'), close: () => abort.abort() };
+  const stream = await openSseStream(url);
+  return { events: stream.events, messages: () => stream.events.filter((e) => e.event === 'message'), close: stream.close };
 }
 
 /** Logs kept in memory: the feed's restarts and failures are asserted on. */
