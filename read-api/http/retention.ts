@@ -76,5 +76,8 @@ export function retentionRange(params: { from?: string | null; to?: string | nul
   }
   if (from && to && from.getTime() > to.getTime()) throw fail('invalid_query', 400, 'from must not be after to');
   const notAfterNow = (d: Date): Date => (d > now ? now : d);
-  return { from: notAfterNow(from && from > windowStart ? from : windowStart), to: to && notAfterNow(to) };
+  // Inside the window: a time in the grace before its start counts as the start, `to` as `from`
+  // (a `to` there left the range upside down: from = the window start, after it).
+  const inWindow = (d: Date): Date => (d < windowStart ? windowStart : d);
+  return { from: notAfterNow(inWindow(from ?? windowStart)), to: to && notAfterNow(inWindow(to)) };
 }

@@ -33,6 +33,10 @@ describe('retention window (unit)', () => {
     expect(codeOf(() => retentionRange({ from: '2026-10-23' }, 30, now))).to.equal('outside_retention_window');
     const edge = new Date(windowStart.getTime() - RETENTION_GRACE_MS).toISOString();
     expect(retentionRange({ from: edge }, 30, now).from).to.deep.equal(windowStart);
+    // A `to` in the grace is the window's start too: never a range that ends before it starts.
+    expect(retentionRange({ to: edge }, 30, now)).to.deep.equal({ from: windowStart, to: windowStart });
+    const inGrace = new Date(windowStart.getTime() - 60_000).toISOString();
+    expect(retentionRange({ from: edge, to: inGrace }, 30, now)).to.deep.equal({ from: windowStart, to: windowStart });
     expect(codeOf(() => retentionRange({ from: '2026-11-01T00:00:00Z' }, 7, now))).to.equal('outside_retention_window');
   });
 
