@@ -5,6 +5,7 @@ import { fail } from '../../domain/errors';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { searchLogs } from '../../projections/messages';
 import { EXPORTS_SCHEMA } from '../../projections/exports/projection';
+import { maskEmailsInText } from '../../projections/messages/pii';
 import { appendAndAwaitRow } from '../readYourWrites';
 
 /**
@@ -59,30 +60,40 @@ interface JobRow {
   rows: number | null; bytes: string | null; truncated: boolean | null; error: string | null; requested_at: Date; completed_at: Date | null; expires_at: Date | null;
 }
 
-function view(r: JobRow, now: Date): ExportJobView {
+/** A job as the caller sees it; without logs.pii (`pii` false) addresses in its query are masked, as on the logs route. */
+function view(r: JobRow, now: Date, pii: boolean): ExportJobView {
   const expired = r.status === 'completed' && r.expires_at !== null && r.expires_at <= now;
+  const query = r.query !== null && !pii ? maskEmailsInText(r.query) : r.query;
   return {
     id: r.id, motorBlockId: r.motor_block_id, jobType: 'logs', status: expired ? 'expired' : r.status as ExportStatus,
-    filters: { from: r.window_from.toISOString(), to: r.window_to.toISOString(), query: r.query, status: r.status_filter, includePII: r.include_pii },
+    filters: { from: r.window_from.toISOString(), to: r.window_to.toISOString(), query, status: r.status_filter, includePII: r.include_pii },
     rows: r.rows, bytes: r.bytes === null ? null : Number(r.bytes), truncated: r.truncated, error: r.error,
     requestedAt: r.requested_at.toISOString(), completedAt: r.completed_at?.toISOString() ?? null, expiresAt: r.expires_at?.toISOString() ?? null,
   };
 }
 
-export async function listExports(db: Knex, motorBlockId: string, now: Date): Promise<ExportJobView[]> {
+/** `pii`: the caller has logs.pii. */
+export async function listExports(db: Knex, motorBlockId: string, now: Date, pii: boolean): Promise<ExportJobView[]> {
   const rows = await db.withSchema(EXPORTS_SCHEMA).table('jobs').where({ motor_block_id: motorBlockId })
     .orderBy([{ column: 'requested_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(EXPORT_LIST_LIMIT) as JobRow[];
-  return rows.map((r) => view(r, now));
+  return rows.map((r) => view(r, now, pii));
 }
 
 const notFound = () => fail('export_not_found', 404, 'No such export job', { nextAction: 'List the block\'s exports with GET /motor-blocks/{id}/exports' });
 
-/** A job of the caller's block (another block's is 404), with `download_url` once completed and not expired. */
-export async function getExport(db: Knex, settings: DownloadTokenSettings, motorBlockId: string, jobId: string, now: Date): Promise<ExportJobView & { download_url?: string; download_url_expires_at?: string }> {
+/**
+ * A job of the caller's block (another block's is 404), with `download_url` once completed and not
+ * expired. A job that asked for addresses in clear (includePII) is the caller's only with logs.pii
+ * (`pii`), as asking for it was: its file holds them, and its URL needs no other credential.
+ */
+export async function getExport(db: Knex, settings: DownloadTokenSettings, motorBlockId: string, jobId: string, now: Date, pii: boolean): Promise<ExportJobView & { download_url?: string; download_url_expires_at?: string }> {
   if (!isUuid(jobId)) throw fail('invalid_id', 400, 'jobId must be a uuid');
   const row = await db.withSchema(EXPORTS_SCHEMA).table('jobs').where({ id: jobId, motor_block_id: motorBlockId }).first() as JobRow | undefined;
   if (!row) throw notFound();
-  const v = view(row, now);
+  if (row.include_pii && !pii) {
+    throw fail('insufficient_scope', 403, 'This export holds recipient addresses in clear (includePII): reading it needs the logs.pii scope', { details: { requiredScopes: ['logs.pii'] } });
+  }
+  const v = view(row, now, pii);
   if (v.status !== 'completed') return v;
   const expiresAt = new Date(Math.min(now.getTime() + DOWNLOAD_TOKEN_SECONDS * 1000, row.expires_at!.getTime()));
   const token = jwt.sign({ sub: jobId, mbid: motorBlockId, iat: Math.floor(now.getTime() / 1000), exp: Math.floor(expiresAt.getTime() / 1000) }, settings.secret, {

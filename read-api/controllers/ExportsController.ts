@@ -9,7 +9,7 @@ import {
 } from '../../commands/exports/exports';
 import { searchLogs } from '../../projections/messages';
 import { applyClientIpLimit } from '../http/authentication';
-import { piiAllowed, requireBlock } from '../http/authorize';
+import { hasPiiScope, piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf, type HttpContext } from '../http/context';
 import { intParam } from '../http/params';
 import { retentionDaysOfAccount } from '../http/plan';
@@ -90,7 +90,7 @@ export class ExportsController extends Controller {
     const ctx = ctxOf(req);
     const p = principalOf(req);
     requireBlock(p, id);
-    return { success: true, data: await listExports(ctx.db, id, ctx.clock.now()) };
+    return { success: true, data: await listExports(ctx.db, id, ctx.clock.now(), hasPiiScope(p)) };
   }
 
   /** A job's status; once completed, `download_url` carries a download token valid 15 minutes. */
@@ -101,7 +101,7 @@ export class ExportsController extends Controller {
   public async get(@Request() req: ExpressRequest, @Path() jobId: string): Promise<ExportJobResponse> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
-    return { success: true, data: await getExport(ctx.db, tokenSettings(ctx), p.motorBlockId, jobId, ctx.clock.now()) };
+    return { success: true, data: await getExport(ctx.db, tokenSettings(ctx), p.motorBlockId, jobId, ctx.clock.now(), hasPiiScope(p)) };
   }
 
   /** The file, NDJSON (one message per line, as the logs route shows it). No bearer: the `token` of download_url. */

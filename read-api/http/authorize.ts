@@ -16,8 +16,11 @@ export function requireBlock(principal: Principal, motorBlockId: string): void {
 }
 
 /** True when the caller may see PII; `includePII` without logs.pii is a 403. */
+/** Whether the caller may see recipient addresses in clear (a public token with logs.pii). */
+export const hasPiiScope = (principal: Principal): boolean => principal.kind === 'publicBearer' && principal.scopes.includes('logs.pii');
+
 export function piiAllowed(principal: Principal, includePII: boolean | undefined): boolean {
   if (!includePII) return false;
-  if (principal.kind === 'publicBearer' && principal.scopes.includes('logs.pii')) return true;
+  if (hasPiiScope(principal)) return true;
   throw fail('insufficient_scope', 403, 'includePII needs the logs.pii scope', { details: { requiredScopes: ['logs.pii'] } });
 }

@@ -87,13 +87,21 @@ describe('exports (e2e)', function () {
   it('applies the filters, and addresses in clear only with includePII and logs.pii', async () => {
     const one = await exportAndWait({ query: 'recipient:user2@rcpt.test' });
     expect(one.rows).to.equal(1);
-    expect(one.filters).to.include({ query: 'recipient:user2@rcpt.test', includePII: false });
+    // Without logs.pii the job shows its query with the address masked, as the logs route shows addresses.
+    expect(one.filters).to.include({ query: 'recipient:u***@r***.test', includePII: false });
     const denied = await postJson(api('/exports'), { includePII: true }, auth());
     expect(denied.status).to.equal(403);
     const pii = await motor.token(block, ['analytics.read', 'logs.read', 'logs.pii']);
     const clear = await exportAndWait({ includePII: true, query: 'recipient:user2@rcpt.test' }, pii);
+    expect(clear.filters).to.include({ query: 'recipient:user2@rcpt.test', includePII: true });
     const { lines } = await download(clear.download_url);
     expect(lines.map((l) => l.recipient)).to.deep.equal(['user2@rcpt.test']);
+    // That job and its file are for logs.pii holders only: a token without it gets no download URL.
+    const withoutPii = await getJson(`${motor.baseUrl}/api/public/v1/exports/${clear.id}`, auth());
+    expect([withoutPii.status, withoutPii.body.code, withoutPii.body.data?.download_url]).to.deep.equal([403, 'insufficient_scope', undefined]);
+    const listed = (await getJson(api('/exports'), auth())).body.data as Array<{ id: string; filters: { query: string } }>;
+    expect(listed.find((j) => j.id === clear.id)!.filters.query, 'the list masks it too').to.equal('recipient:u***@r***.test');
+    expect(JSON.stringify(listed)).to.not.include('user2@');
   });
 
   it('refuses a bad job type, query or window with 400 and a code', async () => {
