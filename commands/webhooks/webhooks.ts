@@ -11,7 +11,7 @@ import {
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../infra/outboundAddress';
-import { appendAndAwaitRow } from '../readYourWrites';
+import { appendAndAwaitRow, pollUntil } from '../readYourWrites';
 
 /**
  * The webhook management routes (SPEC "Webhooks", docs/WEBHOOKS.md). Commands decide on the
@@ -151,6 +151,8 @@ export async function testWebhook(deps: WebhookDeps, caller: WebhookCaller, webh
     type: 'WebhookDeliveryQueued',
     data: { deliveryId, webhookId, motorBlockId: caller.motorBlockId, event: 'webhook.test', messageId: null, payload: testEventPayload(deliveryId, caller.motorBlockId, webhookId, at), queuedAt: at },
   }, { actor: caller.actor })], { expectedRevision: 'no_stream' });
+  // As every route here: answered once the read model shows it (the caller's next GET .../deliveries lists it).
+  await pollUntil(async () => (await deps.db.withSchema(WEBHOOKS_SCHEMA).table('deliveries').where({ id: deliveryId }).first('id')) !== undefined, 3000);
   return { deliveryId, status: 'queued' };
 }
 

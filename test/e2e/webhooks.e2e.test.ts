@@ -329,6 +329,8 @@ describe('webhooks (e2e)', function () {
       expect((await put(`/webhooks/${w.id}`, { enabled: false })).status).to.equal(200);
       const r = await postJson(api(`/webhooks/${w.id}/test`), {}, auth());
       expect(r.status).to.equal(202);
+      // Answered once the read model shows it: the next GET lists the delivery.
+      expect((await deliveries(w.id)).map((x) => x.id), 'listed at once').to.include(r.body.data.deliveryId);
       const got = await eventually(async () => receiver.received.find((x) => x.body.id === r.body.data.deliveryId), 20_000);
       expect(got.body).to.include({ event: 'webhook.test', motorBlockId: block.motorBlockId });
       expect(verify(w.secret, got)).to.equal(true);
