@@ -3,7 +3,8 @@ import { streamName } from '../domain/eventStore';
 import { toEventData, type SmtpAuthFailureReason } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
 import { hashSecret, secretMatches } from '../domain/credentials/apiKeys';
-import type { BlockRecord } from '../projections/directory/queries';
+import { findBlockBySmtpUsername, type BlockRecord } from '../projections/directory/queries';
+import { isDeletedOrDeleting } from '../commands/blocks/deletionGuard';
 import type { DirectoryCache } from '../commands/directoryCache';
 import { activeAccessToken } from '../commands/oauth/authorization';
 import type { AuthLimiter } from './authLimiter';
@@ -18,11 +19,17 @@ import { reply, type SmtpReply } from './replies';
  * chains to SMTP_CLIENT_CA and is the block's registered one (fingerprint). Every refusal
  * is a SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
  * block's owner sees them.
+ *
+ * A block that is deleted or whose deletion is queued is no block here (docs/BLOCKS.md "Deletion"):
+ * its username is refused as an unknown one and the refusal is filed under `smtpAuth-unknown`, so
+ * nothing re-creates the history stream the deletion removes.
  */
 
 export interface AuthDeps {
   store: EventStore;
   blockBySmtpUsername(username: string): Promise<BlockRecord | null>;
+  /** The same look-up without the cache: asked before a refusal is filed under the block's stream. */
+  blockBySmtpUsernameNow(username: string): Promise<BlockRecord | null>;
   limiter: AuthLimiter;
   /** Checks an OAuth access token (commands/oauth): the block it is bound to when it is valid, unexpired and not revoked. Absent: tokens are refused. */
   accessToken?(token: string): Promise<{ ok: true; motorBlockId: string } | { ok: false }>;
@@ -44,7 +51,8 @@ export interface AuthSources {
 export function authDepsOf(s: AuthSources, limiter: AuthLimiter): AuthDeps {
   const oauth = s.oauth;
   return {
-    store: s.store, blockBySmtpUsername: (u) => s.directory.blockBySmtpUsername(u), limiter, now: () => s.clock.now(),
+    store: s.store, blockBySmtpUsername: (u) => s.directory.blockBySmtpUsername(u),
+    blockBySmtpUsernameNow: (u) => findBlockBySmtpUsername(s.directory.db, u), limiter, now: () => s.clock.now(),
     accessToken: oauth ? async (token: string) => {
       const v = await activeAccessToken({ store: s.store, config: oauth }, token, s.clock.now());
       return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
@@ -87,18 +95,24 @@ const DUMMY_HASH = hashSecret('motor-smtp-no-such-user');
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** The block a username names, unless it is deleted or being deleted: then none (its stream must not come back). */
+async function liveBlockOf(deps: AuthDeps, username: string): Promise<BlockRecord | null> {
+  const block = username.length <= 256 ? await deps.blockBySmtpUsername(username) : null;
+  return block && !isDeletedOrDeleting(block.status) ? block : null;
+}
+
 export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<AuthOutcome> {
   const gate = await deps.limiter.gate(a.remoteAddress, a.username);
   if (gate.kind === 'locked') {
     const r = reply(454, '4.7.0', `Too many failed authentications from this address; try again in ${gate.retryAfterSeconds}s`);
     // The password is not looked at; the lookup only files the event where the block's owner sees it.
-    const target = a.username.length <= 256 ? await deps.blockBySmtpUsername(a.username) : null;
+    const target = await liveBlockOf(deps, a.username);
     await recordFailure(deps, target?.id ?? null, a, 'locked_out');
     return { ok: false, reason: 'locked_out', reply: r };
   }
   if (gate.delayMs > 0) await (deps.sleep ?? sleep)(gate.delayMs);
 
-  const block = a.username.length <= 256 ? await deps.blockBySmtpUsername(a.username) : null;
+  const block = await liveBlockOf(deps, a.username);
   if (a.mechanism === 'XOAUTH2' || block?.authMethod === 'oauth2') return finish(deps, a, block, await checkToken(deps, a, block));
   const passwordOk = secretMatches(a.password, block?.smtpPasswordHash ?? DUMMY_HASH) && block?.smtpPasswordHash != null;
 
@@ -168,7 +182,14 @@ async function checkCertificate(deps: AuthDeps, a: AuthAttempt, block: BlockReco
   return null;
 }
 
-async function recordFailure(deps: AuthDeps, motorBlockId: string | null, a: AuthAttempt, reason: SmtpAuthFailureReason): Promise<void> {
+async function recordFailure(deps: AuthDeps, target: string | null, a: AuthAttempt, blockReason: SmtpAuthFailureReason): Promise<void> {
+  // The cached look-up can be up to the cache's lifetime behind a deletion request, and a refusal
+  // appended after the deletion job's scan would stay. So the directory is asked again, without
+  // the cache, for every refusal (a known name or not, so that both cost the same).
+  const current = a.username.length <= 256 ? await deps.blockBySmtpUsernameNow(a.username) : null;
+  const gone = target !== null && (current === null || current.id !== target || isDeletedOrDeleting(current.status));
+  const motorBlockId = gone ? null : target;
+  const reason: SmtpAuthFailureReason = gone && blockReason !== 'locked_out' ? 'unknown_user' : blockReason;
   await deps.store.append(streamName('smtpAuth', motorBlockId ?? 'unknown'), [toEventData(newId(), {
     type: 'SmtpAuthFailed',
     data: {

@@ -6,6 +6,7 @@ import { toEventData } from '../domain/events';
 import { newId } from '../domain/ids';
 import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
 import { checkSend, sendMessage, type SendDeps } from '../commands/send/sendMessage';
+import { deletionRefusal } from '../commands/blocks/deletionGuard';
 import { decodeMessage, normalizeLineEndings, prepareMessage } from './message';
 import { formatReply, type SmtpReply } from './replies';
 
@@ -69,11 +70,18 @@ export async function submitMessage(
   return { messageId: result.messageId, smtpMessageId: prepared.messageId };
 }
 
-/** A refused submission of an authenticated client, as an event on `smtpSubmission-<block>`. */
+/**
+ * A refused submission of an authenticated client, as an event on `smtpSubmission-<block>`; nothing
+ * when the block is deleted or its deletion is queued (false). A session that logged in before the
+ * deletion request can still be refused after it, and the stream it would append to is one the
+ * deletion job removes: appended after the job's scan, it would stay (docs/BLOCKS.md "Deletion").
+ * The block's own stream says so the moment the request is appended (the directory may be behind).
+ */
 export async function recordRefusal(
   deps: Pick<SendDeps, 'store'>,
   r: { motorBlockId: string; code: string; reply: SmtpReply; envelopeFrom: string; recipientCount: number; remoteAddress: string; at: Date },
-): Promise<void> {
+): Promise<boolean> {
+  if (await deletionRefusal(deps.store, r.motorBlockId)) return false;
   await deps.store.append(streamName('smtpSubmission', r.motorBlockId), [toEventData(newId(), {
     type: 'SmtpSubmissionRefused',
     data: {
@@ -81,4 +89,5 @@ export async function recordRefusal(
       recipientCount: r.recipientCount, remoteAddress: r.remoteAddress, at: r.at.toISOString(),
     },
   }, { actor: `motorBlock:${r.motorBlockId}` })], { expectedRevision: 'any' });
+  return true;
 }

@@ -5,6 +5,8 @@ import { streamName } from '../../domain/eventStore';
 import { toEventData } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { getBlock } from '../../projections/directory/queries';
+import { DirectoryCache } from '../../commands/directoryCache';
+import { authDepsOf, authenticate } from '../../smtp/auth';
 import { directoryProjection } from '../../projections/directory/projection';
 import { messagesProjection } from '../../projections/messages/projection';
 import { analyticsProjection } from '../../projections/analytics/projection';
@@ -232,5 +234,31 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t)).body.data?.status === 'failed');
     const again = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
     expect([again.status, again.body.code]).to.deep.equal([409, 'motor_block_history_present']);
+  });
+
+  it('SMTP AUTH (the listener\'s and POST /v1/test-email\'s) of a block whose deletion is queued: 535 with any password, nothing filed under the block, also through a cache that still holds it', async () => {
+    const b = await motor.bootstrap();
+    const t = await motor.token(b, ['config.manage']);
+    // A listener whose directory cache looked the username up before the request.
+    const stale = authDepsOf({ store: motor.rt.store, directory: new DirectoryCache(motor.rt.db, 600_000), clock: motor.rt.clock }, motor.rt.smtpAuthLimiter);
+    expect((await stale.blockBySmtpUsername(b.smtpUsername))?.status).to.equal('active');
+    await call(motor, 'POST', `/account/motor-blocks/${b.motorBlockId}/deactivate`, t, { confirm: true });
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${b.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect(del.status).to.equal(202);
+    await eventually(async () => (await getBlock(motor.rt.db, b.motorBlockId))?.status === 'deletion_queued');
+    const attempt = (password: string, remoteAddress: string) => ({ mechanism: 'PLAIN' as const, username: b.smtpUsername, password, remoteAddress });
+    for (const [password, address] of [[b.smtpPassword, '192.0.2.31'], ['wrong', '192.0.2.32']]) {
+      const r = await motor.rt.http.smtpAuth(attempt(password, address));
+      expect(r.ok ? 'accepted' : [r.reason, r.reply.code]).to.deep.equal(['unknown_user', 535]);
+    }
+    const cached = await authenticate(stale, attempt('wrong', '192.0.2.33'));
+    expect(cached.ok ? 'accepted' : cached.reply.code).to.equal(535);
+    expect(await motor.rt.store.readStream(streamName('smtpAuth', b.motorBlockId))).to.deep.equal([]);
+    const filed = (await motor.rt.store.readStream(streamName('smtpAuth', 'unknown')))
+      .map((e) => e.data as { username: string; motorBlockId: string | null; reason: string; remoteAddress: string })
+      .filter((d) => d.username === b.smtpUsername);
+    expect(filed.map((d) => [d.remoteAddress, d.motorBlockId, d.reason])).to.deep.equal([
+      ['192.0.2.31', null, 'unknown_user'], ['192.0.2.32', null, 'unknown_user'], ['192.0.2.33', null, 'unknown_user'],
+    ]);
   });
 });
