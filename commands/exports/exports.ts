@@ -7,6 +7,7 @@ import { searchLogs } from '../../projections/messages';
 import { EXPORTS_SCHEMA } from '../../projections/exports/projection';
 import { maskEmailsInText } from '../../projections/messages/pii';
 import { appendAndAwaitRow } from '../readYourWrites';
+import { assertBlockTakesWrites } from '../blocks/deletionGuard';
 
 /**
  * Exports (SPEC "Exports", docs/EXPORTS.md). A job is asked for on its own stream `export-<id>`
@@ -42,6 +43,8 @@ export function exportJobType(value: unknown): 'logs' {
 export async function requestExport(deps: ExportDeps, caller: ExportCaller, request: ExportRequest): Promise<{ jobId: string; status: 'queued' }> {
   // Filters are checked now, by the same parser the worker will use, so a bad query is a 400 here and not a failed job later.
   await searchLogs(deps.db, { motorBlockId: caller.motorBlockId, from: request.from, to: request.to, query: request.query, status: request.status, limit: 1 });
+  // Not for a block deleted (404) or being deleted (409): the job's stream would outlive its history.
+  await assertBlockTakesWrites(deps.store, caller.motorBlockId);
   const jobId = newId();
   const now = deps.clock.now();
   await appendAndAwaitRow(deps, { streamId: streamName('export', jobId), schema: EXPORTS_SCHEMA, table: 'jobs', id: jobId, what: 'export' }, {

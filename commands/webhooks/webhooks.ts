@@ -12,12 +12,18 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../infra/outboundAddress';
 import { appendAndAwaitRow, pollUntil } from '../readYourWrites';
+import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard';
 
 /**
  * The webhook management routes (SPEC "Webhooks", docs/WEBHOOKS.md). Commands decide on the
  * endpoint's own stream `webhook-<id>`; reads come from the `rm_webhooks` read model, which each
  * command waits for before answering (read-your-writes). The signing secret is generated here,
  * shown once, and kept encrypted in the key store.
+ *
+ * Every change is refused once the block is deleted (404 motor_block_not_found) or its deletion is
+ * queued (409 motor_block_delete_in_progress), read from the block's stream just before the append:
+ * a bearer token minted before the deletion is still valid for up to 15 minutes, and a delivery
+ * queued after the deletion job's scan would outlive the block's history (docs/BLOCKS.md).
  */
 
 export interface WebhookDeps {
@@ -101,18 +107,20 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   // in the read model (awaited on the locked connection itself, so waiters cannot starve the pool
   // of the connection the holder needs). Two creates racing for the last place cannot both count
   // nine and both succeed.
-  const created = await deps.db.transaction(async (trx) => {
+  const refused = await deps.db.transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.webhook-create:${caller.motorBlockId}`]);
-    if (await full(trx)) return false;
+    if (await full(trx)) return limitReached();
+    const gone = await deletionRefusal(deps.store, caller.motorBlockId);
+    if (gone) return gone;
     await appendAndAwait({ store: deps.store, db: trx }, webhookId, {
       type: 'WebhookCreated',
       data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
     }, 'no_stream', caller.actor);
-    return true;
+    return null;
   });
-  if (!created) {
+  if (refused) {
     await deps.keys.remove(secretKeyId);
-    throw limitReached();
+    throw refused;
   }
   return { webhook: { id: webhookId, url, events, enabled: true, createdAt: now, updatedAt: now }, secret };
 }
@@ -128,6 +136,7 @@ export async function updateWebhook(deps: WebhookDeps, caller: WebhookCaller, we
   const events = b.events === undefined ? null : webhookEvents(b.events ?? []);
   const { state, revision } = await loadOwn(deps, caller, webhookId);
   const next = { url: url ?? state.url, events: events ?? state.events, enabled: (b.enabled as boolean | undefined) ?? state.enabled };
+  await assertBlockTakesWrites(deps.store, caller.motorBlockId);
   await appendAndAwait(deps, webhookId, {
     type: 'WebhookUpdated', data: { webhookId, motorBlockId: caller.motorBlockId, ...next, updatedAt: deps.clock.now().toISOString() },
   }, revision, caller.actor);
@@ -136,6 +145,7 @@ export async function updateWebhook(deps: WebhookDeps, caller: WebhookCaller, we
 
 export async function deleteWebhook(deps: WebhookDeps, caller: WebhookCaller, webhookId: string): Promise<{ id: string; deleted: true }> {
   const { revision } = await loadOwn(deps, caller, webhookId);
+  await assertBlockTakesWrites(deps.store, caller.motorBlockId);
   await appendAndAwait(deps, webhookId, {
     type: 'WebhookDeleted', data: { webhookId, motorBlockId: caller.motorBlockId, deletedAt: deps.clock.now().toISOString() },
   }, revision, caller.actor);
@@ -145,6 +155,7 @@ export async function deleteWebhook(deps: WebhookDeps, caller: WebhookCaller, we
 /** Queues a synthetic `webhook.test` delivery (sent even when the endpoint is disabled: it is how one checks it). */
 export async function testWebhook(deps: WebhookDeps, caller: WebhookCaller, webhookId: string): Promise<{ deliveryId: string; status: 'queued' }> {
   await loadOwn(deps, caller, webhookId);
+  await assertBlockTakesWrites(deps.store, caller.motorBlockId);
   const at = deps.clock.now().toISOString();
   const deliveryId = deliveryIdOf(webhookId, `test:${newId()}`);
   await deps.store.append(streamName('webhookDelivery', deliveryId), [toEventData(deliveryId, {

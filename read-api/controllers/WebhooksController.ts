@@ -69,7 +69,8 @@ export class WebhooksController extends Controller {
   @Security('publicBearer', ['webhooks.manage'])
   @SuccessResponse(201, 'Created')
   @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error')
-  @Response<ErrorResponse>(409, 'webhook_limit')
+  @Response<ErrorResponse>(404, 'motor_block_not_found: the block is deleted')
+  @Response<ErrorResponse>(409, 'webhook_limit; motor_block_delete_in_progress')
   public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: WebhookBody): Promise<WebhookCreatedResponse> {
     const { deps, caller } = callerOf(req, id);
     const { webhook, secret } = await createWebhook(deps, caller, body);
@@ -81,8 +82,8 @@ export class WebhooksController extends Controller {
   @Put('{id}/webhooks/{webhookId}')
   @Security('publicBearer', ['webhooks.manage'])
   @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error, invalid_id')
-  @Response<ErrorResponse>(404, 'webhook_not_found')
-  @Response<ErrorResponse>(409, 'webhook_conflict')
+  @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
+  @Response<ErrorResponse>(409, 'webhook_conflict; motor_block_delete_in_progress')
   public async update(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body: WebhookBody): Promise<WebhookResponse> {
     const { deps, caller } = callerOf(req, id);
     return { success: true, data: await updateWebhook(deps, caller, webhookId, body) };
@@ -92,7 +93,8 @@ export class WebhooksController extends Controller {
   @Delete('{id}/webhooks/{webhookId}')
   @Security('publicBearer', ['webhooks.manage'])
   @Response<ErrorResponse>(400, 'invalid_id')
-  @Response<ErrorResponse>(404, 'webhook_not_found')
+  @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
+  @Response<ErrorResponse>(409, 'motor_block_delete_in_progress')
   public async remove(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string): Promise<WebhookDeletedResponse> {
     const { deps, caller } = callerOf(req, id);
     return { success: true, data: await deleteWebhook(deps, caller, webhookId) };
@@ -103,7 +105,8 @@ export class WebhooksController extends Controller {
   @Security('publicBearer', ['webhooks.manage'])
   @SuccessResponse(202, 'Queued')
   @Response<ErrorResponse>(400, 'invalid_id')
-  @Response<ErrorResponse>(404, 'webhook_not_found')
+  @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
+  @Response<ErrorResponse>(409, 'motor_block_delete_in_progress')
   public async test(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string): Promise<WebhookTestResponse> {
     const { deps, caller } = callerOf(req, id);
     const queued = await testWebhook(deps, caller, webhookId);

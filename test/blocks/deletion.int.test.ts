@@ -7,6 +7,7 @@ import { newId } from '../../domain/ids';
 import { getBlock } from '../../projections/directory/queries';
 import { DirectoryCache } from '../../commands/directoryCache';
 import { authDepsOf, authenticate } from '../../smtp/auth';
+import { findHistoryStreams } from '../../workers/blockDeletion';
 import { directoryProjection } from '../../projections/directory/projection';
 import { messagesProjection } from '../../projections/messages/projection';
 import { analyticsProjection } from '../../projections/analytics/projection';
@@ -54,6 +55,8 @@ describe('Motor Block deletion (int)', function () {
     let jobId: string;
     let exportJob: string;
     let testDelivery: string;
+    let extras: string;
+    let hookId: string;
 
     before(async () => {
       block2 = await create('To be deleted');
@@ -69,12 +72,13 @@ describe('Motor Block deletion (int)', function () {
         sent2.push(r2.body.data.id);
       }
       // An export job and a webhook delivery of block2: history too.
-      const extras = await tokenFor(motor, a, block2, ['analytics.read', 'webhooks.manage']);
+      extras = await tokenFor(motor, a, block2, ['analytics.read', 'webhooks.manage']);
       const ex = await call(motor, 'POST', `/motor-blocks/${block2}/exports`, extras, {});
       expect(ex.status, JSON.stringify(ex.body)).to.equal(202);
       exportJob = ex.body.data.jobId;
       const hook = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks`, extras, { url: 'https://hooks.example.test/motor' });
-      const test = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks/${hook.body.data.id}/test`, extras, {});
+      hookId = hook.body.data.id;
+      const test = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks/${hookId}/test`, extras, {});
       expect(test.status).to.equal(202);
       testDelivery = test.body.data.deliveryId;
       // Both blocks' messages are in the read models before the deletion.
@@ -123,6 +127,13 @@ describe('Motor Block deletion (int)', function () {
       // The tombstone stays on the block's stream.
       const blockStream = await motor.rt.store.readStream(streamName('motorBlock', block2));
       expect(blockStream.map((e) => e.type)).to.include('MotorBlockDeleted');
+    });
+
+    it('a token minted before the deletion: export and webhook writes are 404 motor_block_not_found, and no stream of the block\'s history comes back', async () => {
+      const refused = await writesWith(motor, block2, hookId, extras);
+      expect(refused).to.deep.equal(Array(refused.length).fill([404, 'motor_block_not_found']));
+      expect((await findHistoryStreams(motor.rt.store, block2)).streams).to.deep.equal([]);
+      expect(await webhooksCreatedFor(motor, block2)).to.equal(1);
     });
 
     it('another block on the same domain keeps its messages', async () => {
@@ -195,6 +206,30 @@ describe('Motor Block deletion (int)', function () {
   });
 });
 
+/** Every write route of a block that creates one of its streams, with a bearer token of that block: [status, code] of each. */
+async function writesWith(motor: TestMotor, motorBlockId: string, hookId: string, token: string): Promise<Array<[number, string]>> {
+  const base = `/motor-blocks/${motorBlockId}`;
+  const answers = [
+    await call(motor, 'POST', `${base}/exports`, token, {}),
+    await call(motor, 'POST', `${base}/webhooks`, token, { url: 'https://hooks.example.test/after' }),
+    await call(motor, 'PUT', `${base}/webhooks/${hookId}`, token, { enabled: false }),
+    await call(motor, 'POST', `${base}/webhooks/${hookId}/test`, token, {}),
+    await call(motor, 'DELETE', `${base}/webhooks/${hookId}`, token),
+  ];
+  return answers.map((r) => [r.status, r.body.code]);
+}
+
+/** WebhookCreated events of a block in the whole log. */
+async function webhooksCreatedFor(motor: TestMotor, motorBlockId: string): Promise<number> {
+  let n = 0;
+  for (let after: string | null = null; ;) {
+    const page = await motor.rt.store.readAll({ after, maxCount: 1000 });
+    n += page.filter((e) => e.type === 'WebhookCreated' && (e.data as { motorBlockId: string }).motorBlockId === motorBlockId).length;
+    if (page.length < 1000) return n;
+    after = page[page.length - 1].position;
+  }
+}
+
 describe('Motor Block deletion while queued (int, no worker)', function () {
   this.timeout(60_000);
   let motor: TestMotor;
@@ -234,6 +269,23 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t)).body.data?.status === 'failed');
     const again = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
     expect([again.status, again.body.code]).to.deep.equal([409, 'motor_block_history_present']);
+  });
+
+  it('a token minted before the deletion request: export and webhook writes answer 409 motor_block_delete_in_progress and create nothing', async () => {
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    const extras = await motor.token(a, ['analytics.read', 'webhooks.manage', 'webhooks.read']);
+    const hook = await call(motor, 'POST', `/motor-blocks/${a.motorBlockId}/webhooks`, extras, { url: 'https://hooks.example.test/motor' });
+    expect(hook.status).to.equal(201);
+    await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect(del.status).to.equal(202);
+    const refused = await writesWith(motor, a.motorBlockId, hook.body.data.id, extras);
+    expect(refused).to.deep.equal(Array(refused.length).fill([409, 'motor_block_delete_in_progress']));
+    expect((await findHistoryStreams(motor.rt.store, a.motorBlockId)).streams).to.deep.equal([]);
+    expect(await webhooksCreatedFor(motor, a.motorBlockId)).to.equal(1);
+    const listed = await call(motor, 'GET', `/motor-blocks/${a.motorBlockId}/webhooks`, extras);
+    expect(listed.body.data.map((w: { id: string; enabled: boolean }) => [w.id, w.enabled])).to.deep.equal([[hook.body.data.id, true]]);
   });
 
   it('SMTP AUTH (the listener\'s and POST /v1/test-email\'s) of a block whose deletion is queued: 535 with any password, nothing filed under the block, also through a cache that still holds it', async () => {

@@ -8,7 +8,7 @@ import { createWebhook, testWebhook } from '../../../commands/webhooks/webhooks'
 import { streamName, type EventStore, type RecordedEvent } from '../../../domain/eventStore';
 import { toEventData, type MessageAccepted, type MotorBlockDeleted, type WebhookDeliveryQueued } from '../../../domain/events';
 import { newId } from '../../../domain/ids';
-import { attemptEventIdOf, deliveryIdOf } from '../../../domain/webhooks/webhooks';
+import { WEBHOOK_EVENTS, attemptEventIdOf, deliveryIdOf, testEventPayload } from '../../../domain/webhooks/webhooks';
 import { FollowersBehindError, processBlockDeletion, type BlockDeletionDeps } from '../../../workers/blockDeletion';
 import { CHECKPOINTS } from '../../../workers/logEnqueuer';
 import { WEBHOOK_DISPATCH_SCHEMA, WEBHOOK_DISPATCHER, WebhookDispatcher } from '../../../workers/webhooks/dispatcher';
@@ -96,6 +96,20 @@ describe('block deletion and webhooks: races (int)', function () {
       if (page.length < 1000) return all;
       after = page[page.length - 1].position;
     }
+  };
+  /**
+   * What POST .../webhooks/{id}/test appends, appended straight to the store: a test request that
+   * checked the block a moment before its deletion request and appends after it (the route
+   * refuses one that checks after it: docs/BLOCKS.md "Writers that race the scan").
+   */
+  const lateTestDelivery = async (webhookId: string, motorBlockId: string) => {
+    const at = new Date().toISOString();
+    const deliveryId = deliveryIdOf(webhookId, `test:${newId()}`);
+    await motor.rt.store.append(streamName('webhookDelivery', deliveryId), [toEventData(deliveryId, {
+      type: 'WebhookDeliveryQueued',
+      data: { deliveryId, webhookId, motorBlockId, event: 'webhook.test', messageId: null, payload: testEventPayload(deliveryId, motorBlockId, webhookId, at), queuedAt: at },
+    }, { actor: 'test' })], { expectedRevision: 'no_stream' });
+    return { deliveryId };
   };
   const deliveriesOf = async (motorBlockId: string) => (await wholeLog())
     .filter((e) => e.streamId.startsWith('webhookDelivery-') && (e.data as { motorBlockId?: string }).motorBlockId === motorBlockId);
@@ -195,7 +209,7 @@ describe('block deletion and webhooks: races (int)', function () {
       const trx = await motor.rt.db.transaction();
       try {
         await trx.raw('SELECT pg_current_xact_id()');
-        const { deliveryId } = await testWebhook(webhookDeps(), caller(id), webhook.id);
+        const { deliveryId } = await lateTestDelivery(webhook.id, id);
         let settled = false;
         const job = processBlockDeletion(deletionDeps({ names: [] }), { motorBlockId: id, jobId }).finally(() => { settled = true; });
         await new Promise((r) => setTimeout(r, 1000));
@@ -296,7 +310,13 @@ describe('block deletion and webhooks: races (int)', function () {
         // An outcome of a delivery round still in flight; an endpoint created for the block now, and
         // a message of a send that checked the block's status before it was deactivated, with its outcome.
         await delivered(messageId);
-        await createWebhook(webhookDeps(), caller(id), { url: `${receiver.url}?late=1` });
+        // (appended straight to the store: the route refuses a create after the request, but one
+        // that checked the block a moment before it can still append after it).
+        const lateHook = newId();
+        await motor.rt.store.append(streamName('webhook', lateHook), [toEventData(newId(), {
+          type: 'WebhookCreated',
+          data: { webhookId: lateHook, motorBlockId: id, accountId: a.accountId, url: `${receiver.url}?late=1`, events: [...WEBHOOK_EVENTS], secretKeyId: newId(), createdAt: new Date().toISOString() },
+        }, { actor: 'test' })], { expectedRevision: 'no_stream' });
         const [accepted] = await motor.rt.store.readStream(streamName('message', messageId));
         const lateId = newId();
         await motor.rt.store.append(streamName('message', lateId), [toEventData(newId(), {
