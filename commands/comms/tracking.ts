@@ -5,16 +5,18 @@ import { storedUserAgent, truncateIp, type TrackingTarget } from '../../domain/c
 import type { Logger } from '../../infra/logger';
 import type { Metrics } from '../../infra/metrics';
 import type { RequestLimiter } from '../quota/requestLimiter';
+import { deletionRefusal } from '../blocks/deletionGuard';
 
 /**
  * Recording an open or a click (docs/COMMUNICATIONS.md "Tracking"): one `EmailOpened` /
  * `LinkClicked` on the message's `tracking-<messageId>` stream (any revision: hits are independent
  * facts, nothing is decided on the stream).
  *
- * Only for a block of the token's tenant that is not deleted (the directory, cached). The token
- * names the message, not its recipient: the recipient recorded is the single `to` of the message's
- * `MessageAccepted` (the first event of `message-<messageId>`), which must be of the token's
- * tenant, block and campaign (`metadata.campaign_id`); a message stream that is gone (deleted with
+ * Only for a block of the token's tenant that is not deleted or being deleted: the directory,
+ * cached, and for a block it shows inactive also the block's own stream, just before the append
+ * (see below). The token names the message, not its recipient: the recipient recorded is the
+ * single `to` of the message's `MessageAccepted` (the first event of `message-<messageId>`), which
+ * must be of the token's tenant, block and campaign (`metadata.campaign_id`); a message stream that is gone (deleted with
  * its block's history, or never written) or not a single-recipient campaign message records
  * nothing (`skipped`). The reader's answer (the gif, the redirect) never depends on any of it: the
  * look-ups and the append are bounded by `timeoutMs`, and a failure or a timeout is logged and counted (`motor_tracking_hits_total`
@@ -26,7 +28,7 @@ export interface TrackingDeps {
   store: EventStore; clock: Clock; logger: Logger; metrics: Metrics;
   /** The request limiter's counters (Redis): at most TRACKING_HITS_PER_MINUTE recorded hits per message and kind. */
   limiter: RequestLimiter;
-  /** The directory (cached): a hit is recorded only for a block of the token's tenant that is not deleted. */
+  /** The directory (cached): a hit is recorded only for a block of the token's tenant that is not deleted or being deleted. */
   directory: { block(id: string): Promise<{ accountId: string; status: string } | null> };
 }
 export interface TrackingRequest { userAgent: string | undefined; ip: string | undefined }
@@ -78,6 +80,12 @@ export async function recordTrackingHit(deps: TrackingDeps, target: TrackingTarg
     // The recipient comes from the message, never from the URL (docs/COMMUNICATIONS.md "Tracking").
     const recipient = await trackedRecipient(deps.store, ctx);
     if (recipient === null) return 'message_gone';
+    // The cache can be seconds behind a deletion request, and a tracking stream created after the
+    // deletion job's scan would stay. A deletion is only ever requested for an inactive block, so
+    // the block's stream is read (one more query) only when the cache shows it inactive; the hits of
+    // active blocks, nearly all of them, cost nothing more. What this leaves: a block deactivated
+    // and deleted within the cache's lifetime, whose job scanned the log within that time too.
+    if (block.status !== 'active' && await deletionRefusal(deps.store, ctx.motorBlockId)) return 'block_gone';
     const hit = {
       tenantId: ctx.tenantId, motorBlockId: ctx.motorBlockId, campaignId: ctx.campaignId, messageId: ctx.messageId, recipient,
       userAgent: storedUserAgent(req.userAgent), ip: truncateIp(req.ip), occurredAt,

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { EventData, EventStore } from '../../domain/eventStore';
-import { toEventData, type MessageAccepted } from '../../domain/events';
+import { toEventData, type DomainEvent, type MessageAccepted } from '../../domain/events';
 import {
   MAX_TOKEN_CHARS, MAX_TRACKED_URL, TRANSPARENT_GIF, clickUrl, instrumentHtml, isPrefetch, openPixelUrl, storedUserAgent, trackableUrl, trackingSecret, trackingToken,
   truncateIp, verifyTrackingToken, type TrackingContext,
@@ -273,6 +273,31 @@ describe('campaign tracking (unit)', () => {
         const store = await withMessage();
         expect(await recordTrackingHit(deps(store, block), target, { userAgent: undefined, ip: undefined })).to.equal('skipped');
         expect(await store.readStream(`tracking-${CTX.messageId}`)).to.deep.equal([]);
+      }
+    });
+
+    it('a block the cache still shows inactive: its own stream decides (deletion requested: skipped, nothing appended; not: recorded)', async () => {
+      const at = '2026-03-01T11:30:00.000Z';
+      const blockEvents: DomainEvent[] = [
+        {
+          type: 'MotorBlockCreated',
+          data: {
+            motorBlockId: CTX.motorBlockId, accountId: CTX.tenantId, name: 'News', type: 'general_purpose', domainId: '66666666-6666-4666-8666-666666666666',
+            smtpUsername: 'mb_news', authMethod: 'smtp_password', createdAt: at,
+          },
+        },
+        { type: 'MotorBlockDeactivated', data: { motorBlockId: CTX.motorBlockId, at } },
+      ];
+      const requested: DomainEvent = {
+        type: 'MotorBlockDeletionRequested',
+        data: { motorBlockId: CTX.motorBlockId, accountId: CTX.tenantId, jobId: '88888888-8888-4888-8888-888888888888', deleteHistory: true, requestedAt: at },
+      };
+      const inactive = { accountId: CTX.tenantId, status: 'inactive' };
+      for (const [events, outcome] of [[blockEvents, 'recorded'], [[...blockEvents, requested], 'skipped']] as const) {
+        const store = await withMessage();
+        await store.append(`motorBlock-${CTX.motorBlockId}`, events.map((e, i) => toEventData(`99999999-9999-4999-8999-99999999999${i}`, e, { actor: 'test' })));
+        expect(await recordTrackingHit(deps(store, inactive), target, { userAgent: undefined, ip: undefined })).to.equal(outcome);
+        expect((await store.readStream(`tracking-${CTX.messageId}`)).length).to.equal(outcome === 'recorded' ? 1 : 0);
       }
     });
   });
