@@ -75,12 +75,23 @@ export interface SplitMessage {
 
 const FIELD_RE = /^([\x21-\x39\x3b-\x7e]+)[ \t]*:/;
 
-/** Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2). */
+/**
+ * Limits of a submitted message's header section, checked before anything parses it (decoding a
+ * megabyte-long From field blocks the event loop for seconds): its size (Postfix keeps 100 KB per
+ * header field), the number of fields, and the size of the two fields Motor decodes.
+ */
+export const MAX_HEADER_SECTION_BYTES = 256 * 1024;
+export const MAX_HEADER_FIELDS = 1000;
+export const MAX_DECODED_FIELD_BYTES = 16 * 1024;
+
+/** Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2); refuses a header section past the limits above. */
 export function splitMessage(raw: string): SplitMessage {
   const fields: HeaderField[] = [];
   let pos = 0;
   while (pos < raw.length) {
     if (raw.startsWith('\r\n', pos)) return { fields, body: raw.slice(pos) };
+    if (pos > MAX_HEADER_SECTION_BYTES) throw fail('message_too_big', 552, `The message's header section exceeds ${MAX_HEADER_SECTION_BYTES} bytes`);
+    if (fields.length >= MAX_HEADER_FIELDS) throw fail('invalid_message', 554, `The message has more than ${MAX_HEADER_FIELDS} header fields`);
     const m = FIELD_RE.exec(raw.slice(pos, pos + 1000));
     // The first line that is not a header field starts the body (what Postfix's cleanup does).
     if (!m) return { fields, body: `\r\n${raw.slice(pos)}` };
@@ -131,6 +142,11 @@ export function prepareMessage(raw: string, opts: { now: Date; newMessageId: () 
   const { fields, body } = splitMessage(raw);
   const count = (n: string) => fields.filter((f) => f.name === n).length;
   if (count('from') !== 1) throw fail('invalid_message', 554, 'The message must have exactly one From header field');
+  for (const f of fields) {
+    if ((f.name === 'from' || f.name === 'subject') && f.raw.length > MAX_DECODED_FIELD_BYTES) {
+      throw fail('invalid_message', 554, `The ${f.name === 'from' ? 'From' : 'Subject'} header field exceeds ${MAX_DECODED_FIELD_BYTES} bytes`);
+    }
+  }
   for (const single of ['subject', 'date', 'to', 'cc', 'message-id']) {
     if (count(single) > 1) throw fail('invalid_message', 554, `The message has more than one ${single} header field`);
   }

@@ -100,5 +100,23 @@ describe('smtp/message (unit)', () => {
       expect(codeOf(() => prepare(`${base}From: b@ex.test\r\n\r\nx`))).to.equal('invalid_message');
       expect(codeOf(() => prepare(`${base}Subject: again\r\n\r\nx`))).to.equal('invalid_message');
     });
+
+    it('refuses, before decoding anything, a header section past its limits: size (552), fields, a long From or Subject', () => {
+      const timed = (raw: string) => {
+        const started = performance.now();
+        const code = codeOf(() => prepare(raw));
+        return { code, ms: performance.now() - started };
+      };
+      // A From naming millions of mailboxes took mailparser seconds per megabyte, on the event loop.
+      const hugeFrom = timed(`From: a@ex.test,${'a,'.repeat(2_000_000)}\r\nTo: u@rcpt.test\r\n\r\nx`);
+      expect(hugeFrom.code).to.equal('message_too_big');
+      expect(hugeFrom.ms, 'refused at once').to.be.below(500);
+      expect(codeOf(() => prepare(`${base}${`X-Pad: ${'y'.repeat(400)}\r\n`.repeat(700)}\r\nx`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}${'a:\r\n'.repeat(1000)}\r\nx`))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`From: a@ex.test,${'a,'.repeat(9000)}\r\n\r\nx`))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`${base}Subject: ${'s'.repeat(17_000)}\r\n\r\nx`))).to.equal('invalid_message');
+      // Within them, a message with many ordinary fields passes.
+      expect(prepare(`${base}${'X-Trace: hop\r\n'.repeat(900)}\r\nx`).removed).to.deep.equal([]);
+    });
   });
 });
