@@ -25,8 +25,12 @@ export function isReservedHeader(name: string): boolean {
   return RESERVED_EXACT.has(n) || RESERVED_PREFIXES.some((p) => n.startsWith(p));
 }
 
-/** RFC 5322 field-name: printable US-ASCII except colon. */
-const HEADER_NAME_RE = /^[\x21-\x39\x3b-\x7e]+$/;
+/**
+ * A custom header's name: an RFC 5322 field-name (printable US-ASCII except colon) without ';',
+ * which DKIM's h= tag cannot list (custom headers are signed), and at most 100 characters (the
+ * field must fit a 998-character line).
+ */
+const HEADER_NAME_RE = /^[\x21-\x39\x3c-\x7e]{1,100}$/;
 
 // A pragmatic addr-spec check (dot-atom local part or quoted string, domain of LDH labels, or an
 // IP literal). Full RFC 5321/5322 validation with DNS lives in the email-validation service.
@@ -127,7 +131,7 @@ export function validateSendRequest(body: SendRequestBody): ValidSendRequest {
     const disallowed: string[] = [];
     for (const [k, v] of entries) {
       if (typeof v !== 'string') throw validation(`header ${k} must have a string value`, 'headers');
-      if (!HEADER_NAME_RE.test(k)) throw validation(`header name ${JSON.stringify(k)} is not a valid RFC 5322 field name`, 'headers');
+      if (!HEADER_NAME_RE.test(k)) throw validation(`header name ${JSON.stringify(k)} is not a valid field name (printable ASCII without ':' or ';', at most 100 characters)`, 'headers');
       if (isReservedHeader(k) || /[\r\n]/.test(v)) disallowed.push(k);
       else custom[k] = v;
     }

@@ -49,6 +49,12 @@ describe('send rules (unit)', () => {
     expect(codeOf({ ...base, headers: { 'X-Campaign': 'spring' } })).to.equal('ok');
   });
 
+  it('refuses a custom header name DKIM cannot sign (\';\') or too long for a header line (over 100 characters)', () => {
+    expect(codeOf({ ...base, headers: { 'X-Tag;l=0': '1' } })).to.equal('422 validation_error');
+    expect(codeOf({ ...base, headers: { [`X-${'a'.repeat(99)}`]: '1' } })).to.equal('422 validation_error');
+    expect(codeOf({ ...base, headers: { [`X-${'a'.repeat(98)}`]: '1', 'X-Ok=1': 'y' } })).to.equal('ok');
+  });
+
   it('refuses CR or LF in a header value with DISALLOWED_HEADERS', () => {
     expect(codeOf({ ...base, headers: { 'X-Campaign': 'a\r\nBcc: victim@example.net' } })).to.equal('400 DISALLOWED_HEADERS');
     expect(codeOf({ ...base, headers: { 'X-Campaign': 'a\nb' } })).to.equal('400 DISALLOWED_HEADERS');

@@ -139,7 +139,9 @@ async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null
     parsed.push({ name, lower, value: field.slice(colon + 1) });
     present.add(lower);
   }
-  const signedNames = new Set([...STANDARD_SIGNED, ...[...present].filter((n) => !SIGNED_ORDER.has(n) && !NEVER_SIGNED.has(n))]);
+  // A name with ';' cannot be listed in h= (';' ends the tag; RFC 6376 §3.2): such a field (legal
+  // in RFC 5322, refused by the send API) goes unsigned rather than breaking the signature.
+  const signedNames = new Set([...STANDARD_SIGNED, ...[...present].filter((n) => !SIGNED_ORDER.has(n) && !NEVER_SIGNED.has(n) && !n.includes(';'))]);
   for (let i = parsed.length - 1; i >= 0; i--) {
     const f = parsed[i];
     if (!signedNames.has(f.lower)) continue;
