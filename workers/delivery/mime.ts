@@ -157,16 +157,23 @@ function unstructured(value: string, used: number): string {
   if (!PRINTABLE_ASCII.test(value) || value.includes('=?')) return encodedWords(value, used);
   if (used + value.length <= 78) return value;
   // Fold before a space (unfolding restores the value exactly); a run without spaces stays whole.
-  const words = value.split(/(?= )/);
+  // Before the last space of a run: "a  b" folds as "a \r\n b", which unfolds to the same value
+  // whether a reader removes only the CRLF (RFC 5322) or also collapses the white space after it.
+  const words = value.split(/(?= (?! ))/);
   let out = '';
   let line = used;
+  // Never fold a line that holds only white space (a run of spaces before a long word): RFC 5322
+  // §3.2.2 forbids a header line made of white space alone.
+  let blank = true;
   for (const w of words) {
-    if (out && line + w.length > 78) {
+    if (out && line + w.length > 78 && !blank) {
       out += '\r\n';
       line = 0;
+      blank = true;
     }
     out += w;
     line += w.length;
+    blank &&= w.trim() === '';
   }
   if (out.split('\r\n').some((l) => l.length > MAX_LINE - used)) return encodedWords(value, used);
   return out;

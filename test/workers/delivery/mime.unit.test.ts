@@ -84,6 +84,7 @@ describe('buildMime: lean builder parsed back with mailparser', () => {
     ['non-ASCII display name and subject', { fromName: 'Zoë Ångström-Müller, Ltd.', subject: 'Größe ✓ – ваш заказ отправлен 🚚' }],
     ['long non-ASCII subject (several encoded words)', { subject: 'Überweisung bestätigt: '.repeat(8) }],
     ['long ASCII subject (folded)', { subject: 'Your order has shipped and will arrive soon '.repeat(6).trim() }],
+    ['a run of spaces before a long word in the subject (no line of white space alone)', { subject: `${'a'.repeat(69)}  ${'b'.repeat(100)}` }],
     ['display name with quotes and backslash', { fromName: 'The "Best" \\ Shop' }],
     ['long lines, trailing spaces, = signs and leading dots', { text: `${longLine}\n.dot line\ntrailing   \n a=b =3D\tend\t`, html: `<p style="a=b">${'<b>é</b> '.repeat(80)}</p>` }],
     ['CR, LF and CRLF line ends mixed', { text: 'one\ntwo\r\nthree\rfour\n\nsix', html: null }],
@@ -101,6 +102,7 @@ describe('buildMime: lean builder parsed back with mailparser', () => {
       const text = raw.toString('latin1');
       expect(text, 'CRLF only').to.not.match(/\r(?!\n)|(?<!\r)\n/);
       for (const line of text.split('\r\n')) expect(line.length, line.slice(0, 40)).to.be.at.most(998);
+      for (const line of headerBlock(raw).split('\r\n')) expect(line.trim(), 'a header line of white space alone (RFC 5322 §3.2.2)').to.not.equal('');
       const bodyLines = text.slice(text.indexOf('\r\n\r\n') + 4).split('\r\n');
       for (const line of bodyLines) expect(line.length, `body line ${line.slice(0, 30)}`).to.be.at.most(76);
 
@@ -119,7 +121,8 @@ describe('buildMime: lean builder parsed back with mailparser', () => {
 
       // Same reading as nodemailer's composer.
       const viaComposer = await simpleParser(await buildMimeComposer(input));
-      expect(parsed.subject).to.equal(viaComposer.subject);
+      // MailComposer folds a run of spaces so that a reader collapses it to one: only compared without such runs.
+      if (!/ {2}/.test(input.subject)) expect(parsed.subject).to.equal(viaComposer.subject);
       expect(normalize(parsed.text)).to.equal(normalize(viaComposer.text));
       expect(normalize(parsed.html as string)).to.equal(normalize(viaComposer.html as string));
       expect(parsed.from?.text).to.equal(viaComposer.from?.text);
