@@ -154,6 +154,12 @@ export async function testEmail(deps: TestEmailDeps, motorBlockId: string, body:
       probe.close();
     }
     result.tls = r.method !== 'none';
+    if (block.authMethod === 'mtls') {
+      // The check has no client certificate to present: its login would fail, and count as a failed
+      // login of the caller's. Connection and TLS are tested; the login is the client's own to test.
+      Object.assign(result, { failedStage: 'auth', error: 'client_certificate_required' });
+      return result;
+    }
     const login = await deps.smtpAuth({ mechanism: 'PLAIN', username: r.username, password: r.password, remoteAddress: normalizeAddress(callerAddress) });
     if (!login.ok) {
       Object.assign(result, {

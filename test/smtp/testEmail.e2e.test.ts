@@ -93,6 +93,16 @@ describe('POST /v1/test-email (e2e)', function () {
     expect(r).to.include({ ok: false, failedStage: 'connect', error: 'connection_failed', port: down, authenticated: false });
   });
 
+  it('a block that logs in with a client certificate (mTLS): connection and TLS tested, the login not tried (it cannot present the certificate)', async () => {
+    const directory = h.motor.rt.directory;
+    const asMtls = Object.create(directory, { block: { value: async (id: string) => ({ ...(await directory.block(id))!, authMethod: 'mtls' }) } });
+    let logins = 0;
+    const smtpAuth: typeof h.motor.rt.http.smtpAuth = async (a) => { logins += 1; return h.motor.rt.http.smtpAuth(a); };
+    const r = await testEmail({ directory: asMtls, config: h.motor.config, smtpAuth }, block.motorBlockId, settings(), '127.0.0.1');
+    expect(r).to.include({ ok: false, tls: true, authenticated: false, failedStage: 'auth', error: 'client_certificate_required' });
+    expect(logins, 'no failed login counted against the caller').to.equal(0);
+  });
+
   it('implicit TLS on the STARTTLS port fails before auth', async () => {
     const wrongTls = await check(settings({ method: 'ssl' }));
     expect(wrongTls.body.data.ok).to.equal(false);
