@@ -131,7 +131,7 @@ export function validateSendRequest(body: SendRequestBody): ValidSendRequest {
     const disallowed: string[] = [];
     for (const [k, v] of entries) {
       if (typeof v !== 'string') throw validation(`header ${k} must have a string value`, 'headers');
-      if (!HEADER_NAME_RE.test(k)) throw validation(`header name ${JSON.stringify(k)} is not a valid field name (printable ASCII without ':' or ';', at most 100 characters)`, 'headers');
+      if (!HEADER_NAME_RE.test(k) || k === '__proto__') throw validation(`header name ${JSON.stringify(k)} is not a valid field name (printable ASCII without ':' or ';', at most 100 characters)`, 'headers');
       if (isReservedHeader(k) || /[\r\n]/.test(v)) disallowed.push(k);
       else custom[k] = v;
     }
@@ -148,7 +148,8 @@ export function validateSendRequest(body: SendRequestBody): ValidSendRequest {
     const entries = Object.entries(metadata as Record<string, unknown>);
     if (entries.length > 20) throw validation('metadata accepts at most 20 keys', 'metadata');
     for (const [k, v] of entries) {
-      if (!/^[A-Za-z0-9_.-]{1,64}$/.test(k)) throw validation(`metadata key ${JSON.stringify(k)} must match [A-Za-z0-9_.-]{1,64}`, 'metadata');
+      // __proto__ matches the pattern, but assigning it sets the object's prototype: the key was silently dropped.
+      if (!/^[A-Za-z0-9_.-]{1,64}$/.test(k) || k === '__proto__') throw validation(`metadata key ${JSON.stringify(k)} must match [A-Za-z0-9_.-]{1,64} (and not be __proto__)`, 'metadata');
       if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') throw validation(`metadata.${k} must be a string, number or boolean`, 'metadata');
       const s = String(v);
       if (s.length > 256) throw validation(`metadata.${k} must be at most 256 characters`, 'metadata');

@@ -55,6 +55,11 @@ describe('send rules (unit)', () => {
     expect(codeOf({ ...base, headers: { [`X-${'a'.repeat(98)}`]: '1', 'X-Ok=1': 'y' } })).to.equal('ok');
   });
 
+  it('refuses __proto__ as a header name or metadata key (an assignment would set the prototype and drop it silently)', () => {
+    expect(codeOf({ ...base, headers: JSON.parse('{"__proto__":"x"}') })).to.equal('422 validation_error');
+    expect(codeOf({ ...base, metadata: JSON.parse('{"__proto__":"x"}') })).to.equal('422 validation_error');
+  });
+
   it('refuses CR or LF in a header value with DISALLOWED_HEADERS', () => {
     expect(codeOf({ ...base, headers: { 'X-Campaign': 'a\r\nBcc: victim@example.net' } })).to.equal('400 DISALLOWED_HEADERS');
     expect(codeOf({ ...base, headers: { 'X-Campaign': 'a\nb' } })).to.equal('400 DISALLOWED_HEADERS');
