@@ -99,9 +99,13 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
       }
       case 'WebhookDeliveryAttempted': {
         const d = event.data;
-        await t('attempts').insert({
-          delivery_id: d.deliveryId, attempt: d.attempt, webhook_id: d.webhookId, motor_block_id: d.motorBlockId, outcome: d.outcome, duration_ms: d.durationMs, attempted_at: d.attemptedAt,
-        }).onConflict(['delivery_id', 'attempt']).ignore();
+        // `attempts` holds requests made (the stats route's latency): the final record of a delivery
+        // to a deleted or paused endpoint made none (its 0 ms pulled the latency down).
+        if (!NO_REQUEST_ERRORS.has(d.error ?? '')) {
+          await t('attempts').insert({
+            delivery_id: d.deliveryId, attempt: d.attempt, webhook_id: d.webhookId, motor_block_id: d.motorBlockId, outcome: d.outcome, duration_ms: d.durationMs, attempted_at: d.attemptedAt,
+          }).onConflict(['delivery_id', 'attempt']).ignore();
+        }
         // Attempts arrive in order on one stream; a later one never goes back to an earlier state.
         await t('deliveries').where({ id: d.deliveryId }).andWhere('attempts', '<', d.attempt).update({
           status: d.outcome, attempts: d.attempt, last_http_status: d.httpStatus, last_error: d.error, last_response_body: d.responseBody,
@@ -124,6 +128,9 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
     }
   }
 }
+
+/** Errors the webhook worker records without making a request (workers/webhooks/worker.ts). */
+const NO_REQUEST_ERRORS = new Set(['webhook_deleted', 'webhook_disabled']);
 
 export const webhooksProjection: Projection = {
   name: 'webhooks',

@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { webhookStats } from '../../commands/webhooks/webhooks.js';
+import { streamName, type EventData } from '../../domain/eventStore.js';
+import { createDb } from '../../infra/db.js';
+import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
+import { webhooksProjection } from '../../projections/webhooks/projection.js';
+import { ProjectionRunner } from '../../projections/runner.js';
+import { createTestDatabase } from '../support/db.js';
+
+/** The webhooks read model from its events (projections/webhooks), read through the stats route's query. */
+describe('webhooks projection (int)', () => {
+  let dbh: { url: string; drop: () => Promise<void> };
+  let db: Knex;
+  let store: PostgresEventStore;
+
+  before(async () => {
+    dbh = await createTestDatabase('proj_webhooks');
+    db = createDb(dbh.url);
+    store = new PostgresEventStore(dbh.url);
+    await store.init();
+  });
+  after(async () => {
+    await store?.close();
+    await db?.destroy();
+    await dbh?.drop();
+  });
+
+  const event = (type: string, data: Record<string, unknown>): EventData => ({ id: randomUUID(), type, version: 1, data });
+
+  it('latency counts the requests made: not the final record of a delivery to a paused or deleted endpoint', async () => {
+    const webhookId = randomUUID();
+    const motorBlockId = randomUUID();
+    const now = new Date();
+    const at = new Date(now.getTime() - 60_000).toISOString();
+    await store.append(streamName('webhook', webhookId), [event('WebhookCreated', {
+      webhookId, motorBlockId, accountId: randomUUID(), url: 'https://hooks.example.test/x', events: ['message.delivered'], secretKeyId: randomUUID(), createdAt: at,
+    })]);
+    const delivery = async (attempts: Array<{ outcome: string; error: string | null; durationMs: number; httpStatus: number | null }>) => {
+      const deliveryId = randomUUID();
+      await store.append(streamName('webhookDelivery', deliveryId), [
+        event('WebhookDeliveryQueued', { deliveryId, webhookId, motorBlockId, event: 'message.delivered', messageId: randomUUID(), payload: {}, queuedAt: at }),
+        ...attempts.map((a, i) => event('WebhookDeliveryAttempted', {
+          deliveryId, webhookId, motorBlockId, attempt: i + 1, ...a, responseBody: null, nextAttemptAt: null, attemptedAt: at,
+        })),
+      ]);
+    };
+    await delivery([{ outcome: 'delivered', error: null, durationMs: 120, httpStatus: 200 }]);
+    await delivery([{ outcome: 'retrying', error: 'http_503', durationMs: 80, httpStatus: 503 }, { outcome: 'failed', error: 'webhook_disabled', durationMs: 0, httpStatus: null }]);
+    await delivery([{ outcome: 'failed', error: 'webhook_deleted', durationMs: 0, httpStatus: null }]);
+    const runner = new ProjectionRunner(db, store, webhooksProjection);
+    await runner.init();
+    await runner.catchUp();
+
+    const stats = await webhookStats(db, motorBlockId, webhookId, 1, now);
+    expect(stats).to.include({ delivered: 1, failed: 2 });
+    expect(stats.latency).to.deep.equal({ attempts: 2, avgMs: 100, p50Ms: 100, p95Ms: 118 });
+  });
+});
