@@ -38,17 +38,15 @@ function fold(events: RecordedEvent[]): { tenantId: string; content: TemplateCon
 }
 
 /**
- * The tenant's live template with the revision it was read at, and its id as stored (lower case):
- * the stream is named by the lower-case id (as the GET's uuid column compares), so a uuid written
- * in capitals is the same template.
+ * The tenant's live template with the revision it was read at. A uuid written in capitals arrives
+ * here in lower case, as its stream is named (read-api/http/params.ts).
  */
-async function loadOwn(deps: TemplateDeps, tenantId: string, givenId: string) {
-  if (!isUuid(givenId)) throw fail('invalid_id', 400, 'Template id must be a uuid');
-  const id = givenId.toLowerCase();
+async function loadOwn(deps: TemplateDeps, tenantId: string, id: string) {
+  if (!isUuid(id)) throw fail('invalid_id', 400, 'Template id must be a uuid');
   const events = await deps.store.readStream(stream(id));
   const state = fold(events);
   if (!state || state.deleted || state.tenantId !== tenantId) throw notFound();
-  return { id, state, revision: events[events.length - 1].revision };
+  return { state, revision: events[events.length - 1].revision };
 }
 
 const appendAndAwait = (deps: { store: EventStore; db: Knex }, id: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
@@ -74,9 +72,9 @@ export async function createTemplate(deps: TemplateDeps, tenantId: string, actor
   return { template: { id, ...content, created_at: now, updated_at: now }, warnings: v.warnings };
 }
 
-export async function updateTemplate(deps: TemplateDeps, tenantId: string, actor: string, givenId: string, body: unknown): Promise<{ template: TemplateView; warnings: TemplateIssue[] }> {
+export async function updateTemplate(deps: TemplateDeps, tenantId: string, actor: string, id: string, body: unknown): Promise<{ template: TemplateView; warnings: TemplateIssue[] }> {
   const changes = templateFields(body, true);
-  const { id, state, revision } = await loadOwn(deps, tenantId, givenId);
+  const { state, revision } = await loadOwn(deps, tenantId, id);
   const content = { ...state.content, ...changes };
   const v = validateTemplate(content);
   if (!v.valid) refuseInvalid(v);
@@ -84,8 +82,8 @@ export async function updateTemplate(deps: TemplateDeps, tenantId: string, actor
   return { template: await getTemplate(deps.db, tenantId, id), warnings: v.warnings };
 }
 
-export async function deleteTemplate(deps: TemplateDeps, tenantId: string, actor: string, givenId: string): Promise<{ id: string; deleted: true }> {
-  const { id, revision } = await loadOwn(deps, tenantId, givenId);
+export async function deleteTemplate(deps: TemplateDeps, tenantId: string, actor: string, id: string): Promise<{ id: string; deleted: true }> {
+  const { revision } = await loadOwn(deps, tenantId, id);
   await appendAndAwait(deps, id, { type: 'TemplateDeleted', data: { templateId: id, tenantId, deletedAt: deps.clock.now().toISOString() } }, revision, actor);
   return { id, deleted: true };
 }
