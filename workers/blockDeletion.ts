@@ -6,6 +6,7 @@ import { toEventData, type EmailOpened, type MessageAccepted, type MotorBlockDel
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
+import { pollUntil } from '../commands/readYourWrites';
 import { bullConnection } from '../infra/redis';
 import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
 import { WEBHOOK_DISPATCHER } from './webhooks/dispatcher';
@@ -53,9 +54,9 @@ export interface BlockDeletionDeps {
   store: EventStore; db: Knex; clock: Clock; logger: Logger; scanBatch?: number;
   /**
    * Checkpoint names (motor_workers.checkpoints) of the followers the history scan waits for, and
-   * how long (default: the webhook dispatcher, up to 60 s, looking every 250 ms).
+   * how long (default: the webhook dispatcher, up to 60 s).
    */
-  followers?: { names: readonly string[]; timeoutMs?: number; pollMs?: number };
+  followers?: { names: readonly string[]; timeoutMs?: number };
 }
 
 /** A follower is not past the deletion request yet: the attempt fails and BullMQ runs it again later. */
@@ -71,19 +72,18 @@ export class FollowersBehindError extends Error {
  * after the timeout. A follower without a checkpoint row has not handled anything yet: behind.
  */
 export async function awaitFollowers(deps: BlockDeletionDeps, position: GlobalPosition): Promise<void> {
-  const { names = [WEBHOOK_DISPATCHER], timeoutMs = 60_000, pollMs = 250 } = deps.followers ?? {};
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  const { names = [WEBHOOK_DISPATCHER], timeoutMs = 60_000 } = deps.followers ?? {};
+  let behind: string[] = [...names];
+  const caughtUp = await pollUntil(async () => {
     const rows: Array<{ name: string; position: string | null }> = names.length === 0 ? [] : await deps.db.table(CHECKPOINTS).whereIn('name', names).select('name', 'position');
     const at = new Map(rows.map((r) => [r.name, r.position]));
-    const behind = names.filter((n) => {
+    behind = names.filter((n) => {
       const p = at.get(n);
       return !p || deps.store.comparePositions(p, position) < 0;
     });
-    if (behind.length === 0) return;
-    if (Date.now() >= deadline) throw new FollowersBehindError(behind, position);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
+    return behind.length === 0;
+  }, timeoutMs);
+  if (!caughtUp) throw new FollowersBehindError(behind, position);
 }
 
 async function step(deps: BlockDeletionDeps, motorBlockId: string, command: MotorBlockCommand): Promise<MotorBlockState> {

@@ -267,7 +267,7 @@ describe('block deletion and webhooks: races (int)', function () {
       try {
         await hold.holding();
         let settled = false;
-        const job = processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 30_000, pollMs: 100 }), { motorBlockId: id, jobId })
+        const job = processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 30_000 }), { motorBlockId: id, jobId })
           .finally(() => { settled = true; });
         await new Promise((r) => setTimeout(r, 1500));
         expect(settled, 'the job waits for the dispatcher').to.equal(false);
@@ -292,7 +292,7 @@ describe('block deletion and webhooks: races (int)', function () {
       const id = await createBlock('No dispatcher');
       const jobId = await requestDeletion(id);
       // The checkpoint row is before the request (the dispatcher stopped earlier in this suite, or never ran).
-      const err = await processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 300, pollMs: 50 }), { motorBlockId: id, jobId }).then(() => null, (e) => e);
+      const err = await processBlockDeletion(deletionDeps({ names: [WEBHOOK_DISPATCHER], timeoutMs: 300 }), { motorBlockId: id, jobId }).then(() => null, (e) => e);
       expect(err).to.be.instanceOf(FollowersBehindError);
       expect((err as FollowersBehindError).behind).to.deep.equal([WEBHOOK_DISPATCHER]);
       expect((await loadBlock(motor.rt.store, id)).state?.status).to.equal('deletion_queued');
