@@ -8,10 +8,13 @@ import { TtlCache } from '../infra/ttlCache';
  * revoked key or deactivated block stops working within that time on every process. Concurrent
  * misses of one key share one query (infra/ttlCache.ts); with `ttlMs` 0 every call reads.
  */
+/** How long an entry lives by default; the block deletion job waits this long for stale entries to go (workers/blockDeletion.ts). */
+export const DIRECTORY_CACHE_TTL_MS = 2000;
+
 export class DirectoryCache {
   private readonly entries: TtlCache<unknown>;
 
-  constructor(readonly db: Knex, ttlMs = 2000, now: () => number = Date.now) {
+  constructor(readonly db: Knex, readonly ttlMs = DIRECTORY_CACHE_TTL_MS, now: () => number = Date.now) {
     this.entries = new TtlCache(ttlMs, now);
   }
 

@@ -20,7 +20,7 @@ import { createLogger, type Logger } from '../infra/logger';
 import { createMetrics, type Metrics } from '../infra/metrics';
 import { createFastRedis } from '../infra/redis';
 import { RedisBatch } from '../infra/redisBatch';
-import { DirectoryCache } from '../commands/directoryCache';
+import { DIRECTORY_CACHE_TTL_MS, DirectoryCache } from '../commands/directoryCache';
 import { RequestLimiter } from '../commands/quota/requestLimiter';
 import { SendQuota } from '../commands/quota/sendQuota';
 import { allProjections } from '../projections';
@@ -102,7 +102,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   await initCheckpoints(db);
   await initWebhookDispatchSchema(db);
   await initExportFiles(db);
-  const directory = new DirectoryCache(db, opts.directoryTtlMs ?? 2000);
+  const directory = new DirectoryCache(db, opts.directoryTtlMs ?? DIRECTORY_CACHE_TTL_MS);
   // One batch for the request path's Redis commands: a turn's limiter hits and quota charges share a write.
   const redisBatch = new RedisBatch(redis);
   const quota = new SendQuota(redis, redisBatch);
@@ -224,7 +224,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const deletionQueue = createBlockDeletionQueue(rt.redisUrl, rt.queuePrefix);
     deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));
     background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
-    extraWorkers.push(startBlockDeletionWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
+    extraWorkers.push(startBlockDeletionWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger, directoryCacheTtlMs: rt.directory.ttlMs }, rt.redisUrl, rt.queuePrefix));
     // Outgoing webhooks (docs/WEBHOOKS.md): the dispatcher queues deliveries from the log, a worker posts them.
     const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }] = await Promise.all([
       import('../workers/webhooks/dispatcher.js'), import('../workers/webhooks/worker.js'),

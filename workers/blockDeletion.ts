@@ -6,7 +6,8 @@ import { toEventData, type EmailOpened, type MessageAccepted, type MotorBlockDel
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
-import { pollUntil } from '../commands/readYourWrites';
+import { awaitDirectoryRow, pollUntil } from '../commands/readYourWrites';
+import { DIRECTORY_CACHE_TTL_MS } from '../commands/directoryCache';
 import { bullConnection } from '../infra/redis';
 import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
 import { WEBHOOK_DISPATCHER } from './webhooks/dispatcher';
@@ -20,7 +21,9 @@ import type { Logger } from '../infra/logger';
  *   1. with deleteHistory: waits until the log followers that create streams of a block's history
  *      (the webhook dispatcher: `webhookDelivery-<id>`) are past the deletion request, so none of
  *      them adds such a stream after the scan (each queues nothing for a block from its request
- *      on); up to 60 s, else the attempt fails and BullMQ runs it again later;
+ *      on); up to 60 s, else the attempt fails and BullMQ runs it again later; then until the
+ *      block's directory row shows the request and the directory cache's TTL has passed, so no
+ *      send, SMTP session or tracking hit still takes the block for an active one;
  *   2. MotorBlockDeletionStarted (status running) on the block's stream;
  *   3. with deleteHistory: finds the block's streams by scanning the log (message-<id> of every
  *      MessageAccepted of the block, smtpAuth-<block>, smtpSubmission-<block>, webhookDelivery-<id>
@@ -57,7 +60,17 @@ export interface BlockDeletionDeps {
    * how long (default: the webhook dispatcher, up to 60 s).
    */
   followers?: { names: readonly string[]; timeoutMs?: number };
+  /**
+   * How long the hot paths (POST /v1/send, SMTP, tracking hits) may still read the block's old
+   * status from their directory cache once the directory row shows the request (default: the
+   * cache's TTL, commands/directoryCache.ts). With deleteHistory the job waits for the row, then
+   * this long, before it starts.
+   */
+  directoryCacheTtlMs?: number;
 }
+
+/** Margin over the cache TTL: a cache load that began just before the row changed can resolve a moment later. */
+const CACHE_SETTLE_MARGIN_MS = 250;
 
 /** A follower is not past the deletion request yet: the attempt fails and BullMQ runs it again later. */
 export class FollowersBehindError extends Error {
@@ -84,6 +97,21 @@ export async function awaitFollowers(deps: BlockDeletionDeps, position: GlobalPo
     return behind.length === 0;
   }, timeoutMs);
   if (!caughtUp) throw new FollowersBehindError(behind, position);
+}
+
+/**
+ * Resolves once no process can still take the block for an active one: the directory row shows
+ * the request (the block has been inactive since an earlier event), then the directory cache's
+ * TTL has passed. Without it a send that read the cache up to 2 s after the deactivation could
+ * append its message after the scan, and the message would outlive the block's history.
+ */
+async function awaitDirectorySettled(deps: BlockDeletionDeps, motorBlockId: string, requested: RecordedEvent): Promise<void> {
+  const { timeoutMs = 60_000 } = deps.followers ?? {};
+  if (!(await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, requested.revision, timeoutMs))) {
+    throw new FollowersBehindError(['directory'], requested.position);
+  }
+  const ttlMs = deps.directoryCacheTtlMs ?? DIRECTORY_CACHE_TTL_MS;
+  if (ttlMs > 0) await new Promise((r) => setTimeout(r, ttlMs + CACHE_SETTLE_MARGIN_MS));
 }
 
 async function step(deps: BlockDeletionDeps, motorBlockId: string, command: MotorBlockCommand): Promise<MotorBlockState> {
@@ -162,9 +190,11 @@ export async function processBlockDeletion(deps: BlockDeletionDeps, job: BlockDe
     const requested = await ofThisJob('MotorBlockDeletionRequested')();
     if (!requested) throw new Error(`MotorBlockDeletionRequested of job ${job.jobId} is not in the stream of block ${job.motorBlockId}`);
     await awaitFollowers(deps, requested.position);
+    await awaitDirectorySettled(deps, job.motorBlockId, requested);
   }
-  // Only once the followers are past the request: every stream they created for the block was
-  // committed before MotorBlockDeletionStarted, and the scan reads the log at least up to it.
+  // Only once the followers are past the request and no cache shows the block active: every
+  // stream they created for the block was committed before MotorBlockDeletionStarted (but for a
+  // check made a moment before and its append), and the scan reads the log at least up to it.
   await step(deps, job.motorBlockId, { type: 'StartMotorBlockDeletion', data: { jobId: job.jobId, now: deps.clock.now() } });
   let found = { streams: [] as string[], messages: 0, events: 0 };
   if (state.deletion.deleteHistory) {

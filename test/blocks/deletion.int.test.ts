@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { streamName } from '../../domain/eventStore';
-import { toEventData } from '../../domain/events';
+import { toEventData, type MessageAccepted, type MotorBlockDeleted } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { getBlock } from '../../projections/directory/queries';
 import { DirectoryCache } from '../../commands/directoryCache';
 import { authDepsOf, authenticate } from '../../smtp/auth';
-import { findHistoryStreams } from '../../workers/blockDeletion';
+import { findHistoryStreams, processBlockDeletion } from '../../workers/blockDeletion';
 import { directoryProjection } from '../../projections/directory/projection';
 import { messagesProjection } from '../../projections/messages/projection';
 import { analyticsProjection } from '../../projections/analytics/projection';
@@ -286,6 +286,38 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     expect(await webhooksCreatedFor(motor, a.motorBlockId)).to.equal(1);
     const listed = await call(motor, 'GET', `/motor-blocks/${a.motorBlockId}/webhooks`, extras);
     expect(listed.body.data.map((w: { id: string; enabled: boolean }) => [w.id, w.enabled])).to.deep.equal([[hook.body.data.id, true]]);
+  });
+
+  it('with history, the job starts only once no directory cache can still show the block active: a message appended meanwhile goes too', async () => {
+    const b = await motor.bootstrap();
+    const t = await motor.token(b, ['config.manage']);
+    const sent = await sendFrom(motor, senderDomainOf(b), b.apiKey);
+    expect(sent.status, JSON.stringify(sent.body)).to.equal(200);
+    const [accepted] = await motor.rt.store.readStream(streamName('message', sent.body.data.id));
+    await call(motor, 'POST', `/account/motor-blocks/${b.motorBlockId}/deactivate`, t, { confirm: true });
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${b.motorBlockId}`, t, { confirm: true, deleteHistory: true });
+    expect(del.status).to.equal(202);
+
+    const started = Date.now();
+    let settled = false;
+    const job = processBlockDeletion(
+      { store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, followers: { names: [] }, directoryCacheTtlMs: 1500 },
+      { motorBlockId: b.motorBlockId, jobId: del.body.data.jobId },
+    ).finally(() => { settled = true; });
+    await new Promise((r) => setTimeout(r, 700));
+    expect(settled, 'the job waits out the cache TTL').to.equal(false);
+    expect((await motor.rt.store.readStream(streamName('motorBlock', b.motorBlockId))).map((e) => e.type)).to.not.include('MotorBlockDeletionStarted');
+    // A send that read its (2 s) cache before the deactivation appends its message now.
+    const lateId = newId();
+    await motor.rt.store.append(streamName('message', lateId), [toEventData(newId(), {
+      type: 'MessageAccepted', data: { ...(accepted.data as MessageAccepted), messageId: lateId },
+    }, { actor: 'test' })], { expectedRevision: 'no_stream' });
+
+    expect(await job).to.equal('completed');
+    expect(Date.now() - started).to.be.at.least(1500);
+    const tombstone = (await motor.rt.store.readStream(streamName('motorBlock', b.motorBlockId))).find((e) => e.type === 'MotorBlockDeleted');
+    expect((tombstone?.data as MotorBlockDeleted | undefined)?.messagesDeleted).to.equal(2);
+    expect(await motor.rt.store.readStream(streamName('message', lateId))).to.deep.equal([]);
   });
 
   it('SMTP AUTH (the listener\'s and POST /v1/test-email\'s) of a block whose deletion is queued: 535 with any password, nothing filed under the block, also through a cache that still holds it', async () => {

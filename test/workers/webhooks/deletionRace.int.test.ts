@@ -67,7 +67,8 @@ describe('block deletion and webhooks: races (int)', function () {
     settings: { retrySchedule: [60], timeoutSeconds: 30, concurrency: 1, allowPrivateAddresses: true },
   });
   const deletionDeps = (followers?: BlockDeletionDeps['followers']): BlockDeletionDeps => ({
-    store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, ...(followers ? { followers } : {}),
+    // The test's directory has no cache (TTL 0): nothing to wait out after its row shows the request.
+    store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, directoryCacheTtlMs: 0, ...(followers ? { followers } : {}),
   });
   const caller = (motorBlockId: string) => ({ accountId: a.accountId, motorBlockId, actor: 'test' });
 
