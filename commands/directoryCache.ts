@@ -23,6 +23,7 @@ export class DirectoryCache {
   }
 
   apiKeyByPrefix(prefix: string) { return this.cached(`k:${prefix}`, () => q.findApiKeyByPrefix(this.db, prefix)); }
+  apiKey(id: string) { return this.cached(`ki:${id}`, () => q.getApiKey(this.db, id)); }
   block(id: string) { return this.cached(`b:${id}`, () => q.getBlock(this.db, id)); }
   domain(id: string) { return this.cached(`d:${id}`, () => q.getDomain(this.db, id)); }
   blockBySmtpUsername(username: string) { return this.cached(`u:${username}`, () => q.findBlockBySmtpUsername(this.db, username)); }

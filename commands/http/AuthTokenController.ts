@@ -4,7 +4,7 @@ import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import { ctxOf, principalOf } from '../../read-api/http/context';
 import type { PrincipalOf } from '../../read-api/http/principal';
-import { grantScopes, signPublicToken, validateMintRequest } from '../tokens/publicTokens';
+import { DASHBOARD_CLIENT_PREFIX, grantScopes, signPublicToken, validateMintRequest } from '../tokens/publicTokens';
 import type { ErrorResponse } from './SendController';
 import type { MintTokenRequest, MintTokenResponse } from './TokenController';
 
@@ -33,7 +33,7 @@ export class AuthTokenController extends Controller {
     if (scopes.length === 0) throw fail('validation_error', 422, 'No scope requested', { details: { field: 'scopes' } });
     const { token, claims } = signPublicToken(
       { secret: ctx.config.tokenSecret, issuer: ctx.config.tokenIssuer, audience: ctx.config.tokenAudience },
-      { motorBlockId: block.id, accountId: block.accountId, scopes, userId: principal.userId, clientId: `dashboard:${principal.sessionId}` },
+      { motorBlockId: block.id, accountId: block.accountId, scopes, userId: principal.userId, clientId: `${DASHBOARD_CLIENT_PREFIX}${principal.sessionId}` },
       mint.ttlSeconds,
       ctx.clock.now(),
     );

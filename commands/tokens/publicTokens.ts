@@ -13,6 +13,9 @@ export const MIN_TTL = 60;
 export const MAX_TTL = 900;
 export const DEFAULT_TTL = 300;
 
+/** The `cid` of a token minted with a dashboard JWT: `dashboard:<sessionId>` (an account key's token carries the key id). */
+export const DASHBOARD_CLIENT_PREFIX = 'dashboard:';
+
 export interface TokenSettings { secret: string; issuer: string; audience: string }
 
 export interface PublicTokenClaims {

@@ -55,6 +55,10 @@ export async function findApiKeyByPrefix(db: Knex, prefix: string): Promise<ApiK
   const r = await tbl(db, 'api_keys').where({ prefix }).first();
   return r ? toKey(r) : null;
 }
+export async function getApiKey(db: Knex, id: string): Promise<ApiKeyRecord | null> {
+  const r = await tbl(db, 'api_keys').where({ id }).first();
+  return r ? toKey(r) : null;
+}
 export async function getBlock(db: Knex, id: string): Promise<BlockRecord | null> {
   const r = await tbl(db, 'motor_blocks').where({ id }).first();
   return r ? toBlock(r) : null;

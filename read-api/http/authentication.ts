@@ -4,7 +4,9 @@ import { verifyPublicToken } from '../../commands/tokens/publicTokens';
 import { dashboardTokenSettings, verifyDashboardToken } from '../../commands/auth/dashboardTokens';
 import { assertSessionActive } from '../../commands/auth/onboarding';
 import { hasScopes } from '../../domain/credentials/scopes';
-import { fail } from '../../domain/errors';
+import { DomainError, fail } from '../../domain/errors';
+import { isUuid } from '../../domain/ids';
+import { DASHBOARD_CLIENT_PREFIX } from '../../commands/tokens/publicTokens';
 import type { RequestLimiter, RequestLimitReading } from '../../commands/quota/requestLimiter';
 import { ctxOf, type HttpContext } from './context';
 import { credentialId, type Principal } from './principal';
@@ -46,6 +48,7 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
         token,
         ctx.clock.now(),
       );
+      await assertMinterActive(ctx, claims.clientId);
       if (!hasScopes(claims.scopes, scopes)) {
         throw fail('insufficient_scope', 403, `This route needs the scope${scopes.length > 1 ? 's' : ''} ${scopes.join(', ')}`, {
           nextAction: 'Mint a token that includes the missing scopes',
@@ -63,6 +66,29 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
     }
     default:
       throw new Error(`Unknown security scheme ${securityName}`);
+  }
+}
+
+/**
+ * A public bearer token lives as long as the credential that minted it (its `cid` claim): an
+ * account API key revoked since (through the directory cache, so within its 2 s), or a dashboard
+ * session revoked or ended by a new password, takes its tokens with it: 401 `token_revoked`.
+ * Tokens name their minter since they were first issued; a `cid` of neither form (none is
+ * minted) is not looked up.
+ */
+async function assertMinterActive(ctx: HttpContext, clientId: string): Promise<void> {
+  let active = true;
+  if (clientId.startsWith(DASHBOARD_CLIENT_PREFIX)) {
+    active = await assertSessionActive(ctx.store, clientId.slice(DASHBOARD_CLIENT_PREFIX.length))
+      .then(() => true, (err) => { if (err instanceof DomainError && err.code === 'session_revoked') return false; throw err; });
+  } else if (isUuid(clientId)) {
+    const key = await ctx.directory.apiKey(clientId);
+    active = key !== null && key.revokedAt === null;
+  }
+  if (!active) {
+    throw fail('token_revoked', 401, 'The credential that minted this bearer token was revoked', {
+      nextAction: 'Mint a new token with a valid account API key or dashboard session',
+    });
   }
 }
 

@@ -41,6 +41,18 @@ describe('dashboard credentials and token minting with a dashboard JWT (int)', f
       expect((await h.post('/api/public/token', { motorBlockId: block.motorBlockId }, auth(r.body.data.token))).status).to.equal(401);
     });
 
+    it('a token lives as long as the session that minted it: a password reset ends both (401 token_revoked)', async () => {
+      const user = await h.signUp('minter@rcpt.test');
+      const own = await createBlockFor(h.motor, user.accountId);
+      const r = await h.post('/api/public/token', { motorBlockId: own.motorBlockId, scopes: ['config.read'] }, auth(user.token));
+      expect(r.status).to.equal(200);
+      const list = () => get('/api/public/v1/motor-blocks', auth(r.body.data.token));
+      expect((await list()).status).to.equal(200);
+      await h.signUp('minter@rcpt.test', 'another long passphrase');
+      const dead = await list();
+      expect([dead.status, dead.body.code]).to.deep.equal([401, 'token_revoked']);
+    });
+
     it('refuses another account\'s block (403), bad bodies (422), missing or wrong credentials (401)', async () => {
       const foreign = await h.post('/api/public/token', { motorBlockId: otherBlock.motorBlockId }, auth());
       expect(foreign.status).to.equal(403);
@@ -78,6 +90,8 @@ describe('dashboard credentials and token minting with a dashboard JWT (int)', f
       const mint = () => postJson(`${h.motor.baseUrl}/api/public/token/account-key`, { motorBlockId: block.motorBlockId, scopes: ['logs.read', 'config.read'] }, { 'X-Api-Key': key });
       const m = await eventually(async () => { const r = await mint(); return r.status === 200 ? r : null; });
       expect(m.body.data.scopes).to.deep.equal(['logs.read']);
+      const minted = () => get(`/api/public/v1/motor-blocks/${block.motorBlockId}/logs`, auth(m.body.data.token));
+      expect((await minted()).status).to.equal(200);
       // The masked display is not a key.
       expect((await postJson(`${h.motor.baseUrl}/api/public/token/account-key`, { motorBlockId: block.motorBlockId }, { 'X-Api-Key': item.masked })).status).to.equal(401);
 
@@ -86,6 +100,9 @@ describe('dashboard credentials and token minting with a dashboard JWT (int)', f
       expect(r.status).to.equal(200);
       expect(r.body.data.revokedAt).to.be.a('string');
       await eventually(async () => (await mint()).status === 401);
+      // The bearer token it minted before goes with it.
+      const dead = await minted();
+      expect([dead.status, dead.body.code]).to.deep.equal([401, 'token_revoked']);
       expect((await del('/api/account/api-keys/not-a-uuid', auth())).status).to.equal(400);
     });
 
