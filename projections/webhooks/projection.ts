@@ -100,7 +100,8 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
       case 'WebhookDeliveryAttempted': {
         const d = event.data;
         // `attempts` holds requests made (the stats route's latency): the final record of a delivery
-        // to a deleted or paused endpoint made none (its 0 ms pulled the latency down).
+        // to a deleted or paused endpoint made none (its 0 ms pulled the latency down), nor did an
+        // attempt refused before its request (a DNS failure's seconds would have pushed it up).
         if (!NO_REQUEST_ERRORS.has(d.error ?? '')) {
           await t('attempts').insert({
             delivery_id: d.deliveryId, attempt: d.attempt, webhook_id: d.webhookId, motor_block_id: d.motorBlockId, outcome: d.outcome, duration_ms: d.durationMs, attempted_at: d.attemptedAt,
@@ -129,8 +130,12 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
   }
 }
 
-/** Errors the webhook worker records without making a request (workers/webhooks/worker.ts). */
-const NO_REQUEST_ERRORS = new Set(['webhook_deleted', 'webhook_disabled']);
+/**
+ * Errors the webhook worker records without making a request: the endpoint is gone or paused
+ * (workers/webhooks/worker.ts), or the URL could not be used, its host name did not resolve, or it
+ * resolved to an address the SSRF guard refuses (workers/webhooks/post.ts).
+ */
+const NO_REQUEST_ERRORS = new Set(['webhook_deleted', 'webhook_disabled', 'invalid_url', 'dns_error', 'blocked_address']);
 
 export const webhooksProjection: Projection = {
   name: 'webhooks',

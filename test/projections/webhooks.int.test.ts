@@ -29,7 +29,7 @@ describe('webhooks projection (int)', () => {
 
   const event = (type: string, data: Record<string, unknown>): EventData => ({ id: randomUUID(), type, version: 1, data });
 
-  it('latency counts the requests made: not the final record of a delivery to a paused or deleted endpoint', async () => {
+  it('latency counts the requests made: not the final record of a delivery to a paused or deleted endpoint, nor attempts refused before a request', async () => {
     const webhookId = randomUUID();
     const motorBlockId = randomUUID();
     const now = new Date();
@@ -49,12 +49,15 @@ describe('webhooks projection (int)', () => {
     await delivery([{ outcome: 'delivered', error: null, durationMs: 120, httpStatus: 200 }]);
     await delivery([{ outcome: 'retrying', error: 'http_503', durationMs: 80, httpStatus: 503 }, { outcome: 'failed', error: 'webhook_disabled', durationMs: 0, httpStatus: null }]);
     await delivery([{ outcome: 'failed', error: 'webhook_deleted', durationMs: 0, httpStatus: null }]);
+    // Refused before any request: the host name did not resolve, resolved to a private address, or the URL is unusable.
+    await delivery([{ outcome: 'retrying', error: 'dns_error', durationMs: 4000, httpStatus: null }, { outcome: 'retrying', error: 'blocked_address', durationMs: 3, httpStatus: null },
+      { outcome: 'failed', error: 'invalid_url', durationMs: 0, httpStatus: null }]);
     const runner = new ProjectionRunner(db, store, webhooksProjection);
     await runner.init();
     await runner.catchUp();
 
     const stats = await webhookStats(db, motorBlockId, webhookId, 1, now);
-    expect(stats).to.include({ delivered: 1, failed: 2 });
+    expect(stats).to.include({ delivered: 1, failed: 3 });
     expect(stats.latency).to.deep.equal({ attempts: 2, avgMs: 100, p50Ms: 100, p95Ms: 118 });
   });
 });
