@@ -166,12 +166,15 @@ export function setPassword(s: UserState, c: SetPassword): UserEvent[] {
 // ------------------------------------------------------------------------------ login
 export const invalidCredentials = () => fail('invalid_credentials', 401, 'Email or password is wrong');
 
-/** Refuses without looking at the password while locked or slowed (no event: nothing was tried). */
-export function checkLoginAllowed(s: UserState, now: Date, rules: UserRules = USER_RULES): void {
+/**
+ * Why a login may not be tried now (locked, or slowed after too many failures), or null. The
+ * password is not looked at and nothing is recorded: nothing was tried.
+ */
+export function loginRefusal(s: UserState, now: Date, rules: UserRules = USER_RULES): DomainError | null {
   const t = now.getTime();
   if (s.lockedUntil !== null && t < s.lockedUntil) {
     const retryAfterSeconds = Math.max(1, Math.ceil((s.lockedUntil - t) / 1000));
-    throw fail('account_locked', 423, `Too many failed logins: login is locked for ${retryAfterSeconds}s`, {
+    return fail('account_locked', 423, `Too many failed logins: login is locked for ${retryAfterSeconds}s`, {
       details: { retryAfterSeconds }, nextAction: 'Wait, or reset the password (register, verify-code, set-password)',
     });
   }
@@ -179,15 +182,29 @@ export function checkLoginAllowed(s: UserState, now: Date, rules: UserRules = US
     const waitMs = 1000 * 2 ** (s.loginFailures - rules.loginSlowAfter);
     if (t < s.lastLoginFailureAt + waitMs) {
       const retryAfterSeconds = Math.max(1, Math.ceil((s.lastLoginFailureAt + waitMs - t) / 1000));
-      throw fail('login_throttled', 429, `Too many failed logins; wait ${retryAfterSeconds}s before the next try`, { details: { retryAfterSeconds } });
+      return fail('login_throttled', 429, `Too many failed logins; wait ${retryAfterSeconds}s before the next try`, { details: { retryAfterSeconds } });
     }
   }
+  return null;
+}
+
+/** loginRefusal, thrown: the gate before the (slow) password check. */
+export function checkLoginAllowed(s: UserState, now: Date, rules: UserRules = USER_RULES): void {
+  const refused = loginRefusal(s, now, rules);
+  if (refused) throw refused;
 }
 
 export interface LoginAttempt { passwordOk: boolean; sessionId: string; remoteAddress: string | null; now: Date }
 
+/**
+ * The verdict of a password check, taken on the stream as it is now: the lock and the slowdown are
+ * checked again here, because other attempts may have been recorded while the password was being
+ * checked. A right password is refused then too (no LoginSucceeded, no session).
+ */
 export function login(s: UserState, c: LoginAttempt, rules: UserRules = USER_RULES): Decision {
   if (!s.exists || !s.userId || s.passwordHash === null) return { events: [], error: invalidCredentials() };
+  const refused = loginRefusal(s, c.now, rules);
+  if (refused) return { events: [], error: refused };
   const at = c.now.toISOString();
   if (c.passwordOk) return { events: [{ type: 'LoginSucceeded', data: { userId: s.userId, sessionId: c.sessionId, at } }] };
   const failures = s.loginFailures + 1;

@@ -3,6 +3,9 @@ import jwt from 'jsonwebtoken';
 import { simpleParser } from 'mailparser';
 import { streamName } from '../../domain/eventStore';
 import { userIdOf } from '../../commands/auth/onboarding';
+import { USER_RULES } from '../../domain/account/user';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import { newId } from '../../domain/ids';
 import { systemIds } from '../../commands/auth/systemMail';
 import { getJson } from '../support/motor';
 import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
@@ -77,6 +80,28 @@ describe('onboarding: register → verify-code → set-password → login → re
     expect(slowed.status).to.equal(429);
     expect(slowed.body.code).to.equal('login_throttled');
     expect(Number(slowed.headers.get('retry-after'))).to.be.greaterThan(0);
+  });
+
+  it('a lock or slowdown recorded while the password is being checked refuses the right password (423 / 429, no session)', async () => {
+    for (const [email, late] of [['late-lock@rcpt.test', 'locked'], ['late-slow@rcpt.test', 'slowed']] as const) {
+      const { userId } = await h.signUp(email);
+      const stream = streamName('user', userId);
+      const pending = h.post('/api/auth/login', { email, password: PASSWORD });
+      // The scrypt check takes most of a second: land the other attempts' verdict in the middle of
+      // it, straight on the stream, as another API process would.
+      await new Promise((r) => setTimeout(r, 250));
+      const at = new Date();
+      const event = late === 'locked'
+        ? { type: 'UserLockedOut', data: { userId, reason: 'login', until: new Date(at.getTime() + USER_RULES.lockMs).toISOString(), at: at.toISOString() } }
+        : { type: 'LoginFailed', data: { userId, failures: USER_RULES.loginSlowAfter + 4, remoteAddress: null, at: at.toISOString() } };
+      await h.motor.rt.store.append(stream, [toEventData(newId(), event as DomainEvent, { actor: 'test' })], { expectedRevision: 'any' });
+      const r = await pending;
+      expect(r.status, `${late}: ${JSON.stringify(r.body)}`).to.equal(late === 'locked' ? 423 : 429);
+      expect(r.body.code).to.equal(late === 'locked' ? 'account_locked' : 'login_throttled');
+      expect(r.body.data).to.equal(undefined);
+      const events = (await h.motor.rt.store.readStream(stream)).map((e) => e.type);
+      expect(events).to.not.include('LoginSucceeded');
+    }
   });
 
   it('refresh rotates; a spent refresh token revokes the whole family', async () => {

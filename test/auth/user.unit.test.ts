@@ -82,6 +82,21 @@ describe('user aggregate (unit)', () => {
     t += USER_RULES.lockMs; expect(attempt(true)).to.equal('ok');
     expect(foldUser(events).loginFailures).to.equal(0);
   });
+
+  it('login: the verdict re-checks the lock and the slowdown on the state it is recorded on', () => {
+    const verified = [...registered(), ...verifyCode(foldUser(registered()), { codeHash: HASH('123456'), setupTokenHash: HASH('st'), now: T0 }).events];
+    const set = [...verified, ...setPassword(foldUser(verified), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', now: T0 })];
+    const locked: UserEvent[] = [...set, { type: 'UserLockedOut', data: { userId: U, reason: 'login', until: at(USER_RULES.lockMs).toISOString(), at: T0.toISOString() } }];
+    const slowed: UserEvent[] = [...set, { type: 'LoginFailed', data: { userId: U, failures: USER_RULES.loginSlowAfter, remoteAddress: null, at: T0.toISOString() } }];
+    for (const [given, code] of [[locked, 'account_locked'], [slowed, 'login_throttled']] as const) {
+      for (const passwordOk of [true, false]) {
+        const d = login(foldUser(given), { passwordOk, sessionId: U, remoteAddress: null, now: at(500) });
+        expect(d.error?.code).to.equal(code);
+        expect(d.events).to.deep.equal([]);
+      }
+    }
+    expect(login(foldUser(slowed), { passwordOk: true, sessionId: U, remoteAddress: null, now: at(1000) }).events.map((e) => e.type)).to.deep.equal(['LoginSucceeded']);
+  });
 });
 
 describe('session aggregate (unit)', () => {
