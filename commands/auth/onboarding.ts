@@ -16,6 +16,7 @@ import type { SendQuota } from '../quota/sendQuota';
 import { dashboardTokenSettings, signDashboardToken } from './dashboardTokens';
 import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPassword } from './passwords';
 import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
+import { inLoginTurn } from './loginTurn';
 import { appendEvents, decideAndAppend, load } from './streams';
 import { sendSystemMail } from './systemMail';
 
@@ -162,24 +163,28 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
 
 // ------------------------------------------------------------------------------ login
 export async function login(deps: AuthDeps, body: { email?: unknown; password?: unknown }, remoteAddress: string | null, clock: Clock): Promise<SessionTokens> {
-  const started = clock.now();
   const email = normalizeEmail(body.email);
   if (typeof body.password !== 'string' || body.password.length === 0 || body.password.length > 1024) throw validation('password is required', 'password');
   const password = body.password;
   const sessionId = newId();
-  const first = await load(deps.store, userStream(email), USER_TYPES, foldUser);
-  checkLoginAllowed(first.state, started);
-  const ok = first.state.passwordHash !== null ? await verifyPassword(password, first.state.passwordHash) : await burnPasswordCheck(password);
-  // The slowdown counts from when the failure was known, not from when the (slow) check began.
-  const now = clock.now();
-  const { error, user } = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
-    // Another attempt landed meanwhile: decide on the fresh state (the password check stays valid
-    // unless the password itself changed, in which case this attempt fails).
-    const passwordOk = ok && s.passwordHash === first.state.passwordHash;
-    const d = decideLogin(s, { passwordOk, sessionId, remoteAddress, now });
-    return { events: d.events, result: { error: d.error as DomainError | undefined, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' } } };
-  }, 'anonymous');
-  if (error) throw error;
+  // One attempt per address at a time (loginTurn.ts): each sees the failures recorded before it.
+  const { user, now } = await inLoginTurn(deps.db, userIdOf(email), async () => {
+    const first = await load(deps.store, userStream(email), USER_TYPES, foldUser);
+    checkLoginAllowed(first.state, clock.now());
+    const ok = first.state.passwordHash !== null ? await verifyPassword(password, first.state.passwordHash) : await burnPasswordCheck(password);
+    // The slowdown counts from when the failure was known, not from when the (slow) check began.
+    const checkedAt = clock.now();
+    const verdict = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
+      // Decided on the stream as it is now (a password reset, or another process writing despite
+      // the turn): the lock and the slowdown are checked again there, and the password check
+      // holds only for the password it was made against.
+      const passwordOk = ok && s.passwordHash === first.state.passwordHash;
+      const d = decideLogin(s, { passwordOk, sessionId, remoteAddress, now: checkedAt });
+      return { events: d.events, result: { error: d.error as DomainError | undefined, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' } } };
+    }, 'anonymous');
+    if (verdict.error) throw verdict.error;
+    return { user: verdict.user, now: checkedAt };
+  });
   return openSession(deps, user, 'login', now, sessionId);
 }
 

@@ -82,6 +82,32 @@ describe('onboarding: register → verify-code → set-password → login → re
     expect(Number(slowed.headers.get('retry-after'))).to.be.greaterThan(0);
   });
 
+  it('a burst of concurrent logins gets no more password checks than one attempt after another (at most 3 failures, then 429)', async () => {
+    const email = 'burst@rcpt.test';
+    await h.signUp(email);
+    // 24 wrong passwords at once, then the right one while they are being checked.
+    const wrong = Array.from({ length: 24 }, (_, i) => h.post('/api/auth/login', { email, password: `wrong password ${i}` }));
+    await new Promise((r) => setTimeout(r, 400));
+    const right = h.post('/api/auth/login', { email, password: PASSWORD });
+    const answers = await Promise.all(wrong);
+    const failed = answers.filter((a) => a.status === 401);
+    expect(failed.length, answers.map((a) => `${a.status}:${a.body.code}`).join(' ')).to.be.within(1, USER_RULES.loginSlowAfter);
+    for (const a of failed) expect(a.body.code).to.equal('invalid_credentials');
+    for (const a of answers.filter((x) => x.status !== 401)) {
+      expect(a.status).to.equal(429);
+      expect(a.body.code).to.equal('login_throttled');
+      expect(Number(a.headers.get('retry-after'))).to.be.greaterThan(0);
+    }
+    const last = await right;
+    // The right password either had its turn before the third failure (200) or was slowed down like the rest.
+    if (last.status !== 200) expect(last.body.code).to.equal('login_throttled');
+    const events = (await h.motor.rt.store.readStream(streamName('user', userIdOf(email)))).map((e) => e.type);
+    // Every password checked left a LoginFailed: the count of checks is the count of 401s.
+    expect(events.filter((t) => t === 'LoginFailed')).to.have.length(failed.length);
+    expect(events).to.not.include('UserLockedOut');
+    expect(events.filter((t) => t === 'LoginSucceeded')).to.have.length(last.status === 200 ? 1 : 0);
+  });
+
   it('a lock or slowdown recorded while the password is being checked refuses the right password (423 / 429, no session)', async () => {
     for (const [email, late] of [['late-lock@rcpt.test', 'locked'], ['late-slow@rcpt.test', 'slowed']] as const) {
       const { userId } = await h.signUp(email);
