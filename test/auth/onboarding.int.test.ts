@@ -206,6 +206,20 @@ describe('onboarding: register → verify-code → set-password → login → re
     // (The rest of the ladder runs on the pure decider with a clock: test/auth/user.unit.test.ts.)
   });
 
+  it('verify-code under a burst: the guesses are judged one after another on the stream (at most 2 wrong, then 429)', async () => {
+    const email = 'code-burst@rcpt.test';
+    const before = h.mx.messages.length;
+    await h.post('/api/auth/register', { email });
+    const code = await h.codeFor(email, before);
+    const guesses = Array.from({ length: 12 }, (_, i) => String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0'));
+    const answers = await Promise.all(guesses.map((g) => h.post('/api/auth/verify-code', { email, code: g })));
+    const wrong = answers.filter((a) => a.body.code === 'invalid_code');
+    expect(wrong.length, answers.map((a) => `${a.status}:${a.body.code}`).join(' ')).to.be.within(1, USER_RULES.codeSlowAfter);
+    for (const a of answers.filter((x) => x.body.code !== 'invalid_code')) expect([a.status, a.body.code]).to.deep.equal([429, 'too_many_attempts']);
+    const events = (await h.motor.rt.store.readStream(streamName('user', userIdOf(email)))).map((e) => e.type);
+    expect(events.filter((t) => t === 'VerificationCodeRejected')).to.have.length(wrong.length);
+  });
+
   it('validates every body field (400), refuses unknown fields and oversized bodies before parsing', async () => {
     const cases: Array<[string, unknown, string]> = [
       ['/api/auth/register', { email: 'not-an-address' }, 'invalid_email'],
