@@ -9,7 +9,7 @@ import {
   decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, parseScope,
   type GrantEvent, type GrantState,
 } from '../../domain/oauth/grant';
-import { isCodeVerifier } from '../../domain/oauth/agent';
+import { codeChallengeOf, isCodeVerifier } from '../../domain/oauth/agent';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { sha256Hex } from '../auth/secrets';
 import { appendEvents, decideAndAppend, load } from '../auth/streams';
@@ -83,6 +83,10 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
   if (!redirectUri) throw oauthError('invalid_request', 'redirect_uri is required');
   if (!client.redirectUris.includes(redirectUri)) throw oauthError('invalid_request', 'redirect_uri is not registered for this client');
   if (responseType !== 'code') throw oauthError('invalid_request', 'response_type must be code');
+  // PKCE is optional for SMTP clients (a mail client with a secret may not send it), but a challenge
+  // that is sent is recorded and then binds the code to its verifier, as for agent clients.
+  const pkce = codeChallengeOf(one('code_challenge_method'), one('code_challenge'), false);
+  if (!pkce.ok) throw oauthError('invalid_request', pkce.reason);
   const scope = parseScope(q.scope);
   if (scope === null) throw oauthError('invalid_scope', 'Unknown scope (supported: email.send)');
   if (state !== undefined && state.length > 1024) throw oauthError('invalid_request', 'state is longer than 1024 characters');
@@ -104,6 +108,7 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
       grantId, clientId: client.clientId, accountId: user.accountId, userId: user.userId, sessionId: user.sessionId, redirectUri, scope,
       state: state ?? null, motorBlockId: block?.id ?? null, formTokenHash: form.hash,
       expiresAt: new Date(now.getTime() + OAUTH_RULES.consentTtlMs).toISOString(), requestedAt: now.toISOString(),
+      ...(pkce.challenge !== null ? { codeChallenge: pkce.challenge } : {}),
     },
   }], 'no_stream', `user:${user.userId}`);
   return { kind: 'smtp', grantId, formToken: form.value, clientName: client.name, clientId: client.clientId, scope, redirectUri, block, blocks };
@@ -190,7 +195,8 @@ type SmtpTokenDeps = { store: EventStore; config: Parameters<typeof accessTokenS
 /**
  * The grant step of POST /api/oauth2/token, the same for both profiles: an authorization code
  * redeemed for the first token family, or a refresh token rotated. `agent` carries what an agent
- * client must add (docs/OAUTH.md): the `resource`, and for a code the PKCE `code_verifier`. Returns
+ * client must add (docs/OAUTH.md): the `resource`, and for a code the PKCE `code_verifier`, which an
+ * SMTP client sends when its authorization request had a `code_challenge`. Returns
  * the grant after the step, the id of the access token to sign and the new refresh token.
  */
 export async function redeemGrant(
@@ -203,11 +209,15 @@ export async function redeemGrant(
   if (body.grant_type === 'authorization_code') {
     if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
     if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
+    // PKCE: required of agent clients; for SMTP clients decideRedeemCode requires the verifier when
+    // the authorization request had a challenge and refuses one when it had none. A parameter sent
+    // empty counts as omitted (RFC 6749 §3.2).
+    const verifier = body.code_verifier === '' ? undefined : body.code_verifier;
+    if (agent && verifier === undefined) throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
     let codeVerifier: string | undefined;
-    if (agent) {
-      if (typeof body.code_verifier !== 'string') throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
-      if (!isCodeVerifier(body.code_verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
-      codeVerifier = body.code_verifier;
+    if (verifier !== undefined) {
+      if (!isCodeVerifier(verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
+      codeVerifier = verifier;
     }
     const id = grantOf('oc', body.code);
     if (!id) throw oauthError('invalid_grant', 'Unknown authorization code');
