@@ -87,7 +87,7 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
   // that is sent is recorded and then binds the code to its verifier, as for agent clients.
   const pkce = codeChallengeOf(one('code_challenge_method'), one('code_challenge'), false);
   if (!pkce.ok) throw oauthError('invalid_request', pkce.reason);
-  const scope = parseScope(q.scope);
+  const scope = parseScope(one('scope'));
   if (scope === null) throw oauthError('invalid_scope', 'Unknown scope (supported: email.send)');
   if (state !== undefined && state.length > 1024) throw oauthError('invalid_request', 'state is longer than 1024 characters');
 

@@ -92,6 +92,17 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       });
     }
 
+    it('a parameter given twice is invalid_request, scope and the PKCE ones included', async () => {
+      const { challenge } = pkce();
+      for (const [name, value] of [['scope', 'email.send'], ['state', 's2'], ['code_challenge', challenge], ['code_challenge_method', 'S256']]) {
+        const u = new URL(authorizeUrl(motor, { ...base(), code_challenge: challenge, code_challenge_method: 'S256' }));
+        u.searchParams.append(name, value);
+        const r = await getPage(u.toString(), bearer());
+        expect(r.status, name).to.equal(400);
+        expect(JSON.parse(r.text).error, name).to.equal('invalid_request');
+      }
+    });
+
     it('a block of another account is refused', async () => {
       const other = await motor.bootstrap();
       const r = await getPage(authorizeUrl(motor, { ...base(), motor_block_id: other.motorBlockId }), bearer());
