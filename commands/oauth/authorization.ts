@@ -4,7 +4,7 @@ import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { asDomainEvent, type MotorBlockCreated } from '../../domain/events';
-import { newId } from '../../domain/ids';
+import { isUuid, newId } from '../../domain/ids';
 import {
   decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, parseScope,
   type GrantEvent, type GrantState,
@@ -114,9 +114,12 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
   return { kind: 'smtp', grantId, formToken: form.value, clientName: client.name, clientId: client.clientId, scope, redirectUri, block, blocks };
 }
 
+/** A uuid is case-insensitive (RFC 9562 §4); Motor names streams by the lower-case spelling. */
+const lowerUuid = (v: string | undefined): string | undefined => (isUuid(v) ? v.toLowerCase() : v);
+
 async function blockOfUser(store: EventStore, accountId: string, motorBlockId: string): Promise<{ id: string; name: string }> {
   try {
-    const { created } = await ownedBlock(store, accountId, motorBlockId);
+    const { created } = await ownedBlock(store, accountId, lowerUuid(motorBlockId)!);
     return { id: created.motorBlockId, name: created.name };
   } catch (e) {
     if (isDomainError(e)) throw oauthError('invalid_request', 'motor_block_id is not a Motor Block of this account');
@@ -149,9 +152,10 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
       (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`);
     return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
   }
-  const chosen = pre.requestedBlockId ?? form.motor_block_id;
+  const formBlockId = lowerUuid(form.motor_block_id);
+  const chosen = pre.requestedBlockId ?? formBlockId;
   if (!chosen) throw oauthError('invalid_request', 'motor_block_id is required');
-  if (pre.requestedBlockId && form.motor_block_id && form.motor_block_id !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
+  if (pre.requestedBlockId && formBlockId && formBlockId !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
   const block = await blockOfUser(deps.store, user.accountId, chosen);
   const code = opaque('oc', grantId);
   const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,

@@ -103,6 +103,18 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       }
     });
 
+    it('motor_block_id in capitals names the same block (a uuid is case-insensitive)', async () => {
+      const r = await getPage(authorizeUrl(motor, { ...base(), motor_block_id: blockId.toUpperCase() }), bearer());
+      expect(r.status, r.text).to.equal(200);
+      expect(r.text).to.include(`name="motor_block_id" value="${blockId}"`);
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId.toUpperCase() });
+      const t = await exchange(motor, client, code);
+      expect(t.status, JSON.stringify(t.body)).to.equal(200);
+      expect(t.body.motor_block.id).to.equal(blockId);
+      const viaForm = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId.toUpperCase(), viaForm: true });
+      expect((await exchange(motor, client, viaForm.code)).body.motor_block.id).to.equal(blockId);
+    });
+
     it('a block of another account is refused', async () => {
       const other = await motor.bootstrap();
       const r = await getPage(authorizeUrl(motor, { ...base(), motor_block_id: other.motorBlockId }), bearer());
