@@ -84,21 +84,27 @@ export const MAX_HEADER_SECTION_BYTES = 256 * 1024;
 export const MAX_HEADER_FIELDS = 1000;
 export const MAX_DECODED_FIELD_BYTES = 16 * 1024;
 
-/** Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2); refuses a header section past the limits above. */
+/**
+ * Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2); refuses a
+ * header section past the limits above. Both are checked as each field is read, the last one
+ * included: a section whose excess sits in its final field is refused like any other.
+ */
 export function splitMessage(raw: string): SplitMessage {
   const fields: HeaderField[] = [];
   let pos = 0;
+  let bytes = 0;
   while (pos < raw.length) {
     if (raw.startsWith('\r\n', pos)) return { fields, body: raw.slice(pos) };
-    if (pos > MAX_HEADER_SECTION_BYTES) throw fail('message_too_big', 552, `The message's header section exceeds ${MAX_HEADER_SECTION_BYTES} bytes`);
-    if (fields.length >= MAX_HEADER_FIELDS) throw fail('invalid_message', 554, `The message has more than ${MAX_HEADER_FIELDS} header fields`);
     const m = FIELD_RE.exec(raw.slice(pos, pos + 1000));
     // The first line that is not a header field starts the body (what Postfix's cleanup does).
     if (!m) return { fields, body: `\r\n${raw.slice(pos)}` };
+    if (fields.length >= MAX_HEADER_FIELDS) throw fail('invalid_message', 554, `The message has more than ${MAX_HEADER_FIELDS} header fields`);
     let end = raw.indexOf('\r\n', pos);
     while (end !== -1 && (raw[end + 2] === ' ' || raw[end + 2] === '\t')) end = raw.indexOf('\r\n', end + 2);
     const stop = end === -1 ? raw.length : end + 2;
     const text = raw.slice(pos, stop);
+    bytes += Buffer.byteLength(text);
+    if (bytes > MAX_HEADER_SECTION_BYTES) throw fail('message_too_big', 552, `The message's header section exceeds ${MAX_HEADER_SECTION_BYTES} bytes`);
     fields.push({
       name: m[1].toLowerCase(),
       raw: end === -1 ? `${text}\r\n` : text,

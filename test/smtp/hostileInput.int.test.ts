@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
 /**
@@ -15,7 +16,8 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
   let from: string;
 
   before(async () => {
-    h = await startSmtpHarness({ env: { SMTP_MAX_MESSAGE_BYTES: '262144', SMTP_MAX_RECIPIENTS: '5' } });
+    // 1 MiB: room for a header section over its own 256 KiB limit.
+    h = await startSmtpHarness({ env: { SMTP_MAX_MESSAGE_BYTES: '1048576', SMTP_MAX_RECIPIENTS: '5' } });
     block = await h.newBlock();
     from = `app@${block.domain}`;
   });
@@ -132,6 +134,35 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
       c.end();
     }
     expect(failures).to.deep.equal([]);
+  });
+
+  /** MAIL FROM, RCPT TO, DATA, the message (dot-stuffed), and the reply to its end. */
+  async function submit(message: string, rcpt = 'user@rcpt.test'): Promise<string | null> {
+    const c = await session();
+    for (const line of [`MAIL FROM:<${from}>`, `RCPT TO:<${rcpt}>`]) expect(await c.command(line)).to.match(/^250/);
+    expect(await c.command('DATA')).to.match(/^354/);
+    c.write(`${message.replace(/^\./gm, '..')}\r\n.\r\n`);
+    const r = await c.reply(30_000);
+    c.end();
+    return r;
+  }
+
+  it('the header section limits hold whichever field carries them, the last one included: over 256 KiB is 552 5.3.4, the 1,001st field 554 5.6.0, and nothing is delivered', async () => {
+    const head = `From: ${from}\r\nTo: big@rcpt.test\r\nSubject: big\r\n`;
+    // 400 KB in the last field, folded into lines of 80 characters (the line rule is not what refuses it).
+    const folded = `X-Big: ${Array.from({ length: 5000 }, () => 'b'.repeat(80)).join('\r\n ')}\r\n`;
+    expect(await submit(`${head}${folded}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // 300 KB over two fields, the second of them the last one.
+    const half = (name: string) => `${name}: ${Array.from({ length: 1900 }, () => 'a'.repeat(80)).join('\r\n ')}\r\n`;
+    expect(await submit(`${head}${half('X-A')}${half('X-B')}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // The same in a message without a body (the header section runs to the end of the data).
+    expect(await submit(`${head}${folded}`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // 1,000 fields pass; a 1,001st, last, is refused.
+    const fields = (n: number) => Array.from({ length: n - 3 }, (_, i) => `X-H${i}: v\r\n`).join('');
+    expect(await submit(`${head}${fields(1000)}\r\nbody\r\n`, 'fields@rcpt.test')).to.match(/^250 /);
+    expect(await submit(`${head}${fields(1001)}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    await eventually(async () => h.mx.rcptAttempts.includes('fields@rcpt.test') || undefined, 20_000);
+    expect(h.mx.rcptAttempts).to.not.include('big@rcpt.test');
   });
 
   it('still accepts a normal message afterwards', async () => {

@@ -118,5 +118,22 @@ describe('smtp/message (unit)', () => {
       // Within them, a message with many ordinary fields passes.
       expect(prepare(`${base}${'X-Trace: hop\r\n'.repeat(900)}\r\nx`).removed).to.deep.equal([]);
     });
+
+    it('applies the section size and the field count to the last field too, with or without a body', () => {
+      const folded = (kb: number) => `X-Big: ${Array.from({ length: kb * 1024 / 80 }, () => 'b'.repeat(78)).join('\r\n ')}\r\n`;
+      expect(codeOf(() => prepare(`${base}${folded(400)}\r\nbody`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}${folded(400)}`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-Big: ${'a'.repeat(400 * 1024)}`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-A: ${'a'.repeat(150 * 1024)}\r\nX-B: ${'a'.repeat(150 * 1024)}\r\n\r\nx`))).to.equal('message_too_big');
+      // Counted in bytes: 100 Ki characters of 3 bytes each are 300 KiB.
+      expect(codeOf(() => prepare(`${base}X-Utf8: ${'€'.repeat(100 * 1024)}\r\n\r\nx`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-Fits: ${'a'.repeat(200 * 1024)}\r\n\r\nx`))).to.equal(null);
+      // base holds 3 fields: 1,000 pass, a 1,001st refused even as the last field, and a body
+      // line after the 1,000th field is no field.
+      const fields = (n: number) => Array.from({ length: n - 3 }, (_, i) => `X-H${i}: v\r\n`).join('');
+      expect(codeOf(() => prepare(`${base}${fields(1000)}\r\nx`))).to.equal(null);
+      expect(codeOf(() => prepare(`${base}${fields(1001)}`))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`${base}${fields(1000)}not a field\r\n`))).to.equal(null);
+    });
   });
 });
