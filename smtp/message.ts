@@ -41,6 +41,33 @@ export function normalizeLineEndings(input: Buffer): Buffer {
   return out;
 }
 
+/** RFC 5322 section 2.1.1: a line MUST be at most 998 characters, CRLF excluded (counted in octets: RFC 6532 section 3.4). */
+export const MAX_LINE_OCTETS = 998;
+
+/**
+ * Refuses a CRLF-normalized message with a line over MAX_LINE_OCTETS, in the header section or in
+ * the body. Motor relays the message byte for byte under its DKIM signature, so it cannot fold or
+ * wrap such a line itself, and the servers after it do not keep it either: Postfix's SMTP client
+ * breaks it (smtp_line_length_limit, which breaks the signature), Exim refuses the message
+ * (message_linelength_limit). The client, which can fold the field or encode the part
+ * (quoted-printable, base64), learns it at submission instead of from a bounce.
+ */
+export function refuseLongLines(data: Buffer): void {
+  let start = 0;
+  let line = 1;
+  for (;;) {
+    const lf = data.indexOf(LF, start);
+    // Normalized: every LF follows a CR, which is not part of the line.
+    const length = (lf === -1 ? data.length : lf - 1) - start;
+    if (length > MAX_LINE_OCTETS) {
+      throw fail('invalid_message', 554, `Line ${line} of the message is longer than ${MAX_LINE_OCTETS} octets (RFC 5322 section 2.1.1): fold header fields, encode body parts as quoted-printable or base64`);
+    }
+    if (lf === -1) return;
+    start = lf + 1;
+    line++;
+  }
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**

@@ -7,7 +7,7 @@ import { newId } from '../domain/ids';
 import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
 import { checkSend, sendMessage, type SendDeps } from '../commands/send/sendMessage';
 import { deletionRefusal } from '../commands/blocks/deletionGuard';
-import { decodeMessage, normalizeLineEndings, prepareMessage } from './message';
+import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines } from './message';
 import { formatReply, type SmtpReply } from './replies';
 
 /**
@@ -39,7 +39,9 @@ export async function submitMessage(
   deps: SendDeps,
   input: { motorBlockId: string; envelope: Envelope; data: Buffer; now: Date },
 ): Promise<Submitted> {
-  const text = decodeMessage(normalizeLineEndings(input.data));
+  const data = normalizeLineEndings(input.data);
+  refuseLongLines(data);
+  const text = decodeMessage(data);
   const domain = domainOf(input.envelope.mailFrom);
   const prepared = prepareMessage(text, { now: input.now, newMessageId: () => `${newId()}@${domain}` });
 

@@ -165,6 +165,22 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
     expect(h.mx.rcptAttempts).to.not.include('big@rcpt.test');
   });
 
+  it('a line longer than 998 octets (RFC 5322 2.1.1), in the header or the body, is 554 5.6.0; 998 octets pass', async () => {
+    const head = `From: ${from}\r\nTo: long@rcpt.test\r\nSubject: long lines\r\n`;
+    const field = (octets: number) => `X-Long: ${'y'.repeat(octets - 'X-Long: '.length)}\r\n`;
+    const line = (octets: number) => `${'z'.repeat(octets)}\r\n`;
+    // 998 octets, counted in bytes: 996 ASCII characters and one 2-byte character.
+    expect(await submit(`${head}${field(998)}\r\n${line(998)}${'z'.repeat(996)}é\r\n`, 'ok-998@rcpt.test')).to.match(/^250 /);
+    expect(await submit(`${head}${field(999)}\r\nbody\r\n`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    // The last field, unfolded: the 400 KB line the limits above would otherwise have to catch.
+    expect(await submit(`${head}X-Big: ${'a'.repeat(400 * 1024)}\r\n\r\nbody\r\n`, 'long@rcpt.test')).to.match(/^5\d\d 5\.\d\.\d /);
+    expect(await submit(`${head}\r\n${line(10)}${line(999)}`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    expect(await submit(`${head}\r\n${'z'.repeat(997)}é\r\n`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    // The accepted one arrives; none of the refused ones does.
+    await eventually(async () => h.mx.rcptAttempts.includes('ok-998@rcpt.test') || undefined, 20_000);
+    expect(h.mx.rcptAttempts).to.not.include('long@rcpt.test');
+  });
+
   it('still accepts a normal message afterwards', async () => {
     const c = await session();
     for (const line of [`MAIL FROM:<${from}>`, 'RCPT TO:<user@rcpt.test>']) expect(await c.command(line)).to.match(/^250/);

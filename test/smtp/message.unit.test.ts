@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { DomainError } from '../../domain/errors';
-import { decodeMessage, normalizeLineEndings, prepareMessage, splitMessage } from '../../smtp/message';
+import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines, splitMessage } from '../../smtp/message';
 
 describe('smtp/message (unit)', () => {
   const now = new Date('2026-11-22T04:00:00Z');
@@ -50,6 +50,23 @@ describe('smtp/message (unit)', () => {
       expect(decodeMessage(Buffer.from('Subject: é\r\n\r\nü'))).to.equal('Subject: é\r\n\r\nü');
       expect(codeOf(() => decodeMessage(Buffer.from([0x41, 0xe9, 0x42])))).to.equal('invalid_message');
       expect(codeOf(() => decodeMessage(Buffer.from('a\0b')))).to.equal('invalid_message');
+    });
+  });
+
+  describe('refuseLongLines', () => {
+    it('refuses a line over 998 octets, CRLF excluded, anywhere: first, last, without a final CRLF; counts bytes, not characters', () => {
+      const ok = (s: string) => codeOf(() => refuseLongLines(Buffer.from(s)));
+      expect(ok(`${'a'.repeat(998)}\r\n${'b'.repeat(998)}\r\n\r\n${'c'.repeat(998)}`)).to.equal(null);
+      expect(ok('')).to.equal(null);
+      expect(ok('\r\n\r\n')).to.equal(null);
+      expect(ok(`${'a'.repeat(999)}\r\nx\r\n`)).to.equal('invalid_message');
+      expect(ok(`x\r\n${'a'.repeat(999)}\r\n`)).to.equal('invalid_message');
+      expect(ok(`x\r\n${'a'.repeat(999)}`)).to.equal('invalid_message');
+      expect(ok(`${'a'.repeat(996)}é\r\n`)).to.equal(null);
+      expect(ok(`${'a'.repeat(997)}é\r\n`)).to.equal('invalid_message');
+    });
+    it('names the line in its message', () => {
+      expect(() => refuseLongLines(Buffer.from(`a\r\nb\r\n${'c'.repeat(1000)}\r\n`))).to.throw(/Line 3 .* 998 octets/);
     });
   });
 
