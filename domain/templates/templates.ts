@@ -1,5 +1,5 @@
-import { Parser } from 'htmlparser2';
 import { fail } from '../errors';
+import { inspectHtml, MAX_HTML_DEPTH, noFacts, type HtmlFacts } from './html';
 
 /**
  * Communications templates (SPEC "Template", "Communications templates"; docs/TEMPLATES.md): the
@@ -77,27 +77,6 @@ export function sampleDataOf(value: unknown): Record<string, string> {
   return out;
 }
 
-interface HtmlFacts { nodes: number; links: number; images: number; scripts: number; handlers: string[]; javascriptUrls: number }
-
-function inspectHtml(html: string): HtmlFacts {
-  const facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
-  const parser = new Parser({
-    onopentag(name, attrs) {
-      facts.nodes++;
-      if (name === 'a' && attrs.href !== undefined) facts.links++;
-      if (name === 'img') facts.images++;
-      if (name === 'script') facts.scripts++;
-      for (const [attr, value] of Object.entries(attrs)) {
-        if (/^on/i.test(attr) && !facts.handlers.includes(attr.toLowerCase())) facts.handlers.push(attr.toLowerCase());
-        // Browsers ignore whitespace and control characters inside the scheme: "java\tscript:" runs too.
-        if (/^(href|src|action|formaction|background|xlink:href)$/i.test(attr) && /^javascript:/i.test(value.replace(/[\u0000-\u0020]/g, ''))) facts.javascriptUrls++;
-      }
-    },
-  }, { decodeEntities: true, lowerCaseTags: true, lowerCaseAttributeNames: true });
-  parser.end(html);
-  return facts;
-}
-
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** Replaces merge tags; `html` escapes the values. Unknown variables render empty. */
@@ -146,7 +125,7 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
   }
 
   const htmlSize = html === null ? 0 : Buffer.byteLength(html);
-  let facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
+  let facts: HtmlFacts = noFacts();
   if (html !== null && input.type === 'html') {
     if (htmlSize > LIMITS.htmlMaxBytes) errors.push({ code: 'html_too_large', field: 'body_html', message: `body_html is ${htmlSize} bytes; at most ${LIMITS.htmlMaxBytes}` });
     else if (htmlSize > LIMITS.htmlWarnBytes) warnings.push({ code: 'html_large', field: 'body_html', message: `body_html is ${htmlSize} bytes: Gmail clips messages past about 102 KB` });
@@ -155,9 +134,7 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
     else if (facts.nodes > LIMITS.nodesWarn) warnings.push({ code: 'many_nodes', field: 'body_html', message: `${facts.nodes} HTML elements: heavy to render in mail clients` });
     if (facts.links > LIMITS.linksWarn) warnings.push({ code: 'many_links', field: 'body_html', message: `${facts.links} links: spam filters count them` });
     if (facts.images > LIMITS.imagesWarn) warnings.push({ code: 'many_images', field: 'body_html', message: `${facts.images} images: spam filters weigh image-heavy mail` });
-    if (facts.scripts > 0) errors.push({ code: 'script_tag', field: 'body_html', message: 'script tags are not allowed (mail clients strip them)' });
-    if (facts.javascriptUrls > 0) errors.push({ code: 'javascript_url', field: 'body_html', message: 'javascript: URLs are not allowed' });
-    if (facts.handlers.length > 0) errors.push({ code: 'event_handler', field: 'body_html', message: `event handler attributes are not allowed: ${facts.handlers.slice(0, 5).join(', ')}` });
+    errors.push(...safetyErrors(facts));
   }
   if (text !== null && text.length > LIMITS.textMaxLength) errors.push({ code: 'text_too_long', field: 'body_text', message: `body_text is longer than ${LIMITS.textMaxLength} characters` });
 
@@ -185,4 +162,14 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
     },
     preview: renderTemplate({ subject, body_html: html, body_text: text }, values),
   };
+}
+
+/** The errors of what can run script in an HTML body. */
+function safetyErrors(f: Pick<HtmlFacts, 'scripts' | 'scriptUrls' | 'handlers' | 'tooDeep'>): TemplateIssue[] {
+  const out: TemplateIssue[] = [];
+  if (f.scripts > 0) out.push({ code: 'script_tag', field: 'body_html', message: `script tags are not allowed (mail clients strip them)` });
+  if (f.scriptUrls > 0) out.push({ code: 'javascript_url', field: 'body_html', message: `script URLs are not allowed: javascript:, vbscript:, and data: other than images` });
+  if (f.handlers.length > 0) out.push({ code: 'event_handler', field: 'body_html', message: `event handler attributes are not allowed: ${f.handlers.slice(0, 5).join(', ')}` });
+  if (f.tooDeep > 0) out.push({ code: 'html_too_deep', field: 'body_html', message: `markup nested more than ${MAX_HTML_DEPTH} levels deep in srcdoc, comments or raw-text elements cannot be checked` });
+  return out;
 }

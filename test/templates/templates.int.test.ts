@@ -77,6 +77,23 @@ describe('communications templates (int)', function () {
     expect((await postJson(url('/validate'), { name: 'n', subject: 's', type: 'pdf' }, as(a))).status).to.equal(400);
   });
 
+  it('validate: script in any URL-bearing attribute, meta refresh, SVG animation, srcdoc is an error', async () => {
+    const cases: Array<[string, string]> = [
+      ['<object data="javascript:alert(1)"></object>', 'javascript_url'],
+      ['<video poster="javascript:alert(1)"></video>', 'javascript_url'],
+      ['<meta http-equiv="refresh" content="0;url=javascript:alert(1)">', 'javascript_url'],
+      ['<svg><a><animate attributeName="href" values="javascript:alert(1)"/><text>x</text></a></svg>', 'javascript_url'],
+      ['<a href="vbscript:msgbox(1)">x</a>', 'javascript_url'],
+      ['<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">x</a>', 'javascript_url'],
+      ['<iframe srcdoc="&lt;script&gt;alert(1)&lt;/script&gt;"></iframe>', 'script_tag'],
+    ];
+    for (const [html, code] of cases) {
+      const r = await postJson(url('/validate'), { name: 'n', subject: 's', type: 'html', body_html: `${html} {{unsubscribe_url}}`, body_text: 't' }, as(a));
+      expect(r.status, html).to.equal(200);
+      expect([r.body.data.valid, r.body.data.errors.map((e: { code: string }) => e.code)], html).to.deep.equal([false, [code]]);
+    }
+  });
+
   it('create (201, warnings kept), list, read, patch, delete; read-your-writes all along', async () => {
     const created = await postJson(url(), { name: 'Welcome', subject: 'Welcome {{name}}', type: 'html', body_html: '<p>Hi {{name}}</p>' }, as(a));
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
