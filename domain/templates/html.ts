@@ -1,14 +1,18 @@
-import { QuoteType, Tokenizer } from 'htmlparser2';
+import { Parser, QuoteType, Tokenizer } from 'htmlparser2';
 
 /**
- * The HTML side of communications templates (docs/TEMPLATES.md "Checks"): what in a template's
- * HTML can run script. Pure: no I/O.
+ * The HTML side of communications templates (docs/TEMPLATES.md "Checks" and "Merge values in the
+ * HTML"): what in a template's HTML can run script, where each merge tag sits, and the rendering
+ * of merge values by where they sit. Pure: no I/O.
  *
- * The HTML is read with htmlparser2's tokenizer (walkHtml). Where htmlparser2 and browsers can disagree,
+ * The checks and the rendering read the HTML with the same walk (htmlparser2's tokenizer), so they
+ * agree on what is a tag, an attribute value or text. Where htmlparser2 and browsers can disagree,
  * the content is read both ways: comments (a browser also ends one at `--!>`), CDATA, and the text
  * of htmlparser2's raw-text elements (inside SVG or MathML a `<style>` or `<title>` is not raw text)
  * are read again as HTML.
  */
+
+export const MERGE_TAG = /\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
 
 /** Attributes whose value is one URL a client loads or follows; `xlink:href` and any `*:href` too. */
 const URL_ATTRIBUTES = new Set([
@@ -27,6 +31,11 @@ const SVG_ANIMATION_VALUES = new Set(['values', 'to', 'from', 'by']);
 const RAW_TEXT = new Set(['script', 'style', 'title', 'textarea', 'xmp']);
 /** How deep srcdoc documents, comments and raw text are read again as HTML; deeper is an error. */
 export const MAX_HTML_DEPTH = 4;
+
+/** Schemes a merge value may give a URL attribute (or none: a relative URL). */
+const MERGE_URL_SCHEMES = new Set(['http', 'https', 'mailto', 'tel']);
+/** What a URL attribute holds when a merge value would have given it another scheme. */
+export const NEUTRALISED_URL = 'about:invalid';
 
 export const isUrlAttribute = (name: string): boolean => URL_ATTRIBUTES.has(name) || name.endsWith(':href');
 
@@ -234,4 +243,180 @@ export function inspectHtml(html: string, depth = 0): HtmlFacts {
   });
   visit(0, html.length, depth);
   return facts;
+}
+
+/**
+ * Where a merge tag sits in the HTML:
+ * - `text`: in text (also comments and raw text): its value is escaped there;
+ * - `attribute`: in a quoted attribute value: escaped, and checked by the attribute (renderHtml);
+ * - `unquoted`: in an unquoted attribute value: a value with a space would add attributes;
+ * - `tag`: inside a tag outside any value (attribute or tag name, between attributes), right after
+ *   `<` or `</` in text, in a declaration or deeper than MAX_HTML_DEPTH: a value would add markup;
+ * - `srcdoc`: in an srcdoc value, itself HTML.
+ * The last three are errors of the checks (merge_tag_in_tag).
+ */
+export type MergeContext = 'text' | 'attribute' | 'unquoted' | 'tag' | 'srcdoc';
+
+export interface MergeSlot { start: number; end: number; name: string; context: MergeContext; attribute: string | null }
+
+interface TagSlots {
+  name: string;
+  attrs: Array<Attr & { slots: MergeSlot[] }>;
+  /** What the tag's own (template) attributes can run, and their URL schemes: a value must not add to either. */
+  unsafe: Set<string>;
+  schemes: Map<string, Set<string | null>>;
+}
+
+/** A template's HTML read once: its merge tags with their places, and the tags with one in an attribute value. */
+export interface CompiledHtml { html: string; slots: MergeSlot[]; tags: TagSlots[] }
+
+/** The schemes of a URL attribute's URLs (one, or each item of a list). */
+function urlSchemes(attr: string, value: string): Set<string | null> | null {
+  if (isUrlAttribute(attr)) return new Set([urlScheme(value)]);
+  if (URL_LIST_ATTRIBUTES.has(attr)) return new Set(value.split(/[\t\n\f\r ,]+/).filter((u) => u !== '').map(urlScheme));
+  return null;
+}
+
+export function compileHtml(html: string): CompiledHtml {
+  const found = [...html.matchAll(MERGE_TAG)];
+  if (found.length === 0) return { html, slots: [], tags: [] };
+  type Region = { start: number; end: number; attr: (Attr & { slots: MergeSlot[] }) | null };
+  const regions: Region[] = [];
+  const tags: Array<TagSlots['attrs']> = [];
+  const tagNames: string[] = [];
+  const visit = (from: number, to: number, depth: number) => walkHtml(html, from, to, {
+    tag(name, attrs) {
+      const withSlots = attrs.map((a) => ({ ...a, slots: [] as MergeSlot[] }));
+      tags.push(withSlots);
+      tagNames.push(name);
+      for (const a of withSlots) if (a.quote !== QuoteType.NoValue) regions.push({ start: a.valueStart, end: a.valueEnd, attr: a });
+    },
+    text(start, end) { regions.push({ start, end, attr: null }); },
+    nested(start, end, element) {
+      if (element === 'script') regions.push({ start, end, attr: null });
+      else if (depth < MAX_HTML_DEPTH) visit(start, end, depth + 1);
+    },
+  });
+  visit(0, html.length, 0);
+  regions.sort((a, b) => a.start - b.start);
+
+  const slots: MergeSlot[] = [];
+  let r = 0;
+  for (const m of found) {
+    const start = m.index;
+    const end = start + m[0].length;
+    while (r < regions.length && regions[r].end <= start) r++;
+    const region = r < regions.length && regions[r].start <= start && end <= regions[r].end ? regions[r] : null;
+    let context: MergeContext = 'tag';
+    if (region?.attr) {
+      context = region.attr.name === 'srcdoc' ? 'srcdoc' : region.attr.quote === QuoteType.Unquoted ? 'unquoted' : 'attribute';
+    } else if (region) {
+      // Right after "<" or "</" (merge tags of tag position in between render as a space), a value would open a tag.
+      let p = start;
+      for (let i = slots.length - 1; i >= 0 && slots[i].end === p && slots[i].context === 'tag'; i--) p = slots[i].start;
+      context = html[p - 1] === '<' || html.slice(p - 2, p) === '</' ? 'tag' : 'text';
+    }
+    const slot: MergeSlot = { start, end, name: m[1], context, attribute: region?.attr?.name ?? null };
+    slots.push(slot);
+    if (region?.attr && context !== 'srcdoc') region.attr.slots.push(slot);
+  }
+
+  const withSlots: TagSlots[] = [];
+  tags.forEach((attrs, i) => {
+    if (!attrs.some((a) => a.slots.length > 0)) return;
+    const schemes = new Map<string, Set<string | null>>();
+    for (const a of attrs) {
+      const s = urlSchemes(a.name, a.value);
+      if (s !== null && !schemes.has(a.name)) schemes.set(a.name, s);
+    }
+    withSlots.push({ name: tagNames[i], attrs, unsafe: new Set(inspectTag(tagNames[i], firstValues(attrs), noFacts())), schemes });
+  });
+  return { html, slots, tags: withSlots };
+}
+
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** An attribute value as a browser reads it: `raw` as written between `quote`s (which it does not contain). */
+function decodeAttribute(raw: string, quote: '"' | "'"): string {
+  let value = '';
+  new Parser({ onattribute(_name, v) { value = v; } }, { decodeEntities: true }).end(`<a v=${quote}${raw}${quote}>`);
+  return value;
+}
+
+/** An attribute a merge value would have made run script or point elsewhere than http(s), mailto or tel. */
+export interface Neutralised { tag: string; attribute: string; variables: string[]; replacement: string }
+
+/**
+ * The HTML with each merge tag replaced by its value, by where it sits: escaped (& < > " ') in text
+ * and attribute values, a space where it would add markup (`tag`, `srcdoc`: refused by the checks,
+ * so only in a template stored before them). An unquoted attribute value with a merge tag is
+ * written double-quoted, so its value stays one value. Then, for each tag with a merge tag in an
+ * attribute value, its attributes are read as a browser would with the values in: an attribute the
+ * values made able to run script (inspectTag), or a URL attribute (URL_ATTRIBUTES,
+ * URL_LIST_ATTRIBUTES) whose scheme a value changed to one other than http, https, mailto or tel,
+ * is replaced: a URL attribute by NEUTRALISED_URL, any other by an empty value.
+ */
+export function renderHtml(c: CompiledHtml, valueOf: (name: string) => string): { html: string; neutralised: Neutralised[] } {
+  if (c.slots.length === 0) return { html: c.html, neutralised: [] };
+  const edits: Array<{ start: number; end: number; text: string }> = [];
+  for (const s of c.slots) {
+    if (s.context === 'text') edits.push({ start: s.start, end: s.end, text: escapeHtml(valueOf(s.name)) });
+    else if (s.context === 'tag' || s.context === 'srcdoc') edits.push({ start: s.start, end: s.end, text: ' ' });
+  }
+  const neutralised: Neutralised[] = [];
+  for (const t of c.tags) {
+    const rendered = t.attrs.map((a) => {
+      if (a.slots.length === 0) return { raw: null, value: a.value };
+      let raw = '';
+      let at = a.valueStart;
+      for (const s of a.slots) {
+        raw += c.html.slice(at, s.start) + escapeHtml(valueOf(s.name));
+        at = s.end;
+      }
+      raw += c.html.slice(at, a.valueEnd);
+      // An unquoted value is written double-quoted: a `"` of the template's own text must then be a reference.
+      if (a.quote === QuoteType.Unquoted) raw = raw.replace(/"/g, '&quot;');
+      return { raw, value: decodeAttribute(raw, a.quote === QuoteType.Single ? "'" : '"') };
+    });
+    const values = firstValues(t.attrs.map((a, i) => ({ name: a.name, value: rendered[i].value })));
+    const unsafe = new Set(inspectTag(t.name, values, noFacts()).filter((name) => !t.unsafe.has(name)));
+    for (const [name, before] of t.schemes) {
+      const after = urlSchemes(name, values[name])!;
+      if ([...after].some((s) => s !== null && !MERGE_URL_SCHEMES.has(s) && !before.has(s))) unsafe.add(name);
+    }
+    t.attrs.forEach((a, i) => {
+      const q = a.quote === QuoteType.Single ? "'" : '"';
+      if (unsafe.has(a.name)) {
+        const replacement = isUrlAttribute(a.name) || URL_LIST_ATTRIBUTES.has(a.name) ? NEUTRALISED_URL : '';
+        neutralised.push({ tag: t.name, attribute: a.name, variables: [...new Set(t.attrs.flatMap((x) => x.slots.map((s) => s.name)))], replacement });
+        edits.push(a.quote === QuoteType.NoValue
+          ? { start: a.valueEnd, end: a.valueEnd, text: `=""` }
+          : a.quote === QuoteType.Unquoted ? { start: a.valueStart, end: a.valueEnd, text: `"${replacement}"` } : { start: a.valueStart, end: a.valueEnd, text: replacement });
+      } else if (rendered[i].raw !== null) {
+        edits.push({ start: a.valueStart, end: a.valueEnd, text: a.quote === QuoteType.Unquoted ? `${q}${rendered[i].raw}${q}` : rendered[i].raw! });
+      }
+    });
+  }
+  edits.sort((x, y) => x.start - y.start);
+  let out = '';
+  let at = 0;
+  for (const e of edits) {
+    out += c.html.slice(at, e.start) + e.text;
+    at = e.end;
+  }
+  return { html: out + c.html.slice(at), neutralised };
+}
+
+const compiled = new Map<string, CompiledHtml>();
+const COMPILED_MAX = 32;
+
+/** compileHtml, remembered for the last few bodies: a campaign renders one body for every contact. */
+export function compiledHtml(html: string): CompiledHtml {
+  let c = compiled.get(html);
+  if (c === undefined) {
+    c = compileHtml(html);
+    if (compiled.size >= COMPILED_MAX) compiled.delete(compiled.keys().next().value!);
+    compiled.set(html, c);
+  }
+  return c;
 }

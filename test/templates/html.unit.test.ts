@@ -1,12 +1,15 @@
 import { expect } from 'chai';
-import { validateTemplate } from '../../domain/templates/templates';
+import { compileHtml } from '../../domain/templates/html';
+import { renderTemplate, validateTemplate } from '../../domain/templates/templates';
 
 /**
- * The HTML checks of a template (docs/TEMPLATES.md "Checks"). Each case passed the checks before
- * those rules.
+ * The HTML checks of a template and the rendering of merge values by where they sit
+ * (docs/TEMPLATES.md "Checks", "Merge values in the HTML"). Each case passed the checks, or
+ * rendered as given, before those rules.
  */
 const errorsOf = (html: string, sampleData: Record<string, string> = {}) =>
   validateTemplate({ name: 'n', subject: 's', type: 'html', body_html: `${html} <a href="{{unsubscribe_url}}">u</a>`, body_text: 't' }, sampleData).errors.map((e) => e.code);
+const html = (body_html: string, values: Record<string, string>) => renderTemplate({ subject: 's', body_html, body_text: null }, values).body_html;
 
 describe('template HTML: script-capable places (unit)', () => {
   it('every URL-bearing attribute, meta refresh, SVG animation values, style url(): javascript_url', () => {
@@ -65,5 +68,101 @@ describe('template HTML: script-capable places (unit)', () => {
       '<meta http-equiv="refresh" content="30"><title>a < b</title>',
       '<p title="{{name}}">Hi {{name}}</p><a href="https://x.test/?u={{name}}">x</a><a href="{{unsubscribe_url}}">u</a>',
     ]) expect(errorsOf(h), h).to.deep.equal([]);
+  });
+});
+
+describe('template HTML: where merge tags sit (unit)', () => {
+  it('compileHtml gives each merge tag its place and attribute', () => {
+    const c = compileHtml('<p class="{{a}}" id=\'{{b}}\' x={{c}} {{d}}>{{e}}<{{f}}</p><!-- <a href="{{g}}"> --><style>{{h}}</style><iframe srcdoc="{{i}}"></iframe><a{{j}}>');
+    expect(c.slots.map((s) => [s.name, s.context, s.attribute])).to.deep.equal([
+      ['a', 'attribute', 'class'], ['b', 'attribute', 'id'], ['c', 'unquoted', 'x'], ['d', 'tag', null], ['e', 'text', null], ['f', 'tag', null],
+      ['g', 'attribute', 'href'], ['h', 'text', null], ['i', 'srcdoc', 'srcdoc'], ['j', 'tag', null],
+    ]);
+  });
+
+  it('inside a tag outside a quoted value, in an unquoted value, after "<", or in srcdoc: merge_tag_in_tag', () => {
+    for (const h of [
+      '<img src="x" {{x}}>',
+      '<a href={{u}}>x</a>',
+      '<a href=https://x.test/{{u}}>x</a>',
+      '<a href="x"{{y}}>x</a>',
+      '<a o{{x}}nclick="f()">x</a>',
+      '<{{t}}>',
+      '<p>a</{{t}}</p>',
+      '<{{a}}{{b}}>',
+      '<scr{{x}}ipt>',
+      '<iframe srcdoc="&lt;p&gt;{{x}}&lt;/p&gt;"></iframe>',
+      '<style></{{x}}</style>',
+    ]) expect(errorsOf(h), h).to.deep.equal(['merge_tag_in_tag']);
+  });
+
+  it('text, quoted attribute values (either quote), comments and raw text are fine', () => {
+    for (const h of [
+      '<p>{{name}}</p>', '<p title="{{name}}" class=\'c {{name}}\'>x</p>', '<!-- {{name}} -->', '<style>a{color:{{name}}}</style>',
+      '<title>{{name}}</title>', '<p>a < {{name}}</p>', '<a href="{{name}}">x</a>',
+    ]) expect(errorsOf(h), h).to.deep.equal([]);
+  });
+});
+
+describe('template HTML: rendering merge values (unit)', () => {
+  it('a value giving a URL attribute a scheme other than http, https, mailto, tel is rendered as about:invalid', () => {
+    expect(html('<a href="{{u}}">x</a>', { u: 'javascript:alert(1)' })).to.equal('<a href="about:invalid">x</a>');
+    for (const u of [' JavaScript:alert(1)', 'java\tscript:alert(1)', '\u0001javascript:alert(1)', 'vbscript:x', 'data:text/html,x', 'sms:1', 'x:y']) {
+      expect(html('<a href="{{u}}">x</a>', { u }), JSON.stringify(u)).to.equal('<a href="about:invalid">x</a>');
+    }
+    // Escaped values cannot make an entity, but the template's own "&" can: the value is judged decoded.
+    expect(html('<a href="&{{u}}">x</a>', { u: '#106;avascript:alert(1)' })).to.equal('<a href="about:invalid">x</a>');
+    expect(html('<a href="java{{u}}">x</a>', { u: 'script:alert(1)' })).to.equal('<a href="about:invalid">x</a>');
+    expect(html('<a href=\'{{u}}\'>x</a>', { u: 'javascript:alert(1)' })).to.equal('<a href=\'about:invalid\'>x</a>');
+    expect(html('<img src="{{u}}" alt="{{u}}">', { u: 'javascript:alert(1)' })).to.equal('<img src="about:invalid" alt="javascript:alert(1)">');
+    expect(html('<object data="{{u}}"></object><video poster="{{u}}"></video>', { u: 'javascript:x' })).to.equal('<object data="about:invalid"></object><video poster="about:invalid"></video>');
+    expect(html('<img srcset="a.png 1x, {{u}} 2x">', { u: 'javascript:x' })).to.equal('<img srcset="about:invalid">');
+    expect(html('<svg><a xlink:href="{{u}}">x</a></svg>', { u: 'javascript:x' })).to.equal('<svg><a xlink:href="about:invalid">x</a></svg>');
+    expect(html('<!--[if mso]><v:roundrect href="{{u}}"></v:roundrect><![endif]-->', { u: 'javascript:x' })).to.equal('<!--[if mso]><v:roundrect href="about:invalid"></v:roundrect><![endif]-->');
+  });
+
+  it('allowed and relative values, and values after the template\'s own scheme, are kept (escaped as before)', () => {
+    for (const u of ['https://x.test/a?b=1', 'HTTP://x.test/', 'mailto:a@x.test', 'tel:+331', '/path', '//x.test/p', '#top', 'page.html']) {
+      expect(html('<a href="{{u}}">x</a>', { u }), u).to.equal(`<a href="${u}">x</a>`);
+    }
+    expect(html('<a href="{{u}}">x</a>', { u: 'https://x.test/?a=1&b="2"' })).to.equal('<a href="https://x.test/?a=1&amp;b=&quot;2&quot;">x</a>');
+    expect(html('<a href="https://x.test/?r={{u}}">x</a>', { u: 'javascript:alert(1)' })).to.equal('<a href="https://x.test/?r=javascript:alert(1)">x</a>');
+    expect(html('<a href="sms:{{u}}">x</a>', { u: '+331' })).to.equal('<a href="sms:+331">x</a>');
+  });
+
+  it('a value that would make an attribute run script empties it: style url(), meta refresh through http-equiv', () => {
+    expect(html('<div style="background:url({{u}})">x</div>', { u: 'javascript:alert(1)' })).to.equal('<div style="">x</div>');
+    expect(html('<div style="color:{{c}}">x</div>', { c: 'red' })).to.equal('<div style="color:red">x</div>');
+    expect(html('<meta http-equiv="{{h}}" content="0;url=javascript:alert(1)">', { h: 'refresh' })).to.equal('<meta http-equiv="refresh" content="">');
+  });
+
+  it('a merge tag inside a tag renders as a space; an unquoted value is written quoted, so it stays one value', () => {
+    expect(html('<img src="x" {{x}}>', { x: 'onerror=alert(1)' })).to.equal('<img src="x"  >');
+    expect(html('<{{t}}>', { t: 'img src=x onerror=alert(1)' })).to.equal('< >');
+    expect(html('<a o{{x}}nclick="f()">', { x: '' })).to.equal('<a o nclick="f()">');
+    expect(html('<a href={{u}}>x</a>', { u: 'x onclick=alert(1)' })).to.equal('<a href="x onclick=alert(1)">x</a>');
+    expect(html('<a href={{u}} title=a"b>x</a>', { u: 'https://x.test/' })).to.equal('<a href="https://x.test/" title=a"b>x</a>');
+    expect(html('<a href=x{{u}}"y>x</a>', { u: '' })).to.equal('<a href="x&quot;y">x</a>');
+    expect(html('<a href={{u}}>x</a>', { u: 'javascript:alert(1)' })).to.equal('<a href="about:invalid">x</a>');
+  });
+
+  it('text is escaped as before; the same body renders the same for every value set', () => {
+    const body = '<p>{{a}}</p><a href="{{u}}">x</a>';
+    expect(html(body, { a: '<b>&', u: 'javascript:x' })).to.equal('<p>&lt;b&gt;&amp;</p><a href="about:invalid">x</a>');
+    expect(html(body, { a: 'ok', u: 'https://x.test/' })).to.equal('<p>ok</p><a href="https://x.test/">x</a>');
+  });
+});
+
+describe('template validation: the preview with sampleData (unit)', () => {
+  it('a sampleData value the rendering neutralised is a merge_value_unsafe warning; the preview has no script', () => {
+    const v = validateTemplate({ name: 'n', subject: 's', type: 'html', body_html: '<a href="{{u}}">x</a> {{unsubscribe_url}}', body_text: 't' }, { u: 'javascript:alert(1)' });
+    expect(v.valid).to.equal(true);
+    expect(v.warnings.map((w) => w.code)).to.deep.equal(['merge_value_unsafe']);
+    expect(v.preview.body_html).to.equal('<a href="about:invalid">x</a> https://example.com/unsubscribe/preview');
+  });
+
+  it('a sampleData value that puts a script URL in a <style> element is an error of the preview', () => {
+    expect(errorsOf('<style>div{background:url({{u}})}</style>', { u: 'javascript:alert(1)' })).to.deep.equal(['javascript_url']);
+    expect(errorsOf('<style>div{background:url({{u}})}</style>', { u: 'https://x.test/i.png' })).to.deep.equal([]);
   });
 });
