@@ -72,6 +72,7 @@ export class ExportsController extends Controller {
   @Response<ErrorResponse>(400, 'invalid_job_type, invalid_query (filters or times), outside_retention_window')
   @Response<ErrorResponse>(404, 'motor_block_not_found: the block is deleted')
   @Response<ErrorResponse>(409, 'motor_block_delete_in_progress')
+  @Response<ErrorResponse>(422, 'validation_error: a body that is not a JSON object, or has an unknown field or one of the wrong type')
   public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body?: ExportBody): Promise<ExportQueuedResponse> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
