@@ -215,11 +215,13 @@ export interface OAuthConsentRequested {
   formTokenHash: string; expiresAt: Iso; requestedAt: Iso;
   /**
    * Agent clients only (docs/MCP.md; absent on SMTP grants, which predate them): the MCP server's
-   * canonical URI the tokens are bound to, the PKCE S256 challenge, and the name of the client's
-   * metadata document as it was when the user consented (`clientId` is then the document's URL).
+   * canonical URI the tokens are bound to, and the name of the client's metadata document as it was
+   * when the user consented (`clientId` is then the document's URL).
    */
   resource?: string;
+  /** The PKCE S256 challenge: always on agent grants; on SMTP grants when the client sent one (docs/OAUTH.md). */
   codeChallenge?: string;
+  /** Agent clients only (see `resource`). */
   clientName?: string;
 }
 /** The user approved: an authorization code (hash only; 60 s, single use) bound to one block (SMTP) or to none (agent grants: account-wide). */

@@ -10,7 +10,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import { KnownClients, SubmissionServer } from './server';
-import { checkEnvelopeSender, recordRefusal, submitMessage } from './submission';
+import { checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
@@ -20,7 +20,8 @@ import { peerCertificateOf } from './mtls';
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
  * implicit TLS on `securePort` (2465). The hooks run in a fixed order, each with a verdict:
  * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
- * → MAIL FROM (block and sender-domain rules) → RCPT TO (syntax; count capped by the library)
+ * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules)
+ * → RCPT TO (ASCII, syntax; count capped by the library)
  * → DATA (size capped by the library, then smtp/submission.ts).
  */
 
@@ -79,6 +80,15 @@ type Callback = (err?: Error | null) => void;
 const userOf = (session: SMTPServerSession): SmtpUser | null => (session.user as SmtpUser | undefined) ?? null;
 const addressOf = (session: SMTPServerSession): string => normalizeAddress(session.remoteAddress);
 const asError = (r: SmtpReply) => smtpError(r);
+
+/**
+ * MAIL FROM parameters of extensions Motor does not offer and whose request it could not honour:
+ * SMTPUTF8 (a UTF-8 envelope and header, RFC 6531) and REQUIRETLS (TLS on every hop, RFC 8689).
+ * smtp-server accepts them even when EHLO hides them; RFC 5321 section 4.1.1.11 answers 555.
+ */
+const NOT_OFFERED = ['SMTPUTF8', 'REQUIRETLS'];
+const notOffered = (args: object | false): string | undefined => (args ? Object.keys(args).find((k) => NOT_OFFERED.includes(k)) : undefined);
+const NON_ASCII = 'Non-ASCII addresses are not permitted: SMTPUTF8 is not offered';
 
 /**
  * Every hook has a deadline (a hung store or Redis must not hold sessions forever). A DATA that
@@ -178,19 +188,31 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       const user = userOf(session);
       // The library already requires AUTH for MAIL; this is the guard that never relays regardless.
       if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
-      within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, address.address, deps.clock.now()))
-        .then(() => cb(), (err) => refuse(session, address.address, 0, err, cb));
+      const parameter = notOffered(address.args);
+      if (parameter) return cb(asError(reply(555, '5.5.4', `MAIL FROM parameter ${parameter} not recognized: the extension is not offered`)));
+      const sender = address.address === '' ? { ok: true as const, address: '' } : envelopeAddress(address.address);
+      if (!sender.ok && sender.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
+      if (!sender.ok) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
+      within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
+        .then(() => cb(), (err) => refuse(session, sender.address, 0, err, cb));
     },
     onRcptTo(address, session, cb) {
       if (!userOf(session)) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
-      if (!isValidAddress(address.address)) return cb(asError(reply(553, '5.1.3', 'Bad recipient address syntax')));
+      const recipient = envelopeAddress(address.address);
+      if (!recipient.ok && recipient.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
+      if (!recipient.ok || !isValidAddress(recipient.address)) return cb(asError(reply(553, '5.1.3', 'Bad recipient address syntax')));
       cb();
     },
     onData(stream, session, cb) {
-      // smtp-server resets session.envelope after this callback: copy it first.
+      // smtp-server resets session.envelope after this callback: copy it first, in the ASCII form
+      // the MAIL FROM and RCPT TO hooks checked (internationalized domains in A-labels).
+      const ascii = (a: string): string => {
+        const e = envelopeAddress(a);
+        return e.ok ? e.address : a;
+      };
       const envelope = {
-        mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-        rcptTo: session.envelope.rcptTo.map((r) => r.address),
+        mailFrom: session.envelope.mailFrom ? ascii(session.envelope.mailFrom.address) : '',
+        rcptTo: session.envelope.rcptTo.map((r) => ascii(r.address)),
       };
       const user = userOf(session);
       const chunks: Buffer[] = [];

@@ -41,6 +41,33 @@ export function normalizeLineEndings(input: Buffer): Buffer {
   return out;
 }
 
+/** RFC 5322 section 2.1.1: a line MUST be at most 998 characters, CRLF excluded (counted in octets: RFC 6532 section 3.4). */
+export const MAX_LINE_OCTETS = 998;
+
+/**
+ * Refuses a CRLF-normalized message with a line over MAX_LINE_OCTETS, in the header section or in
+ * the body. Motor relays the message byte for byte under its DKIM signature, so it cannot fold or
+ * wrap such a line itself, and the servers after it do not keep it either: Postfix's SMTP client
+ * breaks it (smtp_line_length_limit, which breaks the signature), Exim refuses the message
+ * (message_linelength_limit). The client, which can fold the field or encode the part
+ * (quoted-printable, base64), learns it at submission instead of from a bounce.
+ */
+export function refuseLongLines(data: Buffer): void {
+  let start = 0;
+  let line = 1;
+  for (;;) {
+    const lf = data.indexOf(LF, start);
+    // Normalized: every LF follows a CR, which is not part of the line.
+    const length = (lf === -1 ? data.length : lf - 1) - start;
+    if (length > MAX_LINE_OCTETS) {
+      throw fail('invalid_message', 554, `Line ${line} of the message is longer than ${MAX_LINE_OCTETS} octets (RFC 5322 section 2.1.1): fold header fields, encode body parts as quoted-printable or base64`);
+    }
+    if (lf === -1) return;
+    start = lf + 1;
+    line++;
+  }
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
@@ -84,21 +111,27 @@ export const MAX_HEADER_SECTION_BYTES = 256 * 1024;
 export const MAX_HEADER_FIELDS = 1000;
 export const MAX_DECODED_FIELD_BYTES = 16 * 1024;
 
-/** Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2); refuses a header section past the limits above. */
+/**
+ * Splits a CRLF-normalized message into header fields and body (RFC 5322 section 2.2); refuses a
+ * header section past the limits above. Both are checked as each field is read, the last one
+ * included: a section whose excess sits in its final field is refused like any other.
+ */
 export function splitMessage(raw: string): SplitMessage {
   const fields: HeaderField[] = [];
   let pos = 0;
+  let bytes = 0;
   while (pos < raw.length) {
     if (raw.startsWith('\r\n', pos)) return { fields, body: raw.slice(pos) };
-    if (pos > MAX_HEADER_SECTION_BYTES) throw fail('message_too_big', 552, `The message's header section exceeds ${MAX_HEADER_SECTION_BYTES} bytes`);
-    if (fields.length >= MAX_HEADER_FIELDS) throw fail('invalid_message', 554, `The message has more than ${MAX_HEADER_FIELDS} header fields`);
     const m = FIELD_RE.exec(raw.slice(pos, pos + 1000));
     // The first line that is not a header field starts the body (what Postfix's cleanup does).
     if (!m) return { fields, body: `\r\n${raw.slice(pos)}` };
+    if (fields.length >= MAX_HEADER_FIELDS) throw fail('invalid_message', 554, `The message has more than ${MAX_HEADER_FIELDS} header fields`);
     let end = raw.indexOf('\r\n', pos);
     while (end !== -1 && (raw[end + 2] === ' ' || raw[end + 2] === '\t')) end = raw.indexOf('\r\n', end + 2);
     const stop = end === -1 ? raw.length : end + 2;
     const text = raw.slice(pos, stop);
+    bytes += Buffer.byteLength(text);
+    if (bytes > MAX_HEADER_SECTION_BYTES) throw fail('message_too_big', 552, `The message's header section exceeds ${MAX_HEADER_SECTION_BYTES} bytes`);
     fields.push({
       name: m[1].toLowerCase(),
       raw: end === -1 ? `${text}\r\n` : text,

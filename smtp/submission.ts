@@ -1,3 +1,4 @@
+import { domainToASCII } from 'node:url';
 import { fromAndSubject } from './headerValues';
 import { storableText } from '../domain/storableJson';
 import { streamName } from '../domain/eventStore';
@@ -7,7 +8,7 @@ import { newId } from '../domain/ids';
 import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
 import { checkSend, sendMessage, type SendDeps } from '../commands/send/sendMessage';
 import { deletionRefusal } from '../commands/blocks/deletionGuard';
-import { decodeMessage, normalizeLineEndings, prepareMessage } from './message';
+import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines } from './message';
 import { formatReply, type SmtpReply } from './replies';
 
 /**
@@ -17,6 +18,37 @@ import { formatReply, type SmtpReply } from './replies';
  */
 
 export interface Envelope { mailFrom: string; rcptTo: string[] }
+
+const ASCII = /^[\x00-\x7f]*$/;
+
+/**
+ * An address with its domain in A-labels (RFC 5890: `bücher.example` is `xn--bcher-kva.example`);
+ * an ASCII domain is left as it is. `null` when the domain has no A-label form (`⒈.example`).
+ *
+ * SMTPUTF8 is not offered, so the envelope a client may send is ASCII: an internationalized domain
+ * in A-labels. smtp-server hands such a domain to the hooks in U-labels (punycode.toUnicode), and
+ * mailparser does the same for the From header; this gives back the form the client sent, the form
+ * a block's domain is registered in (docs/DOMAINS.md) and the one the delivery worker puts on the
+ * wire. A client that sent U-labels anyway gets them converted: the delivery is the same.
+ */
+export function withAsciiDomain(address: string): string | null {
+  const at = address.lastIndexOf('@');
+  const domain = address.slice(at + 1);
+  if (at === -1 || ASCII.test(domain)) return address;
+  const ascii = domainToASCII(domain);
+  return ascii === '' ? null : `${address.slice(0, at)}@${ascii}`;
+}
+
+/**
+ * An envelope address (MAIL FROM, RCPT TO) as the listener takes it, or why not. A non-ASCII local
+ * part needs SMTPUTF8, which Motor does not offer (RFC 6531 section 3.5: 553 5.6.7); a domain is
+ * taken in U-labels or A-labels and kept in A-labels (withAsciiDomain).
+ */
+export function envelopeAddress(address: string): { ok: true; address: string } | { ok: false; reason: 'non_ascii_local_part' | 'bad_domain' } {
+  if (!ASCII.test(address.slice(0, Math.max(0, address.lastIndexOf('@'))))) return { ok: false, reason: 'non_ascii_local_part' };
+  const ascii = withAsciiDomain(address);
+  return ascii === null ? { ok: false, reason: 'bad_domain' } : { ok: true, address: ascii };
+}
 
 /**
  * MAIL FROM: the envelope sender must be an address of the block's domain, and the block must be
@@ -39,14 +71,18 @@ export async function submitMessage(
   deps: SendDeps,
   input: { motorBlockId: string; envelope: Envelope; data: Buffer; now: Date },
 ): Promise<Submitted> {
-  const text = decodeMessage(normalizeLineEndings(input.data));
+  const data = normalizeLineEndings(input.data);
+  refuseLongLines(data);
+  const text = decodeMessage(data);
   const domain = domainOf(input.envelope.mailFrom);
   const prepared = prepareMessage(text, { now: input.now, newMessageId: () => `${newId()}@${domain}` });
 
   // Only From and Subject are decoded: the body goes through untouched.
   const parsed = fromAndSubject(prepared.fromField, prepared.subjectField);
   const mailboxes = parsed.from?.value ?? [];
-  const from = mailboxes.length === 1 && !mailboxes[0].group ? mailboxes[0].address?.trim() ?? '' : '';
+  const named = mailboxes.length === 1 && !mailboxes[0].group ? mailboxes[0].address?.trim() ?? '' : '';
+  // mailparser gives an A-label domain back in U-labels: compared with the block's domain in A-labels.
+  const from = named && withAsciiDomain(named);
   if (!from || !isValidAddress(from)) throw fail('invalid_message', 554, 'The From header must name exactly one valid mailbox');
 
   const validated: ValidSendRequest = {

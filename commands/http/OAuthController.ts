@@ -31,7 +31,11 @@ export interface OAuthTokenRequest {
   redirect_uri?: string;
   /** For refresh_token: the latest refresh token (rotated on every use). */
   refresh_token?: string;
-  /** Agent clients (client_id is a metadata document URL): the PKCE verifier of the code_challenge (authorization_code). */
+  /**
+   * For authorization_code: the PKCE verifier of the authorization request's code_challenge (S256).
+   * Required of agent clients (client_id is a metadata document URL); an SMTP client sends it exactly
+   * when its authorization request had a code_challenge (otherwise it is refused: invalid_grant).
+   */
   code_verifier?: string;
   /** Agent clients: the canonical URI of the MCP server, equal to the authorization request's (both grant types). */
   resource?: string;
@@ -65,7 +69,9 @@ export class OAuthController extends Controller {
    * Consent page (HTML) for a signed-in dashboard user: dashboard JWT as `Authorization: Bearer`
    * or the `motor_dashboard` cookie. Query: client_id, response_type=code, redirect_uri (exactly as
    * registered), scope (optional, `email.send`), state (optional), motor_block_id (optional: without
-   * it the page lets the user pick one of the account's blocks). Errors are JSON and never redirect.
+   * it the page lets the user pick one of the account's blocks), code_challenge with
+   * code_challenge_method=S256 (PKCE: optional for SMTP clients, required of agent clients; `plain`
+   * is refused). Errors are JSON and never redirect.
    */
   @Get('authorize')
   @SuccessResponse(200, 'Consent page (text/html)')

@@ -1,6 +1,6 @@
 import type { EventStore } from '../../domain/eventStore';
 import { newId } from '../../domain/ids';
-import { isCodeChallenge, parseAgentScope, serverOfResource, type AgentScope } from '../../domain/oauth/agent';
+import { codeChallengeOf, parseAgentScope, serverOfResource, type AgentScope } from '../../domain/oauth/agent';
 import { decideUserRevoke, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
 import { fail } from '../../domain/errors';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -38,11 +38,9 @@ export async function startAgentAuthorization(deps: AgentOAuthDeps, user: Dashbo
   if (!redirectUri) throw oauthError('invalid_request', 'redirect_uri is required');
   if (!client.redirectUris.includes(redirectUri)) throw oauthError('invalid_request', 'redirect_uri is not one of the client metadata document\'s redirect_uris');
   if (one('response_type') !== 'code') throw oauthError('invalid_request', 'response_type must be code');
-  const method = one('code_challenge_method');
-  if (method === 'plain') throw oauthError('invalid_request', 'code_challenge_method plain is not supported: use S256');
-  if (method !== 'S256') throw oauthError('invalid_request', 'PKCE is required: code_challenge_method=S256 and a code_challenge');
-  const codeChallenge = one('code_challenge');
-  if (!isCodeChallenge(codeChallenge)) throw oauthError('invalid_request', 'code_challenge must be the 43-character base64url SHA-256 of the code_verifier');
+  const pkce = codeChallengeOf(one('code_challenge_method'), one('code_challenge'), true);
+  if (!pkce.ok) throw oauthError('invalid_request', pkce.reason);
+  const codeChallenge = pkce.challenge!;
   const resource = one('resource');
   if (resource === undefined) throw oauthError('invalid_request', 'resource is required: the canonical URI of the MCP server');
   const server = serverOfResource(deps.config.mcpPublicUrl, resource);

@@ -4,12 +4,12 @@ import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { asDomainEvent, type MotorBlockCreated } from '../../domain/events';
-import { newId } from '../../domain/ids';
+import { isUuid, newId } from '../../domain/ids';
 import {
   decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, parseScope,
   type GrantEvent, type GrantState,
 } from '../../domain/oauth/grant';
-import { isCodeVerifier } from '../../domain/oauth/agent';
+import { codeChallengeOf, isCodeVerifier } from '../../domain/oauth/agent';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { sha256Hex } from '../auth/secrets';
 import { appendEvents, decideAndAppend, load } from '../auth/streams';
@@ -83,7 +83,11 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
   if (!redirectUri) throw oauthError('invalid_request', 'redirect_uri is required');
   if (!client.redirectUris.includes(redirectUri)) throw oauthError('invalid_request', 'redirect_uri is not registered for this client');
   if (responseType !== 'code') throw oauthError('invalid_request', 'response_type must be code');
-  const scope = parseScope(q.scope);
+  // PKCE is optional for SMTP clients (a mail client with a secret may not send it), but a challenge
+  // that is sent is recorded and then binds the code to its verifier, as for agent clients.
+  const pkce = codeChallengeOf(one('code_challenge_method'), one('code_challenge'), false);
+  if (!pkce.ok) throw oauthError('invalid_request', pkce.reason);
+  const scope = parseScope(one('scope'));
   if (scope === null) throw oauthError('invalid_scope', 'Unknown scope (supported: email.send)');
   if (state !== undefined && state.length > 1024) throw oauthError('invalid_request', 'state is longer than 1024 characters');
 
@@ -104,14 +108,18 @@ export async function startAuthorization(deps: OAuthDeps, user: DashboardUser, q
       grantId, clientId: client.clientId, accountId: user.accountId, userId: user.userId, sessionId: user.sessionId, redirectUri, scope,
       state: state ?? null, motorBlockId: block?.id ?? null, formTokenHash: form.hash,
       expiresAt: new Date(now.getTime() + OAUTH_RULES.consentTtlMs).toISOString(), requestedAt: now.toISOString(),
+      ...(pkce.challenge !== null ? { codeChallenge: pkce.challenge } : {}),
     },
   }], 'no_stream', `user:${user.userId}`);
   return { kind: 'smtp', grantId, formToken: form.value, clientName: client.name, clientId: client.clientId, scope, redirectUri, block, blocks };
 }
 
+/** A uuid is case-insensitive (RFC 9562 §4); Motor names streams by the lower-case spelling. */
+const lowerUuid = (v: string | undefined): string | undefined => (isUuid(v) ? v.toLowerCase() : v);
+
 async function blockOfUser(store: EventStore, accountId: string, motorBlockId: string): Promise<{ id: string; name: string }> {
   try {
-    const { created } = await ownedBlock(store, accountId, motorBlockId);
+    const { created } = await ownedBlock(store, accountId, lowerUuid(motorBlockId)!);
     return { id: created.motorBlockId, name: created.name };
   } catch (e) {
     if (isDomainError(e)) throw oauthError('invalid_request', 'motor_block_id is not a Motor Block of this account');
@@ -144,9 +152,10 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
       (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`);
     return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
   }
-  const chosen = pre.requestedBlockId ?? form.motor_block_id;
+  const formBlockId = lowerUuid(form.motor_block_id);
+  const chosen = pre.requestedBlockId ?? formBlockId;
   if (!chosen) throw oauthError('invalid_request', 'motor_block_id is required');
-  if (pre.requestedBlockId && form.motor_block_id && form.motor_block_id !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
+  if (pre.requestedBlockId && formBlockId && formBlockId !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
   const block = await blockOfUser(deps.store, user.accountId, chosen);
   const code = opaque('oc', grantId);
   const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
@@ -190,7 +199,8 @@ type SmtpTokenDeps = { store: EventStore; config: Parameters<typeof accessTokenS
 /**
  * The grant step of POST /api/oauth2/token, the same for both profiles: an authorization code
  * redeemed for the first token family, or a refresh token rotated. `agent` carries what an agent
- * client must add (docs/OAUTH.md): the `resource`, and for a code the PKCE `code_verifier`. Returns
+ * client must add (docs/OAUTH.md): the `resource`, and for a code the PKCE `code_verifier`, which an
+ * SMTP client sends when its authorization request had a `code_challenge`. Returns
  * the grant after the step, the id of the access token to sign and the new refresh token.
  */
 export async function redeemGrant(
@@ -203,11 +213,15 @@ export async function redeemGrant(
   if (body.grant_type === 'authorization_code') {
     if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
     if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
+    // PKCE: required of agent clients; for SMTP clients decideRedeemCode requires the verifier when
+    // the authorization request had a challenge and refuses one when it had none. A parameter sent
+    // empty counts as omitted (RFC 6749 §3.2).
+    const verifier = body.code_verifier === '' ? undefined : body.code_verifier;
+    if (agent && verifier === undefined) throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
     let codeVerifier: string | undefined;
-    if (agent) {
-      if (typeof body.code_verifier !== 'string') throw oauthError('invalid_request', 'code_verifier is required (PKCE)');
-      if (!isCodeVerifier(body.code_verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
-      codeVerifier = body.code_verifier;
+    if (verifier !== undefined) {
+      if (!isCodeVerifier(verifier)) throw oauthError('invalid_grant', 'code_verifier must be 43 to 128 unreserved characters');
+      codeVerifier = verifier;
     }
     const id = grantOf('oc', body.code);
     if (!id) throw oauthError('invalid_grant', 'Unknown authorization code');

@@ -135,6 +135,41 @@ async function readAccepted(store: EventStore, messageId: string): Promise<Messa
   return events[0]?.type === 'MessageAccepted' ? (events[0].data as MessageAccepted) : null;
 }
 
+/**
+ * The send a key maps to: the message of its latest generation when that one is inside the
+ * replay window, else the id of the next generation. Generation g + 1 is created only once g is
+ * outside the window, so the generations that exist are 0..L with only L possibly inside it: a
+ * generation found inside the window is the latest. L is found by doubling, then halving (O(log L)
+ * reads, one for a key never used or used within the day), so a key reused every day for years
+ * does not cost a read per day it was used.
+ */
+async function latestGeneration(store: EventStore, motorBlockId: string, key: string, now: Date):
+  Promise<{ replay: { messageId: string; accepted: MessageAccepted } | null; nextMessageId: string }> {
+  const probe = async (generation: number) => {
+    const messageId = idempotentMessageId(motorBlockId, key, generation);
+    const accepted = await readAccepted(store, messageId);
+    if (!accepted) return { state: 'missing' as const };
+    if (now.getTime() - Date.parse(accepted.acceptedAt) < IDEMPOTENCY_WINDOW_MS) return { state: 'replay' as const, messageId, accepted };
+    return { state: 'expired' as const };
+  };
+  let expired = -1; // the highest generation known to exist, outside the window
+  let missing = 0; // the lowest generation known not to exist (once found)
+  for (let g = 0; ; g = 2 * g + 1) {
+    const p = await probe(g);
+    if (p.state === 'replay') return { replay: p, nextMessageId: p.messageId };
+    if (p.state === 'missing') { missing = g; break; }
+    expired = g;
+  }
+  while (missing - expired > 1) {
+    const mid = (expired + missing) >> 1;
+    const p = await probe(mid);
+    if (p.state === 'replay') return { replay: p, nextMessageId: p.messageId };
+    if (p.state === 'missing') missing = mid;
+    else expired = mid;
+  }
+  return { replay: null, nextMessageId: idempotentMessageId(motorBlockId, key, missing) };
+}
+
 export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<SendResult> {
   // Idempotency (SPEC "Send API" rule 3): a key that matches a send of the last 24 hours returns
   // that send, before any other check: the send happened, and a retry must not be told otherwise
@@ -143,12 +178,9 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
   // requests race. A dry run only validates.
   let messageId = newId();
   if (cmd.idempotencyKey !== null && cmd.body.dryRun !== true) {
-    for (let generation = 0; ; generation++) {
-      messageId = idempotentMessageId(cmd.motorBlockId, cmd.idempotencyKey, generation);
-      const existing = await readAccepted(deps.store, messageId);
-      if (!existing) break;
-      if (cmd.now.getTime() - Date.parse(existing.acceptedAt) < IDEMPOTENCY_WINDOW_MS) return { kind: 'replayed', messageId, accepted: existing };
-    }
+    const found = await latestGeneration(deps.store, cmd.motorBlockId, cmd.idempotencyKey, cmd.now);
+    if (found.replay) return { kind: 'replayed', messageId: found.replay.messageId, accepted: found.replay.accepted };
+    messageId = found.nextMessageId;
   }
 
   const { request, block, domain } = await checkSend(deps, cmd);

@@ -81,6 +81,24 @@ export function isClientMetadataUrl(clientId: unknown): clientId is string {
 export const isCodeChallenge = (v: unknown): v is string => typeof v === 'string' && /^[A-Za-z0-9_-]{43}$/.test(v);
 export const isCodeVerifier = (v: unknown): v is string => typeof v === 'string' && /^[A-Za-z0-9\-._~]{43,128}$/.test(v);
 
+/**
+ * The PKCE parameters of an authorization request (RFC 7636 §4.3), for both profiles: S256 only
+ * (the discovery document says so, and `plain` protects nothing once the request leaks). `required`
+ * for agent clients; for SMTP clients PKCE is optional, so neither parameter → no challenge (null),
+ * but whatever is sent must be a whole, valid S256 pair. A parameter sent empty counts as omitted
+ * (RFC 6749 §3.1). Returns the challenge to record, or why the request is refused (invalid_request).
+ */
+export function codeChallengeOf(methodParam: string | undefined, challengeParam: string | undefined, required: boolean): { ok: true; challenge: string | null } | { ok: false; reason: string } {
+  const method = methodParam === '' ? undefined : methodParam;
+  const challenge = challengeParam === '' ? undefined : challengeParam;
+  if (!required && method === undefined && challenge === undefined) return { ok: true, challenge: null };
+  if (method === 'plain') return { ok: false, reason: 'code_challenge_method plain is not supported: use S256' };
+  if (method === undefined && challenge !== undefined) return { ok: false, reason: 'code_challenge without code_challenge_method means plain (RFC 7636 §4.3), which is not supported: send code_challenge_method=S256' };
+  if (method !== 'S256') return { ok: false, reason: required ? 'PKCE is required: code_challenge_method=S256 and a code_challenge' : 'code_challenge_method must be S256' };
+  if (!isCodeChallenge(challenge)) return { ok: false, reason: 'code_challenge must be the 43-character base64url SHA-256 of the code_verifier' };
+  return { ok: true, challenge };
+}
+
 /** BASE64URL(SHA256(verifier)) === challenge, in constant time. */
 export function pkceMatches(challenge: string, verifier: string): boolean {
   const computed = Buffer.from(createHash('sha256').update(verifier, 'ascii').digest('base64url'));

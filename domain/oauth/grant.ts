@@ -121,7 +121,11 @@ export function decideDeny(s: GrantState, c: { formTokenHash: string; userId: st
 
 export interface RedeemCode {
   clientId: string; codeHash: string; redirectUri: string; tokenId: string; refreshTokenHash: string; now: Date;
-  /** Agent grants: the PKCE code_verifier and the `resource` of the token request (both required). */
+  /**
+   * The PKCE code_verifier, when the token request has one: required when the authorization request
+   * recorded a code_challenge (always, for agent grants), refused when it recorded none (a downgrade,
+   * RFC 9700 §2.1.1). Agent grants: the `resource` of the token request (required).
+   */
   codeVerifier?: string; resource?: string;
 }
 
@@ -140,6 +144,7 @@ export function decideRedeemCode(s: GrantState, c: RedeemCode): { events: GrantE
   if (c.now.getTime() > s.codeExpiresAt) return { events: [], error: invalid('The code expired') };
   if (s.redirectUri !== c.redirectUri) return { events: [], error: invalid('redirect_uri differs from the one of the authorization request') };
   if (s.codeChallenge !== null && (c.codeVerifier === undefined || !pkceMatches(s.codeChallenge, c.codeVerifier))) return { events: [], error: invalid('code_verifier does not match the code_challenge') };
+  if (s.codeChallenge === null && c.codeVerifier !== undefined) return { events: [], error: invalid('code_verifier given, but the authorization request had no code_challenge') };
   if (s.resource !== c.resource && (s.resource !== null || c.resource !== undefined)) return { events: [], error: oauthError('invalid_target', 'resource differs from the one of the authorization request') };
   return {
     events: [{

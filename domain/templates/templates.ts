@@ -1,5 +1,5 @@
-import { Parser } from 'htmlparser2';
 import { fail } from '../errors';
+import { compiledHtml, inspectHtml, MAX_HTML_DEPTH, MERGE_TAG, noFacts, renderHtml, type HtmlFacts, type Neutralised } from './html';
 
 /**
  * Communications templates (SPEC "Template", "Communications templates"; docs/TEMPLATES.md): the
@@ -42,7 +42,6 @@ export const BUILT_IN_VARIABLES: Readonly<Record<string, string>> = {
   unsubscribe_url: 'https://example.com/unsubscribe/preview',
 };
 
-const MERGE_TAG = /\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
 const MERGE_OPEN = /\{\{/g;
 
 /** The template's fields from a request body (create: all; update: `partial`), or 400 validation_error. */
@@ -77,50 +76,38 @@ export function sampleDataOf(value: unknown): Record<string, string> {
   return out;
 }
 
-interface HtmlFacts { nodes: number; links: number; images: number; scripts: number; handlers: string[]; javascriptUrls: number }
+/** Own values only: `{{constructor}}` or `{{__proto__}}` must not reach Object.prototype (unknown: empty). */
+const valueOf = (values: Record<string, string>) => (name: string): string => (Object.hasOwn(values, name) ? values[name] : '');
 
-function inspectHtml(html: string): HtmlFacts {
-  const facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
-  const parser = new Parser({
-    onopentag(name, attrs) {
-      facts.nodes++;
-      if (name === 'a' && attrs.href !== undefined) facts.links++;
-      if (name === 'img') facts.images++;
-      if (name === 'script') facts.scripts++;
-      for (const [attr, value] of Object.entries(attrs)) {
-        if (/^on/i.test(attr) && !facts.handlers.includes(attr.toLowerCase())) facts.handlers.push(attr.toLowerCase());
-        // Browsers ignore whitespace and control characters inside the scheme: "java\tscript:" runs too.
-        if (/^(href|src|action|formaction|background|xlink:href)$/i.test(attr) && /^javascript:/i.test(value.replace(/[\u0000-\u0020]/g, ''))) facts.javascriptUrls++;
-      }
-    },
-  }, { decodeEntities: true, lowerCaseTags: true, lowerCaseAttributeNames: true });
-  parser.end(html);
-  return facts;
+/** Replaces merge tags in a subject or a text body, as they are. */
+function render(text: string, values: Record<string, string>): string {
+  const v = valueOf(values);
+  return text.replace(MERGE_TAG, (_m, name: string) => v(name));
 }
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
-/** Replaces merge tags; `html` escapes the values. Unknown variables render empty. */
-function render(text: string, values: Record<string, string>, html: boolean): string {
-  return text.replace(MERGE_TAG, (_m, name: string) => {
-    // Own values only: `{{constructor}}` or `{{__proto__}}` must not reach Object.prototype (unknown: empty).
-    const v = Object.hasOwn(values, name) ? values[name] : '';
-    return html ? escapeHtml(v) : v;
-  });
+/** Replaces merge tags in an HTML body by where they sit (domain/templates/html.ts renderHtml). */
+function renderBodyHtml(html: string, values: Record<string, string>): { html: string; neutralised: Neutralised[] } {
+  return renderHtml(compiledHtml(html), valueOf(values));
 }
 
 /**
  * A template's subject and bodies with their merge tags replaced by `values` (unknown variables
- * render empty; values are HTML-escaped in `body_html`). The preview of a validation and each
- * campaign message are rendered by this one function.
+ * render empty). In `body_html` a value is rendered by where it sits (docs/TEMPLATES.md "Merge
+ * values in the HTML"): HTML-escaped, and an attribute it would make run script, or a URL attribute
+ * it would give a scheme other than http, https, mailto or tel, is neutralised. The preview of a
+ * validation and each campaign message are rendered by this one function.
  */
 export function renderTemplate(
   content: Pick<TemplateContent, 'subject' | 'body_html' | 'body_text'>, values: Record<string, string>,
 ): { subject: string; body_html: string | null; body_text: string | null } {
+  return renderReported(content, values).rendered;
+}
+
+function renderReported(content: Pick<TemplateContent, 'subject' | 'body_html' | 'body_text'>, values: Record<string, string>) {
+  const html = content.body_html === null ? null : renderBodyHtml(content.body_html, values);
   return {
-    subject: render(content.subject, values, false),
-    body_html: content.body_html === null ? null : render(content.body_html, values, true),
-    body_text: content.body_text === null ? null : render(content.body_text, values, false),
+    rendered: { subject: render(content.subject, values), body_html: html?.html ?? null, body_text: content.body_text === null ? null : render(content.body_text, values) },
+    neutralised: html?.neutralised ?? [],
   };
 }
 
@@ -146,7 +133,7 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
   }
 
   const htmlSize = html === null ? 0 : Buffer.byteLength(html);
-  let facts: HtmlFacts = { nodes: 0, links: 0, images: 0, scripts: 0, handlers: [], javascriptUrls: 0 };
+  let facts: HtmlFacts = noFacts();
   if (html !== null && input.type === 'html') {
     if (htmlSize > LIMITS.htmlMaxBytes) errors.push({ code: 'html_too_large', field: 'body_html', message: `body_html is ${htmlSize} bytes; at most ${LIMITS.htmlMaxBytes}` });
     else if (htmlSize > LIMITS.htmlWarnBytes) warnings.push({ code: 'html_large', field: 'body_html', message: `body_html is ${htmlSize} bytes: Gmail clips messages past about 102 KB` });
@@ -155,9 +142,16 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
     else if (facts.nodes > LIMITS.nodesWarn) warnings.push({ code: 'many_nodes', field: 'body_html', message: `${facts.nodes} HTML elements: heavy to render in mail clients` });
     if (facts.links > LIMITS.linksWarn) warnings.push({ code: 'many_links', field: 'body_html', message: `${facts.links} links: spam filters count them` });
     if (facts.images > LIMITS.imagesWarn) warnings.push({ code: 'many_images', field: 'body_html', message: `${facts.images} images: spam filters weigh image-heavy mail` });
-    if (facts.scripts > 0) errors.push({ code: 'script_tag', field: 'body_html', message: 'script tags are not allowed (mail clients strip them)' });
-    if (facts.javascriptUrls > 0) errors.push({ code: 'javascript_url', field: 'body_html', message: 'javascript: URLs are not allowed' });
-    if (facts.handlers.length > 0) errors.push({ code: 'event_handler', field: 'body_html', message: `event handler attributes are not allowed: ${facts.handlers.slice(0, 5).join(', ')}` });
+    errors.push(...safetyErrors(facts));
+    if (htmlSize <= LIMITS.htmlMaxBytes) {
+      const misplaced = compiledHtml(html).slots.filter((s) => s.context === 'tag' || s.context === 'unquoted' || s.context === 'srcdoc');
+      if (misplaced.length > 0) {
+        errors.push({
+          code: 'merge_tag_in_tag', field: 'body_html',
+          message: `merge tags must be in text or in a quoted attribute value, not inside a tag, an unquoted value or srcdoc, where a value could add markup: ${[...new Set(misplaced.map((s) => `{{${s.name}}}`))].slice(0, 5).join(', ')}`,
+        });
+      }
+    }
   }
   if (text !== null && text.length > LIMITS.textMaxLength) errors.push({ code: 'text_too_long', field: 'body_text', message: `body_text is longer than ${LIMITS.textMaxLength} characters` });
 
@@ -175,6 +169,23 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
   const unknown = variables.filter((v) => values[v] === undefined);
   if (unknown.length > 0) warnings.push({ code: 'merge_value_missing', message: `No value for ${unknown.join(', ')} in sampleData: rendered empty in the preview` });
 
+  const { rendered: preview, neutralised } = renderReported({ subject, body_html: html, body_text: text }, values);
+  if (input.type === 'html' && preview.body_html !== null && htmlSize <= LIMITS.htmlMaxBytes) {
+    // The values are in now: anything the rendering let through that the template itself did not have is an error too.
+    const after = inspectHtml(preview.body_html);
+    const before = new Set(errors.map((e) => e.code));
+    errors.push(...safetyErrors({
+      scripts: after.scripts - facts.scripts, scriptUrls: after.scriptUrls - facts.scriptUrls, tooDeep: after.tooDeep - facts.tooDeep,
+      handlers: after.handlers.filter((h) => !facts.handlers.includes(h)),
+    }, ' (in the preview rendered with sampleData)').filter((e) => !before.has(e.code)));
+    for (const n of neutralised) {
+      warnings.push({
+        code: 'merge_value_unsafe', field: 'body_html',
+        message: `sampleData for ${n.variables.map((v) => `{{${v}}}`).join(', ')} would make <${n.tag} ${n.attribute}> run script or point to a scheme other than http, https, mailto or tel: rendered as ${n.replacement === '' ? 'an empty value' : n.replacement}`,
+      });
+    }
+  }
+
   return {
     valid: errors.length === 0,
     warnings,
@@ -183,6 +194,16 @@ export function validateTemplate(input: Partial<TemplateContent>, sampleData: Re
       htmlSize, textLength: text?.length ?? 0, subjectLength: subject.length, nodeCount: facts.nodes, linkCount: facts.links, imageCount: facts.images,
       mergeVariables: variables,
     },
-    preview: renderTemplate({ subject, body_html: html, body_text: text }, values),
+    preview,
   };
+}
+
+/** The errors of what can run script in an HTML body. */
+function safetyErrors(f: Pick<HtmlFacts, 'scripts' | 'scriptUrls' | 'handlers' | 'tooDeep'>, where = ''): TemplateIssue[] {
+  const out: TemplateIssue[] = [];
+  if (f.scripts > 0) out.push({ code: 'script_tag', field: 'body_html', message: `script tags are not allowed (mail clients strip them)${where}` });
+  if (f.scriptUrls > 0) out.push({ code: 'javascript_url', field: 'body_html', message: `script URLs are not allowed: javascript:, vbscript:, and data: other than images${where}` });
+  if (f.handlers.length > 0) out.push({ code: 'event_handler', field: 'body_html', message: `event handler attributes are not allowed: ${f.handlers.slice(0, 5).join(', ')}${where}` });
+  if (f.tooDeep > 0) out.push({ code: 'html_too_deep', field: 'body_html', message: `markup nested more than ${MAX_HTML_DEPTH} levels deep in srcdoc, comments or raw-text elements cannot be checked${where}` });
+  return out;
 }

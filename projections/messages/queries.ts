@@ -8,7 +8,7 @@ import { DomainError } from '../../domain/errors.js';
 import { schemaFor } from '../runner.js';
 import { parseLogQuery, parseStatusFilter, outcomesOf, type StatusFilter } from './logQuery.js';
 import { timelineFromRow, recipientFromRow, viewFromRows, type EventRow, type MessageRow, type RecipientRow } from './rows.js';
-import { compareTimeline, stripAngleBrackets, type MessageView, type Outcome, type RecipientView, type TimelineEntry } from './view.js';
+import { messageTimeline, stripAngleBrackets, type MessageView, type Outcome, type RecipientView, type TimelineEntry } from './view.js';
 
 export { parseLogQuery, parseStatusFilter, SENT_OUTCOMES, STATUS_FILTERS, type LogQuery, type StatusFilter } from './logQuery.js';
 export type { TimelineEntry } from './view.js';
@@ -148,11 +148,22 @@ export async function getMessageBySmtpId(db: Knex, scope: SmtpIdScope, smtpMessa
   return r.rows.length ? messageFromRow(r.rows[0] as MessageRow) : null;
 }
 
-/** Lifecycle timeline, oldest first; [] for an unknown message. */
+/**
+ * Lifecycle timeline, oldest first, one row per step of the message's collapsed outcome (never one
+ * per recipient; view.ts messageTimeline); [] for an unknown message. The stored rows are per event;
+ * they are folded here with the addressed recipients of the message row (one query: a message has a
+ * handful of events).
+ */
 export async function getMessageEvents(db: Knex, id: string, schema = MESSAGES_SCHEMA): Promise<TimelineEntry[]> {
   if (!UUID_RE.test(id)) return [];
-  const r = await db.raw(`select * from ${t(schema, 'message_events')} where message_id = ? order by at, revision, event_id`, [id]);
-  return (r.rows as EventRow[]).map(timelineFromRow).sort(compareTimeline);
+  const r = await db.raw(
+    `select e.*, m.recipients as message_recipients from ${t(schema, 'message_events')} e
+       left join ${t(schema, 'messages')} m on m.id = e.message_id
+      where e.message_id = ? order by e.at, e.revision, e.event_id`,
+    [id],
+  );
+  const rows = r.rows as Array<EventRow & { message_recipients: string[] | null }>;
+  return messageTimeline(rows.map(timelineFromRow), rows[0]?.message_recipients ?? []);
 }
 
 export async function getRecipients(db: Knex, id: string, schema = MESSAGES_SCHEMA): Promise<RecipientsRecord | null> {

@@ -407,3 +407,88 @@ export function compareTimeline(a: TimelineEntry, b: TimelineEntry): number {
   if (a.revision !== null && b.revision !== null && a.revision !== b.revision) return a.revision < b.revision ? -1 : 1;
   return a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
 }
+
+// ------------------------------------------------------------------------------ message timeline
+
+/** What the fold needs from a timeline entry, with the addressed recipients given to the acceptance. */
+function foldInputOf(e: TimelineEntry, recipients: readonly string[]): MessageEventInput {
+  if (e.type === 'MessageAccepted') {
+    return { id: e.eventId, type: e.type, data: { messageId: e.messageId, to: [...recipients], acceptedAt: e.at.toISOString() }, revision: e.revision ?? undefined };
+  }
+  return {
+    id: e.eventId,
+    type: e.type,
+    data: {
+      messageId: e.messageId, recipient: e.recipient, at: e.at.toISOString(), attempt: e.attempt ?? undefined,
+      smtpCode: e.smtpCode, enhancedCode: e.enhancedCode, smtpResponse: e.smtpResponse, mx: e.mx, nextAttemptAt: e.nextAttemptAt?.toISOString() ?? null,
+    },
+    revision: e.revision ?? undefined,
+  };
+}
+
+/**
+ * The timeline of GET /messages/{id}/events: the steps of the message's collapsed outcome, one row
+ * per step, never one per recipient (SPEC "Per-recipient outcomes"; docs/PROJECTIONS.md "The
+ * timeline"). `entries` are the message's per-event rows (message_events, or timelineEntryOf over its
+ * stream), `recipients` the addressed recipients in order (the view's `recipients`).
+ *
+ * The entries are replayed in timeline order through evolveMessageView, the fold of the message
+ * view, and a row is emitted for the event after which the message's `currentOutcome` differs from
+ * before (the acceptance gives the first row, queued), and for a DeliveryStarted that begins a
+ * higher attempt than any before while the message is processed (an attempt lost in flight and
+ * taken again leaves the outcome processed; one recipient's lifecycle thus comes out event for
+ * event, as before). A row carries:
+ * - `eventId`, `revision`, `at`: the event that moved the message there, and when;
+ * - `outcome`: the message's outcome after it;
+ * - `type`, `attempt`, the reply fields, `nextAttemptAt`, `reason`, `feedbackType`: those of the
+ *   latest event that brought a recipient to that outcome. That is the same event unless the message
+ *   got there because another recipient finished (one bounced, then the other was delivered: the row
+ *   is bounced, at the delivery, with the bounce's type and 550), so a row's type and reply always
+ *   match its outcome;
+ * - `recipient`: null on a MessageAccepted row, else the message's first recipient, as the
+ *   single-message lookup shows it; never the recipient of the event.
+ */
+export function messageTimeline(entries: readonly TimelineEntry[], recipients: readonly string[]): TimelineEntry[] {
+  const sorted = [...entries].sort(compareTimeline);
+  const shown = recipients[0] ?? null;
+  /** Per recipient, the entry that set its current outcome. */
+  const setBy = new Map<string, TimelineEntry>();
+  const rows: TimelineEntry[] = [];
+  let view: MessageView | null = null;
+  let attempt = 0;
+  for (const e of sorted) {
+    const before: MessageView | null = view;
+    view = evolveMessageView(view, foldInputOf(e, recipients));
+    if (view === null || view === before) continue;
+    for (const r of view.recipientStates) {
+      if ((e.type === 'MessageAccepted' || r.recipient === e.recipient) && r.outcome === e.outcome && r.outcomeAt.getTime() === e.at.getTime()) setBy.set(r.recipient, e);
+    }
+    const retry = e.type === 'DeliveryStarted' && view.currentOutcome === 'processed' && (e.attempt ?? 0) > attempt;
+    if (e.type === 'DeliveryStarted') attempt = Math.max(attempt, e.attempt ?? 0);
+    if (before !== null && before.currentOutcome === view.currentOutcome && !retry) continue;
+    let source = e;
+    let latest: TimelineEntry | null = null;
+    for (const r of view.recipientStates) {
+      const s = r.outcome === view.currentOutcome ? setBy.get(r.recipient) : undefined;
+      if (s && (latest === null || compareTimeline(s, latest) > 0)) latest = s;
+    }
+    if (latest) source = latest;
+    rows.push({
+      ...source,
+      eventId: e.eventId,
+      messageId: e.messageId,
+      revision: e.revision,
+      at: e.at,
+      outcome: view.currentOutcome,
+      recipient: source.type === 'MessageAccepted' ? null : shown,
+    });
+  }
+  return rows;
+}
+
+/** messageTimeline over a message's own stream (read-your-writes), from the same entries the projector stores. */
+export function messageTimelineOf(events: Iterable<MessageEventInput & { id: string }>): TimelineEntry[] {
+  const list = [...events];
+  const entries = list.map(timelineEntryOf).filter((e): e is TimelineEntry => e !== null);
+  return messageTimeline(entries, foldMessageView(list)?.recipients ?? []);
+}

@@ -3,6 +3,7 @@ import { Controller, Get, Header, Path, Produces, Query, Request, Response, Rout
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
+import { retentionDaysOfAccount } from '../http/plan';
 import type { PrincipalOf } from '../http/principal';
 import { resumeCursor } from '../stream/eventStreams';
 
@@ -18,7 +19,9 @@ export class EventStreamController extends Controller {
    * when it has several), and `keepalive` every 15 s. The stream ends when the token expires.
    * Recipients are masked unless `includePII=true` with the logs.pii scope. With `Last-Event-ID`
    * (or `lastEventId`, for an EventSource opened anew with a fresh token) the stream first replays
-   * what came after that event, then goes on live without a gap or a repeat. docs/EVENTS.md.
+   * what came after that event, then goes on live without a gap or a repeat. Nothing older than the
+   * plan's retention window goes out: a resume from before it says `gap` and goes on from the
+   * window's first event. docs/EVENTS.md.
    * @param lastEventId the id of the last event seen, when the Last-Event-ID header cannot be sent
    * @param token the bearer token, for clients that cannot send headers (EventSource); this route only
    * @param access_token the same, by its OAuth name
@@ -38,6 +41,8 @@ export class EventStreamController extends Controller {
     const unmasked = piiAllowed(p, includePII);
     const resumeAfter = (lastEventIdHeader ?? lastEventId)?.trim() || undefined;
     if (resumeAfter !== undefined) resumeCursor(resumeAfter, ctx.store);
-    await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked, resumeAfter });
+    // The window the logs route lists (SPEC "Data retention"): nothing older goes out, live or replayed.
+    const retention = { days: await retentionDaysOfAccount(ctx, p.accountId), now: () => ctx.clock.now() };
+    await ctx.streams.serve(req.res!, { motorBlockId: id, tokenId: p.tokenId, endsAt: p.expiresAt, unmasked, resumeAfter, retention });
   }
 }

@@ -62,14 +62,18 @@ export class ExportsController extends Controller {
     return { success: true, data: { items: page.items.map((m) => messageDto(m, unmasked)), limit: n, pii_masked: !unmasked } };
   }
 
-  /** Queues an export of the block's logs (window and filters as on the logs route); 202 with the job id. */
+  /**
+   * Queues an export of the block's logs (window and filters as on the logs route); 202 with the job
+   * id. Every field is optional, and so is the body: none exports the whole window, masked.
+   */
   @Post('motor-blocks/{id}/exports')
   @Security('publicBearer', ['analytics.read'])
   @SuccessResponse(202, 'Queued')
   @Response<ErrorResponse>(400, 'invalid_job_type, invalid_query (filters or times), outside_retention_window')
   @Response<ErrorResponse>(404, 'motor_block_not_found: the block is deleted')
   @Response<ErrorResponse>(409, 'motor_block_delete_in_progress')
-  public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: ExportBody): Promise<ExportQueuedResponse> {
+  @Response<ErrorResponse>(422, 'validation_error: a body that is not a JSON object, or has an unknown field or one of the wrong type')
+  public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body?: ExportBody): Promise<ExportQueuedResponse> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
     requireBlock(p, id);

@@ -64,7 +64,10 @@ export class MessagesController extends Controller {
     return { success: true, data: messageDto(m, unmasked), pii_masked: !unmasked };
   }
 
-  /** Lifecycle events of the message, from queued to its final result, oldest first. */
+  /**
+   * Lifecycle events of the message, from queued to its final result, oldest first: one row per step of
+   * the message's outcome; a multi-recipient send collapses to one timeline (see /recipients for each recipient).
+   */
   @Get('{id}/events')
   @Response<ErrorResponse>(404, 'Message not found')
   public async events(@Request() req: ExpressRequest, @Path() id: string, @Query() includePII?: boolean): Promise<TimelineResponse> {

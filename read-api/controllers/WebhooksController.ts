@@ -71,6 +71,7 @@ export class WebhooksController extends Controller {
   @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error')
   @Response<ErrorResponse>(404, 'motor_block_not_found: the block is deleted')
   @Response<ErrorResponse>(409, 'webhook_limit; motor_block_delete_in_progress')
+  @Response<ErrorResponse>(422, 'validation_error: no body, not a JSON object, or a field other than url, events, enabled')
   public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: WebhookBody): Promise<WebhookCreatedResponse> {
     const { deps, caller } = callerOf(req, id);
     const { webhook, secret } = await createWebhook(deps, caller, body);
@@ -84,6 +85,7 @@ export class WebhooksController extends Controller {
   @Response<ErrorResponse>(400, 'invalid_webhook_url, invalid_webhook_events, validation_error, invalid_id')
   @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
   @Response<ErrorResponse>(409, 'webhook_conflict; motor_block_delete_in_progress')
+  @Response<ErrorResponse>(422, 'validation_error: no body, not a JSON object, or a field other than url, events, enabled')
   public async update(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body: WebhookBody): Promise<WebhookResponse> {
     const { deps, caller } = callerOf(req, id);
     return { success: true, data: await updateWebhook(deps, caller, webhookId, body) };

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { isUuid } from '../../domain/ids';
 import {
-  foldMessageView, getMessage, getMessageBySmtpId, getMessageEvents, getRecipients, messageRecordOf, recipientsRecordOf, stripAngleBrackets, timelineEntryOf,
+  foldMessageView, getMessage, getMessageBySmtpId, getMessageEvents, getRecipients, messageRecordOf, messageTimelineOf, recipientsRecordOf, stripAngleBrackets,
   type MessageRecord, type RecipientsRecord, type TimelineEntry,
 } from '../../projections/messages';
 
@@ -49,9 +49,10 @@ export async function readRecipients(db: Knex, store: EventStore, id: string): P
   return view && view.accepted ? recipientsRecordOf(view) : null;
 }
 
+/** The message-level timeline (one row per step of the collapsed outcome), from the read model or, before it has the message, from the stream with the same fold. */
 export async function readTimeline(db: Knex, store: EventStore, id: string): Promise<TimelineEntry[]> {
   if (!isUuid(id)) return [];
   const rows = await getMessageEvents(db, id);
   if (rows.length > 0) return rows;
-  return asInputs(await stream(store, id)).map((e) => timelineEntryOf(e)).filter((e): e is TimelineEntry => e !== null);
+  return messageTimelineOf(asInputs(await stream(store, id)));
 }

@@ -48,17 +48,29 @@ export interface RecipientsDto {
   pii_unmask_path: string | null;
 }
 
+/**
+ * One step of the message's collapsed outcome (a multi-recipient send is one timeline, not one per
+ * recipient; docs/PROJECTIONS.md "The timeline").
+ */
 export interface TimelineEventDto {
+  /** The event that moved the message to `outcome`. */
   eventId: string;
+  /** The event type of this outcome (MessageAccepted … ComplaintReceived). */
   type: string;
+  /** The message's outcome from `at` on. */
   outcome: string;
+  /** Null on the queued row; otherwise the message's first recipient, as GET /messages/{id} shows it (masked unless includePII with logs.pii). */
   recipient: string | null;
   at: string;
+  /** Attempt, reply and next attempt of the latest event that brought a recipient to `outcome`. */
   attempt: number | null;
+  /** Reply of that event (null on queued, processed and complained rows). */
   smtpCode: string | null;
   enhancedCode: string | null;
+  /** Masked like the addresses unless includePII with logs.pii. */
   smtpResponse: string | null;
   mx: string | null;
+  /** Set on a deferred row. */
   nextAttemptAt: string | null;
 }
 

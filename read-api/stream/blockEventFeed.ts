@@ -14,8 +14,9 @@ import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
  * a failure (the store's, or its own handling of a batch) it starts again right after the last
  * batch it handed over, so a listener gets each event once.
  *
- * Outcome events do not name their block: the feed learns message → block from the MessageAccepted
- * events it reads, and asks the messages read model for messages accepted before it started.
+ * Outcome events do not name their block: the feed learns message → block (and when the message
+ * was accepted: the retention window's test) from the MessageAccepted events it reads, and asks the
+ * messages read model for messages accepted before it started.
  */
 
 /** One recipient's outcome on the stream (`queued` for each address of a MessageAccepted). */
@@ -27,13 +28,17 @@ export type StreamMessageEvent = (RecipientOutcomeFacts | { messageId: string; r
   /** The SSE event id (streamEventId). */
   id: string;
   motorBlockId: string;
+  /** When the event was recorded in the log. */
   createdAt: Date;
+  /** When its message was accepted (the time the logs route lists a message by): the retention window's test with createdAt. */
+  acceptedAt: Date;
 };
 
 /**
  * Where a client is on the stream, from the SSE id it sent back (Last-Event-ID): after the event
  * at `index` of the log entry at `position`, or after the whole entry when `index` is null (an id
- * that is a bare position).
+ * that is a bare position). Index -1 (never from a client: the start of the retention window,
+ * BlockEventFeed.windowStart) is before the entry's first event.
  */
 export interface StreamCursor {
   position: GlobalPosition;
@@ -71,14 +76,29 @@ export function comesAfter(store: Pick<EventStore, 'comparePositions'>, e: Strea
   return order > 0 || (order === 0 && cursor.index !== null && e.index > cursor.index);
 }
 
+/** A MessageAccepted's acceptedAt (as the messages projection reads it: the log's time when unreadable). */
+function acceptedAtOf(e: RecordedEvent): Date {
+  const at = new Date((e.data as Partial<MessageAccepted>).acceptedAt ?? Number.NaN);
+  return Number.isNaN(at.getTime()) ? e.createdAt : at;
+}
+
 type Listener = (events: StreamMessageEvent[]) => void;
 
 /** message → block entries kept in memory (oldest dropped first). */
 const MAX_KNOWN = 200_000;
+/**
+ * How much earlier than the retention window's start the read model is asked for the block's first
+ * message (windowStart): a message stamped a little after another may be appended before it, and
+ * the replay must not start after a message of the window. What it reads of the margin is filtered out.
+ */
+const WINDOW_SEEK_MARGIN_MS = 5 * 60_000;
+
+/** What the feed knows of a message: its block, and when it was accepted (ms). */
+interface KnownMessage { block: string; acceptedAt: number }
 
 export class BlockEventFeed {
   private readonly listeners = new Map<string, Set<Listener>>();
-  private readonly blockOf = new Map<string, string>();
+  private readonly known = new Map<string, KnownMessage>();
   private abort: AbortController | null = null;
 
   constructor(private readonly db: Knex, private readonly store: EventStore, private readonly logger: Logger) {}
@@ -132,9 +152,9 @@ export class BlockEventFeed {
     return row?.position ?? null;
   }
 
-  private remember(messageId: string, motorBlockId: string): void {
-    if (this.blockOf.size >= MAX_KNOWN) this.blockOf.delete(this.blockOf.keys().next().value as string);
-    this.blockOf.set(messageId, motorBlockId);
+  private remember(messageId: string, message: KnownMessage): void {
+    if (this.known.size >= MAX_KNOWN) this.known.delete(this.known.keys().next().value as string);
+    this.known.set(messageId, message);
   }
 
   /** Hands a batch of the run of `signal` to the listeners, unless that run was stopped meanwhile. */
@@ -169,15 +189,18 @@ export class BlockEventFeed {
   async resolve(events: RecordedEvent[], wanted: (motorBlockId: string) => boolean): Promise<StreamMessageEvent[]> {
     const unknown = new Set<string>();
     for (const e of events) {
-      if (e.type === 'MessageAccepted') this.remember((e.data as MessageAccepted).messageId, (e.data as MessageAccepted).motorBlockId);
-      else {
+      if (e.type === 'MessageAccepted') {
+        const d = e.data as MessageAccepted;
+        this.remember(d.messageId, { block: d.motorBlockId, acceptedAt: acceptedAtOf(e).getTime() });
+      } else {
         const id = (e.data as { messageId: string }).messageId;
-        if (!this.blockOf.has(id)) unknown.add(id);
+        if (!this.known.has(id)) unknown.add(id);
       }
     }
     if (unknown.size > 0) {
-      const rows = await this.db.withSchema(MESSAGES_SCHEMA).table('messages').whereIn('id', [...unknown]).select('id', 'motor_block_id') as Array<{ id: string; motor_block_id: string }>;
-      for (const r of rows) this.remember(r.id, r.motor_block_id);
+      const rows = await this.db.withSchema(MESSAGES_SCHEMA).table('messages').whereIn('id', [...unknown])
+        .select('id', 'motor_block_id', 'queued_at') as Array<{ id: string; motor_block_id: string; queued_at: Date }>;
+      for (const r of rows) this.remember(r.id, { block: r.motor_block_id, acceptedAt: r.queued_at.getTime() });
     }
     return events.flatMap((e) => this.toStreamEvents(e)).filter((m) => wanted(m.motorBlockId));
   }
@@ -196,19 +219,51 @@ export class BlockEventFeed {
     return (await this.resolve([accepted], (b) => b === motorBlockId)).filter((e) => e.index > cursor.index!);
   }
 
+  /**
+   * Where a resume from before the retention window's start (`since`) goes on (docs/EVENTS.md
+   * "Retention"), found without reading the log: just before the MessageAccepted of the block's
+   * first message the messages read model shows accepted since (WINDOW_SEEK_MARGIN_MS before it),
+   * read from that message's stream; after the projection's checkpoint when the read model has none
+   * (every message of the block accepted since then is in the log after it). Null when neither is
+   * known (no checkpoint yet, or the message's stream is gone): the replay then reads from the id
+   * it was given, its events filtered.
+   */
+  async windowStart(motorBlockId: string, since: Date): Promise<StreamCursor | null> {
+    // The checkpoint first: every message up to it is in the read model by the time it is asked.
+    const checkpoint = await this.checkpoint();
+    const first = await this.db.withSchema(MESSAGES_SCHEMA).table('messages')
+      .where({ motor_block_id: motorBlockId, accepted: true }).andWhere('queued_at', '>=', new Date(since.getTime() - WINDOW_SEEK_MARGIN_MS))
+      .orderBy([{ column: 'queued_at', order: 'asc' }, { column: 'id', order: 'asc' }])
+      .first('id') as { id: string } | undefined;
+    if (first) {
+      const [accepted] = await this.store.readStream(streamName('message', first.id), { maxCount: 1 });
+      return accepted?.type === 'MessageAccepted' ? { position: accepted.position, index: -1, messageId: first.id } : null;
+    }
+    return checkpoint === null ? null : { position: checkpoint, index: null };
+  }
+
+  /** True when the log entry right after `position` was recorded before `time` (a resume from there starts outside the window). */
+  async recordedBefore(position: GlobalPosition, time: Date): Promise<boolean> {
+    const at = this.store.countAfter
+      ? (await this.store.countAfter({ after: position, maxCount: 1 })).oldestMatching
+      : (await this.store.readAll({ after: position, maxCount: 1 }))[0]?.createdAt ?? null;
+    return at !== null && at.getTime() < time.getTime();
+  }
+
   private toStreamEvents(e: RecordedEvent): StreamMessageEvent[] {
     const event = asDomainEvent(e);
     if (!event) return [];
     const base = { position: e.position, createdAt: e.createdAt };
     if (event.type === 'MessageAccepted') {
       const d = event.data;
+      const acceptedAt = acceptedAtOf(e);
       return d.to.map((recipient, index) => ({
-        ...base, index, id: streamEventId(e.position, d.to.length > 1 ? { messageId: d.messageId, index } : undefined),
+        ...base, acceptedAt, index, id: streamEventId(e.position, d.to.length > 1 ? { messageId: d.messageId, index } : undefined),
         motorBlockId: d.motorBlockId, messageId: d.messageId, status: 'queued' as const, recipient, timestamp: d.acceptedAt,
       }));
     }
     const facts = recipientOutcomeFacts(event);
-    const motorBlockId = facts && this.blockOf.get(facts.messageId);
-    return facts && motorBlockId ? [{ ...base, index: 0, id: streamEventId(e.position), motorBlockId, ...facts }] : [];
+    const message = facts && this.known.get(facts.messageId);
+    return facts && message ? [{ ...base, acceptedAt: new Date(message.acceptedAt), index: 0, id: streamEventId(e.position), motorBlockId: message.block, ...facts }] : [];
   }
 }

@@ -20,6 +20,7 @@ import { BlockEventFeed, comesAfter, parseStreamEventId, type StreamCursor, type
  */
 
 export const MAX_STREAMS_PER_TOKEN = 3;
+const DAY_MS = 86_400_000;
 const STREAM_HEADERS = { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' };
 /** Unread output past which a client is dropped rather than buffered without end. */
 const MAX_UNREAD_BYTES = 1 << 20;
@@ -93,11 +94,26 @@ export interface StreamOptions {
    * not an id of this stream (resumeCursor).
    */
   resumeAfter?: string;
+  /**
+   * The plan's retention window (SPEC "Data retention", docs/EVENTS.md "Retention"): no event
+   * recorded, or of a message accepted, before its start goes out, live or replayed; a resume from
+   * before it says `gap` and goes on from the window's first event. Omitted: no window (tests).
+   */
+  retention?: { days: number; now: () => Date };
+}
+
+/** The start of the retention window at this moment. */
+type WindowStart = () => Date;
+
+function windowStartOf(retention: { days: number; now: () => Date }): WindowStart {
+  return () => new Date(retention.now().getTime() - retention.days * DAY_MS);
 }
 
 /** How a resumed stream's catch-up writes to its client. */
 interface ResumeOutput {
   send(e: StreamMessageEvent): void;
+  /** Inside the retention window: an event that is not is never sent. */
+  visible(e: StreamMessageEvent): boolean;
   write(event: string, data: unknown, id?: string): void;
   ended(): boolean;
   /** Bytes written and not yet taken by the client. */
@@ -214,11 +230,18 @@ export class EventStreams {
       ...(resumeAfter ? { resumedAfter: resumeAfter.id } : {}),
     });
     const send = (e: StreamMessageEvent) => write('message', this.payload(e, opts.unmasked), e.id);
+    const retention = opts.retention && { days: opts.retention.days, since: windowStartOf(opts.retention) };
+    // The logs route lists a message by its acceptance: an outcome of a message accepted before the window stays out too.
+    const visible = (e: StreamMessageEvent): boolean => {
+      if (!retention) return true;
+      const from = retention.since().getTime();
+      return e.createdAt.getTime() >= from && e.acceptedAt.getTime() >= from;
+    };
     // Armed before a replay: the token's end ends the stream whatever the replay is doing.
     expiry = setTimeout(end, Math.max(0, opts.endsAt.getTime() - Date.now()));
     if (resumeAfter) {
-      const stopListening = await this.resume(opts.motorBlockId, resumeAfter, {
-        send, write, ended: () => ended, unread: () => res.writableLength,
+      const stopListening = await this.resume(opts.motorBlockId, resumeAfter, retention ?? null, {
+        send, visible, write, ended: () => ended, unread: () => res.writableLength,
         drained: () => Promise.race([once(res, 'drain').then(() => undefined, () => undefined), done]),
       });
       // The client may have gone during the replay: end() ran then, before this listener was known to it.
@@ -229,7 +252,7 @@ export class EventStreams {
       unlisten = stopListening;
     } else {
       unlisten = this.feed.listen(opts.motorBlockId, (events) => {
-        for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS) send(e);
+        for (const e of events) if (e.createdAt.getTime() >= connectedAt.getTime() - CLOCK_GRACE_MS && visible(e)) send(e);
       });
     }
     keepalive = setInterval(() => {
@@ -245,10 +268,14 @@ export class EventStreams {
    * log after it up to its head), then lets through the held and later live events that come after
    * the last one replayed (comesAfter: positions compared by the store, then the index within an
    * entry). Past `maxCatchUp` events, or after reading the log for `maxCatchUpMs`, it sends `gap`
-   * and goes live from there. Returns the function
-   * that stops listening.
+   * and goes live from there. Only events inside the retention window (`out.visible`) go out; a
+   * resume from before the window's start says `gap` (outside_retention_window) first and goes on
+   * from the window's first event, found without reading the log in between
+   * (BlockEventFeed.windowStart). Returns the function that stops listening.
    */
-  private async resume(motorBlockId: string, after: { id: string; cursor: StreamCursor }, out: ResumeOutput): Promise<() => void> {
+  private async resume(
+    motorBlockId: string, after: { id: string; cursor: StreamCursor }, retention: { days: number; since: WindowStart } | null, out: ResumeOutput,
+  ): Promise<() => void> {
     const { write, ended } = out;
     let held: StreamMessageEvent[] | null = [];
     let overflow = false;
@@ -262,7 +289,7 @@ export class EventStreams {
     };
     const unlisten = this.feed.listen(motorBlockId, (events) => {
       if (held === null) {
-        for (const e of events) if (later(e)) send(e);
+        for (const e of events) if (later(e) && out.visible(e)) send(e);
       } else if (held.length + events.length <= this.maxCatchUp) held.push(...events);
       else overflow = true;
     });
@@ -275,7 +302,7 @@ export class EventStreams {
     const replay = async (events: StreamMessageEvent[]): Promise<boolean> => {
       for (const e of events) {
         if (ended()) return true;
-        if (!later(e)) continue;
+        if (!later(e) || !out.visible(e)) continue;
         if (res.sent >= this.maxCatchUp) return (res.complete = false);
         send(e);
         res.sent += 1;
@@ -289,18 +316,35 @@ export class EventStreams {
     const release = await this.replaySlot();
     const deadline = performance.now() + this.maxCatchUpMs;
     const abort = new AbortController();
-    const from = after.cursor.position;
+    /** Where the replay reads from: the client's id, or the retention window's start when that id is older. */
+    let start = after.cursor;
     let log: AsyncIterator<LogBatch> | undefined;
-    let scanned: GlobalPosition = from;
+    let scanned: GlobalPosition = start.position;
     const pull = () => {
       const p = log!.next();
       p.catch(() => undefined);
       return p;
     };
     try {
+      if (retention) {
+        const windowStart = retention.since();
+        if (await this.feed.recordedBefore(after.cursor.position, windowStart)) {
+          const first = await this.feed.windowStart(motorBlockId, windowStart);
+          if (first && this.store.comparePositions(first.position, start.position) > 0) {
+            start = last = first;
+            scanned = first.position;
+          }
+          // As a `gap` says: after the id given, events are missing (these for good). A start that is
+          // a bare position is an id to resume from; one just before an entry is not (the id given does as well).
+          write('gap', {
+            after: lastId, reason: 'outside_retention_window', oldestAllowed: windowStart.toISOString(),
+            nextAction: `Nothing older than the ${retention.days}-day retention window of this plan is replayed: the stream goes on from the first event inside it`,
+          }, start !== after.cursor && start.index === null ? start.position : undefined);
+        }
+      }
       // The entry of the id itself first: the log is read after its position, which leaves out its remaining events.
-      if (await replay(await this.feed.restOfEntry(after.cursor, motorBlockId))) {
-        log = this.store.subscribeToAll({ after: from, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
+      if (await replay(await this.feed.restOfEntry(start, motorBlockId))) {
+        log = this.store.subscribeToAll({ after: start.position, types: MESSAGE_EVENT_TYPES, omitData: MESSAGE_CONTENT_FIELDS, batchSize: 1000, signal: abort.signal })[Symbol.asyncIterator]();
         let next = pull();
         while (!ended()) {
           const step = await Promise.race([next, new Promise<null>((r) => setTimeout(() => r(null), CATCH_UP_IDLE_MS))]);
@@ -365,7 +409,7 @@ export class EventStreams {
   }
 
   private payload(e: StreamMessageEvent, unmasked: boolean): Record<string, unknown> {
-    const { position: _position, index: _index, id: _id, createdAt: _createdAt, motorBlockId: _block, ...rest } = e;
+    const { position: _position, index: _index, id: _id, createdAt: _createdAt, acceptedAt: _acceptedAt, motorBlockId: _block, ...rest } = e;
     if (unmasked) return rest;
     // A receiving server's reply may quote the recipient (as on the message routes, read-api/messages/present.ts).
     const smtpResponse = 'smtpResponse' in rest && typeof rest.smtpResponse === 'string' ? { smtpResponse: maskEmailsInText(rest.smtpResponse) } : {};

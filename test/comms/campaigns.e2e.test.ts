@@ -376,6 +376,24 @@ describe('communications campaigns (e2e)', function () {
       expect(e.html).to.equal(false);
     });
 
+    it('a contact field with a javascript: URL in a link\'s href does not reach the sent HTML as a link', async () => {
+      const tpl = await makeTemplate({
+        name: 'Links', subject: 'Links', type: 'html',
+        body_html: '<p><a href="{{site}}">Your site</a> <a href="{{home}}">Home</a> <a href="{{unsubscribe_url}}">Unsubscribe</a></p>',
+        body_text: 'Links {{unsubscribe_url}}',
+      });
+      const list = await makeList('Links');
+      await addContact(list, 'mal@rcpt.test', 'Mal', { site: 'javascript:alert(document.domain)', home: 'https://home.example.com/' });
+      const c = await createCampaign({ list_id: list, template_id: tpl, track_opens: false, track_clicks: false });
+      expect((await post(`/campaigns/${c.id}/send`, {})).status).to.equal(202);
+      await waitFor(c.id, 'sent');
+      const m = await eventually(async () => messagesTo('mal@rcpt.test')[0], 30_000, 100);
+      const html = String(m.html);
+      expect(html).not.to.match(/javascript:/i);
+      expect(html).to.contain('<a href="about:invalid">Your site</a>');
+      expect(html).to.contain('<a href="https://home.example.com/">Home</a>');
+    });
+
     it('cancel: a draft is cancelled and cannot be sent; a sent campaign cannot be cancelled', async () => {
       const d = await createCampaign();
       const r = await post(`/campaigns/${d.id}/cancel`, {});

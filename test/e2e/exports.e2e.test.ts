@@ -114,6 +114,24 @@ describe('exports (e2e)', function () {
     expect(codes).to.deep.equal(['invalid_job_type', 'invalid_query', 'invalid_query', 'outside_retention_window']);
   });
 
+  it('takes a POST without a body, or with one not sent as JSON, as the defaults (the body is optional); refuses one of the wrong shape with 422', async () => {
+    for (const init of [{}, { body: '{"includePII":true}', headers: { 'content-type': 'text/plain' } }] as Array<{ body?: string; headers?: Record<string, string> }>) {
+      const r = await fetch(api('/exports'), { method: 'POST', ...init, headers: { ...auth(), ...init.headers } });
+      const body = await r.json() as { code?: string; data?: { jobId: string } };
+      expect(r.status, JSON.stringify(body)).to.equal(202);
+      const job = await eventually(async () => {
+        const g = await getJson(`${motor.baseUrl}/api/public/v1/exports/${body.data!.jobId}`, auth());
+        return g.body.data?.status === 'completed' ? g.body.data : null;
+      }, 20_000);
+      expect(job.filters).to.include({ includePII: false, query: null, status: null });
+      expect(job.rows).to.equal(sent.length);
+    }
+    for (const body of [[], { jobType: 'logs', format: 'csv' }, { includePII: 'yes' }]) {
+      const r = await postJson(api('/exports'), body, auth());
+      expect([r.status, r.body.code], JSON.stringify(body)).to.deep.equal([422, 'validation_error']);
+    }
+  });
+
   it('lists recent jobs newest first; another block sees none of them', async () => {
     const list = (await getJson(api('/exports'), auth())).body.data as Array<{ id: string; requestedAt: string }>;
     expect(list.length).to.be.at.least(3);

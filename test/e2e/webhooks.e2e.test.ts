@@ -168,6 +168,23 @@ describe('webhooks (e2e)', function () {
       await del(`/webhooks/${w.id}`);
     });
 
+    it('a body that is none, not a JSON object, or with a field other than url, events, enabled is 422 validation_error, as on the other public write routes', async () => {
+      const w = await create(receiver.url('/ok'));
+      const listed = async () => ((await getJson(api('/webhooks'), auth())).body.data as Array<{ id: string; url: string; updatedAt: string }>);
+      const before = await listed();
+      const raw = async (method: 'POST' | 'PUT', path: string, body?: string) => {
+        const res = await fetch(api(path), { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...auth() }, body });
+        return [res.status, ((await res.json()) as { code: string }).code];
+      };
+      for (const [method, path] of [['POST', '/webhooks'], ['PUT', `/webhooks/${w.id}`]] as const) {
+        for (const body of [undefined, '[]', `[${JSON.stringify({ url: receiver.url('/ok') })}]`, JSON.stringify({ url: receiver.url('/ok'), secret: 'mine' })]) {
+          expect(await raw(method, path, body), `${method} ${body}`).to.deep.equal([422, 'validation_error']);
+        }
+      }
+      expect(await listed(), 'nothing created or changed').to.deep.equal(before);
+      await del(`/webhooks/${w.id}`);
+    });
+
     it('takes the block id and the webhook id in capitals as the same block and endpoint (the block was 403 motor_block_forbidden, the endpoint 404 webhook_not_found)', async () => {
       const w = await create(receiver.url('/ok'));
       const caps = (path: string) => `${motor.baseUrl}/api/public/v1/motor-blocks/${block.motorBlockId.toUpperCase()}/webhooks${path}`;

@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
 import { streamName } from '../../domain/eventStore';
@@ -9,6 +10,11 @@ import { getJson, postJson, startTestMotor, type TestMotor } from '../support/mo
 import {
   authorize, authorizeUrl, dashboardUser, exchange, formTokenOf, getPage, newClient, oauthBlock, postForm, REDIRECT, refresh,
 } from './support';
+
+const pkce = () => {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+};
 
 describe('OAuth 2.0 authorization server: authorize, consent, token, validate (int)', function () {
   this.timeout(60_000);
@@ -69,6 +75,13 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       ['no response_type', { response_type: undefined }, 'invalid_request'],
       ['unknown scope', { scope: 'logs.read' }, 'invalid_scope'],
       ['block of no account', { motor_block_id: newId() }, 'invalid_request'],
+      // PKCE is optional for SMTP clients, but one that is sent is S256 or refused (RFC 7636 §4.4.1).
+      ['code_challenge_method plain', { code_challenge: pkce().verifier, code_challenge_method: 'plain' }, 'invalid_request'],
+      ['code_challenge without a method (plain by default)', { code_challenge: pkce().challenge }, 'invalid_request'],
+      ['code_challenge_method without a code_challenge', { code_challenge_method: 'S256' }, 'invalid_request'],
+      ['code_challenge_method other than S256', { code_challenge: pkce().challenge, code_challenge_method: 'S512' }, 'invalid_request'],
+      ['code_challenge too short', { code_challenge: pkce().challenge.slice(1), code_challenge_method: 'S256' }, 'invalid_request'],
+      ['code_challenge with a character outside base64url', { code_challenge: `${pkce().challenge.slice(1)}+`, code_challenge_method: 'S256' }, 'invalid_request'],
     ];
     for (const [name, override, error] of errorCases) {
       it(`400 ${error} as JSON, never a redirect: ${name}`, async () => {
@@ -78,6 +91,29 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
         expect(JSON.parse(r.text).error).to.equal(error);
       });
     }
+
+    it('a parameter given twice is invalid_request, scope and the PKCE ones included', async () => {
+      const { challenge } = pkce();
+      for (const [name, value] of [['scope', 'email.send'], ['state', 's2'], ['code_challenge', challenge], ['code_challenge_method', 'S256']]) {
+        const u = new URL(authorizeUrl(motor, { ...base(), code_challenge: challenge, code_challenge_method: 'S256' }));
+        u.searchParams.append(name, value);
+        const r = await getPage(u.toString(), bearer());
+        expect(r.status, name).to.equal(400);
+        expect(JSON.parse(r.text).error, name).to.equal('invalid_request');
+      }
+    });
+
+    it('motor_block_id in capitals names the same block (a uuid is case-insensitive)', async () => {
+      const r = await getPage(authorizeUrl(motor, { ...base(), motor_block_id: blockId.toUpperCase() }), bearer());
+      expect(r.status, r.text).to.equal(200);
+      expect(r.text).to.include(`name="motor_block_id" value="${blockId}"`);
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId.toUpperCase() });
+      const t = await exchange(motor, client, code);
+      expect(t.status, JSON.stringify(t.body)).to.equal(200);
+      expect(t.body.motor_block.id).to.equal(blockId);
+      const viaForm = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId.toUpperCase(), viaForm: true });
+      expect((await exchange(motor, client, viaForm.code)).body.motor_block.id).to.equal(blockId);
+    });
 
     it('a block of another account is refused', async () => {
       const other = await motor.bootstrap();
@@ -181,6 +217,41 @@ describe('OAuth 2.0 authorization server: authorize, consent, token, validate (i
       expect((await exchange(motor, client, code)).status).to.equal(200);
       const grantType = await postJson(`${motor.baseUrl}/api/oauth2/token`, { grant_type: 'password', client_id: client.clientId, client_secret: client.clientSecret });
       expect(grantType.status).to.equal(400);
+    });
+
+    it('PKCE (optional): a code_challenge is recorded; the token request needs its S256 code_verifier; failures spend nothing', async () => {
+      const { verifier, challenge } = pkce();
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId, query: { code_challenge: challenge, code_challenge_method: 'S256' } });
+      const h = /^oc_([0-9a-f]{32})_/.exec(code)![1];
+      const grantId = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+      const requested = (await motor.rt.store.readStream(streamName('oauthGrant', grantId)))[0];
+      expect(requested.data).to.deep.include({ codeChallenge: challenge });
+      for (const [name, extra] of [
+        ['no code_verifier', {}],
+        ['a wrong code_verifier', { code_verifier: pkce().verifier }],
+        ['the challenge itself (plain)', { code_verifier: challenge }],
+        ['a malformed code_verifier', { code_verifier: 'short' }],
+      ] as const) {
+        const r = await exchange(motor, client, code, extra);
+        expect(r.status, name).to.equal(400);
+        expect(r.body.error, name).to.equal('invalid_grant');
+      }
+      expect(await grantEvents(code)).to.deep.equal(['OAuthConsentRequested', 'OAuthCodeIssued']);
+      const ok = await exchange(motor, client, code, { code_verifier: verifier });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+      expect(ok.body.motor_block.id).to.equal(blockId);
+    });
+
+    it('PKCE downgrade (RFC 9700 §2.1.1): a code_verifier for a code requested without a code_challenge is invalid_grant and spends nothing', async () => {
+      const { code } = await authorize(motor, { client, dashboardToken: user.token, motorBlockId: blockId });
+      const r = await exchange(motor, client, code, { code_verifier: pkce().verifier });
+      expect(r.status).to.equal(400);
+      expect(r.body.error).to.equal('invalid_grant');
+      const form = await postForm(`${motor.baseUrl}/api/oauth2/token`, {
+        grant_type: 'authorization_code', client_id: client.clientId, client_secret: client.clientSecret, code, redirect_uri: REDIRECT, code_verifier: pkce().verifier,
+      });
+      expect([form.status, JSON.parse(form.text).error]).to.deep.equal([400, 'invalid_grant']);
+      expect((await exchange(motor, client, code)).status).to.equal(200);
     });
 
     it('refresh_token rotates on every use; a spent one presented again revokes the family', async () => {

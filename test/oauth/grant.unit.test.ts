@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { isDomainError } from '../../domain/errors';
 import {
@@ -49,6 +50,21 @@ describe('OAuth grant aggregate (unit)', () => {
     expect(again.error?.code).to.equal('invalid_grant');
     expect(again.events.map((e) => e.type)).to.deep.equal(['OAuthGrantRevoked']);
     expect(foldGrant([...issued, ...again.events]).revoked).to.equal(true);
+  });
+
+  it('PKCE: a recorded challenge needs its S256 verifier; a verifier without a recorded challenge is a downgrade; neither spends the code', () => {
+    const verifier = 'v'.repeat(43);
+    const challenge = createHash('sha256').update(verifier).digest('base64url');
+    const withChallenge: GrantEvent = { ...requested, data: { ...requested.data, codeChallenge: challenge } } as GrantEvent;
+    const pkceApproved = (): GrantEvent[] => [withChallenge, ...decideApprove(foldGrant([withChallenge]), { formTokenHash: H('form'), userId: U, motorBlockId: B, codeHash: H('code'), now: at(1000) })];
+    for (const codeVerifier of [undefined, 'w'.repeat(43), challenge]) {
+      const d = redeem(pkceApproved(), { codeVerifier });
+      expect([d.error?.code, d.events.length], String(codeVerifier)).to.deep.equal(['invalid_grant', 0]);
+    }
+    expect(redeem(pkceApproved(), { codeVerifier: verifier }).error).to.equal(undefined);
+    const downgrade = redeem(approved(), { codeVerifier: verifier });
+    expect([downgrade.error?.code, downgrade.events.length]).to.deep.equal(['invalid_grant', 0]);
+    expect(redeem(approved()).error).to.equal(undefined);
   });
 
   it('refresh rotates; a spent token revokes the family; after that nothing refreshes', () => {

@@ -65,11 +65,15 @@ export async function postForm(url: string, form: Record<string, string>, header
 }
 
 /** The whole browser side: authorize page, approve, the code from the redirect. */
-export async function authorize(motor: TestMotor, o: { client: RegisteredClient; dashboardToken: string; motorBlockId: string; state?: string; viaForm?: boolean }): Promise<{ code: string; state: string | null }> {
+export async function authorize(motor: TestMotor, o: {
+  client: RegisteredClient; dashboardToken: string; motorBlockId: string; state?: string; viaForm?: boolean;
+  /** More query parameters of the authorize request (PKCE's code_challenge and code_challenge_method). */
+  query?: Record<string, string>;
+}): Promise<{ code: string; state: string | null }> {
   const auth = { authorization: `Bearer ${o.dashboardToken}` };
   const page = await getPage(authorizeUrl(motor, {
     client_id: o.client.clientId, response_type: 'code', redirect_uri: o.client.redirectUris[0], scope: 'email.send', state: o.state ?? 'xyz',
-    motor_block_id: o.viaForm ? undefined : o.motorBlockId,
+    motor_block_id: o.viaForm ? undefined : o.motorBlockId, ...o.query,
   }), auth);
   expect(page.status, page.text).to.equal(200);
   const r = await postForm(`${motor.baseUrl}/api/oauth2/consent`, {

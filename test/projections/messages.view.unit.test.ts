@@ -1,5 +1,7 @@
 import { expect } from 'chai';
-import { collapseOutcome, evolveMessageView, foldMessageView, timelineEntryOf, type MessageEventInput, type Outcome } from '../../projections/messages/view.js';
+import {
+  collapseOutcome, compareTimeline, evolveMessageView, foldMessageView, messageTimelineOf, timelineEntryOf, type MessageEventInput, type Outcome, type TimelineEntry,
+} from '../../projections/messages/view.js';
 
 const MID = '11111111-1111-4111-8111-111111111111';
 const BLOCK = '22222222-2222-4222-8222-222222222222';
@@ -145,5 +147,100 @@ describe('messages view (pure reducer)', () => {
     expect(entry).to.include({ eventId: e.id, messageId: MID, recipient: 'A@r.test', type: 'DeliveryBounced', outcome: 'bounced', smtpCode: '550', enhancedCode: '5.1.1' });
     expect(entry.revision).to.equal(4n);
     expect(timelineEntryOf({ id: 'x', type: 'AccountCreated', data: {} })).to.equal(null);
+  });
+
+  describe('message timeline (one row per step of the collapsed outcome)', () => {
+    const perEvent = (events: Array<MessageEventInput & { id: string }>): TimelineEntry[] =>
+      events.map((e, i) => timelineEntryOf({ ...e, revision: BigInt(i) })!).sort(compareTimeline);
+    const withRevisions = (events: Array<MessageEventInput & { id: string }>) => events.map((e, i) => ({ ...e, revision: BigInt(i) }));
+    const rows = (events: Array<MessageEventInput & { id: string }>) => messageTimelineOf(withRevisions(events));
+    const brief = (r: TimelineEntry) => [r.outcome, r.type, r.eventId, r.at.toISOString(), r.recipient, r.smtpCode];
+    const deferredN = (recipient: string, at: number, attempt: number) =>
+      ev('DeliveryDeferred', { recipient, at: t(at), attempt, smtpCode: '451', smtpResponse: `451 later ${attempt}`, nextAttemptAt: t(at + 60) });
+
+    it('a single recipient comes out event for event, as the per-event timeline did (two deferrals, retries between)', () => {
+      const events = [
+        accepted(['A@R.test']), started('A@R.test', 1), deferredN('A@R.test', 2, 1), started('A@R.test', 62, 2), deferredN('A@R.test', 63, 2),
+        started('A@R.test', 123, 3), delivered('A@R.test', 124), complained('A@R.test', 500),
+      ];
+      const got = rows(events);
+      expect(got).to.deep.equal(perEvent(events));
+      expect(got.map((r) => r.outcome)).to.deep.equal(['queued', 'processed', 'deferred', 'processed', 'deferred', 'processed', 'delivered', 'complained']);
+      expect(got.map((r) => r.recipient)).to.deep.equal([null, ...Array(7).fill('A@r.test')]);
+    });
+
+    it('a single recipient whose attempt was lost in flight and taken again keeps both processed rows', () => {
+      const events = [accepted(['a@r.test']), started('a@r.test', 1, 1), started('a@r.test', 700, 2), delivered('a@r.test', 701)];
+      expect(rows(events)).to.deep.equal(perEvent(events));
+      expect(rows(events).map((r) => [r.outcome, r.attempt])).to.deep.equal([['queued', null], ['processed', 1], ['processed', 2], ['delivered', 1]]);
+    });
+
+    it('two recipients, one bounced then the other delivered: queued → processed → bounced, the last row at the delivery with the bounce\'s type and reply', () => {
+      const events = [accepted(['one@r.test', 'two@s.test']), started('one@r.test', 1), started('two@s.test', 1), bounced('one@r.test', 2), delivered('two@s.test', 3)];
+      const got = rows(events);
+      expect(got.map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', events[0].id, t(0), null, null],
+        ['processed', 'DeliveryStarted', events[2].id, t(1), 'one@r.test', null],
+        ['bounced', 'DeliveryBounced', events[4].id, t(3), 'one@r.test', '550'],
+      ]);
+      expect(got[2]).to.include({ enhancedCode: '5.1.1', smtpResponse: '550 no such user', attempt: 1 });
+    });
+
+    it('two recipients, one delivered then the other bounced: the bounce itself is the last row', () => {
+      const events = [accepted(['one@r.test', 'two@s.test']), started('one@r.test', 1), started('two@s.test', 1), delivered('one@r.test', 2), bounced('two@s.test', 3)];
+      expect(rows(events).map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', events[0].id, t(0), null, null],
+        ['processed', 'DeliveryStarted', events[2].id, t(1), 'one@r.test', null],
+        ['bounced', 'DeliveryBounced', events[4].id, t(3), 'one@r.test', '550'],
+      ]);
+    });
+
+    it('two recipients, one deferred while the other is delivered, then retried and delivered', () => {
+      const events = [
+        accepted(['one@r.test', 'two@s.test']), started('one@r.test', 1), started('two@s.test', 1), deferredN('one@r.test', 2, 1), delivered('two@s.test', 3),
+        started('one@r.test', 62, 2), delivered('one@r.test', 63),
+      ];
+      const got = rows(events);
+      expect(got.map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', events[0].id, t(0), null, null],
+        ['processed', 'DeliveryStarted', events[2].id, t(1), 'one@r.test', null],
+        ['deferred', 'DeliveryDeferred', events[4].id, t(3), 'one@r.test', '451'],
+        ['processed', 'DeliveryStarted', events[5].id, t(62), 'one@r.test', null],
+        ['delivered', 'DeliverySucceeded', events[6].id, t(63), 'one@r.test', '250'],
+      ]);
+      expect(got[2].nextAttemptAt!.toISOString()).to.equal(t(62));
+      expect(got[3].attempt).to.equal(2);
+    });
+
+    it('a retry round of several recipients is one processed row', () => {
+      const to = ['a@x.test', 'b@y.test', 'c@y.test'];
+      const events = [accepted(to), ...to.map((r) => started(r, 1)), ...to.map((r) => deferredN(r, 2, 1)), ...to.map((r) => started(r, 62, 2)), ...to.map((r) => delivered(r, 63))];
+      expect(rows(events).map((r) => [r.outcome, r.eventId])).to.deep.equal([
+        ['queued', events[0].id], ['processed', events[3].id], ['deferred', events[6].id], ['processed', events[7].id], ['delivered', events[12].id],
+      ]);
+    });
+
+    it('a complaint after both were delivered: queued → processed → delivered → complained', () => {
+      const events = [
+        accepted(['one@r.test', 'two@s.test']), started('one@r.test', 1), started('two@s.test', 1), delivered('one@r.test', 2), delivered('two@s.test', 3),
+        complained('one@r.test', 100),
+      ];
+      expect(rows(events).map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', events[0].id, t(0), null, null],
+        ['processed', 'DeliveryStarted', events[2].id, t(1), 'one@r.test', null],
+        ['delivered', 'DeliverySucceeded', events[4].id, t(3), 'one@r.test', '250'],
+        ['complained', 'ComplaintReceived', events[5].id, t(100), 'one@r.test', null],
+      ]);
+    });
+
+    it('its last row is the outcome of the message view, whatever order the events were logged in', () => {
+      const events = [started('a@r.test', 1), deferred('a@r.test', 2), started('a@r.test', 62, 2), delivered('a@r.test', 63), started('b@s.test', 1), bounced('b@s.test', 3)];
+      for (let i = 0; i < 20; i++) {
+        const shuffled = [accepted(['a@r.test', 'b@s.test']), ...[...events].sort(() => Math.random() - 0.5)];
+        const got = rows(shuffled);
+        expect(got.map((r) => r.outcome)).to.deep.equal(['queued', 'processed', 'deferred', 'processed', 'bounced']);
+        expect(got[got.length - 1].outcome).to.equal(foldMessageView(shuffled)!.currentOutcome);
+      }
+    });
   });
 });

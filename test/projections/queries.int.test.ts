@@ -7,7 +7,7 @@ import { createDb } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { messagesProjection } from '../../projections/messages/projection.js';
 import { getMessage, getMessageBySmtpId, getMessageEvents, getRecipients, messageRecordOf, searchLogs } from '../../projections/messages/queries.js';
-import { foldMessageView } from '../../projections/messages/view.js';
+import { foldMessageView, messageTimelineOf } from '../../projections/messages/view.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { createTestDatabase } from '../support/db.js';
 import { acceptedEvent, catchUpAll, recipientEvent } from './fixtures.js';
@@ -78,6 +78,7 @@ describe('messages queries (PostgreSQL)', function () {
   it('the projection and the fold of the stream agree (read-your-writes fallback)', async () => {
     const stream = await store.readStream(`message-${multi}`);
     expect(messageRecordOf(foldMessageView(stream)!)).to.deep.equal(await getMessage(db, multi));
+    expect(messageTimelineOf(stream)).to.deep.equal(await getMessageEvents(db, multi));
   });
 
   it('getMessageBySmtpId accepts angle brackets and stays inside the caller scope', async () => {
@@ -92,8 +93,10 @@ describe('messages queries (PostgreSQL)', function () {
     const r = await getRecipients(db, multi);
     expect(r).to.include({ expectedCount: 2, allTerminal: false });
     expect(r!.recipients.map((x) => [x.recipient, x.outcome])).to.deep.equal([['a@multi.test', 'delivered'], ['b@multi.test', 'processed']]);
+    // One row per step of the collapsed outcome: b's start makes the message processed; a's delivery changes nothing.
     const ev = await getMessageEvents(db, multi);
-    expect(ev.map((e) => e.type)).to.deep.equal(['MessageAccepted', 'DeliveryStarted', 'DeliveryStarted', 'DeliverySucceeded']);
+    expect(ev.map((e) => [e.type, e.outcome, e.recipient])).to.deep.equal([['MessageAccepted', 'queued', null], ['DeliveryStarted', 'processed', 'a@multi.test']]);
+    expect(ev[1].at.toISOString()).to.equal(new Date(Date.UTC(2026, 0, 1) + 100_011).toISOString());
     expect(await getRecipients(db, randomUUID())).to.equal(null);
     expect(await getMessageEvents(db, randomUUID())).to.deep.equal([]);
   });

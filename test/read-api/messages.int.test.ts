@@ -177,6 +177,96 @@ describe('GET /messages* (int)', function () {
     });
   });
 
+  describe('GET /messages/{id}/events of a multi-recipient send: one row per step of the collapsed outcome', () => {
+    type Row = { eventId: string; type: string; outcome: string; recipient: string | null; at: string; attempt: number | null; smtpCode: string | null; nextAttemptAt: string | null };
+    type Step = [type: string, recipient: string, offsetMs: number, attempt?: number];
+    const replies: Record<string, Record<string, unknown>> = {
+      DeliveryDeferred: { smtpCode: '451', enhancedCode: '4.7.1', smtpResponse: '451 4.7.1 try later', mx: 'mx.rcpt.test' },
+      DeliverySucceeded: { smtpCode: '250', enhancedCode: '2.0.0', smtpResponse: '250 2.0.0 OK', mx: 'mx.rcpt.test' },
+      DeliveryBounced: { smtpCode: '550', enhancedCode: '5.1.1', smtpResponse: '550 5.1.1 No such user', mx: 'mx.rcpt.test' },
+    };
+    const RETRY_MS = 600_000;
+
+    /** Sends to `to`, appends the steps (offsets after `base`) as a worker would, returns the ids and times. */
+    async function scenario(to: string[], steps: Step[]) {
+      const sent = await sendMail(motor, a, { to });
+      const base = Date.now() + 1_000;
+      const at = (ms: number) => new Date(base + ms).toISOString();
+      const ids = steps.map(() => newId());
+      await motor.rt.store.append(`message-${sent.id}`, steps.map(([type, recipient, offset, attempt = 1], i) => toEventData(ids[i], {
+        type,
+        data: {
+          messageId: sent.id, recipient, at: at(offset), attempt, ...(replies[type] ?? {}),
+          ...(type === 'DeliveryDeferred' ? { nextAttemptAt: at(offset + RETRY_MS) } : {}), ...(type === 'ComplaintReceived' ? { feedbackType: 'abuse' } : {}),
+        },
+      } as Parameters<typeof toEventData>[1], { actor: 'test' })), { expectedRevision: 'any' });
+      const accepted = (await getPublic(motor, `/messages/${sent.id}/events`, token)).body.data.events[0] as Row;
+      return { id: sent.id, ids, at, accepted };
+    }
+
+    /** The timeline from the stream (before the projector), then from the read model: both the same, masked and unmasked. */
+    async function timelines(id: string): Promise<{ masked: Row[]; shown: Row[] }> {
+      const before = { masked: (await getPublic(motor, `/messages/${id}/events`, token)).body.data.events, shown: (await getPublic(motor, `/messages/${id}/events?includePII=true`, piiToken)).body.data.events };
+      await project(id);
+      const after = { masked: (await getPublic(motor, `/messages/${id}/events`, token)).body.data.events, shown: (await getPublic(motor, `/messages/${id}/events?includePII=true`, piiToken)).body.data.events };
+      expect(after, 'read model = stream fold').to.deep.equal(before);
+      return after;
+    }
+
+    const brief = (r: Row) => [r.outcome, r.type, r.eventId, r.at, r.recipient, r.smtpCode];
+
+    it('mixed: one bounced, then the other delivered → queued, processed, bounced (at the delivery, with the bounce\'s reply)', async () => {
+      const s = await scenario(['one@rcpt.test', 'two@other.test'], [
+        ['DeliveryStarted', 'one@rcpt.test', 0], ['DeliveryStarted', 'two@other.test', 0],
+        ['DeliveryBounced', 'one@rcpt.test', 1_000], ['DeliverySucceeded', 'two@other.test', 2_000],
+      ]);
+      const { masked, shown } = await timelines(s.id);
+      expect(masked.map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', s.accepted.eventId, s.accepted.at, null, null],
+        ['processed', 'DeliveryStarted', s.ids[1], s.at(0), 'o***@r***.test', null],
+        ['bounced', 'DeliveryBounced', s.ids[3], s.at(2_000), 'o***@r***.test', '550'],
+      ]);
+      expect(shown.map((r) => r.recipient)).to.deep.equal([null, 'one@rcpt.test', 'one@rcpt.test']);
+      expect(JSON.stringify(shown)).to.not.include('two@other.test');
+      const message = (await getPublic(motor, `/messages/${s.id}?includePII=true`, piiToken)).body.data;
+      expect(message).to.include({ currentOutcome: 'bounced', recipient: shown[2].recipient });
+    });
+
+    it('one deferred while the other is delivered, then retried and delivered → queued, processed, deferred, processed, delivered', async () => {
+      const s = await scenario(['d1@rcpt.test', 'd2@other.test'], [
+        ['DeliveryStarted', 'd1@rcpt.test', 0], ['DeliveryStarted', 'd2@other.test', 0],
+        ['DeliveryDeferred', 'd1@rcpt.test', 1_000], ['DeliverySucceeded', 'd2@other.test', 2_000],
+        ['DeliveryStarted', 'd1@rcpt.test', 1_000 + RETRY_MS, 2], ['DeliverySucceeded', 'd1@rcpt.test', 2_000 + RETRY_MS, 2],
+      ]);
+      const { masked } = await timelines(s.id);
+      expect(masked.map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', s.accepted.eventId, s.accepted.at, null, null],
+        ['processed', 'DeliveryStarted', s.ids[1], s.at(0), 'd***@r***.test', null],
+        ['deferred', 'DeliveryDeferred', s.ids[3], s.at(2_000), 'd***@r***.test', '451'],
+        ['processed', 'DeliveryStarted', s.ids[4], s.at(1_000 + RETRY_MS), 'd***@r***.test', null],
+        ['delivered', 'DeliverySucceeded', s.ids[5], s.at(2_000 + RETRY_MS), 'd***@r***.test', '250'],
+      ]);
+      expect(masked[2]).to.include({ nextAttemptAt: s.at(1_000 + RETRY_MS), attempt: 1 });
+      expect(masked.map((r) => r.attempt)).to.deep.equal([null, 1, 1, 2, 2]);
+    });
+
+    it('a complaint after both were delivered → queued, processed, delivered, complained', async () => {
+      const s = await scenario(['c1@rcpt.test', 'c2@other.test'], [
+        ['DeliveryStarted', 'c1@rcpt.test', 0], ['DeliveryStarted', 'c2@other.test', 0],
+        ['DeliverySucceeded', 'c1@rcpt.test', 1_000], ['DeliverySucceeded', 'c2@other.test', 2_000],
+        ['ComplaintReceived', 'c2@other.test', 60_000],
+      ]);
+      const { masked, shown } = await timelines(s.id);
+      expect(masked.map(brief)).to.deep.equal([
+        ['queued', 'MessageAccepted', s.accepted.eventId, s.accepted.at, null, null],
+        ['processed', 'DeliveryStarted', s.ids[1], s.at(0), 'c***@r***.test', null],
+        ['delivered', 'DeliverySucceeded', s.ids[3], s.at(2_000), 'c***@r***.test', '250'],
+        ['complained', 'ComplaintReceived', s.ids[4], s.at(60_000), 'c***@r***.test', null],
+      ]);
+      expect(JSON.stringify(shown)).to.not.include('c2@other.test');
+    });
+  });
+
   describe('GET /messages/{id}/recipients', () => {
     it('200 with each recipient, masked by default', async () => {
       const r = await getPublic(motor, `/messages/${multi.id}/recipients`, token);

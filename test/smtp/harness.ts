@@ -23,8 +23,8 @@ export interface SmtpHarness {
   port: number;
   securePort: number;
   ca: Buffer;
-  /** A bootstrapped block whose domain has its DNS records published. */
-  newBlock(): Promise<BootstrapResult & { domain: string }>;
+  /** A bootstrapped block whose domain (`domain`, else a random one) has its DNS records published. */
+  newBlock(opts?: { domain?: string }): Promise<BootstrapResult & { domain: string }>;
   close(): Promise<void>;
 }
 
@@ -58,8 +58,8 @@ export async function startSmtpHarness(opts: { env?: Record<string, string>; smt
     port: smtp.smtp!.port,
     securePort: smtp.smtp!.securePort,
     ca: testCertificate().cert,
-    async newBlock() {
-      const b = await motor.bootstrap({ trustDns: true });
+    async newBlock(o = {}) {
+      const b = await motor.bootstrap({ trustDns: true, domain: o.domain });
       const domain = b.dnsRecords.find((r) => r.purpose === 'spf')!.name;
       for (const r of b.dnsRecords) dns.addRecords(r.name, { TXT: [r.value] });
       return { ...b, domain };

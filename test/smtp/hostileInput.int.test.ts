@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
 /**
@@ -15,7 +16,8 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
   let from: string;
 
   before(async () => {
-    h = await startSmtpHarness({ env: { SMTP_MAX_MESSAGE_BYTES: '262144', SMTP_MAX_RECIPIENTS: '5' } });
+    // 1 MiB: room for a header section over its own 256 KiB limit.
+    h = await startSmtpHarness({ env: { SMTP_MAX_MESSAGE_BYTES: '1048576', SMTP_MAX_RECIPIENTS: '5' } });
     block = await h.newBlock();
     from = `app@${block.domain}`;
   });
@@ -132,6 +134,51 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
       c.end();
     }
     expect(failures).to.deep.equal([]);
+  });
+
+  /** MAIL FROM, RCPT TO, DATA, the message (dot-stuffed), and the reply to its end. */
+  async function submit(message: string, rcpt = 'user@rcpt.test'): Promise<string | null> {
+    const c = await session();
+    for (const line of [`MAIL FROM:<${from}>`, `RCPT TO:<${rcpt}>`]) expect(await c.command(line)).to.match(/^250/);
+    expect(await c.command('DATA')).to.match(/^354/);
+    c.write(`${message.replace(/^\./gm, '..')}\r\n.\r\n`);
+    const r = await c.reply(30_000);
+    c.end();
+    return r;
+  }
+
+  it('the header section limits hold whichever field carries them, the last one included: over 256 KiB is 552 5.3.4, the 1,001st field 554 5.6.0, and nothing is delivered', async () => {
+    const head = `From: ${from}\r\nTo: big@rcpt.test\r\nSubject: big\r\n`;
+    // 400 KB in the last field, folded into lines of 80 characters (the line rule is not what refuses it).
+    const folded = `X-Big: ${Array.from({ length: 5000 }, () => 'b'.repeat(80)).join('\r\n ')}\r\n`;
+    expect(await submit(`${head}${folded}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // 300 KB over two fields, the second of them the last one.
+    const half = (name: string) => `${name}: ${Array.from({ length: 1900 }, () => 'a'.repeat(80)).join('\r\n ')}\r\n`;
+    expect(await submit(`${head}${half('X-A')}${half('X-B')}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // The same in a message without a body (the header section runs to the end of the data).
+    expect(await submit(`${head}${folded}`, 'big@rcpt.test')).to.match(/^552 5\.3\.4 /);
+    // 1,000 fields pass; a 1,001st, last, is refused.
+    const fields = (n: number) => Array.from({ length: n - 3 }, (_, i) => `X-H${i}: v\r\n`).join('');
+    expect(await submit(`${head}${fields(1000)}\r\nbody\r\n`, 'fields@rcpt.test')).to.match(/^250 /);
+    expect(await submit(`${head}${fields(1001)}\r\nbody\r\n`, 'big@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    await eventually(async () => h.mx.rcptAttempts.includes('fields@rcpt.test') || undefined, 20_000);
+    expect(h.mx.rcptAttempts).to.not.include('big@rcpt.test');
+  });
+
+  it('a line longer than 998 octets (RFC 5322 2.1.1), in the header or the body, is 554 5.6.0; 998 octets pass', async () => {
+    const head = `From: ${from}\r\nTo: long@rcpt.test\r\nSubject: long lines\r\n`;
+    const field = (octets: number) => `X-Long: ${'y'.repeat(octets - 'X-Long: '.length)}\r\n`;
+    const line = (octets: number) => `${'z'.repeat(octets)}\r\n`;
+    // 998 octets, counted in bytes: 996 ASCII characters and one 2-byte character.
+    expect(await submit(`${head}${field(998)}\r\n${line(998)}${'z'.repeat(996)}é\r\n`, 'ok-998@rcpt.test')).to.match(/^250 /);
+    expect(await submit(`${head}${field(999)}\r\nbody\r\n`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    // The last field, unfolded: the 400 KB line the limits above would otherwise have to catch.
+    expect(await submit(`${head}X-Big: ${'a'.repeat(400 * 1024)}\r\n\r\nbody\r\n`, 'long@rcpt.test')).to.match(/^5\d\d 5\.\d\.\d /);
+    expect(await submit(`${head}\r\n${line(10)}${line(999)}`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    expect(await submit(`${head}\r\n${'z'.repeat(997)}é\r\n`, 'long@rcpt.test')).to.match(/^554 5\.6\.0 /);
+    // The accepted one arrives; none of the refused ones does.
+    await eventually(async () => h.mx.rcptAttempts.includes('ok-998@rcpt.test') || undefined, 20_000);
+    expect(h.mx.rcptAttempts).to.not.include('long@rcpt.test');
   });
 
   it('still accepts a normal message afterwards', async () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { DomainError } from '../../domain/errors';
-import { decodeMessage, normalizeLineEndings, prepareMessage, splitMessage } from '../../smtp/message';
+import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines, splitMessage } from '../../smtp/message';
 
 describe('smtp/message (unit)', () => {
   const now = new Date('2026-11-22T04:00:00Z');
@@ -50,6 +50,23 @@ describe('smtp/message (unit)', () => {
       expect(decodeMessage(Buffer.from('Subject: é\r\n\r\nü'))).to.equal('Subject: é\r\n\r\nü');
       expect(codeOf(() => decodeMessage(Buffer.from([0x41, 0xe9, 0x42])))).to.equal('invalid_message');
       expect(codeOf(() => decodeMessage(Buffer.from('a\0b')))).to.equal('invalid_message');
+    });
+  });
+
+  describe('refuseLongLines', () => {
+    it('refuses a line over 998 octets, CRLF excluded, anywhere: first, last, without a final CRLF; counts bytes, not characters', () => {
+      const ok = (s: string) => codeOf(() => refuseLongLines(Buffer.from(s)));
+      expect(ok(`${'a'.repeat(998)}\r\n${'b'.repeat(998)}\r\n\r\n${'c'.repeat(998)}`)).to.equal(null);
+      expect(ok('')).to.equal(null);
+      expect(ok('\r\n\r\n')).to.equal(null);
+      expect(ok(`${'a'.repeat(999)}\r\nx\r\n`)).to.equal('invalid_message');
+      expect(ok(`x\r\n${'a'.repeat(999)}\r\n`)).to.equal('invalid_message');
+      expect(ok(`x\r\n${'a'.repeat(999)}`)).to.equal('invalid_message');
+      expect(ok(`${'a'.repeat(996)}é\r\n`)).to.equal(null);
+      expect(ok(`${'a'.repeat(997)}é\r\n`)).to.equal('invalid_message');
+    });
+    it('names the line in its message', () => {
+      expect(() => refuseLongLines(Buffer.from(`a\r\nb\r\n${'c'.repeat(1000)}\r\n`))).to.throw(/Line 3 .* 998 octets/);
     });
   });
 
@@ -117,6 +134,23 @@ describe('smtp/message (unit)', () => {
       expect(codeOf(() => prepare(`${base}Subject: ${'s'.repeat(17_000)}\r\n\r\nx`))).to.equal('invalid_message');
       // Within them, a message with many ordinary fields passes.
       expect(prepare(`${base}${'X-Trace: hop\r\n'.repeat(900)}\r\nx`).removed).to.deep.equal([]);
+    });
+
+    it('applies the section size and the field count to the last field too, with or without a body', () => {
+      const folded = (kb: number) => `X-Big: ${Array.from({ length: kb * 1024 / 80 }, () => 'b'.repeat(78)).join('\r\n ')}\r\n`;
+      expect(codeOf(() => prepare(`${base}${folded(400)}\r\nbody`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}${folded(400)}`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-Big: ${'a'.repeat(400 * 1024)}`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-A: ${'a'.repeat(150 * 1024)}\r\nX-B: ${'a'.repeat(150 * 1024)}\r\n\r\nx`))).to.equal('message_too_big');
+      // Counted in bytes: 100 Ki characters of 3 bytes each are 300 KiB.
+      expect(codeOf(() => prepare(`${base}X-Utf8: ${'€'.repeat(100 * 1024)}\r\n\r\nx`))).to.equal('message_too_big');
+      expect(codeOf(() => prepare(`${base}X-Fits: ${'a'.repeat(200 * 1024)}\r\n\r\nx`))).to.equal(null);
+      // base holds 3 fields: 1,000 pass, a 1,001st refused even as the last field, and a body
+      // line after the 1,000th field is no field.
+      const fields = (n: number) => Array.from({ length: n - 3 }, (_, i) => `X-H${i}: v\r\n`).join('');
+      expect(codeOf(() => prepare(`${base}${fields(1000)}\r\nx`))).to.equal(null);
+      expect(codeOf(() => prepare(`${base}${fields(1001)}`))).to.equal('invalid_message');
+      expect(codeOf(() => prepare(`${base}${fields(1000)}not a field\r\n`))).to.equal(null);
     });
   });
 });

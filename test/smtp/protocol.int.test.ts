@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
 import type { MessageAccepted } from '../../domain/events';
+import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
 /**
@@ -125,6 +126,62 @@ describe('SMTP listener protocol limits (int)', function () {
     expect(event.raw).to.include('RCPT TO:<smuggled@rcpt.test>');
     expect(/(?<!\r)\n/.test(event.raw!)).to.equal(false);
     expect(/\r(?!\n)/.test(event.raw!)).to.equal(false);
+  });
+
+  it('SMTPUTF8 is not offered, so it is refused: the SMTPUTF8 (and REQUIRETLS) parameter is 555 5.5.4, a non-ASCII local part 553 5.6.7 (RFC 6531), the session goes on', async () => {
+    const ehlo = await RawClient.connect(h.securePort, true, h.ca);
+    await ehlo.reply();
+    expect(await ehlo.command('EHLO client.test')).to.not.match(/SMTPUTF8|REQUIRETLS/);
+    ehlo.end();
+
+    const c = await session({ implicit: true });
+    expect(await c.command(`MAIL FROM:<app@${block.domain}> SMTPUTF8`)).to.match(/^555 5\.5\.4 /);
+    expect(await c.command(`MAIL FROM:<app@${block.domain}> REQUIRETLS`)).to.match(/^555 5\.5\.4 /);
+    expect(await c.command(`MAIL FROM:<appé@${block.domain}>`)).to.match(/^553 5\.6\.7 /);
+    expect(await c.command(`MAIL FROM:<app@${block.domain}> BODY=8BITMIME`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<üser@rcpt.test>')).to.match(/^553 5\.6\.7 /);
+    expect(await c.command('RCPT TO:<用户@bücher.test>')).to.match(/^553 5\.6\.7 /);
+    expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    c.write(`From: app@${block.domain}\r\nTo: user@rcpt.test\r\nSubject: after the refusals\r\n\r\nbody\r\n.\r\n`);
+    const done = (await c.reply())!;
+    expect(done).to.match(/^250 2\.6\.0 /);
+    c.end();
+    const id = /queued as ([0-9a-f-]{36})/.exec(done)![1];
+    expect(((await h.motor.rt.store.readStream(streamName('message', id)))[0].data as MessageAccepted).to).to.deep.equal(['user@rcpt.test']);
+  });
+
+  it('internationalized domains with ASCII local parts are accepted and kept in A-labels: a recipient domain sent as A-labels or U-labels, the sender of a block whose domain is an IDN; delivered without SMTPUTF8', async () => {
+    const idn = await h.newBlock({ domain: 'xn--mnchen-3ya.test' });
+    h.dns.addRecords('xn--bcher-kva.test', { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] });
+    const c = await RawClient.connect(h.securePort, true, h.ca);
+    await c.reply();
+    await c.command('EHLO client.test');
+    expect(await c.authPlain(idn.smtpUsername, idn.smtpPassword)).to.match(/^235 /);
+    expect(await c.command('MAIL FROM:<app@xn--mnchen-3ya.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<ana@bücher.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<bob@xn--bcher-kva.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<bad@⒈.test>')).to.match(/^553 5\.1\.3 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    c.write('From: App <app@xn--mnchen-3ya.test>\r\nTo: ana@xn--bcher-kva.test\r\nMessage-ID: <idn.1@client.example>\r\nSubject: IDN\r\n\r\nbody\r\n.\r\n');
+    const done = (await c.reply())!;
+    expect(done).to.match(/^250 2\.6\.0 /);
+    c.end();
+    const id = /queued as ([0-9a-f-]{36})/.exec(done)![1];
+    const event = (await h.motor.rt.store.readStream(streamName('message', id)))[0].data as MessageAccepted;
+    expect(event.to).to.deep.equal(['ana@xn--bcher-kva.test', 'bob@xn--bcher-kva.test']);
+    expect(event.from).to.equal('app@xn--mnchen-3ya.test');
+    expect(event.envelopeFrom, 'kept only when it differs from `from`').to.equal(undefined);
+    const received = await eventually(async () => {
+      const list = h.mx.messages.filter((m) => m.raw.toString().includes('idn.1@client.example'));
+      return list.flatMap((m) => m.envelope.rcptTo).length === 2 ? list : null;
+    }, 20_000);
+    // The sink (smtp-server) hands A-labels back decoded; a UTF-8 address would have made the client ask for SMTPUTF8.
+    for (const m of received) {
+      expect(m.mailFromArgs).not.to.have.property('SMTPUTF8');
+      expect(m.envelope.mailFrom).to.equal('app@münchen.test');
+    }
+    expect(received.flatMap((m) => m.envelope.rcptTo).sort()).to.deep.equal(['ana@bücher.test', 'bob@bücher.test']);
   });
 
   it('a command line over the limit is refused and the connection closed', async () => {

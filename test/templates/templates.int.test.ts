@@ -77,6 +77,42 @@ describe('communications templates (int)', function () {
     expect((await postJson(url('/validate'), { name: 'n', subject: 's', type: 'pdf' }, as(a))).status).to.equal(400);
   });
 
+  it('validate: script in any URL-bearing attribute, meta refresh, SVG animation, srcdoc is an error', async () => {
+    const cases: Array<[string, string]> = [
+      ['<object data="javascript:alert(1)"></object>', 'javascript_url'],
+      ['<video poster="javascript:alert(1)"></video>', 'javascript_url'],
+      ['<meta http-equiv="refresh" content="0;url=javascript:alert(1)">', 'javascript_url'],
+      ['<svg><a><animate attributeName="href" values="javascript:alert(1)"/><text>x</text></a></svg>', 'javascript_url'],
+      ['<a href="vbscript:msgbox(1)">x</a>', 'javascript_url'],
+      ['<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">x</a>', 'javascript_url'],
+      ['<iframe srcdoc="&lt;script&gt;alert(1)&lt;/script&gt;"></iframe>', 'script_tag'],
+    ];
+    for (const [html, code] of cases) {
+      const r = await postJson(url('/validate'), { name: 'n', subject: 's', type: 'html', body_html: `${html} {{unsubscribe_url}}`, body_text: 't' }, as(a));
+      expect(r.status, html).to.equal(200);
+      expect([r.body.data.valid, r.body.data.errors.map((e: { code: string }) => e.code)], html).to.deep.equal([false, [code]]);
+    }
+  });
+
+  it('validate: a merge tag where a value could add markup is an error; sampleData cannot inject into the preview', async () => {
+    const check = (body_html: string, sampleData: Record<string, string>) =>
+      postJson(url('/validate'), { name: 'n', subject: 's', type: 'html', body_html: `${body_html} {{unsubscribe_url}}`, body_text: 't', sampleData }, as(a));
+    const inTag = await check('<img src="x" {{x}}>', { x: 'onerror=alert(1)' });
+    expect([inTag.body.data.valid, inTag.body.data.errors.map((e: { code: string }) => e.code)]).to.deep.equal([false, ['merge_tag_in_tag']]);
+    expect(inTag.body.data.preview.body_html).not.to.contain('onerror');
+    const unquoted = await check('<a href={{u}}>x</a>', { u: 'x onclick=alert(1)' });
+    expect([unquoted.body.data.valid, unquoted.body.data.errors.map((e: { code: string }) => e.code)]).to.deep.equal([false, ['merge_tag_in_tag']]);
+    expect(unquoted.body.data.preview.body_html).to.contain('<a href="x onclick=alert(1)">');
+    // A quoted href is a fine place for a merge tag; a javascript: value is neutralised and reported.
+    const link = await check('<a href="{{u}}">x</a>', { u: 'javascript:alert(1)' });
+    expect([link.body.data.valid, link.body.data.errors]).to.deep.equal([true, []]);
+    expect(link.body.data.warnings.map((w: { code: string }) => w.code)).to.deep.equal(['merge_value_unsafe']);
+    expect(link.body.data.preview.body_html).to.contain('<a href="about:invalid">x</a>').and.not.contain('javascript:');
+    // And a template with a merge tag inside a tag is refused on create.
+    const refused = await postJson(url(), { name: 'n', subject: 's', type: 'html', body_html: '<img src="x" {{x}}>', body_text: 't' }, as(a));
+    expect([refused.status, refused.body.code, refused.body.errors.map((e: { code: string }) => e.code)]).to.deep.equal([422, 'template_invalid', ['merge_tag_in_tag']]);
+  });
+
   it('create (201, warnings kept), list, read, patch, delete; read-your-writes all along', async () => {
     const created = await postJson(url(), { name: 'Welcome', subject: 'Welcome {{name}}', type: 'html', body_html: '<p>Hi {{name}}</p>' }, as(a));
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
