@@ -21,6 +21,7 @@ import { createMetrics, type Metrics } from '../infra/metrics';
 import { createFastRedis } from '../infra/redis';
 import { RedisBatch } from '../infra/redisBatch';
 import { DIRECTORY_CACHE_TTL_MS, DirectoryCache } from '../commands/directoryCache';
+import { LoginTurns } from '../commands/auth/loginTurn';
 import { RequestLimiter } from '../commands/quota/requestLimiter';
 import { SendQuota } from '../commands/quota/sendQuota';
 import { allProjections } from '../projections';
@@ -130,6 +131,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter);
   const http: HttpContext = {
     config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams,
+    loginTurns: new LoginTurns(redis, queuePrefix),
     smtpAuth: (attempt) => authenticate(smtpAuthDeps, attempt),
   };
   return {

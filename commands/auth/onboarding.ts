@@ -16,7 +16,7 @@ import type { SendQuota } from '../quota/sendQuota';
 import { dashboardTokenSettings, signDashboardToken } from './dashboardTokens';
 import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPassword } from './passwords';
 import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
-import { inLoginTurn } from './loginTurn';
+import type { LoginTurns } from './loginTurn';
 import { appendEvents, decideAndAppend, load } from './streams';
 import { sendSystemMail } from './systemMail';
 
@@ -33,6 +33,8 @@ export interface AuthDeps {
   keys: KeyStore;
   quota: SendQuota;
   config: Config;
+  /** One password check per address at a time (loginTurn.ts); without it (no Redis), none is kept. */
+  loginTurns?: LoginTurns;
 }
 
 const USER_TYPES: readonly string[] = ['AccountRegistered', 'VerificationCodeIssued', 'VerificationCodeRejected', 'EmailVerified', 'PasswordSet', 'LoginSucceeded', 'LoginFailed', 'UserLockedOut'];
@@ -168,7 +170,8 @@ export async function login(deps: AuthDeps, body: { email?: unknown; password?: 
   const password = body.password;
   const sessionId = newId();
   // One attempt per address at a time (loginTurn.ts): each sees the failures recorded before it.
-  const { user, now } = await inLoginTurn(deps.db, userIdOf(email), async () => {
+  const inTurn = <T>(attempt: () => Promise<T>) => (deps.loginTurns ? deps.loginTurns.run(userIdOf(email), attempt) : attempt());
+  const { user, now } = await inTurn(async () => {
     const first = await load(deps.store, userStream(email), USER_TYPES, foldUser);
     checkLoginAllowed(first.state, clock.now());
     const ok = first.state.passwordHash !== null ? await verifyPassword(password, first.state.passwordHash) : await burnPasswordCheck(password);

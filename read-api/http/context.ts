@@ -1,4 +1,5 @@
 import type { Request } from 'express';
+import type { LoginTurns } from '../../commands/auth/loginTurn';
 import type { Knex } from 'knex';
 import type { Clock } from '../../domain/ids';
 import type { EventStore } from '../../domain/eventStore';
@@ -29,6 +30,8 @@ export interface HttpContext {
   resolver: DnsResolver;
   /** Private key store (DKIM keys of added domains, webhook secrets). */
   keys: KeyStore;
+  /** Dashboard logins: one password check per address at a time (commands/auth/loginTurn.ts). */
+  loginTurns: LoginTurns;
   /** The live event streams (SSE) of this process. */
   streams: EventStreams;
   /** Health of the dependencies, for /v1/status and readiness. */
