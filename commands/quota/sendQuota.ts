@@ -37,6 +37,7 @@ export interface BucketReading { used: number; limit: number; remaining: number;
 
 export type QuotaDecision =
   | { kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading>; domainDaily: number }
+  /** The binding refusal: of the ceilings that refuse, the one whose window resets last. */
   | { kind: 'denied'; dimension: QuotaDimension; used: number; limit: number; retryAfterSeconds: number }
   /** Redis could not be asked: the send goes on without numbers (SPEC: absent headers = unknown). */
   | { kind: 'unavailable' };
@@ -67,21 +68,24 @@ export function quotaKeys(motorBlockId: string, accountId: string, now: Date, do
 
 // KEYS: burst, hourly, daily, acctHourly, acctDaily, domainDaily
 // ARGV: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay, warmupCap (-1: none)
-// Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used} for the first ceiling that refuses.
+// Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used, index, used, ...} for every
+// ceiling that refuses (the caller picks the binding one): a client told only of the first would
+// retry when it resets and be refused by the next.
 const CONSUME = `
 local n = tonumber(ARGV[1])
 local used = {}
 for i = 1, 6 do used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
-for i = 1, 3 do
-  if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
-end
 local cap = tonumber(ARGV[11])
-if cap >= 0 and used[6] + n > cap then return {0, 6, used[6]} end
-if ARGV[7] == '1' then
-  for i = 4, 5 do
-    if used[i] + n > tonumber(ARGV[i + 1]) then return {0, i, used[i]} end
+local limit = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), cap}
+local checked = {true, true, true, ARGV[7] == '1', ARGV[7] == '1', cap >= 0}
+local refused = {0}
+for i = 1, 6 do
+  if checked[i] and used[i] + n > limit[i] then
+    refused[#refused + 1] = i
+    refused[#refused + 1] = used[i]
   end
 end
+if #refused > 1 then return refused end
 local ttl = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[10])}
 for i = 1, 6 do
   used[i] = redis.call('INCRBY', KEYS[i], n)
@@ -106,6 +110,23 @@ return out
 
 const DIMENSIONS: QuotaDimension[] = ['burst', 'hourly', 'daily', 'acct_hourly', 'acct_daily', 'warmup'];
 const DIM_SECONDS: Record<QuotaDimension, number> = { burst: 60, hourly: 3600, daily: 86400, acct_hourly: 3600, acct_daily: 86400, warmup: 86400 };
+/** Between refusals whose windows end together: the block's before the warm-up buffer's, both before the account's. */
+const TIE_ORDER: QuotaDimension[] = ['burst', 'hourly', 'daily', 'warmup', 'acct_hourly', 'acct_daily'];
+
+/**
+ * Of the refusing ceilings, the binding one: its window resets last (SPEC "429 contract": the 429
+ * reports the binding dimension), so a client that waits its Retry-After is not refused by another.
+ * Windows are aligned, so a longer window never resets before a shorter one; on a tie the longer
+ * window is named, then TIE_ORDER decides.
+ */
+export function bindingRefusal<T extends { dimension: QuotaDimension }>(refusals: T[], now: Date): T {
+  const rank = (r: T) => [resetIn(now, DIM_SECONDS[r.dimension]), DIM_SECONDS[r.dimension], -TIE_ORDER.indexOf(r.dimension)];
+  return refusals.reduce((best, r) => {
+    const [a, b] = [rank(r), rank(best)];
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] > b[i] ? r : best;
+    return best;
+  });
+}
 
 /** The scripts as ioredis commands: sent once, then run by SHA (EVALSHA, reloaded if Redis forgot them). */
 interface QuotaCommands {
@@ -141,9 +162,13 @@ export class SendQuota {
       return { kind: 'unavailable' };
     }
     if (reply[0] === 0) {
-      const dimension = DIMENSIONS[reply[1] - 1];
       const limits = [req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily, req.warmupCap ?? 0];
-      return { kind: 'denied', dimension, used: reply[2], limit: limits[reply[1] - 1], retryAfterSeconds: resetIn(req.now, DIM_SECONDS[dimension]) };
+      const refusals = [];
+      for (let i = 1; i + 1 < reply.length; i += 2) {
+        const dimension = DIMENSIONS[reply[i] - 1];
+        refusals.push({ kind: 'denied' as const, dimension, used: reply[i + 1], limit: limits[reply[i] - 1], retryAfterSeconds: resetIn(req.now, DIM_SECONDS[dimension]) });
+      }
+      return bindingRefusal(refusals, req.now);
     }
     const reading = (used: number, limit: number, seconds: number): BucketReading => ({
       used, limit, remaining: Math.max(0, limit - used), resetIn: resetIn(req.now, seconds),

@@ -266,6 +266,28 @@ describe('send → deliver → outcome (e2e)', function () {
       expect((await send({ ...body, subject: '' }, {}, limited.apiKey)).status).to.equal(422);
     });
 
+    it('429 names the binding dimension: with burst and hourly both full it is hourly (Retry-After to the next UTC hour), not burst', async () => {
+      const limited = await motor.bootstrap();
+      await motor.setLimits(limited.motorBlockId, { burst: 2, hourly: 2, daily: 1000 });
+      const domain = limited.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+      const body = { from: `app@${domain}`, to: 'user@rcpt.test', subject: 'x', text: 'y' };
+      await awayFromMinuteEdge();
+      expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
+      expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
+      // Burst (2/2, resets within a minute) and hourly (2/2) both refuse: a retry after the burst's
+      // reset would be refused again, so the answer is the hourly one.
+      const res = await send(body, {}, limited.apiKey);
+      const toNextHour = Math.ceil((Math.floor(Date.now() / 3_600_000 + 1) * 3_600_000 - Date.now()) / 1000);
+      expect([res.status, res.body.code, res.body.dimension]).to.deep.equal([429, 'rate_limited_block', 'hourly']);
+      expect(res.body.retryAfterSeconds).to.be.within(toNextHour - 2, toNextHour + 2);
+      expect(res.body.message).to.contain('(hourly): 2/2');
+      expect(res.body.message).to.contain(`Retry in ${res.body.retryAfterSeconds}s`);
+      expect(res.headers.get('retry-after')).to.equal(String(res.body.retryAfterSeconds));
+      expect(res.headers.get('ratelimit-limit')).to.equal('2');
+      expect(res.headers.get('ratelimit-remaining')).to.equal('0');
+      expect(res.headers.get('ratelimit-reset')).to.equal(String(res.body.retryAfterSeconds));
+    });
+
     it('dryRun validates everything, answers the dry-run shape, and creates nothing', async () => {
       const res = await send(mail({ dryRun: true, html: '<p>x</p>' }));
       expect(res.status).to.equal(200);

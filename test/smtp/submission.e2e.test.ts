@@ -8,8 +8,10 @@ import { newId } from '../../domain/ids';
 import { generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { getBlock } from '../../projections/directory/queries';
 import { createResolver, mailauthResolver } from '../../workers/delivery/dns';
-import { eventually, getJson, postJson } from '../support/motor';
+import { awayFromMinuteEdge, eventually, getJson, postJson } from '../support/motor';
 import { rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+
+const secondsToNextUtcHour = () => Math.ceil((Math.floor(Date.now() / 3_600_000 + 1) * 3_600_000 - Date.now()) / 1000);
 
 /**
  * SMTP submission end to end with real clients: nodemailer (PLAIN and LOGIN, STARTTLS and
@@ -211,6 +213,21 @@ describe('SMTP submission (e2e)', function () {
       return events.length > 0 ? events : undefined;
     });
     expect((refused[refused.length - 1].data as SmtpSubmissionRefused)).to.deep.include({ code: 'rate_limited_block', reply: over });
+  });
+
+  it('the 451 names the binding dimension: with burst and hourly both full it is hourly, retried at the next UTC hour', async () => {
+    const b = await h.newBlock();
+    await h.motor.setLimits(b.motorBlockId, { burst: 2, hourly: 2, daily: 1000 });
+    const t = transport(h, { user: b.smtpUsername, pass: b.smtpPassword });
+    const smtp = () => t.sendMail({ envelope: { from: `app@${b.domain}`, to: ['h@rcpt.test'] }, raw: rfc822({ from: `app@${b.domain}`, to: 'h@rcpt.test' }) }).then((i) => i.response, (e) => e.response as string);
+    await awayFromMinuteEdge();
+    expect(await smtp()).to.match(/^250 /);
+    expect(await smtp()).to.match(/^250 /);
+    const over = await smtp();
+    t.close();
+    const m = /^451 4\.7\.1 Rate limit exceeded \(hourly\): 2\/2\. Retry in (\d+)s\.$/.exec(over);
+    expect(m, over).to.not.equal(null);
+    expect(Number(m![1])).to.be.within(secondsToNextUtcHour() - 2, secondsToNextUtcHour() + 2);
   });
 });
 
