@@ -8,7 +8,8 @@ import type { DirectoryCache } from '../commands/directoryCache';
 import type { Logger } from '../infra/logger';
 import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
-import { formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
+import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
+import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { KnownClients, SubmissionServer } from './server';
 import { checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -20,9 +21,9 @@ import { peerCertificateOf } from './mtls';
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
  * implicit TLS on `securePort` (2465). The hooks run in a fixed order, each with a verdict:
  * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
- * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules)
- * → RCPT TO (ASCII, syntax; count capped by the library)
- * → DATA (size capped by the library, then smtp/submission.ts).
+ * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
+ * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
+ * the ceiling) → DATA (size capped by the library, then smtp/submission.ts).
  */
 
 export interface SmtpDeps {
@@ -113,6 +114,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const authFailures = new Map<string, number>();
   // The client certificate of each TLS session (mTLS), by session id, from onSecure.
   const peerCertificates = new Map<string, PeerCertificate | null>();
+  // The smallest send quota ceiling of the transaction, by session id, from MAIL FROM (each MAIL FROM replaces it).
+  const ceilings = new Map<string, RecipientCeiling>();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 50;
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
@@ -149,6 +152,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onClose(session) {
       authFailures.delete(session.id);
       peerCertificates.delete(session.id);
+      ceilings.delete(session.id);
       if (!counted.delete(session.id)) return;
       const a = addressOf(session);
       const n = (perAddress.get(a) ?? 1) - 1;
@@ -193,14 +197,27 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       const sender = address.address === '' ? { ok: true as const, address: '' } : envelopeAddress(address.address);
       if (!sender.ok && sender.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
       if (!sender.ok) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
+      ceilings.delete(session.id);
       within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
-        .then(() => cb(), (err) => refuse(session, sender.address, 0, err, cb));
+        .then((ceiling) => {
+          ceilings.set(session.id, ceiling);
+          cb();
+        }, (err) => refuse(session, sender.address, 0, err, cb));
     },
     onRcptTo(address, session, cb) {
       if (!userOf(session)) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
       const recipient = envelopeAddress(address.address);
       if (!recipient.ok && recipient.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
       if (!recipient.ok || !isValidAddress(recipient.address)) return cb(asError(reply(553, '5.1.3', 'Bad recipient address syntax')));
+      // More recipients than the smallest quota ceiling would be refused at DATA in every window:
+      // the client is told now to send the rest in another transaction. A repeated address
+      // replaces its entry (as the library counts them), so it never counts twice.
+      const ceiling = ceilings.get(session.id);
+      const rcpts = session.envelope.rcptTo;
+      if (ceiling && rcpts.length >= ceiling.limit) {
+        const key = address.address.toLowerCase();
+        if (!rcpts.some((r) => r.address.toLowerCase() === key)) return cb(asError(ceilingReply(ceiling)));
+      }
       cb();
     },
     onData(stream, session, cb) {

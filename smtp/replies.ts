@@ -1,5 +1,6 @@
 import { isDomainError, type DomainError } from '../domain/errors';
 import { InvalidEventDataError } from '../domain/eventStore';
+import type { RecipientCeiling } from '../commands/quota/sendQuota';
 
 /**
  * The SMTP edge's one mapping table: DomainError code → reply code + enhanced status code
@@ -21,6 +22,10 @@ const TABLE: Record<string, Mapping> = {
   rate_limited_block: { code: 451, enhanced: '4.7.1' },
   rate_limited_account: { code: 451, enhanced: '4.7.1' },
   rate_limited_warmup: { code: 451, enhanced: '4.7.1' },
+  // More recipients than a quota ceiling ever allows: no retry of this envelope can pass (RFC 3463
+  // 5.5.3 "too many recipients"). Normally the RCPT TO 452 (ceilingReply) keeps a transaction under
+  // the limit; this is the DATA fallback when the limit fell after the RCPTs were accepted.
+  recipients_exceed_limit: { code: 552, enhanced: '5.5.3' },
   // Sender not allowed for this block (Postfix: "553 5.7.1 Sender address rejected: not owned by user").
   from_domain_mismatch: { code: 553, enhanced: '5.7.1' },
   // The block or its domain cannot send until someone fixes it: permanent for this message.
@@ -79,3 +84,11 @@ export const reply = (code: number, enhanced: string, text: string): SmtpReply =
 
 /** Messages that already carry an enhanced status code (`4.7.1 ...`). */
 export const STARTS_WITH_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
+
+/**
+ * RCPT TO once a transaction holds as many recipients as the smallest quota ceiling allows (RFC
+ * 5321 §4.5.3.1.10: the client sends the rest in a later transaction), as the library does at
+ * SMTP_MAX_RECIPIENTS.
+ */
+export const ceilingReply = (c: RecipientCeiling): SmtpReply => reply(452, '4.5.3',
+  `Too many recipients: the ${c.dimension.startsWith('acct_') ? 'account-wide' : 'Motor Block'} ${c.dimension} limit is ${c.limit}; send the rest in another transaction`);

@@ -6,7 +6,8 @@ import { fail } from '../domain/errors';
 import { toEventData } from '../domain/events';
 import { newId } from '../domain/ids';
 import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
-import { checkSend, sendMessage, type SendDeps } from '../commands/send/sendMessage';
+import { checkSend, recipientCeilingOf, sendMessage, type SendDeps } from '../commands/send/sendMessage';
+import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { deletionRefusal } from '../commands/blocks/deletionGuard';
 import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines } from './message';
 import { formatReply, type SmtpReply } from './replies';
@@ -53,15 +54,17 @@ export function envelopeAddress(address: string): { ok: true; address: string } 
 /**
  * MAIL FROM: the envelope sender must be an address of the block's domain, and the block must be
  * able to send (active, not marketing, DNS configured). The same checks as the send handler's,
- * asked early so the client learns before it transmits the message.
+ * asked early so the client learns before it transmits the message. Answers the most recipients
+ * the transaction can have (the smallest send quota ceiling), which RCPT TO enforces.
  */
-export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, mailFrom: string, now: Date): Promise<void> {
+export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, mailFrom: string, now: Date): Promise<RecipientCeiling> {
   if (mailFrom === '') throw fail('from_domain_mismatch', 403, 'The null sender is not accepted for submission');
   if (!isValidAddress(mailFrom)) throw fail('validation_error', 422, 'Bad sender address syntax');
   const probe: ValidSendRequest = {
     from: mailFrom, fromName: null, to: [], subject: '', text: null, html: null, headers: {}, metadata: {}, dryRun: true, bodySize: 0,
   };
-  await checkSend(deps, { motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now, validated: probe });
+  const checked = await checkSend(deps, { motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now, validated: probe });
+  return recipientCeilingOf(deps, checked, now);
 }
 
 export interface Submitted { messageId: string; smtpMessageId: string }

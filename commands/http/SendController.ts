@@ -86,7 +86,7 @@ export class SendController extends Controller {
   @Response<ErrorResponse>(400, 'DISALLOWED_HEADERS or malformed JSON')
   @Response<ErrorResponse>(401, 'Invalid API key format')
   @Response<ErrorResponse>(403, 'From address domain does not match, DOMAIN_DNS_INCOMPLETE, use_comms_api, motor_block_inactive')
-  @Response<ErrorResponse>(422, 'Validation error')
+  @Response<ErrorResponse>(422, 'Validation error; recipients_exceed_limit (more recipients than a send quota ceiling allows: split the send)')
   @Response<ErrorResponse>(429, 'rate_limited_block, rate_limited_account or rate_limited_warmup (send quota); rate_limited (API request limit)')
   @Response<ErrorResponse>(503, 'event_store_unavailable: nothing was accepted')
   public async send(

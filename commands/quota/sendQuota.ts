@@ -10,6 +10,11 @@ import { RedisBatch } from '../../infra/redisBatch';
  *
  * Windows are fixed and aligned: burst = the current UTC minute, hourly = the UTC hour, daily =
  * the UTC day.
+ *
+ * A send with more recipients than a ceiling's limit can never fit that ceiling, whatever the
+ * counters say: `recipientCeiling` gives the smallest such limit, which the send path refuses
+ * permanently before consume() is asked (commands/send/sendMessage.ts) and the SMTP listener
+ * enforces per transaction at RCPT TO (smtp/listener.ts).
  */
 
 export type QuotaDimension = 'burst' | 'hourly' | 'daily' | 'acct_hourly' | 'acct_daily' | 'warmup';
@@ -126,6 +131,23 @@ export function bindingRefusal<T extends { dimension: QuotaDimension }>(refusals
     for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] > b[i] ? r : best;
     return best;
   });
+}
+
+export type CeilingDimension = Exclude<QuotaDimension, 'warmup'>;
+export interface RecipientCeiling { dimension: CeilingDimension; limit: number }
+
+/**
+ * The most recipients one send (one SMTP transaction) can ever have: the smallest of the block's
+ * effective ceilings and, when they are enforced, the account's (ties: the shorter window). A send
+ * over it is refused by that ceiling in every window, so it is a permanent refusal, never a 429.
+ * The warm-up cap is not among them: it grows day by day, so waiting for it is a real retry.
+ */
+export function recipientCeiling(block: Ceiling, account: AccountCeiling, enforceAccount: boolean): RecipientCeiling {
+  const candidates: RecipientCeiling[] = [
+    { dimension: 'burst', limit: block.burst }, { dimension: 'hourly', limit: block.hourly }, { dimension: 'daily', limit: block.daily },
+    ...(enforceAccount ? [{ dimension: 'acct_hourly' as const, limit: account.hourly }, { dimension: 'acct_daily' as const, limit: account.daily }] : []),
+  ];
+  return candidates.reduce((min, c) => (c.limit < min.limit ? c : min));
 }
 
 /** The scripts as ioredis commands: sent once, then run by SHA (EVALSHA, reloaded if Redis forgot them). */

@@ -7,16 +7,17 @@ import { uuidV5, newId } from '../../domain/ids';
 import { acceptMessage, initialMessageState } from '../../domain/message/message';
 import { domainOf, validateSendRequest, type SendRequestBody, type ValidSendRequest } from '../../domain/message/sendRules';
 import type { Config } from '../../infra/config';
-import { ReputationCache, loadSendPolicy } from '../../projections/analytics/sendPolicy';
+import { ReputationCache, loadSendPolicy, type SendPolicy } from '../../projections/analytics/sendPolicy';
 import type { BlockRecord, DomainRecord } from '../../projections/directory/queries';
 import type { DirectoryCache } from '../directoryCache';
-import type { QuotaDecision, SendQuota } from '../quota/sendQuota';
+import { recipientCeiling, type QuotaDecision, type RecipientCeiling, type SendQuota } from '../quota/sendQuota';
 import { checkRecipientPermissions } from '../sandbox/recipientRules';
 
 /**
  * The AcceptMessage command handler shared by POST /v1/send and SMTP submission: the checks in
- * the order the spec lists them (block, request, sender domain, DNS), then the quota, then one
- * append. The caller gets success only after MessageAccepted is committed.
+ * the order the spec lists them (block, request, sender domain, DNS), then the quota (first the
+ * recipient count against the ceilings, then the charge), then one append. The caller gets success
+ * only after MessageAccepted is committed.
  */
 
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -183,9 +184,63 @@ export async function sendMessage(deps: SendDeps, cmd: SendCommand): Promise<Sen
     messageId = found.nextMessageId;
   }
 
-  const { request, block, domain } = await checkSend(deps, cmd);
-  if (request.dryRun) return { kind: 'validated', request, block, domain };
-  return acceptChecked(deps, cmd, { request, block, domain }, messageId, cmd.idempotencyKey !== null);
+  const checked = await checkSend(deps, cmd);
+  const limits = await sendLimitsOf(deps, checked, cmd.now);
+  // A dry run answers it too: it is a rule about the send, not a charge.
+  assertRecipientsFit(limits, checked.request.to.length);
+  if (checked.request.dryRun) return { kind: 'validated', ...checked };
+  return acceptChecked(deps, cmd, checked, limits, messageId, cmd.idempotencyKey !== null);
+}
+
+/** The ceilings that apply to a checked send right now, and whether the account's are enforced. */
+interface SendLimits { policy: SendPolicy; enforceAccount: boolean }
+
+/**
+ * Effective ceilings: configured (else the account's plan), lowered by the reputation throttle
+ * and, when ENFORCE_WARMUP is on, the warm-up cap of the domain read now, counted per domain across
+ * its blocks (projections/analytics/sendPolicy.ts).
+ */
+async function sendLimitsOf(deps: SendDeps, checked: { block: BlockRecord; domain: DomainRecord }, now: Date): Promise<SendLimits> {
+  const { block, domain } = checked;
+  const account = await deps.directory.account(block.accountId);
+  const policy = await loadSendPolicy(
+    deps.directory.db, deps.config, { block, accountPlan: account?.plan ?? null, domainId: domain.id }, now, reputationCacheOf(deps),
+  );
+  // Always measured (every send charges the account counters); refused only behind the switch.
+  return { policy, enforceAccount: deps.config.enforceAccountLimit && account !== null };
+}
+
+const ceilingOf = (limits: SendLimits): RecipientCeiling => recipientCeiling(limits.policy.blockQuota, limits.policy.account, limits.enforceAccount);
+
+/**
+ * The most recipients one send of the block can have right now (SMTP: per transaction, enforced at
+ * RCPT TO). Same ceilings as the send path's.
+ */
+export async function recipientCeilingOf(deps: SendDeps, checked: { block: BlockRecord; domain: DomainRecord }, now: Date): Promise<RecipientCeiling> {
+  return ceilingOf(await sendLimitsOf(deps, checked, now));
+}
+
+const PER: Record<RecipientCeiling['dimension'], string> = { burst: 'per minute', hourly: 'per hour', daily: 'per UTC day', acct_hourly: 'per hour', acct_daily: 'per UTC day' };
+
+/**
+ * More recipients than a ceiling's limit never fit that ceiling, in any window: a permanent 422
+ * recipients_exceed_limit (SMTP 552 5.5.3), not a 429 the client would retry for ever. Nothing is
+ * charged. The smallest exceeded limit is named: sends of at most that many fit every ceiling.
+ */
+function assertRecipientsFit(limits: SendLimits, count: number): void {
+  const ceiling = ceilingOf(limits);
+  if (count <= ceiling.limit) return;
+  const accountWide = ceiling.dimension.startsWith('acct_');
+  const { block } = limits.policy;
+  const throttled = !accountWide && block.throttled && block.throttleReason !== 'domain_warmup';
+  throw fail('recipients_exceed_limit', 422,
+    `${count} recipients exceed the ${accountWide ? 'account-wide' : 'Motor Block'} ${ceiling.dimension} limit of ${ceiling.limit} ${PER[ceiling.dimension]}${throttled ? ` (lowered by ${block.throttleReason})` : ''}: this send can never fit it, retrying will not help`,
+    {
+      details: { dimension: ceiling.dimension, limit: ceiling.limit, recipientCount: count, ...(throttled ? { throttleReason: block.throttleReason } : {}) },
+      nextAction: accountWide
+        ? `Split the send into sends of at most ${ceiling.limit} recipients, or move the account to a plan with higher account-wide limits`
+        : `Split the send into sends of at most ${ceiling.limit} recipients, or raise the block's limits${throttled ? ' (the reputation throttle lifts as the reputation recovers)' : ''}`,
+    });
 }
 
 /**
@@ -201,26 +256,23 @@ export async function sendCampaignMessage(
   if (existing) return { kind: 'replayed', messageId: cmd.messageId, accepted: existing };
   const send: SendCommand = { motorBlockId: cmd.motorBlockId, body: cmd.body, idempotencyKey: null, source: 'http', now: cmd.now, actor: cmd.actor };
   const checked = await checkSendFrom(deps, send, { allowMarketing: true });
+  const limits = await sendLimitsOf(deps, checked, cmd.now);
+  assertRecipientsFit(limits, checked.request.to.length);
   if (checked.request.dryRun) return { kind: 'validated', ...checked };
-  return acceptChecked(deps, send, checked, cmd.messageId, true);
+  return acceptChecked(deps, send, checked, limits, cmd.messageId, true);
 }
 
 /**
- * The quota and the append of a checked send under `messageId`. `replayOnConflict`: the id is
- * deterministic (Idempotency-Key, campaign), so losing the append to a concurrent request with
- * the same id returns the winner's message.
+ * The quota charge and the append of a checked send (its recipients fit `limits`) under
+ * `messageId`. `replayOnConflict`: the id is deterministic (Idempotency-Key, campaign), so losing
+ * the append to a concurrent request with the same id returns the winner's message.
  */
 async function acceptChecked(
-  deps: SendDeps, cmd: SendCommand, checked: { request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }, messageId: string, replayOnConflict: boolean,
+  deps: SendDeps, cmd: SendCommand, checked: { request: ValidSendRequest; block: BlockRecord; domain: DomainRecord }, limits: SendLimits,
+  messageId: string, replayOnConflict: boolean,
 ): Promise<SendResult> {
   const { request, block, domain } = checked;
-  const account = await deps.directory.account(block.accountId);
-  // Effective ceilings: configured (else the account's plan), lowered by the reputation throttle
-  // and, when ENFORCE_WARMUP is on, the warm-up cap of the domain read now, counted per domain across
-  // its blocks (projections/analytics/sendPolicy.ts).
-  const policy = await loadSendPolicy(
-    deps.directory.db, deps.config, { block, accountPlan: account?.plan ?? null, domainId: domain.id }, cmd.now, reputationCacheOf(deps),
-  );
+  const { policy } = limits;
   const quota = await deps.quota.consume({
     motorBlockId: block.id,
     accountId: block.accountId,
@@ -229,8 +281,7 @@ async function acceptChecked(
     block: policy.blockQuota,
     warmupCap: policy.warmupBinding && policy.warmup ? policy.warmup.dailyCap : null,
     account: policy.account,
-    // Always measured (every send charges the account counters); refused only behind the switch.
-    enforceAccount: deps.config.enforceAccountLimit && account !== null,
+    enforceAccount: limits.enforceAccount,
     now: cmd.now,
   });
   if (quota.kind === 'denied') {

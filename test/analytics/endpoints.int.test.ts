@@ -316,7 +316,11 @@ describe('analytics routes (int)', function () {
         expect(r.body.data.hourly.limit).to.equal(25);
         expect(r.body.data.daily.limit).to.equal(250);
 
-        const send = () => postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomainOf(c)}`, to: 'u@rcpt.test', subject: 'Hi', text: 'x' }, { 'X-Api-Key': c.apiKey });
+        const send = (to: string | string[] = 'u@rcpt.test') => postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomainOf(c)}`, to, subject: 'Hi', text: 'x' }, { 'X-Api-Key': c.apiKey });
+        // Three recipients never fit the lowered burst of 2: refused for good, charged nothing.
+        const tooMany = await send(['u1@rcpt.test', 'u2@rcpt.test', 'u3@rcpt.test']);
+        expect(tooMany.status).to.equal(422);
+        expect(tooMany.body).to.include({ code: 'recipients_exceed_limit', dimension: 'burst', limit: 2, recipientCount: 3, throttleReason: 'reputation_critical' });
         expect((await send()).status).to.equal(200);
         expect((await send()).status).to.equal(200);
         const refused = await send();

@@ -35,6 +35,18 @@ describe('account and warm-up limits (int)', function () {
       expect(r.body.data).to.deep.include({ source: 'plan', enforced: true });
       expect(r.body.data.hourly).to.include({ used: 3, limit: 3, remaining: 0 });
     });
+
+    it('more recipients than the account ceiling is a permanent 422 recipients_exceed_limit, never a 429, and charges nothing', async () => {
+      const b = await motor.bootstrap();
+      const refused = await send(motor, b, rcpts(4, 'c'));
+      expect(refused.status).to.equal(422);
+      expect(refused.body).to.deep.include({ success: false, code: 'recipients_exceed_limit', dimension: 'acct_hourly', limit: 3, recipientCount: 4 });
+      expect(refused.body.nextAction).to.match(/at most 3 recipients/);
+      expect(refused.headers.get('retry-after')).to.equal(null);
+      expect(refused.headers.get('ratelimit-limit')).to.equal(null);
+      const r = await motor.get('/account/rate-limits', await motor.token(b, ['usage.read']));
+      expect(r.body.data.hourly).to.include({ used: 0, limit: 3 });
+    });
   });
 
   describe('ENFORCE_WARMUP=true, account limit measured only', () => {

@@ -288,6 +288,27 @@ describe('send → deliver → outcome (e2e)', function () {
       expect(res.headers.get('ratelimit-reset')).to.equal(String(res.body.retryAfterSeconds));
     });
 
+    it('422 recipients_exceed_limit: more recipients than a block ceiling is a permanent refusal (no Retry-After), charged nothing, dryRun included', async () => {
+      const limited = await motor.bootstrap();
+      await motor.setLimits(limited.motorBlockId, { burst: 3, hourly: 100, daily: 1000 });
+      const domain = limited.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+      const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test', 'd@rcpt.test'];
+      const body = { from: `app@${domain}`, to, subject: 'x', text: 'y' };
+      await awayFromMinuteEdge();
+      const res = await send(body, {}, limited.apiKey);
+      expect(res.status).to.equal(422);
+      expect(res.body).to.deep.include({ success: false, error: 'recipients_exceed_limit', code: 'recipients_exceed_limit', dimension: 'burst', limit: 3, recipientCount: 4 });
+      expect(res.body.nextAction).to.match(/at most 3 recipients/);
+      expect(res.body).to.not.have.property('retryAfterSeconds');
+      for (const h of ['retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) expect(res.headers.get(h), h).to.equal(null);
+      // A dry run says so too; the checks before the quota still come first.
+      expect((await send({ ...body, dryRun: true }, {}, limited.apiKey)).body.code).to.equal('recipients_exceed_limit');
+      expect((await send({ ...body, subject: '' }, {}, limited.apiKey)).body.code).to.equal('validation_error');
+      expect((await send({ ...body, from: 'app@other.test' }, {}, limited.apiKey)).status).to.equal(403);
+      // Nothing was charged: three recipients still fit this minute's burst of 3.
+      expect((await send({ ...body, to: to.slice(0, 3) }, {}, limited.apiKey)).status).to.equal(200);
+    });
+
     it('dryRun validates everything, answers the dry-run shape, and creates nothing', async () => {
       const res = await send(mail({ dryRun: true, html: '<p>x</p>' }));
       expect(res.status).to.equal(200);

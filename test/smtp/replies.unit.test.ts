@@ -32,6 +32,7 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
       ['DISALLOWED_HEADERS', 400, 554, '5.6.0'],
       ['invalid_message', 554, 554, '5.6.0'],
       ['rate_limited_warmup', 429, 451, '4.7.1'],
+      ['recipients_exceed_limit', 422, 552, '5.5.3'],
       ['some_future_limit', 429, 451, '4.7.1'],
       ['some_future_outage', 503, 451, '4.3.0'],
       ['some_future_refusal', 403, 554, '5.7.1'],

@@ -9,7 +9,19 @@ import { generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { getBlock } from '../../projections/directory/queries';
 import { createResolver, mailauthResolver } from '../../workers/delivery/dns';
 import { awayFromMinuteEdge, eventually, getJson, postJson } from '../support/motor';
-import { rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+
+/** A raw STARTTLS session authenticated as the block, for replies nodemailer hides (RCPT TO). */
+async function rawSession(h: SmtpHarness, b: { smtpUsername: string; smtpPassword: string }): Promise<RawClient> {
+  const c = await RawClient.connect(h.port, false, h.ca);
+  expect(await c.reply()).to.match(/^220 /);
+  expect(await c.command('EHLO client.test')).to.match(/^250/);
+  expect(await c.command('STARTTLS')).to.match(/^220 /);
+  await c.startTls(h.ca);
+  expect(await c.command('EHLO client.test')).to.match(/^250/);
+  expect(await c.authPlain(b.smtpUsername, b.smtpPassword)).to.match(/^235 /);
+  return c;
+}
 
 const secondsToNextUtcHour = () => Math.ceil((Math.floor(Date.now() / 3_600_000 + 1) * 3_600_000 - Date.now()) / 1000);
 
@@ -229,6 +241,41 @@ describe('SMTP submission (e2e)', function () {
     expect(m, over).to.not.equal(null);
     expect(Number(m![1])).to.be.within(secondsToNextUtcHour() - 2, secondsToNextUtcHour() + 2);
   });
+
+  it('more recipients than the smallest quota ceiling: RCPT TO past it is 452 4.5.3, and the transaction goes through with those accepted', async () => {
+    const b = await h.newBlock();
+    await h.motor.setLimits(b.motorBlockId, { burst: 2, hourly: 100, daily: 1000 });
+    await awayFromMinuteEdge();
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<r1@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<r2@rcpt.test>')).to.match(/^250 /);
+    // A repeated address replaces its entry: not one more recipient.
+    expect(await c.command('RCPT TO:<R1@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<r3@rcpt.test>')).to.match(/^452 4\.5\.3 .*burst limit is 2/);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    expect(await c.command(`${rfc822({ from: `app@${b.domain}`, to: 'r1@rcpt.test' })}.`)).to.match(/^250 /);
+    // The client sends the rest in a later transaction (here a later minute's burst would take it).
+    c.end();
+  });
+
+  it('a ceiling lowered after the RCPTs were accepted: DATA is refused for good, 552 5.5.3 recipients_exceed_limit, not a 451 retried for days', async () => {
+    const b = await h.newBlock();
+    await h.motor.setLimits(b.motorBlockId, { burst: 3, hourly: 100, daily: 1000 });
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    for (const r of ['s1', 's2', 's3']) expect(await c.command(`RCPT TO:<${r}@rcpt.test>`)).to.match(/^250 /);
+    await h.motor.setLimits(b.motorBlockId, { burst: 2, hourly: 100, daily: 1000 });
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const refusal = await c.command(`${rfc822({ from: `app@${b.domain}`, to: 's1@rcpt.test' })}.`);
+    c.end();
+    expect(refusal).to.match(/^552 5\.5\.3 /);
+    const refused = await eventually(async () => {
+      const events = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+      return events.length > 0 ? events : undefined;
+    });
+    expect((refused[refused.length - 1].data as SmtpSubmissionRefused)).to.deep.include({ code: 'recipients_exceed_limit', recipientCount: 3, reply: refusal });
+  });
 });
 
 describe('SMTP submission over the account-wide limit (e2e)', function () {
@@ -249,5 +296,15 @@ describe('SMTP submission over the account-wide limit (e2e)', function () {
     expect(await smtp()).to.match(/^250 /);
     expect(await smtp()).to.match(/^451 4\.7\.1 account-wide send limit exceeded \(acct_hourly\): 2\/2\. Retry in \d+s\.$/);
     t.close();
+  });
+
+  it('RCPT TO past the account ceiling is 452 4.5.3 (the transaction could never be accepted whole)', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<a1@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<a2@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<a3@rcpt.test>')).to.match(/^452 4\.5\.3 .*account-wide acct_hourly limit is 2/);
+    c.end();
   });
 });
