@@ -119,7 +119,8 @@ export class SendController extends Controller {
       case 'accepted': {
         ctx.metrics.sendsAccepted.inc({ source: 'http' });
         if (result.quota.kind === 'allowed') {
-          const daily = result.quota.block.daily;
+          // The effective daily ceiling, warm-up cap included: the daily bucket GET .../rate-limits shows.
+          const daily = result.quota.effectiveDaily;
           this.setHeader('RateLimit-Limit', String(daily.limit));
           this.setHeader('RateLimit-Remaining', String(daily.remaining));
           this.setHeader('RateLimit-Reset', String(daily.resetIn));

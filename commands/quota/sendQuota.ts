@@ -41,7 +41,14 @@ export interface QuotaRequest {
 export interface BucketReading { used: number; limit: number; remaining: number; resetIn: number }
 
 export type QuotaDecision =
-  | { kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading>; domainDaily: number }
+  | {
+    kind: 'allowed'; block: Record<'burst' | 'hourly' | 'daily', BucketReading>; account: Record<'hourly' | 'daily', BucketReading>; domainDaily: number;
+    /**
+     * The block's effective daily ceiling, as GET .../rate-limits shows it: the block's daily
+     * bucket, or while the warm-up cap binds, the domain's buffer (the cap, the domain's count).
+     */
+    effectiveDaily: BucketReading;
+  }
   /** The binding refusal: of the ceilings that refuse, the one whose window resets last. */
   | { kind: 'denied'; dimension: QuotaDimension; used: number; limit: number; retryAfterSeconds: number }
   /** Redis could not be asked: the send goes on without numbers (SPEC: absent headers = unknown). */
@@ -195,15 +202,18 @@ export class SendQuota {
     const reading = (used: number, limit: number, seconds: number): BucketReading => ({
       used, limit, remaining: Math.max(0, limit - used), resetIn: resetIn(req.now, seconds),
     });
+    const daily = reading(reply[3], req.block.daily, WINDOWS.daily);
     return {
       kind: 'allowed',
       block: {
         burst: reading(reply[1], req.block.burst, WINDOWS.burst),
         hourly: reading(reply[2], req.block.hourly, WINDOWS.hourly),
-        daily: reading(reply[3], req.block.daily, WINDOWS.daily),
+        daily,
       },
       account: { hourly: reading(reply[4], req.account.hourly, WINDOWS.hourly), daily: reading(reply[5], req.account.daily, WINDOWS.daily) },
       domainDaily: reply[6],
+      // The same bucket as GET .../rate-limits' daily (read-api/controllers/RateLimitsController.ts).
+      effectiveDaily: req.warmupCap !== null && req.warmupCap < req.block.daily ? reading(reply[6], req.warmupCap, WINDOWS.daily) : daily,
     };
   }
 

@@ -78,6 +78,17 @@ describe('account and warm-up limits (int)', function () {
       expect(acct.body.data.hourly).to.include({ used: 50, limit: 3, remaining: 0 });
     });
 
+    it('an accepted send reports the effective daily ceiling (the warm-up cap and the domain\'s count) in RateLimit-*, as GET rate-limits does', async () => {
+      const b = await motor.bootstrap();
+      const ok = await send(motor, b, rcpts(2, 'h'));
+      expect(ok.status).to.equal(200);
+      const r = await motor.get(`/motor-blocks/${b.motorBlockId}/rate-limits`, await motor.token(b, ['usage.read']));
+      expect(r.body.data.daily).to.include({ used: 2, limit: 50, remaining: 48 });
+      expect(ok.headers.get('ratelimit-limit')).to.equal('50');
+      expect(ok.headers.get('ratelimit-remaining')).to.equal('48');
+      expect(Number(ok.headers.get('ratelimit-reset'))).to.be.within(r.body.data.daily.resetIn - 2, r.body.data.daily.resetIn + 2);
+    });
+
     it('the warm-up cap is counted per sending domain: two blocks on one domain share it, a block on another domain does not', async () => {
       const a = await motor.bootstrap();
       const a2 = await motor.addBlock(a);

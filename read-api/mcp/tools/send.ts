@@ -57,7 +57,7 @@ export const sendEmail = defineTool({
         return { ...acceptedData(result), idempotent: true, message: 'idempotencyKey matched an earlier send; nothing new was queued' };
       case 'accepted': {
         ctx.metrics.sendsAccepted.inc({ source: 'mcp' });
-        const daily = result.quota.kind === 'allowed' ? result.quota.block.daily : null;
+        const daily = result.quota.kind === 'allowed' ? result.quota.effectiveDaily : null;
         return {
           ...acceptedData(result),
           ...(daily ? { rateLimit: { limit: daily.limit, remaining: daily.remaining, resetSeconds: daily.resetIn } } : {}),
