@@ -174,7 +174,7 @@ describe('onboarding: register → verify-code → set-password → login → re
   });
 
   it('concurrent registers of one address: 5 codes sent (200), the rest 429 rate_limited, never 5xx (they were 500 internal_error)', async () => {
-    const email = 'burst@rcpt.test';
+    const email = 'register-burst@rcpt.test';
     const rs = await Promise.all(Array.from({ length: 10 }, () => h.post('/api/auth/register', { email })));
     const seen = rs.map((r) => `${r.status}:${r.body.code ?? 'ok'}`).sort();
     expect(seen).to.deep.equal([...Array(5).fill('200:ok'), ...Array(5).fill('429:rate_limited')]);
