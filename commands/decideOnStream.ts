@@ -1,4 +1,5 @@
 import { WrongExpectedRevisionError, type EventData, type EventStore, type RecordedEvent } from '../domain/eventStore';
+import { fail } from '../domain/errors';
 import { asDomainEvent, toEventData, type DomainEvent } from '../domain/events';
 import { newId } from '../domain/ids';
 
@@ -7,15 +8,29 @@ export interface DecideOptions {
   actor: string;
   /** Tries in all, the first one included. */
   attempts: number;
-  /** Thrown when every try lost to another writer (default: that writer's conflict, as is). */
-  exhausted?: (conflict: WrongExpectedRevisionError) => Error;
   /**
-   * After a lost try, wait up to 10 ms × the tries so far (at random) before reading again:
-   * for streams many requests write at once (a tenant's lists, a contact, an address), so
-   * writers that keep colliding spread out instead of colliding again.
+   * Thrown when every try lost to another writer: the caller's 409 `<what>_conflict`
+   * (`conflictAfterRetries`), never the store's WrongExpectedRevisionError, which no edge should
+   * have to know about (docs/ERRORS.md "Any route: concurrent changes").
    */
-  pause?: boolean;
+  exhausted: (conflict: WrongExpectedRevisionError) => Error;
 }
+
+/**
+ * The pause after the `attempt`-th lost try: at random up to 10 ms × 2^(attempt−1), at most
+ * 200 ms ("full jitter"). Writers that collided once spread out instead of colliding again on
+ * the next read; a burst of N writers on one stream settles in a few tries instead of N.
+ */
+export function retryPauseMs(attempt: number): number {
+  return Math.random() * Math.min(10 * 2 ** (attempt - 1), 200);
+}
+
+/**
+ * The usual `exhausted`: 409 `code` ("<what>_conflict"), "<subject> changed too often while this
+ * request was handled", nextAction "Retry the request". Nothing of the request was appended.
+ */
+export const conflictAfterRetries = (code: string, subject: string) => (): Error =>
+  fail(code, 409, `${subject} changed too often while this request was handled`, { nextAction: 'Retry the request' });
 
 export interface Decision<E> {
   /** The stream the last decision was taken on. */
@@ -31,8 +46,9 @@ export interface Decision<E> {
 /**
  * Optimistic concurrency on one stream, the loop every command of Motor's aggregates runs: read the
  * stream, decide on what it holds, append what was decided at the revision read. When another
- * writer appended in between, the decision is taken again on the new stream, up to
- * `options.attempts` tries. Nothing decided: nothing appended. `decide` may throw (a refusal) and
+ * writer appended in between, the decision is taken again on the new stream after a short random
+ * pause (`retryPauseMs`), up to `options.attempts` tries, then `options.exhausted` is thrown.
+ * Nothing decided: nothing appended. `decide` may throw (a refusal) and
  * may be called more than once.
  */
 export async function decideOnStream<E extends DomainEvent>(
@@ -50,8 +66,8 @@ export async function decideOnStream<E extends DomainEvent>(
       return { recorded, appended: decided, written, revision: r.nextExpectedRevision };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      if (attempt >= options.attempts) throw options.exhausted ? options.exhausted(err) : err;
-      if (options.pause) await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
+      if (attempt >= options.attempts) throw options.exhausted(err);
+      await new Promise((resolve) => setTimeout(resolve, retryPauseMs(attempt)));
     }
   }
 }

@@ -8,6 +8,7 @@ import { fail } from '../domain/errors';
 import { asDomainEvent, toEventData, type MotorBlockCreated, type SmtpClientCertificateRegistered } from '../domain/events';
 import { newId } from '../domain/ids';
 import { ownedBlock, type Actor } from '../commands/auth/credentials';
+import { conflictAfterRetries, retryPauseMs } from '../commands/decideOnStream';
 import { awaitDirectoryRow } from '../commands/readYourWrites';
 import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
 import type { PeerCertificate } from './auth';
@@ -117,14 +118,15 @@ export async function smtpAuthSettings(deps: MtlsCommandDeps, a: Actor, motorBlo
 }
 
 /**
- * Load → decide → append at the revision read, again on a concurrent append to the block's stream;
- * then waits for the directory row, so the caller's next read (and the SMTP listener) sees it.
+ * Load → decide → append at the revision read, again (after a short random pause) on a concurrent
+ * append to the block's stream, up to 5 tries, then 409 motor_block_conflict; then waits for the
+ * directory row, so the caller's next read (and the SMTP listener) sees it.
  */
 async function decideOnBlock(
   deps: MtlsCommandDeps, a: Actor, motorBlockId: string,
   decide: (s: BlockSmtpState) => { event: Parameters<typeof toEventData>[1] | null; result: SmtpAuthSettingsDto },
 ): Promise<SmtpAuthSettingsDto> {
-  for (let attempt = 0; ; attempt++) {
+  for (let attempt = 1; ; attempt++) {
     const s = await blockState(deps.store, a.accountId, motorBlockId);
     const { event, result } = decide(s);
     if (!event) return result;
@@ -133,7 +135,9 @@ async function decideOnBlock(
       await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, r.nextExpectedRevision);
       return result;
     } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 4) throw err;
+      if (!(err instanceof WrongExpectedRevisionError)) throw err;
+      if (attempt >= 5) throw conflictAfterRetries('motor_block_conflict', 'The Motor Block')();
+      await new Promise((resolve) => setTimeout(resolve, retryPauseMs(attempt)));
     }
   }
 }

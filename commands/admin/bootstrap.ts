@@ -14,7 +14,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
 import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain';
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
-import { decideOnStream, eventsOf } from '../decideOnStream';
+import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -173,7 +173,9 @@ export async function setAccountPlan(
   store: EventStore, accountId: string, plan: string, knownPlans: readonly string[], now: Date,
 ): Promise<{ accountId: string; plan: string; previousPlan: string; changed: boolean }> {
   let previousPlan = '';
-  const { appended } = await decideOnStream(store, streamName('account', accountId), { actor: 'cli', attempts: 5 }, (recorded) => {
+  const { appended } = await decideOnStream(store, streamName('account', accountId), {
+    actor: 'cli', attempts: 5, exhausted: conflictAfterRetries('account_conflict', 'The account'),
+  }, (recorded) => {
     const state = foldPlan(eventsOf<AccountPlanEvent>(recorded, ACCOUNT_PLAN_EVENTS));
     // Every operator command answers an unknown id with the CLI's own not_found.
     if (state === null) throw fail('not_found', 404, `No account ${accountId}`);

@@ -17,7 +17,7 @@ import { dashboardTokenSettings, signDashboardToken } from './dashboardTokens';
 import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPassword } from './passwords';
 import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
 import type { LoginTurns } from './loginTurn';
-import { appendEvents, decideAndAppend, load } from './streams';
+import { appendEvents, decideAndAppend, load, type Contention } from './streams';
 import { sendSystemMail } from './systemMail';
 
 /**
@@ -39,6 +39,11 @@ export interface AuthDeps {
 
 const USER_TYPES: readonly string[] = ['AccountRegistered', 'VerificationCodeIssued', 'VerificationCodeRejected', 'EmailVerified', 'PasswordSet', 'LoginSucceeded', 'LoginFailed', 'UserLockedOut'];
 const SESSION_TYPES: readonly string[] = ['SessionStarted', 'RefreshTokenRotated', 'SessionRevoked'];
+
+/** Every try of a write lost to other requests on the same stream (docs/ERRORS.md "Any route: concurrent changes"). */
+const USER_CONTENTION: Contention = { code: 'user_conflict', subject: 'The sign-up and sign-in record of this address' };
+const SESSION_CONTENTION: Contention = { code: 'session_conflict', subject: 'This session' };
+const HANDOFF_CONTENTION: Contention = { code: 'handoff_conflict', subject: 'This handoff' };
 
 export const userIdOf = (email: string): string => uuidV5(`user:${email}`);
 const userStream = (email: string) => streamName('user', userIdOf(email));
@@ -64,7 +69,7 @@ export async function register(deps: AuthDeps, rawEmail: unknown, now: Date): Pr
   const issued = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
     const events = decideRegister(s, { userId, accountId: s.accountId ?? newId(), email, codeHash: codeHash(pepperOf(deps.config), userId, code), now });
     return { events: events as UserEvent[], result: events[events.length - 1].data as { issuedAt: string } };
-  }, 'anonymous');
+  }, 'anonymous', USER_CONTENTION);
   const base = deps.config.publicBaseUrl.replace(/\/+$/, '');
   const minutes = USER_RULES.codeTtlMs / 60_000;
   await sendSystemMail(deps, {
@@ -93,7 +98,7 @@ export async function verifyCode(deps: AuthDeps, body: { email?: unknown; code?:
   const { error } = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
     const d = decideVerifyCode(s, { codeHash: codeHash(pepperOf(deps.config), userId, body.code as string), setupTokenHash: sha256Hex(token), now });
     return { events: d.events, result: { error: d.error } };
-  }, 'anonymous');
+  }, 'anonymous', USER_CONTENTION);
   if (error) throw error;
   return { setupToken: token, expiresInSeconds: USER_RULES.setupTtlMs / 1000, expiresAt: new Date(now.getTime() + USER_RULES.setupTtlMs).toISOString() };
 }
@@ -159,7 +164,7 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
   const user = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => ({
     events: decideSetPassword(s, { setupTokenHash: presented, passwordHash, channel, now }),
     result: { userId: s.userId!, accountId: s.accountId! },
-  }), `user:${state.userId}`);
+  }), `user:${state.userId}`, USER_CONTENTION);
   return openSession(deps, user, channel, now);
 }
 
@@ -184,7 +189,7 @@ export async function login(deps: AuthDeps, body: { email?: unknown; password?: 
       const passwordOk = ok && s.passwordHash === first.state.passwordHash;
       const d = decideLogin(s, { passwordOk, sessionId, remoteAddress, now: checkedAt });
       return { events: d.events, result: { error: d.error as DomainError | undefined, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' } } };
-    }, 'anonymous');
+    }, 'anonymous', USER_CONTENTION);
     if (verdict.error) throw verdict.error;
     return { user: verdict.user, now: checkedAt };
   });
@@ -203,7 +208,7 @@ export async function refreshSession(deps: AuthDeps, body: { refreshToken?: unkn
     const d = decideRefresh(s, { presentedHash: sha256Hex(parsed.secret), nextHash: sha256Hex(secret), now });
     const rotated = d.events.find((e) => e.type === 'RefreshTokenRotated') as Extract<SessionEvent, { type: 'RefreshTokenRotated' }> | undefined;
     return { events: d.events, result: { error: d.error, user: { userId: s.userId ?? '', accountId: s.accountId ?? '' }, refreshExpiresAt: rotated?.data.refreshExpiresAt ?? '' } };
-  }, 'anonymous');
+  }, 'anonymous', SESSION_CONTENTION);
   if (r.error) throw r.error;
   return tokensFor(deps, r.user, parsed.id, next, r.refreshExpiresAt, now);
 }
@@ -245,7 +250,7 @@ export async function redeemWebHandoff(deps: AuthDeps, body: { code?: unknown },
     (s) => {
       if (!s.issued || s.redeemed || sha256Hex(parsed.secret) !== s.issued.codeHash || now.getTime() >= Date.parse(s.issued.expiresAt)) throw invalidHandoff();
       return { events: [{ type: 'WebHandoffRedeemed', data: { handoffId: parsed.id, sessionId, at: now.toISOString() } }], result: s.issued };
-    }, 'anonymous');
+    }, 'anonymous', HANDOFF_CONTENTION);
   const tokens = await openSession(deps, { userId: issued.userId, accountId: issued.accountId }, 'web', now, sessionId);
   return { ...tokens, redirectPath: issued.redirectPath };
 }

@@ -8,7 +8,7 @@ import {
   MOTOR_BLOCK_EVENTS, decide, evolve, fold, type MotorBlock, type MotorBlockCommand, type MotorBlockEvent, type MotorBlockState,
 } from '../../domain/motorBlock/motorBlock';
 import { getBlock, listLiveBlocksOfAccount, blockIdsOfGrant, type BlockRecord } from '../../projections/directory/queries';
-import { decideOnStream, eventsOf } from '../decideOnStream';
+import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 
 /**
  * The grant check every account block route uses (docs/BLOCKS.md "Grants"): which blocks may be
@@ -36,7 +36,7 @@ const blockOf = (recorded: readonly RecordedEvent[]): MotorBlockState => fold(ev
 
 /**
  * Load, decide, append at the loaded revision; decided again when another writer appended in
- * between (up to 6 tries). `command` sees the loaded state first (a caller's own checks go there).
+ * between (up to 6 tries, then 409 motor_block_conflict). `command` sees the loaded state first (a caller's own checks go there).
  * `revision`: where the stream is after it (null: no stream and nothing appended).
  */
 export async function decideOnBlock(
@@ -44,7 +44,9 @@ export async function decideOnBlock(
   command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean; revision: bigint | null }> {
   let before: MotorBlockState = null;
-  const d = await decideOnStream(store, streamName('motorBlock', motorBlockId), { actor, attempts: 6 }, async (recorded) => {
+  const d = await decideOnStream(store, streamName('motorBlock', motorBlockId), {
+    actor, attempts: 6, exhausted: conflictAfterRetries('motor_block_conflict', 'The Motor Block'),
+  }, async (recorded) => {
     before = blockOf(recorded);
     return decide(await command(before), before);
   });

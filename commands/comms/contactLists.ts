@@ -56,7 +56,7 @@ async function decideAndAppend(
 ): Promise<{ state: ContactListsState; appended: ContactListEvent[] }> {
   let state = fold([]);
   const d = await decideOnStream(deps.store, stream(tenantId), {
-    actor, attempts: MAX_ATTEMPTS, pause: true,
+    actor, attempts: MAX_ATTEMPTS,
     exhausted: () => fail('list_conflict', 409, 'Lists of this tenant changed too often while this request was handled', { nextAction: 'Retry the request' }),
   }, (recorded) => {
     state = fold(listEvents(recorded));

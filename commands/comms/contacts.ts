@@ -61,7 +61,7 @@ async function decideAndAppend(
 ): Promise<{ appended: ContactEvent[]; now: Date; revision: bigint | null }> {
   let now = deps.clock.now();
   const d = await decideOnStream(deps.store, stream(contactId), {
-    actor, attempts, pause: true,
+    actor, attempts,
     exhausted: () => fail('contact_conflict', 409, 'This contact changed too often while the request was handled', { nextAction: 'Retry the request' }),
   }, (recorded) => {
     now = deps.clock.now();

@@ -100,7 +100,7 @@ async function decideAndAppendAdd(
 ): Promise<{ created: boolean; add: { id: string; data: SuppressionAdded } }> {
   const id = suppressionIdOf(tenantId, email);
   const d = await decideOnStream(deps.store, streamName('suppression', id), {
-    actor, attempts: MAX_ATTEMPTS, pause: true,
+    actor, attempts: MAX_ATTEMPTS,
     exhausted: () => fail('suppression_conflict', 409, 'This address\'s suppression changed too often while the request was handled', { nextAction: 'Retry the request' }),
   }, (recorded) => decideAdd(fold(streamEvents(recorded)), { suppressionId: id, tenantId, email, note, now: deps.clock.now() }));
   if (d.appended.length === 0) {

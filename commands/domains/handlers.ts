@@ -17,7 +17,7 @@ import type { DnsResolver } from '../../workers/delivery/dns';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor } from '../admin/bootstrap';
 import { load } from '../auth/streams';
-import { decideOnStream, eventsOf } from '../decideOnStream';
+import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
 import { checkDomainDns } from './dnsCheck';
 
@@ -130,23 +130,47 @@ async function loadDomain(store: EventStore, id: string) {
 
 
 /**
- * Load → decide → append at the revision read, again on a concurrent append; then wait until the
- * directory row shows it. Returns the state after the append.
+ * Load → decide → append at the revision read, again (after a short random pause) on a concurrent
+ * append, up to 8 tries, then 409 domain_conflict; then wait until the directory row shows the
+ * stream where it now is. `decide` also gets the events appended after revision `since` (what
+ * other requests wrote since the caller loaded the domain) and may decide nothing. Returns the
+ * state after it.
  */
 async function decideOnDomain(
   deps: DomainDeps, a: DomainActor, id: string,
-  decide: (d: SendingDomain) => SendingDomainEvent[],
+  decide: (d: SendingDomain, since: SendingDomainEvent[]) => SendingDomainEvent[],
+  since: bigint | null = null,
 ): Promise<SendingDomain> {
   if (!isUuid(id)) throw fail('invalid_id', 400, 'Domain id must be a uuid');
   let domain: SendingDomain | undefined;
-  const d = await decideOnStream(deps.store, streamOf(id), { actor: a.actor, attempts: 5 }, (recorded) => {
+  const d = await decideOnStream(deps.store, streamOf(id), {
+    actor: a.actor, attempts: 8, exhausted: conflictAfterRetries('domain_conflict', 'The domain'),
+  }, (recorded) => {
     domain = ownedDomain(fold(eventsOf<SendingDomainEvent>(recorded, SENDING_DOMAIN_EVENTS)), a.accountId);
-    return decide(domain);
+    return decide(domain, eventsOf<SendingDomainEvent>(recorded.filter((e) => since === null || e.revision > since), SENDING_DOMAIN_EVENTS));
   });
-  if (d.appended.length === 0) return domain!;
-  await awaitDirectoryRow(deps.db, 'domains', id, d.revision!);
+  // Nothing appended: another request's write may be what answers; the caller's next read shows it too.
+  if (d.revision !== null) await awaitDirectoryRow(deps.db, 'domains', id, d.revision);
   return d.appended.reduce(evolve, domain as ReturnType<typeof fold>) as SendingDomain;
 }
+
+/** One record's result, `found` in a fixed order (a TXT lookup returns its strings in any order). */
+const checkKey = (r: DomainRecordCheck): string =>
+  JSON.stringify([r.type, r.name, r.value, r.purpose, r.status, r.reason ?? null, [...(r.found ?? [])].sort()]);
+
+/** Two checks that found the same thing, record for record. */
+export function sameCheck(a: readonly DomainRecordCheck[], b: readonly DomainRecordCheck[]): boolean {
+  return a.length === b.length && a.every((r, i) => checkKey(r) === checkKey(b[i]));
+}
+
+/**
+ * Whether a DNS check another request recorded after ours began already answers ours: it found the
+ * same, record for record. Checks are idempotent: concurrent checks of one domain (a client's
+ * retries, the dashboard and an agent, the background re-check) then all answer 200 with that state
+ * instead of racing each other to 409 domain_conflict.
+ */
+const answeredBy = (since: readonly SendingDomainEvent[], records: readonly DomainRecordCheck[]): boolean =>
+  since.some((e) => e.type === 'DomainDnsChecked' && e.data.records !== undefined && sameCheck(e.data.records, records));
 
 // ---------------------------------------------------------------- commands and reads
 
@@ -205,29 +229,38 @@ async function live(deps: DomainDeps, d: SendingDomain, timeoutMs?: number): Pro
   return (await checkDomainDns(deps.resolver, d, { serviceDomain: deps.config.serviceDomain, timeoutMs: cap })).records;
 }
 
-/** Looks for the ownership token and refreshes SPF/DKIM/DMARC readiness in the same pass. */
+/**
+ * Looks for the ownership token and refreshes SPF/DKIM/DMARC readiness in the same pass. Nothing is
+ * appended when a check another request recorded meanwhile found the same and left nothing for
+ * this one to change (ownership proven already, or not proven by this check either).
+ */
 export async function verifyDomain(deps: DomainDeps, a: DomainActor, id: string): Promise<DomainResource> {
-  const before = await ownedForCheck(deps, a, id);
+  const { domain: before, revision } = await ownedForCheck(deps, a, id);
   if (before.sandbox) return resourceOf(viewOfState(before), deps.config.serviceDomain);
   const records = await live(deps, before);
   const now = deps.clock.now();
-  const after = await decideOnDomain(deps, a, id, (d) => decideVerify(d, { records, now }));
+  const ownershipFound = records.some((r) => r.purpose === 'ownership' && r.status === 'ok');
+  const after = await decideOnDomain(deps, a, id, (d, since) =>
+    ((d.ownershipVerified || !ownershipFound) && answeredBy(since, records) ? [] : decideVerify(d, { records, now })), revision);
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
 
-/** A live check of every record; persists spf/dkim/dmarc_configured and the per-record results. */
+/**
+ * A live check of every record; persists spf/dkim/dmarc_configured and the per-record results
+ * (unless a check another request recorded meanwhile found the same: then that one is the answer).
+ */
 export async function checkDns(deps: DomainDeps, a: DomainActor, id: string, opts: { timeoutMs?: number } = {}): Promise<DomainResource> {
-  const before = await ownedForCheck(deps, a, id);
+  const { domain: before, revision } = await ownedForCheck(deps, a, id);
   if (before.sandbox) return resourceOf(viewOfState(before), deps.config.serviceDomain);
   const records = await live(deps, before, opts.timeoutMs);
   const now = deps.clock.now();
-  const after = await decideOnDomain(deps, a, id, (d) => recordDnsCheck(d, { records, now }));
+  const after = await decideOnDomain(deps, a, id, (d, since) => (answeredBy(since, records) ? [] : recordDnsCheck(d, { records, now })), revision);
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
 
 /** cname_managed: a new key behind the same CNAME; signing uses it from the next delivery on. */
 export async function rotateDkim(deps: DomainDeps, a: DomainActor, id: string): Promise<DomainResource> {
-  const before = await ownedForCheck(deps, a, id);
+  const { domain: before } = await ownedForCheck(deps, a, id);
   // Refuse before generating a key (the decider says why).
   rotateDkimKey(before, { key: { algorithm: before.dkim.algorithm, publicKey: '', keyId: '' }, now: deps.clock.now() });
   const key = await generateDkimKey(before.dkim.algorithm);
@@ -238,7 +271,9 @@ export async function rotateDkim(deps: DomainDeps, a: DomainActor, id: string): 
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
 
-async function ownedForCheck(deps: DomainDeps, a: DomainActor, id: string): Promise<SendingDomain> {
+/** The caller's domain and the revision it was read at (null: no stream). */
+async function ownedForCheck(deps: DomainDeps, a: DomainActor, id: string): Promise<{ domain: SendingDomain; revision: bigint | null }> {
   if (!isUuid(id)) throw fail('invalid_id', 400, 'Domain id must be a uuid');
-  return ownedDomain((await loadDomain(deps.store, id)).state, a.accountId);
+  const { state, expected } = await loadDomain(deps.store, id);
+  return { domain: ownedDomain(state, a.accountId), revision: expected === 'no_stream' ? null : (expected as bigint) };
 }

@@ -12,7 +12,7 @@ import type { Config } from '../../infra/config';
 import { listFreeRecipients as listRows } from '../../projections/directory/queries';
 import type { RequestLimiter } from '../quota/requestLimiter';
 import { sendSystemMail, type SystemMailDeps } from '../auth/systemMail';
-import { decideAndAppend, load } from '../auth/streams';
+import { decideAndAppend, load, type Contention } from '../auth/streams';
 import { awaitDirectoryRow } from '../readYourWrites';
 
 /**
@@ -27,6 +27,8 @@ import { awaitDirectoryRow } from '../readYourWrites';
 
 export interface FreeRecipientDeps extends SystemMailDeps { limiter: RequestLimiter }
 
+/** Every try lost to other changes of the account's list (docs/ERRORS.md "Any route: concurrent changes"). */
+const LIST_CONTENTION: Contention = { code: 'free_recipients_conflict', subject: 'The free-recipient list' };
 const stream = (accountId: string) => streamName('freeRecipients', accountId);
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 const loadState = (store: EventStore, accountId: string) => load(store, stream(accountId), FREE_RECIPIENT_EVENTS, fold);
@@ -121,7 +123,7 @@ export async function requestFreeRecipient(
       newRecipientId: newId(), tokenHash, now,
     });
     return { events: d.events, result: d };
-  }, a.actor);
+  }, a.actor, LIST_CONTENTION);
   if (decision.mail) {
     const link = `${deps.config.publicBaseUrl}${CONFIRM_PATH}?token=${encodeURIComponent(token)}`;
     const days = Math.round(f.linkTtlSeconds / 86400);
@@ -139,7 +141,7 @@ export async function requestFreeRecipient(
     } catch (err) {
       await decideAndAppend(deps.store, stream(a.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => ({
         events: mailFailed(s, { accountId: a.accountId, recipientId: decision.recipient.recipientId, tokenHash, now }), result: undefined,
-      }), a.actor);
+      }), a.actor, LIST_CONTENTION);
       await awaitList(deps, a.accountId);
       throw err;
     }
@@ -155,7 +157,7 @@ export async function removeFreeRecipient(
   const email = await decideAndAppend(deps.store, stream(a.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => {
     const events = decideRemove(s, { accountId: a.accountId, recipientId: id.toLowerCase(), now });
     return { events, result: events[0].type === 'FreeRecipientRemoved' ? events[0].data.email : '' };
-  }, a.actor);
+  }, a.actor, LIST_CONTENTION);
   await awaitList(deps, a.accountId);
   return { id: id.toLowerCase(), email, removed: true };
 }
@@ -184,7 +186,7 @@ export async function confirmFreeRecipient(deps: Pick<FreeRecipientDeps, 'db' | 
   const outcome = await decideAndAppend(deps.store, stream(t.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => {
     const o = decideConfirm(s, { accountId: t.accountId, tokenHash: t.tokenHash, now });
     return { events: o.kind === 'confirmed' ? o.events : [], result: o };
-  }, 'recipient');
+  }, 'recipient', LIST_CONTENTION);
   if (outcome.kind === 'confirmed') {
     await awaitList(deps, t.accountId);
     return { kind: 'confirmed', email: outcome.recipient.email };

@@ -33,7 +33,7 @@ export class DeveloperSandboxController extends Controller {
   @SuccessResponse(201, 'Provisioned')
   @Response<SandboxProvisionResponse>(200, 'Already provisioned: the existing sandbox')
   @Response<ErrorResponse>(400, 'invalid_handle, validation_error')
-  @Response<ErrorResponse>(409, 'sandbox_handle_taken')
+  @Response<ErrorResponse>(409, 'sandbox_handle_taken, sandbox_conflict')
   public async provision(@Request() req: ExpressRequest, @Body() body?: ProvisionSandboxBody): Promise<SandboxProvisionResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     const { created, status } = await provisionSandbox(deps, actor, body ?? {}, now);
@@ -45,7 +45,7 @@ export class DeveloperSandboxController extends Controller {
   @Patch('outbound')
   @Response<ErrorResponse>(400, 'validation_error, invalid_email, allowlist_too_large')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned')
-  @Response<ErrorResponse>(409, 'sandbox_already_converted')
+  @Response<ErrorResponse>(409, 'sandbox_already_converted, sandbox_conflict')
   public async outbound(@Request() req: ExpressRequest, @Body() body: OutboundAllowlistBody): Promise<SandboxStatusResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     return { success: true, data: await setOutboundAllowlist(deps, actor, body ?? {}, now) };
@@ -54,7 +54,7 @@ export class DeveloperSandboxController extends Controller {
   @Post('convert')
   @Response<ErrorResponse>(400, 'validation_error, invalid_id')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned, domain_not_found')
-  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict')
+  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict, sandbox_conflict')
   public async convert(@Request() req: ExpressRequest, @Body() body: ConvertSandboxBody): Promise<SandboxConvertResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     const data = await convertSandbox(deps, actor, body ?? {}, now);

@@ -7,7 +7,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { appendEvents, decideAndAppend } from '../auth/streams';
 import { signAgentToken } from './agentTokens';
 import type { DashboardUser } from './authorization';
-import { grantStream, opaque, redeemGrant } from './authorization';
+import { GRANT_CONTENTION, grantStream, opaque, redeemGrant } from './authorization';
 import type { ClientMetadataFetcher } from './clientMetadata';
 
 /**
@@ -92,6 +92,6 @@ export async function revokeConnection(store: EventStore, user: DashboardUser, g
   const revoked = await decideAndAppend<GrantState, GrantEvent, boolean>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
     const events = decideUserRevoke(s, { accountId: user.accountId, userId: user.userId, now });
     return { events: events ?? [], result: events !== null };
-  }, `user:${user.userId}`);
+  }, `user:${user.userId}`, GRANT_CONTENTION);
   if (!revoked) throw fail('not_found', 404, 'No connection with this id in your account');
 }

@@ -12,7 +12,7 @@ import {
 import { codeChallengeOf, isCodeVerifier } from '../../domain/oauth/agent';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { sha256Hex } from '../auth/secrets';
-import { appendEvents, decideAndAppend, load } from '../auth/streams';
+import { appendEvents, decideAndAppend, load, type Contention } from '../auth/streams';
 import { ownedBlock } from '../auth/credentials';
 import { accessTokenSettings, signAccessToken, verifyAccessToken, type AccessClaims } from './accessTokens';
 import { authenticateClient, findClient } from './clients';
@@ -49,6 +49,8 @@ export function grantOf(tag: Tag, value: unknown): string | null {
 }
 
 export const grantStream = (grantId: string) => streamName('oauthGrant', grantId);
+/** Every try lost to other changes of the grant (docs/ERRORS.md "Any route: concurrent changes"). */
+export const GRANT_CONTENTION: Contention = { code: 'grant_conflict', subject: 'This authorization' };
 export const loadGrant = (store: EventStore, grantId: string) => load<GrantState, GrantEvent>(store, grantStream(grantId), GRANT_TYPES, foldGrant);
 
 export interface ConsentPage {
@@ -140,7 +142,7 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
   const formTokenHash = sha256Hex(form.form_token);
   if (form.decision === 'deny') {
     const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-      (st) => ({ events: decideDeny(st, { formTokenHash, userId: user.userId, now }), result: st }), `user:${user.userId}`);
+      (st) => ({ events: decideDeny(st, { formTokenHash, userId: user.userId, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
     return { location: withParams(s.redirectUri!, { error: 'access_denied', state: s.state }) };
   }
   if (form.decision !== 'approve') throw oauthError('invalid_request', 'decision must be approve or deny');
@@ -149,7 +151,7 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
     // An agent grant is account-wide: no block to choose.
     const code = opaque('oc', grantId);
     const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-      (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`);
+      (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
     return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
   }
   const formBlockId = lowerUuid(form.motor_block_id);
@@ -159,7 +161,7 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
   const block = await blockOfUser(deps.store, user.accountId, chosen);
   const code = opaque('oc', grantId);
   const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-    (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: block.id, codeHash: code.hash, now }), result: st }), `user:${user.userId}`);
+    (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: block.id, codeHash: code.hash, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
   return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
 }
 
@@ -231,7 +233,7 @@ export async function redeemGrant(
     error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
       const d = decideRedeemCode(s, c);
       return { events: d.events, result: d.error };
-    }, `oauthClient:${clientId}`);
+    }, `oauthClient:${clientId}`, GRANT_CONTENTION);
   } else {
     if (typeof body.refresh_token !== 'string') throw oauthError('invalid_request', 'refresh_token is required');
     const id = grantOf('ort', body.refresh_token);
@@ -242,7 +244,7 @@ export async function redeemGrant(
     error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
       const d = decideRefresh(s, c);
       return { events: d.events, result: d.error };
-    }, `oauthClient:${clientId}`);
+    }, `oauthClient:${clientId}`, GRANT_CONTENTION);
   }
   if (error) throw error;
   const { state } = await loadGrant(store, grantId);

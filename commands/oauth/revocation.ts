@@ -4,7 +4,7 @@ import { decideAndAppend } from '../auth/streams';
 import { accessTokenSettings, verifyAccessToken } from './accessTokens';
 import { agentTokenGrant } from './agentTokens';
 import type { OAuthDeps } from './authorization';
-import { grantOf, grantStream } from './authorization';
+import { GRANT_CONTENTION, grantOf, grantStream } from './authorization';
 import { authenticateClient } from './clients';
 
 /**
@@ -32,5 +32,5 @@ export async function revokeToken(deps: OAuthDeps, body: Record<string, unknown>
     grantId = owner.grantId;
   }
   await decideAndAppend<GrantState, GrantEvent, void>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-    (s) => ({ events: decideClientRevoke(s, { clientId, now, refreshTokenHash }), result: undefined }), `oauthClient:${clientId}`);
+    (s) => ({ events: decideClientRevoke(s, { clientId, now, refreshTokenHash }), result: undefined }), `oauthClient:${clientId}`, GRANT_CONTENTION);
 }

@@ -18,8 +18,8 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor, newSmtpUsername } from '../admin/bootstrap';
 import { checkName } from '../auth/credentials';
 import { blocksCountedByPlan, nameTaken, withBlockNamesLock } from '../blocks/accountBlocks';
-import { decideAndAppend, load } from '../auth/streams';
-import { decideOnStream, eventsOf } from '../decideOnStream';
+import { decideAndAppend, load, type Contention } from '../auth/streams';
+import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
 
 /**
@@ -28,6 +28,9 @@ import { awaitDirectoryRow } from '../readYourWrites';
  * dashboard (`/api/developer/sandbox*`). Decisions are taken on the streams (domain/sandbox);
  * answers are read from the directory once it reflects what was written.
  */
+
+/** Every try lost to other changes of the sandbox's streams (docs/ERRORS.md "Any route: concurrent changes"). */
+const SANDBOX_CONTENTION: Contention = { code: 'sandbox_conflict', subject: 'The sandbox' };
 
 export interface SandboxDeps { store: EventStore; db: Knex; keys: KeyStore; config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback'> }
 export interface SandboxActor { accountId: string; /** Event metadata actor, e.g. `user:<id>` or `token:<id>`. */ actor: string }
@@ -101,7 +104,7 @@ const foldClaim = (events: DomainEvent<'SandboxHandleClaimed'>[]): SandboxHandle
 
 async function claimHandle(store: EventStore, a: SandboxActor, handle: string, now: Date): Promise<void> {
   await decideAndAppend(store, handleStream(handle), ['SandboxHandleClaimed'], foldClaim,
-    (holder) => ({ events: decideClaimHandle(holder, { handle, accountId: a.accountId, now }), result: undefined }), a.actor);
+    (holder) => ({ events: decideClaimHandle(holder, { handle, accountId: a.accountId, now }), result: undefined }), a.actor, SANDBOX_CONTENTION);
 }
 
 /** Appends `events` to a new stream; when the stream exists already (a concurrent provision), keeps it. Returns the stream's last revision. */
@@ -177,7 +180,9 @@ export async function provisionSandbox(deps: SandboxDeps, a: SandboxActor, body:
     if (given !== null) await claimHandle(deps.store, a, handle, now);
     const domainId = newId();
     const motorBlockId = newId();
-    const d = await decideOnStream(deps.store, accountStream(a.accountId), { actor: a.actor, attempts: 5 }, (recorded) => {
+    const d = await decideOnStream(deps.store, accountStream(a.accountId), {
+      actor: a.actor, attempts: 8, exhausted: conflictAfterRetries(SANDBOX_CONTENTION.code, SANDBOX_CONTENTION.subject),
+    }, (recorded) => {
       const decision = decideProvision(accountOf(recorded), { accountId: a.accountId, handle, domainId, motorBlockId, channel, now });
       sandbox = decision.sandbox;
       return decision.events;
@@ -210,7 +215,7 @@ export async function setOutboundAllowlist(deps: SandboxDeps, a: SandboxActor, b
   const sandbox = await requireSandbox(deps.store, a.accountId);
   const stream = streamName('motorBlock', sandbox.motorBlockId);
   await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock,
-    (s) => ({ events: decideSetAllowlist(s, { accountId: a.accountId, addresses, now }), result: undefined }), a.actor);
+    (s) => ({ events: decideSetAllowlist(s, { accountId: a.accountId, addresses, now }), result: undefined }), a.actor, SANDBOX_CONTENTION);
   const last = await deps.store.readStream(stream);
   await awaitDirectoryRow(deps.db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
   return sandboxStatus(deps, a.accountId);
@@ -279,7 +284,7 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
         liveBlocks: blocksCountedByPlan(blocks), maxBlocks, nameTaken: (n) => nameTaken(blocks, n, sandbox.motorBlockId),
       });
       return { events, result: events[0].data };
-    }, a.actor);
+    }, a.actor, SANDBOX_CONTENTION);
     const last = await deps.store.readStream(stream);
     await awaitDirectoryRow(db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
     return converted;

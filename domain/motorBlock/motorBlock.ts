@@ -141,6 +141,9 @@ export const errors = {
     nextAction: type === 'sandbox' ? 'Use the sandbox routes (/api/public/v1/account/sandbox*)' : 'Manage this block in the dashboard',
   }),
   idempotencyConflict: () => fail('idempotency_conflict', 409, 'This Idempotency-Key was already used with a different input', { nextAction: 'Use a new Idempotency-Key (UUID v4) for a different block' }),
+  createdBlockDeleted: () => fail('motor_block_not_found', 404, 'The Motor Block this Idempotency-Key created has been deleted', {
+    nextAction: 'To create the block again, send the request with a new Idempotency-Key (UUID v4)',
+  }),
   domainNotFound: () => fail('domain_not_found', 404, 'No such domain in this account', { nextAction: 'List your domains: GET /api/public/v1/domains' }),
   domainNotVerified: (d: DomainFacts) => d.sandbox
     ? fail('domain_not_verified', 409, `${d.name} is a sandbox domain; production blocks need a verified domain of your own`, {
@@ -187,8 +190,11 @@ export function decide(command: MotorBlockCommand, state: MotorBlockState): Moto
       const c = command.data;
       if (state !== null) {
         // The id is derived from (account, Idempotency-Key): an existing stream is a retry.
-        if (state.accountId === c.accountId && state.inputFingerprint === c.inputFingerprint) return [];
-        throw errors.idempotencyConflict();
+        if (state.accountId !== c.accountId || state.inputFingerprint !== c.inputFingerprint) throw errors.idempotencyConflict();
+        // The key's block was deleted since: it is gone like on every account route, and the key
+        // cannot make another (the id is the key's).
+        if (state.status === 'deleted') throw errors.createdBlockDeleted();
+        return [];
       }
       checkDomain(command.context.domain, c.accountId);
       if (command.context.liveBlocks >= command.context.maxBlocks) throw errors.limitReached(command.context.maxBlocks);

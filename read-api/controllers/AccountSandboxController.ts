@@ -47,7 +47,7 @@ export class AccountSandboxController extends Controller {
   @SuccessResponse(201, 'Provisioned')
   @Response<SandboxProvisionResponse>(200, 'Already provisioned: the existing sandbox')
   @Response<ErrorResponse>(400, 'invalid_handle, validation_error')
-  @Response<ErrorResponse>(409, 'sandbox_handle_taken')
+  @Response<ErrorResponse>(409, 'sandbox_handle_taken, sandbox_conflict')
   public async provision(@Request() req: ExpressRequest, @Body() body?: ProvisionSandboxBody): Promise<SandboxProvisionResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     const { created, status } = await provisionSandbox(deps, actor, body ?? {}, now);
@@ -59,7 +59,7 @@ export class AccountSandboxController extends Controller {
   @Post('convert')
   @Response<ErrorResponse>(400, 'validation_error, invalid_id')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned, domain_not_found')
-  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict')
+  @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict, sandbox_conflict')
   public async convert(@Request() req: ExpressRequest, @Body() body: ConvertSandboxBody): Promise<SandboxConvertResponse> {
     const { deps, actor, now } = sandboxCaller(req);
     const data = await convertSandbox(deps, actor, body ?? {}, now);

@@ -50,6 +50,7 @@ export class DomainsController extends Controller {
   @Post('{id}/verify')
   @Security('publicBearer', ['config.manage'])
   @Response<ErrorResponse>(404, 'domain_not_found')
+  @Response<ErrorResponse>(409, 'domain_conflict: the domain changed on every try (concurrent checks that found the same answer 200)')
   public async verify(@Request() req: ExpressRequest, @Path() id: string): Promise<DomainResponse> {
     return { success: true, data: await verifyDomain(domainDeps(ctxOf(req)), domainActor(principalOf(req)), id) };
   }
@@ -58,6 +59,7 @@ export class DomainsController extends Controller {
   @Post('{id}/check-dns')
   @Security('publicBearer', ['config.manage'])
   @Response<ErrorResponse>(404, 'domain_not_found')
+  @Response<ErrorResponse>(409, 'domain_conflict: the domain changed on every try (concurrent checks that found the same answer 200)')
   public async checkDns(@Request() req: ExpressRequest, @Path() id: string): Promise<DomainResponse> {
     return { success: true, data: await checkDns(domainDeps(ctxOf(req)), domainActor(principalOf(req)), id) };
   }
@@ -66,7 +68,7 @@ export class DomainsController extends Controller {
   @Post('{id}/rotate-dkim')
   @Security('publicBearer', ['config.manage'])
   @Response<ErrorResponse>(404, 'domain_not_found')
-  @Response<ErrorResponse>(409, 'dkim_rotation_not_available')
+  @Response<ErrorResponse>(409, 'dkim_rotation_not_available, domain_conflict')
   public async rotateDkim(@Request() req: ExpressRequest, @Path() id: string): Promise<DomainResponse> {
     return { success: true, data: await rotateDkim(domainDeps(ctxOf(req)), domainActor(principalOf(req)), id) };
   }

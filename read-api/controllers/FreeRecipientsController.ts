@@ -44,7 +44,7 @@ export class FreeRecipientsController extends Controller {
    */
   @Post()
   @Response<ErrorResponse>(400, 'invalid_email, own_address')
-  @Response<ErrorResponse>(409, 'recipient_limit')
+  @Response<ErrorResponse>(409, 'recipient_limit, free_recipients_conflict')
   @Response<ErrorResponse>(429, 'rate_limited')
   @Response<ErrorResponse>(502, 'email_send_failed')
   public async request(@Request() req: ExpressRequest, @Body() body: FreeRecipientBody): Promise<FreeRecipientRequestResponse> {
@@ -57,6 +57,7 @@ export class FreeRecipientsController extends Controller {
   @Delete('{id}')
   @Response<ErrorResponse>(400, 'invalid_id')
   @Response<ErrorResponse>(404, 'not_found')
+  @Response<ErrorResponse>(409, 'free_recipients_conflict')
   public async remove(@Request() req: ExpressRequest, @Path() id: string): Promise<FreeRecipientRemovedResponse> {
     const { ctx, caller } = callerOf(req);
     return { success: true, data: await removeFreeRecipient(authDepsOf(ctx), caller, id, ctx.clock.now()) };

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
 import { ValidateError } from '@tsoa/runtime';
-import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
+import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { jsonProblem } from '../../domain/storableJson';
 import { isDomainError } from '../../domain/errors';
 import { isUnavailable } from '../../infra/eventstore/postgres/errors';
@@ -28,6 +28,7 @@ const ERROR_TEXT: Record<string, string> = {
   event_store_unavailable: 'Service unavailable',
   database_unavailable: 'Service unavailable',
   internal_error: 'Internal error',
+  concurrent_update: 'Conflict',
   // sandbox and free recipients (docs/SANDBOX.md)
   invalid_handle: 'Invalid handle',
   sandbox_handle_taken: 'Sandbox handle taken',
@@ -161,6 +162,15 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
   // event store refused on its own: nothing was written.
   if (err instanceof InvalidEventDataError) {
     res.status(400).json(errorBody('invalid_json', `Request holds text that cannot be stored: ${err.problem}`));
+    return;
+  }
+  // A lost optimistic-concurrency race that no command turned into its own 409 `<what>_conflict`
+  // (commands/decideOnStream.ts): another request changed the same thing, nothing of this one was
+  // appended, and trying again is the answer. A client's timing is never a 500.
+  if (err instanceof WrongExpectedRevisionError) {
+    res.status(409).json(errorBody('concurrent_update', 'What this request changes was changed by another request meanwhile; nothing was written', {
+      nextAction: 'Read it again and retry the request',
+    }));
     return;
   }
   // A PostgreSQL that cannot be reached fails the directory lookup of authentication before the

@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { EventStoreUnavailableError, InvalidEventDataError } from '../../domain/eventStore';
+import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
 import type { McpServerSpec } from '../../domain/oauth/agent';
@@ -31,6 +31,9 @@ export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
     return { error: err.code, message: err.message, status: err.status, ...(err.nextAction ? { nextAction: err.nextAction } : {}), ...(err.details ? { details: err.details } : {}) };
   }
   if (err instanceof InvalidEventDataError) return { error: 'invalid_json', message: `The arguments hold text that cannot be stored: ${err.problem}`, status: 400 };
+  if (err instanceof WrongExpectedRevisionError) {
+    return { error: 'concurrent_update', message: 'What this call changes was changed by another request meanwhile; nothing was written', status: 409, nextAction: 'Read it again and retry the call' };
+  }
   if (err instanceof EventStoreUnavailableError || isUnavailable(err) || (err as { name?: string } | null)?.name === 'KnexTimeoutError') {
     const store = err instanceof EventStoreUnavailableError || !env.ctx.config.eventstoreUrl;
     return { error: store ? 'event_store_unavailable' : 'database_unavailable', message: `The ${store ? 'event store' : 'database'} is unavailable; retry shortly`, status: 503 };

@@ -173,6 +173,15 @@ describe('onboarding: register → verify-code → set-password → login → re
     expect((await h.post('/api/auth/refresh', { refreshToken: winner.body.data.refreshToken })).status).to.equal(401);
   });
 
+  it('concurrent registers of one address: 5 codes sent (200), the rest 429 rate_limited, never 5xx (they were 500 internal_error)', async () => {
+    const email = 'register-burst@rcpt.test';
+    const rs = await Promise.all(Array.from({ length: 10 }, () => h.post('/api/auth/register', { email })));
+    const seen = rs.map((r) => `${r.status}:${r.body.code ?? 'ok'}`).sort();
+    expect(seen).to.deep.equal([...Array(5).fill('200:ok'), ...Array(5).fill('429:rate_limited')]);
+    const events = await h.motor.rt.store.readStream(streamName('user', userIdOf(email)));
+    expect(events.filter((e) => e.type === 'VerificationCodeIssued')).to.have.length(5);
+  });
+
   it('web-handoff: a one-time URL, single use, dashboard JWT only', async () => {
     const s = await h.signUp('erin@rcpt.test');
     const auth = { authorization: `Bearer ${s.token}` };

@@ -4,7 +4,7 @@ import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { streamName } from '../../domain/eventStore';
 import { toEventData } from '../../domain/events';
 import { newId } from '../../domain/ids';
-import { startTestMotor, type TestMotor } from '../support/motor';
+import { eventually, startTestMotor, type TestMotor } from '../support/motor';
 import { senderDomainOf } from '../read-api/publicApi';
 import { addDomain, call, sendFrom } from './support';
 
@@ -86,6 +86,32 @@ describe('account Motor Block routes (int)', function () {
       expect(changed.status).to.equal(409);
       expect(changed.body).to.include({ success: false, code: 'idempotency_conflict' });
       expect(changed.body.nextAction).to.be.a('string');
+    });
+
+    it('the same key and input after the block was deleted → 404 motor_block_not_found (it was 200 with a "deleted" block); a new key creates again', async () => {
+      const key = v4();
+      const body = { name: 'Short-lived', domainId: a.domainId };
+      const first = await create(body, key);
+      expect(first.status).to.equal(201);
+      const id = first.body.data.id;
+      expect((await call(motor, 'POST', `/account/motor-blocks/${id}/deactivate`, manage, { confirm: true })).status).to.equal(200);
+      const del = await call(motor, 'DELETE', `/account/motor-blocks/${id}`, manage, { confirm: true, deleteHistory: false });
+      expect(del.status).to.equal(202);
+      await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, manage)).body.data?.status === 'completed', 30_000);
+
+      const replay = await create(body, key);
+      expect(replay.status, JSON.stringify(replay.body)).to.equal(404);
+      expect(replay.body).to.include({ success: false, code: 'motor_block_not_found' });
+      expect(replay.body.nextAction).to.match(/Idempotency-Key/);
+      expect(JSON.stringify(replay.body)).to.not.include('"deleted"');
+      // Nothing was appended to the gone block's stream.
+      const events = await motor.rt.store.readStream(streamName('motorBlock', id));
+      expect(events[events.length - 1].type).to.equal('MotorBlockDeleted');
+      // Another input with that key is still the key's conflict; a new key makes a new block.
+      expect((await create({ name: 'Other', domainId: a.domainId }, key)).body.code).to.equal('idempotency_conflict');
+      const fresh = await create(body, v4());
+      expect(fresh.status).to.equal(201);
+      expect(fresh.body.data.id).to.not.equal(id);
     });
 
     it('20 concurrent creates with one key → one block', async () => {

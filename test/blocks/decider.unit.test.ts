@@ -234,6 +234,12 @@ describe('Motor Block decider (unit, given/when/then)', () => {
       };
       given(created(), deactivated, deletionRequested(), tomb).when({ type: 'ReactivateMotorBlock', data: { now: T0 }, context: { domain: verified() } })
         .thenFails('motor_block_not_found');
+      // A create repeated with the key and input of the deleted block too (it was "the same block", deleted);
+      // another input with that key is still the key's conflict.
+      given(created(), deactivated, deletionRequested(), tomb).when(create()).thenFails('motor_block_not_found');
+      given(created(), deactivated, deletionRequested(), tomb).when(create({ inputFingerprint: 'fp2' })).thenFails('idempotency_conflict');
+      // While the deletion is only queued, the repeat still answers the block (status deletion_queued).
+      given(created(), deactivated, deletionRequested()).when(create()).then((out) => expect(out).to.deep.equal([]));
     });
   });
 

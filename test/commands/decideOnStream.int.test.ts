@@ -4,12 +4,13 @@ import { WrongExpectedRevisionError, type EventStore, type RecordedEvent } from 
 import { fail } from '../../domain/errors';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore';
-import { decideOnStream, eventsOf } from '../../commands/decideOnStream';
+import { conflictAfterRetries, decideOnStream, eventsOf, retryPauseMs } from '../../commands/decideOnStream';
 import { createTestDatabase } from '../support/db';
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
 const listCreated = (listId: string, name: string): DomainEvent<'ContactListCreated'> =>
   ({ type: 'ContactListCreated', data: { listId, tenantId: TENANT, name, description: null, createdAt: new Date().toISOString() } });
+const exhausted = conflictAfterRetries('list_conflict', 'The lists');
 const names = (recorded: readonly RecordedEvent[]) => eventsOf<DomainEvent<'ContactListCreated'>>(recorded, ['ContactListCreated']).map((e) => e.data.name);
 
 /** Wraps a store so that, before the first `times` appends to `streamId`, another writer appends first. */
@@ -48,9 +49,9 @@ describe('decideOnStream (int)', () => {
 
   it('appends what was decided at the revision read, with the actor, and says where the stream is', async () => {
     const s = freshStream();
-    const first = await decideOnStream(store, s, { actor: 'tester', attempts: 3 }, () => [listCreated('l1', 'A')]);
+    const first = await decideOnStream(store, s, { actor: 'tester', attempts: 3, exhausted }, () => [listCreated('l1', 'A')]);
     expect([first.appended.length, first.written.length, first.revision, first.recorded.length]).to.deep.equal([1, 1, 0n, 0]);
-    const second = await decideOnStream(store, s, { actor: 'tester', attempts: 3 }, (recorded) => (names(recorded).includes('B') ? [] : [listCreated('l2', 'B')]));
+    const second = await decideOnStream(store, s, { actor: 'tester', attempts: 3, exhausted }, (recorded) => (names(recorded).includes('B') ? [] : [listCreated('l2', 'B')]));
     expect([second.revision, second.recorded.length]).to.deep.equal([1n, 1]);
     const stored = await store.readStream(s);
     expect(stored.map((e) => [e.id, e.metadata?.actor])).to.deep.equal([[first.written[0].id, 'tester'], [second.written[0].id, 'tester']]);
@@ -58,9 +59,9 @@ describe('decideOnStream (int)', () => {
 
   it('nothing decided: nothing appended, the revision is the stream\'s last (null with no stream)', async () => {
     const s = freshStream();
-    expect((await decideOnStream(store, s, { actor: 't', attempts: 1 }, () => [])).revision).to.equal(null);
-    await decideOnStream(store, s, { actor: 't', attempts: 1 }, () => [listCreated('l1', 'A')]);
-    const none = await decideOnStream(store, s, { actor: 't', attempts: 1 }, () => []);
+    expect((await decideOnStream(store, s, { actor: 't', attempts: 1, exhausted }, () => [])).revision).to.equal(null);
+    await decideOnStream(store, s, { actor: 't', attempts: 1, exhausted }, () => [listCreated('l1', 'A')]);
+    const none = await decideOnStream(store, s, { actor: 't', attempts: 1, exhausted }, () => []);
     expect([none.appended, none.written, none.revision]).to.deep.equal([[], [], 0n]);
     expect(await store.readStream(s)).to.have.length(1);
   });
@@ -68,7 +69,7 @@ describe('decideOnStream (int)', () => {
   it('a writer in between: the decision is taken again on the stream with its event', async () => {
     const s = freshStream();
     const seen: string[][] = [];
-    const d = await decideOnStream(racedBy(store, s, 2), s, { actor: 't', attempts: 3, pause: true }, (recorded) => {
+    const d = await decideOnStream(racedBy(store, s, 2), s, { actor: 't', attempts: 3, exhausted }, (recorded) => {
       seen.push(names(recorded));
       return [listCreated(`mine-${seen.length}`, `Mine after ${recorded.length}`)];
     });
@@ -77,24 +78,34 @@ describe('decideOnStream (int)', () => {
     expect(d.revision).to.equal(2n);
   });
 
-  it('every try lost: `exhausted` is thrown (by default the conflict itself), nothing of its own appended', async () => {
+  it('every try lost: `exhausted` is thrown (a 409 <what>_conflict, never the store\'s conflict), nothing of its own appended', async () => {
     const s = freshStream();
     const conflict = () => fail('list_conflict', 409, 'changed too often');
     const err = await decideOnStream(racedBy(store, s, 3), s, { actor: 't', attempts: 3, exhausted: conflict }, () => [listCreated('x', 'Mine')]).catch((e) => e);
     expect([err.code, err.status]).to.deep.equal(['list_conflict', 409]);
-    const plain = await decideOnStream(racedBy(store, s, 2), s, { actor: 't', attempts: 2 }, () => [listCreated('y', 'Mine')]).catch((e) => e);
-    expect(plain).to.be.instanceOf(WrongExpectedRevisionError);
+    const usual = await decideOnStream(racedBy(store, s, 2), s, { actor: 't', attempts: 2, exhausted }, () => [listCreated('y', 'Mine')]).catch((e) => e);
+    expect(usual).to.not.be.instanceOf(WrongExpectedRevisionError);
+    expect([usual.code, usual.status, usual.message, usual.nextAction])
+      .to.deep.equal(['list_conflict', 409, 'The lists changed too often while this request was handled', 'Retry the request']);
     expect(names(await store.readStream(s))).to.not.include('Mine');
+  });
+
+  it('pauses at random between tries, longer after each lost try, at most 200 ms', () => {
+    const max = (attempt: number) => Math.max(...Array.from({ length: 2000 }, () => retryPauseMs(attempt)));
+    expect(max(1)).to.be.within(5, 10);
+    expect(max(3)).to.be.within(20, 40);
+    expect(max(10)).to.be.within(100, 200);
+    expect(Math.min(...Array.from({ length: 2000 }, () => retryPauseMs(4)))).to.be.below(10);
   });
 
   it('a refusal from decide and any other append error go to the caller at once, untried again', async () => {
     const s = freshStream();
     let calls = 0;
-    const refused = await decideOnStream(store, s, { actor: 't', attempts: 5 }, () => { calls++; throw fail('list_name_taken', 409, 'taken'); }).catch((e) => e);
+    const refused = await decideOnStream(store, s, { actor: 't', attempts: 5, exhausted }, () => { calls++; throw fail('list_name_taken', 409, 'taken'); }).catch((e) => e);
     expect([refused.code, calls]).to.deep.equal(['list_name_taken', 1]);
     const broken = new Proxy(store, { get: (t, p, r) => (p === 'append' ? async () => { throw new Error('disk on fire'); } : Reflect.get(t, p, r)) });
     calls = 0;
-    const err = await decideOnStream(broken, s, { actor: 't', attempts: 5 }, () => { calls++; return [listCreated('z', 'Z')]; }).catch((e) => e);
+    const err = await decideOnStream(broken, s, { actor: 't', attempts: 5, exhausted }, () => { calls++; return [listCreated('z', 'Z')]; }).catch((e) => e);
     expect([err.message, calls]).to.deep.equal(['disk on fire', 1]);
   });
 });

@@ -183,6 +183,47 @@ describe('domains (int)', function () {
     expect((await otherManage.post('/domains', { domain: racing })).status).to.equal(201);
   });
 
+  it('concurrent check-dns and verify of one domain (public, dashboard, domain-health) all answer 200 with one answer, never 5xx (they were 500 internal_error)', async () => {
+    const { id: domainId, body: addedBody } = await addPublished();
+    const { motorBlockId } = await blockOn(motor, owner.accountId, domainId);
+    const b = { domainId, motorBlockId, dnsRecords: addedBody.data.dnsRecords as DnsRecordDto[] };
+    const api = manage;
+    const health = publicApi(motor, await motor.token({ ...owner, motorBlockId }, ['config.read'], 900));
+    const user = await h.signUp('dash-race@rcpt.test');
+    const dash = dashboardApi(motor, user.token);
+    const added = await dash.post('/domains', { domain: fresh() });
+    const statuses = (rs: Array<{ status: number; body: { code?: string } }>) => rs.map((r) => `${r.status}${r.body.code ? `:${r.body.code}` : ''}`);
+    const stream = async (id: string) => (await motor.rt.store.readStream(`sendingDomain-${id}`)).map((e) => e.type);
+
+    // Nothing published yet: every check finds the same, so every caller gets 200 and that answer.
+    for (const route of ['check-dns', 'verify']) {
+      const rs = await Promise.all(Array.from({ length: 8 }, () => api.post(`/domains/${b.domainId}/${route}`)));
+      expect(statuses(rs), route).to.deep.equal(Array(8).fill('200'));
+      expect(new Set(rs.map((r) => JSON.stringify(r.body.data.dnsRecords))).size, route).to.equal(1);
+    }
+    const id = added.body.data.id;
+    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => dash.post(`/domains/${id}/${i % 2 ? 'verify' : 'check-dns'}`)));
+    expect(statuses(rs)).to.deep.equal(Array(8).fill('200'));
+
+    // Published: concurrent verifies all say verified; ownership is recorded once.
+    publish(h.dns, b.dnsRecords);
+    const verifies = await Promise.all([
+      ...Array.from({ length: 6 }, () => api.post(`/domains/${b.domainId}/verify`)),
+      ...Array.from({ length: 2 }, () => health.get(`/motor-blocks/${b.motorBlockId}/domain-health?refresh=true`)),
+    ]);
+    expect(statuses(verifies)).to.deep.equal(Array(8).fill('200'));
+    for (const v of verifies.slice(0, 6)) expect(v.body.data).to.include({ verified: true, sendReady: true });
+    expect((await stream(b.domainId)).filter((t) => t === 'DomainOwnershipVerified')).to.have.length(1);
+    // Checks that found nothing new append nothing: the burst is answered by the checks it raced.
+    const before = (await stream(b.domainId)).length;
+    const again = await Promise.all(Array.from({ length: 8 }, () => api.post(`/domains/${b.domainId}/check-dns`)));
+    expect(statuses(again)).to.deep.equal(Array(8).fill('200'));
+    expect((await stream(b.domainId)).length - before).to.be.within(1, 8);
+    // Every caller reads what it was answered (read-your-writes holds for the answered-by-another checks too).
+    expect((await api.get('/domains')).body.data.find((d: { id: string }) => d.id === b.domainId).lastCheckedAt)
+      .to.be.oneOf(again.map((r) => r.body.data.lastCheckedAt));
+  });
+
   it('bad input: 400 invalid_domain / domain_reserved; 422 for a body of the wrong shape', async () => {
     expect((await manage.post('/domains', { domain: 'not a domain' })).body).to.include({ code: 'invalid_domain' });
     expect((await manage.post('/domains', { domain: 'x.sandbox.motor.test' })).body).to.include({ code: 'domain_reserved' });

@@ -208,6 +208,36 @@ describe('Free recipients (integration)', function () {
     expect((await del(mine.id)).status).to.equal(404);
   });
 
+  it('concurrent POSTs and DELETEs on one list: no 5xx (they were 500 internal_error); the list stays consistent', async () => {
+    const other = await h.bootstrapAccount('free');
+    const t = await h.motor.token(other, ['recipients.manage']);
+    const t2 = await h.motor.token(other, ['recipients.manage']);
+    if (Date.now() % 60_000 > 50_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 50));
+    const seeded = await Promise.all([1, 2, 3].map((i) => ask(`seed${i}-${uniq()}@rcpt.test`, t)));
+    expect(seeded.map((r) => r.status)).to.deep.equal([200, 200, 200]);
+    const ids: string[] = (await list(t)).recipients.map((r: { id: string }) => r.id);
+    const same = `same-${uniq()}@rcpt.test`;
+    const rs = await Promise.all([
+      ...ids.map((id) => h.del(`${path}/${id}`, bearer(t2))),
+      ...[...ids, ...ids].map((id) => h.del(`${path}/${id}`, bearer(t2))),
+      ...Array.from({ length: 6 }, () => ask(same, t)),
+      ...Array.from({ length: 2 }, (_, i) => ask(`new${i}-${uniq()}@rcpt.test`, t)),
+    ]);
+    const seen = rs.map((r) => `${r.status}:${r.body.code ?? 'ok'}`);
+    // Each id is deleted once (200); its other DELETEs find it gone (404).
+    const deletes = seen.slice(0, 9);
+    expect(deletes.filter((r) => r === '200:ok'), seen.join(' ')).to.have.length(3);
+    expect(deletes.filter((r) => r !== '200:ok'), seen.join(' ')).to.deep.equal(Array(6).fill('404:not_found'));
+    for (const r of seen.slice(9)) expect(r, seen.join(' ')).to.be.oneOf(['200:ok', '409:recipient_limit']);
+    // The same address asked six times at once: one entry, every answer the same.
+    const sameAnswers = rs.slice(9, 15).filter((r) => r.status === 200).map((r) => JSON.stringify(r.body.data));
+    expect(new Set(sameAnswers).size).to.be.at.most(1);
+    const d = await list(t);
+    expect(d.recipients.filter((r: { email: string }) => r.email === same).length).to.be.at.most(1);
+    expect(d.usage).to.equal(d.recipients.length).and.to.be.at.most(3);
+    expect(d.recipients.map((r: { id: string }) => r.id)).to.not.include.members(ids);
+  });
+
   it('rate limit: more POSTs per minute than FREE_RECIPIENT_POSTS_PER_MINUTE is 429 rate_limited', async () => {
     const other = await h.bootstrapAccount('free');
     const t = await h.motor.token(other, ['recipients.manage']);

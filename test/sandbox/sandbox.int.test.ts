@@ -116,6 +116,20 @@ describe('Account sandbox (integration)', function () {
     expect(status.body.data.provisioned).to.equal(false);
   });
 
+  it('concurrent PATCH outbound: each 200 (or 409 sandbox_conflict after its tries), never 5xx (they were 500 internal_error); the allowlist is one that was answered 200', async () => {
+    const u = await h.signUp();
+    expect((await postJson(h.url('/api/developer/sandbox/provision'), {}, bearer(u.token))).status).to.equal(201);
+    const rs = await Promise.all(Array.from({ length: 12 }, (_, i) => h.patch('/api/developer/sandbox/outbound', { addresses: [`burst${i}@rcpt.test`] }, bearer(u.token))));
+    const seen = rs.map((r) => `${r.status}:${r.body.code ?? 'ok'}`);
+    for (const r of seen) expect(r, seen.join(' ')).to.be.oneOf(['200:ok', '409:sandbox_conflict']);
+    expect(seen.filter((r) => r === '200:ok').length, seen.join(' ')).to.be.greaterThan(6);
+    const now = await getJson(h.url('/api/developer/sandbox'), bearer(u.token));
+    const written = rs.flatMap((r, i) => (r.status === 200 ? [`burst${i}@rcpt.test`] : []));
+    expect(now.body.data.allowlist).to.have.length(2);
+    expect(now.body.data.allowlist[0]).to.equal(u.email);
+    expect(written).to.include(now.body.data.allowlist[1]);
+  });
+
   it('PATCH outbound: validates addresses and the maximum, and sets the effective allowlist', async () => {
     const bad = await h.patch('/api/developer/sandbox/outbound', { addresses: ['ok@rcpt.test', 'not-an-address'] }, bearer(user.token));
     expect(bad.status).to.equal(400);
