@@ -13,8 +13,9 @@ import { fail } from '../../domain/errors';
  * Waiting for the turn holds nothing: the key is tried, and tried again after a pause, until
  * `waitMs` has passed; then the attempt is refused as 429 `login_throttled` without checking its
  * password. A turn whose holder died lapses after `holdMs`. Unknown addresses take their turn the
- * same way (their id is derived from the address), so the work does not tell who exists. Redis
- * unavailable: the attempt runs without a turn (fail open, as the request limiter); the verdict
+ * same way (their id is derived from the address), so the work does not tell who exists. A Redis
+ * error is tried again like a busy turn; only an attempt that never got an answer from Redis
+ * within `waitMs` runs without a turn (fail open, as the request limiter); the verdict
  * is still decided on the stream as it is then, so the lock and the slowdown hold, only the number
  * of checks a burst gets is no longer bounded.
  */
@@ -41,12 +42,18 @@ export class LoginTurns {
     const key = `${this.prefix}:login-turn:${userId}`;
     const token = randomBytes(16).toString('hex');
     const deadline = Date.now() + this.settings.waitMs;
+    let heldByAnother = false;
+    let errored = false;
     for (let tries = 0; ; tries++) {
-      let taken: boolean;
+      let taken = false;
       try {
         taken = (await this.redis.set(key, token, 'PX', this.settings.holdMs, 'NX')) === 'OK';
+        // A SET that timed out on a busy Redis may have taken the key for this token after all.
+        if (!taken && errored) taken = (await this.redis.get(key)) === token;
+        heldByAnother ||= !taken;
       } catch {
-        return attempt();
+        // Tried again like a busy turn; only when Redis never answered does the attempt run without one.
+        errored = true;
       }
       if (taken) {
         try {
@@ -56,7 +63,10 @@ export class LoginTurns {
         }
       }
       const pause = Math.min(this.settings.maxPauseMs, this.settings.firstPauseMs * 2 ** tries) * (0.5 + Math.random());
-      if (Date.now() + pause > deadline) throw busy();
+      if (Date.now() + pause > deadline) {
+        if (heldByAnother) throw busy();
+        return attempt();
+      }
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
