@@ -245,13 +245,18 @@ describe('send → deliver → outcome (e2e)', function () {
       });
     });
 
-    it('429 rate_limited_block with Retry-After, retryAfterSeconds and RateLimit-* of the binding dimension', async () => {
+    /** A new block with these limits, a send body from its domain, and a clock away from a UTC minute's edge (the burst counts per minute). */
+    const limitedBlock = async (limits: { burst: number; hourly: number; daily: number }, to: string | string[] = 'user@rcpt.test') => {
       const limited = await motor.bootstrap();
-      await motor.setLimits(limited.motorBlockId, { burst: 2, hourly: 100, daily: 1000 });
+      await motor.setLimits(limited.motorBlockId, limits);
       const domain = limited.dnsRecords.find((r) => r.purpose === 'spf')!.name;
-      const body = { from: `app@${domain}`, to: 'user@rcpt.test', subject: 'x', text: 'y' };
-      // The burst counts per UTC minute: all three sends inside one (a CI run failed across the edge).
       await awayFromMinuteEdge();
+      return { limited, body: { from: `app@${domain}`, to, subject: 'x', text: 'y' } };
+    };
+
+    it('429 rate_limited_block with Retry-After, retryAfterSeconds and RateLimit-* of the binding dimension', async () => {
+      // The burst counts per UTC minute: all three sends inside one (a CI run failed across the edge).
+      const { limited, body } = await limitedBlock({ burst: 2, hourly: 100, daily: 1000 });
       expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
       expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
       const res = await send(body, {}, limited.apiKey);
@@ -267,11 +272,7 @@ describe('send → deliver → outcome (e2e)', function () {
     });
 
     it('429 names the binding dimension: with burst and hourly both full it is hourly (Retry-After to the next UTC hour), not burst', async () => {
-      const limited = await motor.bootstrap();
-      await motor.setLimits(limited.motorBlockId, { burst: 2, hourly: 2, daily: 1000 });
-      const domain = limited.dnsRecords.find((r) => r.purpose === 'spf')!.name;
-      const body = { from: `app@${domain}`, to: 'user@rcpt.test', subject: 'x', text: 'y' };
-      await awayFromMinuteEdge();
+      const { limited, body } = await limitedBlock({ burst: 2, hourly: 2, daily: 1000 });
       expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
       expect((await send(body, {}, limited.apiKey)).status).to.equal(200);
       // Burst (2/2, resets within a minute) and hourly (2/2) both refuse: a retry after the burst's
@@ -289,12 +290,8 @@ describe('send → deliver → outcome (e2e)', function () {
     });
 
     it('422 recipients_exceed_limit: more recipients than a block ceiling is a permanent refusal (no Retry-After), charged nothing, dryRun included', async () => {
-      const limited = await motor.bootstrap();
-      await motor.setLimits(limited.motorBlockId, { burst: 3, hourly: 100, daily: 1000 });
-      const domain = limited.dnsRecords.find((r) => r.purpose === 'spf')!.name;
       const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test', 'd@rcpt.test'];
-      const body = { from: `app@${domain}`, to, subject: 'x', text: 'y' };
-      await awayFromMinuteEdge();
+      const { limited, body } = await limitedBlock({ burst: 3, hourly: 100, daily: 1000 }, to);
       const res = await send(body, {}, limited.apiKey);
       expect(res.status).to.equal(422);
       expect(res.body).to.deep.include({ success: false, error: 'recipients_exceed_limit', code: 'recipients_exceed_limit', dimension: 'burst', limit: 3, recipientCount: 4 });
