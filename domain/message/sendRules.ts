@@ -1,3 +1,4 @@
+import { domainToASCII } from 'node:url';
 import { fail } from '../errors';
 
 /**
@@ -47,8 +48,16 @@ export function isValidAddress(addr: string): boolean {
   if (Buffer.byteLength(local) > 64 || !LOCAL_RE.test(local)) return false;
   if (/^\[(\d{1,3}\.){3}\d{1,3}\]$/.test(domain)) return true;
   const labels = domain.split('.');
-  return labels.length >= 2 && labels.every((l) => LABEL_RE.test(l)) && !/^\d+$/.test(labels[labels.length - 1]);
+  if (!(labels.length >= 2 && labels.every((l) => LABEL_RE.test(l)) && !/^\d+$/.test(labels[labels.length - 1]))) return false;
+  // An internationalized domain is delivered in its A-labels (workers/delivery/mx.ts): it must have
+  // them (IDNA: `⒈.test` has none, `\u00ad.test` maps to an empty label), or it would go out as
+  // raw UTF-8 that no resolver or MX understands.
+  if (/^[\x00-\x7f]*$/.test(domain)) return true;
+  const ascii = domainToASCII(domain).split('.');
+  return ascii.length === labels.length && ascii.every((l) => ASCII_LABEL_RE.test(l));
 }
+
+const ASCII_LABEL_RE = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;
 
 export const domainOf = (addr: string): string => addr.slice(addr.lastIndexOf('@') + 1).toLowerCase();
 

@@ -72,5 +72,8 @@ describe('send rules (unit)', () => {
   it('validates addresses: quoted local parts, IP literals, IDN; rejects junk', () => {
     for (const ok of ['"john doe"@example.com', 'user@[192.0.2.1]', '用户@例子.广告', 'a.b+tag@sub.example.co.uk']) expect(isValidAddress(ok), ok).to.equal(true);
     for (const bad of ['a@b', '@example.com', 'a..b@example.com', 'a@-example.com', 'a b@example.com', 'a@example.123']) expect(isValidAddress(bad), bad).to.equal(false);
+    // Internationalized domains need A-labels to be delivered: these have none (or an empty one).
+    for (const bad of ['a@⒈.test', 'a@\u00ad.test', 'a@a\u200d.test']) expect(isValidAddress(bad), JSON.stringify(bad)).to.equal(false);
+    expect(isValidAddress('a@bücher.example')).to.equal(true);
   });
 });
