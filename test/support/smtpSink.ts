@@ -25,6 +25,8 @@ export interface SmtpSinkOptions {
   data?: (message: ReceivedMessage) => SinkReply | Promise<SinkReply>;
   /** Host name in the banner. */
   name?: string;
+  /** Offer SMTPUTF8 (default true, as smtp-server does). */
+  smtputf8?: boolean;
 }
 
 export interface ReceivedMessage {
@@ -115,6 +117,7 @@ export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSin
     authMethods: ['PLAIN', 'LOGIN'],
     disableReverseLookup: true,
     hideENHANCEDSTATUSCODES: true,
+    hideSMTPUTF8: opts.smtputf8 === false,
     size: 50 * 1024 * 1024,
     closeTimeout: 200,
     logger: false,

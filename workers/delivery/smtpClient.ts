@@ -356,8 +356,36 @@ async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMT
   return { kind: 'open', conn };
 }
 
-/** Runs the transaction on an open session and hands the session back (or closes it). */
+/** A mailbox whose local part is not ASCII: it exists only under SMTPUTF8 (RFC 6531). */
+const needsSmtpUtf8 = (address: string): boolean => !/^[\x00-\x7f]*$/.test(address.slice(0, address.lastIndexOf('@')));
+
+/**
+ * Runs the transaction on an open session and hands the session back (or closes it). A server that
+ * does not offer SMTPUTF8 cannot take a non-ASCII local part (RFC 6531 §3.2: the client must not
+ * send it): such recipients fail here without being sent (all of them when the sender is one), as
+ * Postfix bounces them, and the others go on.
+ */
 async function transaction(pc: PooledConnection, o: SessionOptions, reused: boolean): Promise<SessionResult | 'retry'> {
+  const offered = (pc.conn as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
+  if (!offered.includes('SMTPUTF8')) {
+    const refused = new Set(needsSmtpUtf8(o.envelopeFrom) ? o.recipients : o.recipients.filter(needsSmtpUtf8));
+    if (refused.size > 0) {
+      const detail = `${o.servername} does not offer SMTPUTF8, which a non-ASCII address needs (RFC 6531)`;
+      const failed = [...refused].map((r) => noReply(r, 'failed', o.servername, detail));
+      const rest = o.recipients.filter((r) => !refused.has(r));
+      if (rest.length === 0) {
+        if (o.pool) o.pool.release(pc);
+        else pc.conn.quit();
+        return { kind: 'done', results: failed };
+      }
+      const sent = await transaction(pc, { ...o, recipients: rest }, reused);
+      return sent !== 'retry' && sent.kind === 'done' ? { kind: 'done', results: [...failed, ...sent.results] } : sent;
+    }
+  }
+  return sendTransaction(pc, o, reused);
+}
+
+async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: boolean): Promise<SessionResult | 'retry'> {
   const conn = pc.conn;
   const raw = conn as unknown as { lastServerResponse: string | false; _envelope?: EnvelopeState; _destroyed?: boolean };
   pc.messages++;

@@ -357,6 +357,26 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(results['ana@bücher.test']).to.include({ outcome: 'delivered' });
   });
 
+  it('a non-ASCII local part: delivered with SMTPUTF8 where the MX offers it; failed without being sent where it does not, the others delivered', async () => {
+    const offers = await sink();
+    const delivered = byRecipient(await deliver(offers, await signedMessage({ to: ['b@rcpt.test'] }), ['üser@rcpt.test']));
+    expect(delivered['üser@rcpt.test']).to.include({ outcome: 'delivered' });
+    const [got] = await offers.waitFor(1);
+    expect(got.mailFromArgs).to.have.property('SMTPUTF8');
+
+    const plain = await sink({ smtputf8: false });
+    const results = byRecipient(await deliver(plain, await signedMessage({ to: ['b@rcpt.test'] }), ['üser@rcpt.test', 'b@rcpt.test']));
+    expect(results['üser@rcpt.test']).to.include({ outcome: 'failed', smtpCode: null, mx: 'mx.rcpt.test' });
+    expect(results['üser@rcpt.test'].detail).to.match(/does not offer SMTPUTF8/);
+    expect(results['b@rcpt.test']).to.include({ outcome: 'delivered' });
+    const received = await plain.waitFor(1);
+    expect(received.map((m) => m.envelope.rcptTo)).to.deep.equal([['b@rcpt.test']]);
+    // Only the non-ASCII one: nothing is sent, and the session is handed back unused.
+    const alone = byRecipient(await deliver(plain, await signedMessage({ to: ['b@rcpt.test'] }), ['üser@rcpt.test']));
+    expect(alone['üser@rcpt.test']).to.include({ outcome: 'failed' });
+    expect(plain.messages).to.have.length(1);
+  });
+
   it('refuses non-public MX addresses unless allowed: a domain whose MX is on loopback, and an address literal, fail with the reason, without connecting', async () => {
     const s = await sink();
     const recipients = ['a@rcpt.test', 'b@[127.0.0.1]', 'c@[10.0.0.5]'];
