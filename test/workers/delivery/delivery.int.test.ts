@@ -321,6 +321,28 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     }
   });
 
+  it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
+    const refusing: Server = createServer((socket) => socket.end('554 5.7.1 mx.rcpt.test: no SMTP service here\r\n'));
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    try {
+      const [r] = await deliverToDomain({
+        domain: 'rcpt.test',
+        recipients: ['a@rcpt.test'],
+        raw: await signedMessage({ to: ['a@rcpt.test'] }),
+        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        resolver,
+        mxPort: (refusing.address() as AddressInfo).port,
+        allowPrivateAddresses: true,
+        hostname: HOSTNAME,
+        timeouts,
+      });
+      expect(r).to.include({ outcome: 'deferred', smtpCode: '554', mx: 'mx.rcpt.test' });
+      expect(r.smtpResponse).to.match(/no SMTP service here/);
+    } finally {
+      await new Promise((resolve) => refusing.close(resolve));
+    }
+  });
+
   it('delivers to several domains in parallel, one session per domain', async () => {
     const s = await sink();
     const recipients = ['a@rcpt.test', 'b@other.test', 'c@rcpt.test'];
