@@ -99,6 +99,9 @@ describe('retention sweeper: webhook deliveries and attempts (int)', function ()
   });
   after(async () => { await motor?.close(); });
 
+  let afterSweep: Awaited<ReturnType<typeof snapshot>>;
+  let answersAfterSweep: Awaited<ReturnType<typeof all>>;
+
   it('the deliveries route lists only deliveries queued inside the plan\'s retention window, although the read model holds older ones', async () => {
     expect(await deliveryIds()).to.have.property('size', 12);
     expect(await listed('short')).to.deep.equal([deliveries.short[2]]);
@@ -112,5 +115,50 @@ describe('retention sweeper: webhook deliveries and attempts (int)', function ()
     expect(a.short['stats?hours=72']).to.deep.include({ status: 200 });
     expect(a.free['stats?hours=168']).to.deep.include({ status: 200 });
     expect((a.free['stats?hours=168'] as { body: { delivered: number } }).body.delivered).to.equal(2);
+  });
+
+  it('deletes deliveries and attempts past each account\'s retention, in bounded batches, and keeps the rest; answers do not change', async () => {
+    const answersBefore = await all();
+    const report = await sweeper.sweepOnce(NOW);
+    // short (3 days): 5, 10 and 40 gone; free (7): 10 and 40; starter (30): 40. Two attempts each, free's 10-day one has one.
+    expect(report.deleted).to.deep.include({ 'rm_webhooks.deliveries': 6, 'rm_webhooks.attempts': 11 });
+    const [ds, as] = [await deliveryIds(), await attemptIds()];
+    for (const [name, kept, gone] of [['short', [2], [5, 10, 40]], ['free', [2, 5], [10, 40]], ['starter', [2, 5, 10], [40]]] as const) {
+      for (const d of kept) expect([ds.has(deliveries[name][d]), as.has(deliveries[name][d])], `${name} ${d}d kept`).to.deep.equal([true, true]);
+      for (const d of gone) expect([ds.has(deliveries[name][d]), as.has(deliveries[name][d])], `${name} ${d}d gone`).to.deep.equal([false, false]);
+    }
+    // Endpoints are configuration, not history: kept.
+    expect((await motor.rt.db.raw('select count(*)::int as n from rm_webhooks.endpoints')).rows[0].n).to.equal(3);
+    answersAfterSweep = await all();
+    expect(answersAfterSweep).to.deep.equal(answersBefore);
+    // The event log keeps everything.
+    const log = await motor.rt.db.raw(`select count(*)::int as n from events where stream_id = ?`, [`webhookDelivery-${deliveries.short[40]}`]);
+    expect(log.rows[0].n).to.equal(3);
+    const again = await sweeper.sweepOnce(NOW);
+    expect(again.deleted).to.deep.include({ 'rm_webhooks.deliveries': 0, 'rm_webhooks.attempts': 0 });
+  });
+
+  it('a late attempt of a pruned delivery does not bring the delivery back; its attempt row goes at the next sweep', async () => {
+    const { motorBlockId } = accounts.free;
+    const id = deliveries.free[10];
+    await motor.rt.store.append(streamName('webhookDelivery', id), [attempted(id, webhooks.free, motorBlockId, 2, 'failed', ago(9.5))]);
+    await catchUpUntil(runner, async () => (await attemptIds()).has(id));
+    expect((await deliveryIds()).has(id)).to.equal(false);
+    expect(await all()).to.deep.equal(answersAfterSweep);
+    const later = await sweeper.sweepOnce(NOW);
+    expect(later.deleted).to.deep.include({ 'rm_webhooks.deliveries': 0, 'rm_webhooks.attempts': 1 });
+    expect((await attemptIds()).has(id)).to.equal(false);
+    afterSweep = await snapshot();
+  });
+
+  it('a rebuild from zero followed by a sweep leaves the same rows and gives the same answers', async () => {
+    await rebuild(motor.rt.db, motor.rt.store, webhooksProjection, { batchSize: 5 });
+    // Before the sweep the rebuilt model holds the old deliveries again, but no route shows them.
+    expect(await deliveryIds()).to.have.property('size', 12);
+    expect(await all()).to.deep.equal(answersAfterSweep);
+    await sweeper.sweepOnce(NOW);
+    await sweeper.sweepOnce(NOW); // the same two sweeps as the live model had
+    expect(await snapshot()).to.deep.equal(afterSweep);
+    expect(await all()).to.deep.equal(answersAfterSweep);
   });
 });
