@@ -13,7 +13,8 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly),
  *   rm_messages (messages with their message_recipients and message_events) and
  *   rm_commsuppressions.message_owners (the suppression list itself is kept), rm_commtracking.hits
- *   (campaign opens and clicks, by `occurred_at`). Rollup rows are
+ *   (campaign opens and clicks, by `occurred_at`), rm_webhooks (deliveries by `queued_at`, attempts
+ *   by `attempted_at`, found through the account's endpoints; the endpoints are kept). Rollup rows are
  *   found through the block's account (rm_directory); rows of blocks no longer in the directory are
  *   left to the block-deletion path. `domain_first_send` (one row per domain, the warm-up start) is
  *   kept.
@@ -95,6 +96,18 @@ export class RetentionSweeper {
         bindings: [...acctB, n, n],
       }),
     });
+    // Rows of an rm_webhooks table keyed by endpoint: its (webhook_id, time) index is the range scan.
+    const endpointRows = (table: 'deliveries' | 'attempts', column: 'queued_at' | 'attempted_at'): Target => ({
+      table: `rm_webhooks.${table}`,
+      statement: (n) => ({
+        sql: `with ${acct}
+          delete from rm_webhooks.${table} where ctid = any(array(
+            select x.ctid from acct join rm_webhooks.endpoints w on w.account_id = acct.account_id cross join lateral (
+              select t.ctid from rm_webhooks.${table} t where t.webhook_id = w.id and t.${column} < acct.cutoff limit ?) x
+            limit ?))`,
+        bindings: [...acctB, n, n],
+      }),
+    });
     return [
       // States first: a late outcome then finds no state and adds nothing to a pruned hour.
       accountRows('rm_analytics.recipient_stats', 'accepted_at'),
@@ -128,6 +141,10 @@ export class RetentionSweeper {
       accountRows('rm_commsuppressions.message_owners', 'accepted_at'),
       // Opens and clicks of campaign mail, by when they happened (a click can come after its message was pruned).
       accountRows('rm_commtracking.hits', 'occurred_at'),
+      // Webhook deliveries by when they were queued, attempts by when they were made (the windows the
+      // deliveries and stats routes read), through the account's endpoints (deleted ones too).
+      endpointRows('deliveries', 'queued_at'),
+      endpointRows('attempts', 'attempted_at'),
       {
         table: 'rm_messages.messages (orphans)',
         statement: (n) => ({
@@ -169,7 +186,7 @@ export class RetentionSweeper {
   }
 
   private async presentSchemas(): Promise<Set<string>> {
-    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking']]);
+    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking', 'rm_webhooks']]);
     const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
     // Without the directory there is no account to sweep for.
     return found.has('rm_directory') ? found : new Set();

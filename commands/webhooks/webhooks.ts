@@ -12,6 +12,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../infra/outboundAddress';
 import { appendAndAwaitRow, pollUntil } from '../readYourWrites';
+import { requireSpanInsideRetention, windowStartOf } from '../../read-api/http/retention';
 import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard';
 
 /**
@@ -184,10 +185,18 @@ async function requireEndpoint(db: Knex, motorBlockId: string, webhookId: string
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
-/** Newest first; `limit` 1 to 200 (SPEC "Constants"). */
-export async function listDeliveries(db: Knex, motorBlockId: string, webhookId: string, limit: number): Promise<WebhookDeliveryView[]> {
+/** The plan's retention window a read is answered within: its length and "now". */
+export interface RetentionWindow { retentionDays: number; now: Date }
+
+/**
+ * Newest first; `limit` 1 to 200 (SPEC "Constants"). Only deliveries queued inside the plan's
+ * retention window, as the logs list messages: the read model may still hold older ones (the sweeper
+ * keeps up to a day more; a replay brings them back), and the answer must not depend on that.
+ */
+export async function listDeliveries(db: Knex, motorBlockId: string, webhookId: string, limit: number, window: RetentionWindow): Promise<WebhookDeliveryView[]> {
   await requireEndpoint(db, motorBlockId, webhookId);
   const rows = await db.withSchema(WEBHOOKS_SCHEMA).table('deliveries').where({ webhook_id: webhookId, motor_block_id: motorBlockId })
+    .andWhere('queued_at', '>=', windowStartOf(window.retentionDays, window.now))
     .orderBy([{ column: 'queued_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit);
   return rows.map((r) => ({
     id: r.id, event: r.event, messageId: r.message_id, status: r.status, attempts: r.attempts,
@@ -196,9 +205,15 @@ export async function listDeliveries(db: Knex, motorBlockId: string, webhookId: 
   }));
 }
 
-/** Deliveries queued and attempts made in the last `hours` (1 to 168). */
-export async function webhookStats(db: Knex, motorBlockId: string, webhookId: string, hours: number, now: Date): Promise<WebhookStats> {
+/**
+ * Deliveries queued and attempts made in the last `hours` (1 to 168); more hours than the plan's
+ * retention window holds is 400 outside_retention_window (as daily-summary `days`), so the stats never
+ * count a row the sweeper may or may not have deleted yet.
+ */
+export async function webhookStats(db: Knex, motorBlockId: string, webhookId: string, hours: number, window: RetentionWindow): Promise<WebhookStats> {
+  const { now } = window;
   await requireEndpoint(db, motorBlockId, webhookId);
+  requireSpanInsideRetention('hours', hours, 3600_000, window.retentionDays);
   const from = new Date(now.getTime() - hours * 3600_000);
   const s = db.withSchema(WEBHOOKS_SCHEMA);
   const byStatus = await s.clone().table('deliveries').where({ webhook_id: webhookId }).andWhere('queued_at', '>=', from)

@@ -9,6 +9,7 @@ import type { WebhookEventName } from '../../domain/events';
 import { requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
 import { intParam } from '../http/params';
+import { retentionDaysOfAccount } from '../http/plan';
 import type { PrincipalOf } from '../http/principal';
 
 export interface WebhookBody {
@@ -117,7 +118,7 @@ export class WebhooksController extends Controller {
   }
 
   /**
-   * The endpoint's deliveries, newest first, with the last attempt's answer.
+   * The endpoint's deliveries queued inside the plan's retention window, newest first, with the last attempt's answer.
    * @param limit 1 to 200, default 50
    */
   @Get('{id}/webhooks/{webhookId}/deliveries')
@@ -127,20 +128,22 @@ export class WebhooksController extends Controller {
   public async deliveries(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Query() limit?: number): Promise<WebhookDeliveriesResponse> {
     const { ctx, caller } = callerOf(req, id);
     const n = intParam('limit', limit, 1, 200, 50);
-    return { success: true, data: { deliveries: await listDeliveries(ctx.db, caller.motorBlockId, webhookId, n), limit: n } };
+    const window = { retentionDays: await retentionDaysOfAccount(ctx, caller.accountId), now: ctx.clock.now() };
+    return { success: true, data: { deliveries: await listDeliveries(ctx.db, caller.motorBlockId, webhookId, n, window), limit: n } };
   }
 
   /**
    * Delivered, failed, queued and retrying deliveries, failure rate and attempt latency over the last `hours`.
-   * @param hours 1 to 168, default 24
+   * @param hours 1 to 168 and within the plan's retention, default 24
    */
   @Get('{id}/webhooks/{webhookId}/stats')
   @Security('publicBearer', ['webhooks.read'])
-  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id; outside_retention_window: hours beyond the plan\'s retention window')
   @Response<ErrorResponse>(404, 'webhook_not_found')
   public async stats(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Query() hours?: number): Promise<WebhookStatsResponse> {
     const { ctx, caller } = callerOf(req, id);
     const h = intParam('hours', hours, 1, 168, 24);
-    return { success: true, data: await webhookStats(ctx.db, caller.motorBlockId, webhookId, h, ctx.clock.now()) };
+    const window = { retentionDays: await retentionDaysOfAccount(ctx, caller.accountId), now: ctx.clock.now() };
+    return { success: true, data: await webhookStats(ctx.db, caller.motorBlockId, webhookId, h, window) };
   }
 }

@@ -47,7 +47,20 @@ const outsideWindow = (what: string, retentionDays: number, windowStart: Date) =
     details: { retentionDays, oldestAllowed: windowStart.toISOString() },
   });
 
-const windowStartOf = (retentionDays: number, now: Date): Date => new Date(now.getTime() - retentionDays * 86_400_000);
+/** The oldest time the plan's window covers: what a route lists without `from` starts here. */
+export const windowStartOf = (retentionDays: number, now: Date): Date => new Date(now.getTime() - retentionDays * 86_400_000);
+
+/**
+ * A length counted back from now (`days`, `hours`) must fit the plan's window, as `from` must: past it
+ * is 400 outside_retention_window (daily-summary `days`, webhook stats `hours`).
+ */
+export function requireSpanInsideRetention(name: string, value: number, unitMs: number, retentionDays: number): void {
+  if (value * unitMs > retentionDays * 86_400_000) {
+    throw fail('outside_retention_window', 400, `${name} is beyond the ${retentionDays}-day retention window of this plan`, {
+      nextAction: `Ask for at most ${Math.floor((retentionDays * 86_400_000) / unitMs)} ${name}`, details: { retentionDays },
+    });
+  }
+}
 
 /** A record stamped `at` (a message's queuedAt) is readable only inside the window the logs list. */
 export function requireInsideRetention(at: Date, retentionDays: number, now: Date): void {

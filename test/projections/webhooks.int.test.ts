@@ -56,7 +56,7 @@ describe('webhooks projection (int)', () => {
     await runner.init();
     await runner.catchUp();
 
-    const stats = await webhookStats(db, motorBlockId, webhookId, 1, now);
+    const stats = await webhookStats(db, motorBlockId, webhookId, 1, { retentionDays: 30, now });
     expect(stats).to.include({ delivered: 1, failed: 3 });
     expect(stats.latency).to.deep.equal({ attempts: 2, avgMs: 100, p50Ms: 100, p95Ms: 118 });
   });

@@ -4,6 +4,7 @@ import {
 } from '../../../commands/webhooks/webhooks';
 import { WEBHOOK_EVENTS } from '../../../domain/webhooks/webhooks';
 import { intParam } from '../../http/params';
+import { retentionDaysOfAccount } from '../../http/plan';
 import { defineTool, ownBlock, type ToolEnv } from '../tool';
 
 /**
@@ -19,6 +20,9 @@ async function callerOf(env: ToolEnv, motorBlockId: string): Promise<{ deps: Web
     caller: { accountId: agent.accountId, motorBlockId, actor: agent.actor },
   };
 }
+
+/** The grant's account's retention window, as the REST routes read it. */
+const retentionWindow = async (env: ToolEnv) => ({ retentionDays: await retentionDaysOfAccount(env.ctx, env.agent.accountId), now: env.ctx.clock.now() });
 
 const motorBlockId = z.string().describe('A Motor Block of the account (list_motor_blocks)');
 const webhookId = z.string().describe('A webhook of that block (list_webhooks)');
@@ -45,7 +49,7 @@ export const listWebhookDeliveriesTool = defineTool({
   async run(env, { motorBlockId, webhookId, limit }) {
     const { caller } = await callerOf(env, motorBlockId);
     const n = intParam('limit', limit, 1, 200, 50);
-    return { deliveries: await listDeliveries(env.ctx.db, caller.motorBlockId, webhookId, n), limit: n };
+    return { deliveries: await listDeliveries(env.ctx.db, caller.motorBlockId, webhookId, n, await retentionWindow(env)), limit: n };
   },
 });
 
@@ -54,11 +58,11 @@ export const getWebhookStatsTool = defineTool({
   scope: 'read:webhooks',
   readOnly: true,
   description: 'Delivered, failed, queued and retrying deliveries of a webhook, its failure rate and attempt latency over the last `hours`.',
-  input: { motorBlockId, webhookId, hours: z.number().int().optional().describe('1 to 168, default 24') },
+  input: { motorBlockId, webhookId, hours: z.number().int().optional().describe('1 to 168 and within the plan\'s retention, default 24') },
   async run(env, { motorBlockId, webhookId, hours }) {
     const { caller } = await callerOf(env, motorBlockId);
     const h = intParam('hours', hours, 1, 168, 24);
-    return webhookStats(env.ctx.db, caller.motorBlockId, webhookId, h, env.ctx.clock.now());
+    return webhookStats(env.ctx.db, caller.motorBlockId, webhookId, h, await retentionWindow(env));
   },
 });
 
