@@ -322,6 +322,35 @@ describe('Account sandbox (integration)', function () {
     expect([ok.status, ok.body.data?.motorBlockId]).to.deep.equal([200, sandboxBlockId]);
   });
 
+  it('GET /account/state: a converted sandbox stays converted after its block is deleted (the state says the block is gone)', async () => {
+    const acct = await h.bootstrapAccount('starter');
+    const t = await h.motor.token(acct, ['sandbox.manage', 'config.manage', 'config.read']);
+    const p = await postJson(h.url('/api/public/v1/account/sandbox/provision'), { handle: `g${uniq()}` }, bearer(t));
+    expect(p.status).to.equal(201);
+    const sandboxBlockId: string = p.body.data.motorBlockId;
+    const state = async () => (await getJson(h.url('/api/public/v1/account/state'), bearer(t))).body.data.sandbox;
+    expect(await state()).to.include({ provisioned: true, motorBlockId: sandboxBlockId, motorBlockStatus: 'active', converted: false, convertedAt: null });
+
+    const c = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: acct.domainId, name: 'Gone soon' }, bearer(t));
+    expect(c.status).to.equal(200);
+    expect(await state()).to.include({ motorBlockId: sandboxBlockId, motorBlockStatus: 'active', converted: true, convertedAt: c.body.data.convertedAt });
+
+    const path = `/api/public/v1/account/motor-blocks/${sandboxBlockId}`;
+    expect((await postJson(h.url(`${path}/deactivate`), { confirm: true }, bearer(t))).status).to.equal(200);
+    const del = await fetch(h.url(path), { method: 'DELETE', headers: { 'content-type': 'application/json', ...bearer(t) }, body: JSON.stringify({ confirm: true, deleteHistory: true }) });
+    expect(del.status).to.equal(202);
+    await eventually(async () => (await getBlock(h.motor.rt.db, sandboxBlockId))?.status === 'deleted' || null, 30_000);
+
+    // The conversion happened; deleting the block it made does not undo it (it was false again).
+    const after = await state();
+    expect(after).to.deep.equal({
+      provisioned: true, handle: p.body.data.handle, domainId: p.body.data.domain.id, motorBlockId: sandboxBlockId, motorBlockStatus: 'deleted',
+      converted: true, convertedAt: c.body.data.convertedAt,
+    });
+    // The sandbox route agrees.
+    expect((await getJson(h.url('/api/public/v1/account/sandbox'), bearer(t))).body.data).to.include({ converted: true, convertedAt: c.body.data.convertedAt });
+  });
+
   it('convert and creates racing for the last slot of the plan: exactly one gets it (the same account lock)', async () => {
     // Plan starter allows 5: bootstrap's block and 3 created ones leave one slot.
     const acct = await h.bootstrapAccount('starter');
