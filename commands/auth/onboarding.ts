@@ -5,7 +5,7 @@ import { fail, type DomainError } from '../../domain/errors';
 import { newId, uuidV5, type Clock } from '../../domain/ids';
 import { foldSession, refresh as decideRefresh, startSession, invalidRefreshToken, type SessionEvent } from '../../domain/account/session';
 import {
-  USER_RULES, checkLoginAllowed, foldUser, login as decideLogin, register as decideRegister, setPassword as decideSetPassword,
+  USER_RULES, checkLoginAllowed, checkSetupToken, foldUser, login as decideLogin, register as decideRegister, setPassword as decideSetPassword,
   verifyCode as decideVerifyCode, type UserEvent,
 } from '../../domain/account/user';
 import { toEventData, type DomainEvent } from '../../domain/events';
@@ -148,10 +148,13 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
   const channel = checkChannel(body.channel);
   if (!isSetupTokenShape(body.setupToken)) throw fail('invalid_setup_token', 401, 'The setup token is invalid or was already used', { details: { field: 'setupToken' } });
   const presented = sha256Hex(body.setupToken);
+  // The token before the password's hash: anyone may send this request, and a wrong, spent or
+  // expired token must cost a stream read, not a scrypt. Nothing is spent here; the token is
+  // checked again, and used up, on the stream as it is when PasswordSet is appended.
+  const { state } = await load(deps.store, userStream(email), USER_TYPES, foldUser);
+  checkSetupToken(state, { setupTokenHash: presented, now });
   const passwordHash = await hashPassword(password);
   // The account exists in the directory from the first password on (an unverified address never makes one).
-  const { state } = await load(deps.store, userStream(email), USER_TYPES, foldUser);
-  decideSetPassword(state, { setupTokenHash: presented, passwordHash, channel, now });
   if (state.passwordHash === null && state.accountId) {
     try {
       await deps.store.append(streamName('account', state.accountId), [toEventData(newId(), {

@@ -104,7 +104,8 @@ export const nameTaken = (blocks: BlockRecord[], name: string, except?: string) 
 
 /**
  * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates,
- * renames and sandbox conversions of one account run one at a time under a PostgreSQL advisory
+ * renames, sandbox conversions and the sandbox block's creation (commands/sandbox/sandbox.ts) of
+ * one account run one at a time under a PostgreSQL advisory
  * lock, and each waits until the directory shows its write before releasing it, so the next one
  * counts and compares against it. The lock holder runs its reads on the lock's own connection (no
  * second pool slot).

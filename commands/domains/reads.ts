@@ -3,7 +3,7 @@ import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { planOf, type Config } from '../../infra/config';
-import { getAccount, getBlock, getDomain, listBlocksOfAccount, listDomainsOfAccount } from '../../projections/directory/queries';
+import { getAccount, getBlock, getDomain, getSandboxOfAccount, listBlocksOfAccount, listDomainsOfAccount, type BlockRecord } from '../../projections/directory/queries';
 import { resourceOfRecord } from './handlers';
 
 /**
@@ -68,20 +68,35 @@ export interface AccountState {
     /** Blocks other than the sandbox block. */
     production: number;
   };
-  sandbox: { provisioned: boolean; handle: string | null; domainId: string | null; motorBlockId: string | null; converted: boolean };
+  sandbox: {
+    provisioned: boolean; handle: string | null; domainId: string | null;
+    /** The sandbox block, after conversion the production block it became; kept once that block is deleted. */
+    motorBlockId: string | null;
+    /** That block's status (`deleted` once deleted); null before provisioning, or while the block is not in the directory yet. */
+    motorBlockStatus: BlockRecord['status'] | null;
+    /** Whether the sandbox was converted: a fact of its history, true also after the block it became is deleted. */
+    converted: boolean;
+    convertedAt: string | null;
+  };
   nextStep: NextStep;
   nextAction: string;
 }
 
-/** One composed answer, working before any block exists. Sandbox status comes from the account stream (SandboxProvisioned). */
+/**
+ * One composed answer, working before any block exists. Whether there is a sandbox comes from the
+ * account stream (SandboxProvisioned); whether it was converted from the directory's sandbox row,
+ * which keeps the conversion when the block it made is deleted (the block row's type does not).
+ */
 export async function accountState(db: Knex, store: EventStore, config: Pick<Config, 'serviceDomain'>, accountId: string): Promise<AccountState> {
-  const [account, domains, blocks, accountEvents] = await Promise.all([
+  const [account, domains, blocks, accountEvents, sandboxRow] = await Promise.all([
     getAccount(db, accountId), listDomainsOfAccount(db, accountId), listBlocksOfAccount(db, accountId), store.readStream(streamName('account', accountId)),
+    getSandboxOfAccount(db, accountId),
   ]);
   const provisioned = [...accountEvents].reverse().find((e) => e.type === 'SandboxProvisioned');
   const sp = provisioned?.data as { handle?: string; domainId?: string; motorBlockId?: string } | undefined;
   const live = blocks.filter((b) => b.status !== 'deleted');
-  const sandboxBlock = sp?.motorBlockId ? live.find((b) => b.id === sp.motorBlockId) : undefined;
+  const sandboxBlock = sp?.motorBlockId ? blocks.find((b) => b.id === sp.motorBlockId) : undefined;
+  const convertedAt = sp && sandboxRow?.convertedAt ? new Date(sandboxRow.convertedAt).toISOString() : null;
   const production = live.filter((b) => b.type !== 'sandbox');
   const items = domains.map((r) => resourceOfRecord(r, config.serviceDomain)).map((d) => ({
     id: d.id, domain: d.domain, status: d.status, verified: d.verified, sendReady: d.sendReady, sandbox: d.sandbox, dkimMode: d.dkimMode,
@@ -119,7 +134,7 @@ export async function accountState(db: Knex, store: EventStore, config: Pick<Con
     },
     sandbox: {
       provisioned: !!sp, handle: sp?.handle ?? null, domainId: sp?.domainId ?? null, motorBlockId: sp?.motorBlockId ?? null,
-      converted: !!sp && !!sandboxBlock && sandboxBlock.type !== 'sandbox',
+      motorBlockStatus: sandboxBlock?.status ?? null, converted: convertedAt !== null, convertedAt,
     },
     nextStep, nextAction,
   };

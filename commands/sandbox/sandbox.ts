@@ -7,7 +7,7 @@ import { asDomainEvent, toEventData, type DomainAdded, type DomainEvent, type Sa
 import { isUuid, newId } from '../../domain/ids';
 import {
   ACCOUNT_SANDBOX_EVENTS, SANDBOX_BLOCK_EVENTS, assertConvertible, checkAllowlist, checkChannel, checkHandle, decideClaimHandle, decideConvert, decideProvision,
-  decideSetAllowlist, effectiveAllowlist, foldAccount, foldBlock, generatedHandle, sandboxDomainName, MAX_ALLOWLIST, type ProductionType,
+  decideSetAllowlist, effectiveAllowlist, foldAccount, foldBlock, generatedHandle, sandboxBlockName, sandboxDomainName, MAX_ALLOWLIST, type ProductionType,
 } from '../../domain/sandbox/sandbox';
 import { planOf, type Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -145,14 +145,31 @@ async function ensureSandboxResources(deps: SandboxDeps, s: SandboxProvisioned, 
       { type: 'DomainDnsChecked', data: { domainId: s.domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } },
     ];
   }, actor);
-  const blockRevision = await createStreamOnce(deps.store, streamName('motorBlock', s.motorBlockId), async () => [{
-    type: 'MotorBlockCreated',
-    data: {
-      motorBlockId: s.motorBlockId, accountId: s.accountId, name: `Sandbox ${s.handle}`, type: 'sandbox', domainId: s.domainId,
-      smtpUsername: newSmtpUsername(), authMethod: 'smtp_password', grantId: `account:${s.accountId}`, createdAt: at,
-    },
-  }], actor);
-  return { domainRevision, blockRevision };
+  return { domainRevision, blockRevision: await ensureSandboxBlock(deps, s, actor) };
+}
+
+/**
+ * The sandbox block is named under the account's block-names lock, as creates, renames and
+ * conversions name theirs (commands/blocks/accountBlocks.ts), and the lock is held until the
+ * directory shows it: a create racing with the provision either sees the sandbox block's name
+ * taken or has its own name seen here. Once the block exists, nothing is named and no lock is taken.
+ */
+async function ensureSandboxBlock(deps: SandboxDeps, s: SandboxProvisioned, actor: string): Promise<bigint> {
+  const stream = streamName('motorBlock', s.motorBlockId);
+  const existing = await deps.store.readStream(stream);
+  if (existing.length > 0) return existing[existing.length - 1].revision;
+  return withBlockNamesLock(deps.db, s.accountId, async (db) => {
+    const blocks = await listLiveBlocksOfAccount(db, s.accountId);
+    const revision = await createStreamOnce(deps.store, stream, async () => [{
+      type: 'MotorBlockCreated',
+      data: {
+        motorBlockId: s.motorBlockId, accountId: s.accountId, name: sandboxBlockName(s.handle, (n) => nameTaken(blocks, n)), type: 'sandbox', domainId: s.domainId,
+        smtpUsername: newSmtpUsername(), authMethod: 'smtp_password', grantId: `account:${s.accountId}`, createdAt: s.provisionedAt,
+      },
+    }], actor);
+    await awaitDirectoryRow(db, 'motor_blocks', s.motorBlockId, revision);
+    return revision;
+  });
 }
 
 export interface ProvisionBody { handle?: unknown; channel?: unknown }

@@ -153,14 +153,25 @@ const verificationLocked = () => fail('verification_locked', 429, 'Too many wron
 // ------------------------------------------------------------------------------ set-password
 export interface SetPassword { setupTokenHash: string; passwordHash: string; channel: string; now: Date }
 
-export function setPassword(s: UserState, c: SetPassword): UserEvent[] {
+/**
+ * Whether the presented setup token may set a password now (it is the pending one and has not
+ * expired); throws the refusal otherwise. Nothing is spent: the token is used up by PasswordSet.
+ * The handler asks this before it hashes the password, so a request with a wrong or stale token
+ * costs a stream read, not a scrypt.
+ */
+export function checkSetupToken(s: UserState, c: { setupTokenHash: string; now: Date }): { userId: string; accountId: string } {
   if (!s.exists || !s.userId || !s.accountId || !s.setup || !sameHash(s.setup.hash, c.setupTokenHash)) {
     throw fail('invalid_setup_token', 401, 'The setup token is invalid or was already used', { nextAction: 'Verify the address again (register, then verify-code)' });
   }
   if (c.now.getTime() >= s.setup.expiresAt) {
     throw fail('setup_token_expired', 401, 'The setup token has expired (30 minutes)', { nextAction: 'Verify the address again (register, then verify-code)' });
   }
-  return [{ type: 'PasswordSet', data: { userId: s.userId, accountId: s.accountId, passwordHash: c.passwordHash, channel: c.channel, setAt: c.now.toISOString() } }];
+  return { userId: s.userId, accountId: s.accountId };
+}
+
+export function setPassword(s: UserState, c: SetPassword): UserEvent[] {
+  const { userId, accountId } = checkSetupToken(s, c);
+  return [{ type: 'PasswordSet', data: { userId, accountId, passwordHash: c.passwordHash, channel: c.channel, setAt: c.now.toISOString() } }];
 }
 
 // ------------------------------------------------------------------------------ login

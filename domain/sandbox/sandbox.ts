@@ -49,6 +49,17 @@ export function generatedHandle(randomBytes: Uint8Array): string {
 
 export const sandboxDomainName = (handle: string, serviceDomain: string): string => `${handle}.sandbox.${serviceDomain}`;
 
+/**
+ * The sandbox block's name: `Sandbox <handle>`, unless another block of the account has that name
+ * (compared as block names are, by `taken`); then the first free of `Sandbox <handle> (2)`, `(3)`...
+ * The caller chose the handle, not the block's name, so a clash renames rather than refuses.
+ */
+export function sandboxBlockName(handle: string, taken: (name: string) => boolean): string {
+  const base = `Sandbox ${handle}`;
+  if (!taken(base)) return base;
+  for (let n = 2; ; n++) if (!taken(`${base} (${n})`)) return `${base} (${n})`;
+}
+
 // ---------------------------------------------------------------- account-<id>
 export interface AccountSandboxState {
   account: AccountCreated | null;

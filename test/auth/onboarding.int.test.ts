@@ -6,6 +6,7 @@ import { userIdOf } from '../../commands/auth/onboarding';
 import { USER_RULES } from '../../domain/account/user';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { newId } from '../../domain/ids';
+import { setupToken } from '../../commands/auth/secrets';
 import { systemIds } from '../../commands/auth/systemMail';
 import { getJson } from '../support/motor';
 import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
@@ -58,6 +59,32 @@ describe('onboarding: register → verify-code → set-password → login → re
     // The code mail is a message of the system block, like any other.
     const accepted = await h.motor.rt.db.withSchema('rm_directory').table('motor_blocks').where({ id: systemIds('no-reply@motor.test').motorBlockId }).first();
     expect(accepted).to.not.equal(undefined);
+  });
+
+  it('set-password checks the setup token before it hashes the password: a wrong one costs no scrypt, and does not spoil the right one', async () => {
+    const email = 'hasty@rcpt.test';
+    const before = h.mx.messages.length;
+    expect((await h.post('/api/auth/register', { email })).status).to.equal(200);
+    const v = await h.post('/api/auth/verify-code', { email, code: await h.codeFor(email, before) });
+    expect(v.status).to.equal(200);
+    // The process's CPU time (the API runs in this process): unlike wall time, other load on the
+    // machine does not move it. Eight wrong tokens, for a pending address and for an unknown one.
+    const cpuOf = async <T>(work: () => Promise<T>): Promise<{ result: T; ms: number }> => {
+      const start = process.cpuUsage();
+      const result = await work();
+      const used = process.cpuUsage(start);
+      return { result, ms: (used.user + used.system) / 1000 };
+    };
+    const wrong = await cpuOf(() => Promise.all(Array.from({ length: 8 }, (_, i) => h.post('/api/auth/set-password', {
+      email: i % 2 === 0 ? email : `nobody-${i}@rcpt.test`, password: PASSWORD, setupToken: setupToken(),
+    }))));
+    for (const r of wrong.result) expect([r.status, r.body.code]).to.deep.equal([401, 'invalid_setup_token']);
+    const right = await cpuOf(() => h.post('/api/auth/set-password', { email, password: PASSWORD, setupToken: v.body.data.setupToken }));
+    expect(right.result.status).to.equal(200);
+    // One scrypt (N=2^15, r=8, p=3) is most of a successful set-password. The eight refusals
+    // together cost less than that one (each under an eighth); hashed first (the bug), they cost
+    // eight scrypts, eight times as much.
+    expect(wrong.ms, `8 refused: ${wrong.ms} ms CPU, 1 accepted: ${right.ms} ms CPU`).to.be.below(right.ms);
   });
 
   it('login answers like set-password; wrong passwords are 401 invalid_credentials, unknown users too', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { USER_RULES, checkLoginAllowed, foldUser, login, register, setPassword, verifyCode, type UserEvent } from '../../domain/account/user';
+import { USER_RULES, checkLoginAllowed, checkSetupToken, foldUser, login, register, setPassword, verifyCode, type UserEvent } from '../../domain/account/user';
 import { foldSession, refresh, startSession } from '../../domain/account/session';
 import { isDomainError } from '../../domain/errors';
 
@@ -58,6 +58,14 @@ describe('user aggregate (unit)', () => {
     const set = setPassword(foldUser(verified), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', now: at(1000) });
     expect(set.map((e) => e.type)).to.deep.equal(['PasswordSet']);
     expect(codeOf(() => setPassword(foldUser([...verified, ...set]), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', now: at(2000) }))).to.equal('invalid_setup_token');
+  });
+
+  it('checkSetupToken (asked before the password is hashed) refuses as set-password does and returns the owner', () => {
+    const verified = [...registered(), ...verifyCode(foldUser(registered()), { codeHash: HASH('123456'), setupTokenHash: HASH('st'), now: T0 }).events];
+    expect(codeOf(() => checkSetupToken(foldUser(registered()), { setupTokenHash: HASH('st'), now: T0 }))).to.equal('invalid_setup_token');
+    expect(codeOf(() => checkSetupToken(foldUser(verified), { setupTokenHash: HASH('other'), now: T0 }))).to.equal('invalid_setup_token');
+    expect(codeOf(() => checkSetupToken(foldUser(verified), { setupTokenHash: HASH('st'), now: at(USER_RULES.setupTtlMs) }))).to.equal('setup_token_expired');
+    expect(checkSetupToken(foldUser(verified), { setupTokenHash: HASH('st'), now: at(1000) })).to.deep.equal({ userId: U, accountId: A });
   });
 
   it('login: slowed after 3 failures, locked for 15 minutes after 10', () => {

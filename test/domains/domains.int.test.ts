@@ -416,7 +416,7 @@ describe('domains (int)', function () {
     expect(s1).to.include({ accountId: b.accountId, nextStep: 'verify_domain' });
     expect(s1.domains).to.include({ total: 1, verified: 0, sendReady: 0 });
     expect(s1.motorBlocks).to.deep.include({ exists: true, total: 1, active: 1, production: 1 });
-    expect(s1.sandbox).to.deep.equal({ provisioned: false, handle: null, domainId: null, motorBlockId: null, converted: false });
+    expect(s1.sandbox).to.deep.equal({ provisioned: false, handle: null, domainId: null, motorBlockId: null, motorBlockStatus: null, converted: false, convertedAt: null });
     expect(s1.nextAction).to.include('verify');
     publish(h.dns, b.dnsRecords);
     const m = publicApi(motor, await motor.token(b, ['config.manage']));

@@ -40,6 +40,12 @@ describe('sandbox deciders (unit)', () => {
     expect(again).to.deep.equal({ events: [], sandbox: first.sandbox, created: false });
   });
 
+  it('the sandbox block is named Sandbox <handle>, or the first free Sandbox <handle> (n) when another block has that name', () => {
+    expect(sb.sandboxBlockName('acme', () => false)).to.equal('Sandbox acme');
+    const names = new Set(['sandbox acme', 'sandbox acme (2)']);
+    expect(sb.sandboxBlockName('acme', (n) => names.has(n.toLowerCase()))).to.equal('Sandbox acme (3)');
+  });
+
   it('handle claim: first wins, same account is a no-op, another account 409 sandbox_handle_taken', () => {
     const events = sb.decideClaimHandle(null, { handle: 'h', accountId: ACCOUNT, now });
     expect(events).to.have.length(1);

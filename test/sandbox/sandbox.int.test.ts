@@ -322,6 +322,66 @@ describe('Account sandbox (integration)', function () {
     expect([ok.status, ok.body.data?.motorBlockId]).to.deep.equal([200, sandboxBlockId]);
   });
 
+  it('GET /account/state: a converted sandbox stays converted after its block is deleted (the state says the block is gone)', async () => {
+    const acct = await h.bootstrapAccount('starter');
+    const t = await h.motor.token(acct, ['sandbox.manage', 'config.manage', 'config.read']);
+    const p = await postJson(h.url('/api/public/v1/account/sandbox/provision'), { handle: `g${uniq()}` }, bearer(t));
+    expect(p.status).to.equal(201);
+    const sandboxBlockId: string = p.body.data.motorBlockId;
+    const state = async () => (await getJson(h.url('/api/public/v1/account/state'), bearer(t))).body.data.sandbox;
+    expect(await state()).to.include({ provisioned: true, motorBlockId: sandboxBlockId, motorBlockStatus: 'active', converted: false, convertedAt: null });
+
+    const c = await postJson(h.url('/api/public/v1/account/sandbox/convert'), { domainId: acct.domainId, name: 'Gone soon' }, bearer(t));
+    expect(c.status).to.equal(200);
+    expect(await state()).to.include({ motorBlockId: sandboxBlockId, motorBlockStatus: 'active', converted: true, convertedAt: c.body.data.convertedAt });
+
+    const path = `/api/public/v1/account/motor-blocks/${sandboxBlockId}`;
+    expect((await postJson(h.url(`${path}/deactivate`), { confirm: true }, bearer(t))).status).to.equal(200);
+    const del = await fetch(h.url(path), { method: 'DELETE', headers: { 'content-type': 'application/json', ...bearer(t) }, body: JSON.stringify({ confirm: true, deleteHistory: true }) });
+    expect(del.status).to.equal(202);
+    await eventually(async () => (await getBlock(h.motor.rt.db, sandboxBlockId))?.status === 'deleted' || null, 30_000);
+
+    // The conversion happened; deleting the block it made does not undo it (it was false again).
+    const after = await state();
+    expect(after).to.deep.equal({
+      provisioned: true, handle: p.body.data.handle, domainId: p.body.data.domain.id, motorBlockId: sandboxBlockId, motorBlockStatus: 'deleted',
+      converted: true, convertedAt: c.body.data.convertedAt,
+    });
+    // The sandbox route agrees.
+    expect((await getJson(h.url('/api/public/v1/account/sandbox'), bearer(t))).body.data).to.include({ converted: true, convertedAt: c.body.data.convertedAt });
+  });
+
+  it('provision names its block under the account lock: a name another block has gets a suffix; a racing create of that name never makes two', async () => {
+    const namesOf = async (accountId: string) => (await listLiveBlocksOfAccount(h.motor.rt.db, accountId)).map((b) => b.name.toLowerCase());
+    const provision = (t: string, handle: string) => postJson(h.url('/api/public/v1/account/sandbox/provision'), { handle }, bearer(t));
+    const create = (t: string, domainId: string, name: string) =>
+      postJson(h.url('/api/public/v1/account/motor-blocks'), { name, domainId }, { ...bearer(t), 'Idempotency-Key': randomUUID() });
+
+    // One after the other: the create took the name first (in other capitals).
+    const acct = await h.bootstrapAccount('starter');
+    const t = await h.motor.token(acct, ['sandbox.manage', 'config.manage']);
+    const handle = `s${uniq()}`;
+    expect((await create(t, acct.domainId, `SANDBOX ${handle}`)).status).to.equal(201);
+    const p = await provision(t, handle);
+    expect(p.status).to.equal(201);
+    expect((await getBlock(h.motor.rt.db, p.body.data.motorBlockId))!.name).to.equal(`Sandbox ${handle} (2)`);
+    const names = await namesOf(acct.accountId);
+    expect(new Set(names).size, names.join(', ')).to.equal(names.length);
+
+    // At the same time: whichever names first, the other sees it.
+    for (let round = 0; round < 3; round++) {
+      const a = await h.bootstrapAccount('starter');
+      const ta = await h.motor.token(a, ['sandbox.manage', 'config.manage']);
+      const hd = `s${uniq()}`;
+      const [pr, cr] = await Promise.all([provision(ta, hd), create(ta, a.domainId, `Sandbox ${hd}`)]);
+      expect(pr.status).to.equal(201);
+      expect([201, 409], JSON.stringify(cr.body)).to.include(cr.status);
+      if (cr.status === 409) expect(cr.body.code).to.equal('motor_block_name_conflict');
+      const n = await namesOf(a.accountId);
+      expect(new Set(n).size, n.join(', ')).to.equal(n.length);
+    }
+  });
+
   it('convert and creates racing for the last slot of the plan: exactly one gets it (the same account lock)', async () => {
     // Plan starter allows 5: bootstrap's block and 3 created ones leave one slot.
     const acct = await h.bootstrapAccount('starter');
