@@ -120,7 +120,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
-  const authDelayCap = limiter.settings.maxDelayMs;
+  // AUTH may wait for a free attempt slot of its address, then sit out the slowdown (smtp/authLimiter.ts).
+  const authWaitCap = limiter.settings.slotWaitMs + limiter.settings.maxDelayMs;
 
   const refuse = (session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
     const r = replyFor(err);
@@ -162,7 +163,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
       const mechanism = auth.method;
-      within(hookTimeout + authDelayCap, authenticate(
+      within(hookTimeout + authWaitCap, authenticate(
         authDeps,
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
