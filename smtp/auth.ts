@@ -7,7 +7,7 @@ import { findBlockBySmtpUsername, type BlockRecord } from '../projections/direct
 import { isDeletedOrDeleting } from '../commands/blocks/deletionGuard';
 import type { DirectoryCache } from '../commands/directoryCache';
 import { activeAccessToken } from '../commands/oauth/authorization';
-import type { AuthLimiter } from './authLimiter';
+import type { AuthLimiter, AuthTicket } from './authLimiter';
 import { registeredCertificate } from './mtls';
 import { reply, type SmtpReply } from './replies';
 
@@ -103,17 +103,29 @@ async function liveBlockOf(deps: AuthDeps, username: string): Promise<BlockRecor
 
 export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<AuthOutcome> {
   const gate = await deps.limiter.gate(a.remoteAddress, a.username);
-  if (gate.kind === 'locked') {
-    const r = reply(454, '4.7.0', `Too many failed authentications from this address; try again in ${gate.retryAfterSeconds}s`);
+  if (gate.kind !== 'open') {
+    const r = gate.kind === 'locked'
+      ? reply(454, '4.7.0', `Too many failed authentications from this address; try again in ${gate.retryAfterSeconds}s`)
+      : reply(454, '4.7.0', 'Too many authentications from this address are in progress; try again in a moment');
     // The password is not looked at; the lookup only files the event where the block's owner sees it.
     const target = await liveBlockOf(deps, a.username);
     await recordFailure(deps, target?.id ?? null, a, 'locked_out');
     return { ok: false, reason: 'locked_out', reply: r };
   }
-  if (gate.delayMs > 0) await (deps.sleep ?? sleep)(gate.delayMs);
+  try {
+    return await check(deps, a, gate.delayMs, gate.ticket);
+  } catch (err) {
+    // No verdict (the directory or the store failed): the slot goes back, nothing is counted.
+    await deps.limiter.release(gate.ticket);
+    throw err;
+  }
+}
+
+async function check(deps: AuthDeps, a: AuthAttempt, delayMs: number, ticket: AuthTicket): Promise<AuthOutcome> {
+  if (delayMs > 0) await (deps.sleep ?? sleep)(delayMs);
 
   const block = await liveBlockOf(deps, a.username);
-  if (a.mechanism === 'XOAUTH2' || block?.authMethod === 'oauth2') return finish(deps, a, block, await checkToken(deps, a, block));
+  if (a.mechanism === 'XOAUTH2' || block?.authMethod === 'oauth2') return finish(deps, a, ticket, block, await checkToken(deps, a, block));
   const passwordOk = secretMatches(a.password, block?.smtpPasswordHash ?? DUMMY_HASH) && block?.smtpPasswordHash != null;
 
   let failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null = null;
@@ -133,16 +145,18 @@ export async function authenticate(deps: AuthDeps, a: AuthAttempt): Promise<Auth
     };
   }
 
-  return finish(deps, a, block, failure);
+  return finish(deps, a, ticket, block, failure);
 }
 
-async function finish(deps: AuthDeps, a: AuthAttempt, block: BlockRecord | null, failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null): Promise<AuthOutcome> {
+async function finish(
+  deps: AuthDeps, a: AuthAttempt, ticket: AuthTicket, block: BlockRecord | null, failure: { reason: SmtpAuthFailureReason; reply: SmtpReply } | null,
+): Promise<AuthOutcome> {
   if (failure) {
-    await deps.limiter.recordFailure(a.remoteAddress, a.username);
+    await deps.limiter.recordFailure(ticket);
     await recordFailure(deps, block?.id ?? null, a, failure.reason);
     return { ok: false, ...failure };
   }
-  await deps.limiter.recordSuccess(a.remoteAddress);
+  await deps.limiter.recordSuccess(ticket);
   return { ok: true, block: block! };
 }
 

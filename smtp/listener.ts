@@ -120,10 +120,11 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
-  const authDelayCap = limiter.settings.maxDelayMs;
+  // AUTH may wait for a free attempt slot of its address, then sit out the slowdown (smtp/authLimiter.ts).
+  const authWaitCap = limiter.settings.slotWaitMs + limiter.settings.maxDelayMs;
 
-  const refuse = (session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
-    const r = replyFor(err);
+  const refuse = (command: 'MAIL' | 'DATA', session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
+    const r = replyFor(err, command);
     const user = userOf(session);
     if (!isDomainError(err)) log.error({ err, session: session.id }, 'SMTP submission failed');
     else log.info({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId }, 'SMTP submission refused');
@@ -162,7 +163,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
       const mechanism = auth.method;
-      within(hookTimeout + authDelayCap, authenticate(
+      within(hookTimeout + authWaitCap, authenticate(
         authDeps,
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
@@ -196,13 +197,14 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       if (parameter) return cb(asError(reply(555, '5.5.4', `MAIL FROM parameter ${parameter} not recognized: the extension is not offered`)));
       const sender = address.address === '' ? { ok: true as const, address: '' } : envelopeAddress(address.address);
       if (!sender.ok && sender.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
-      if (!sender.ok) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
+      // smtp-server's parser is lenient (`app@localhost` passes): the send rules' address syntax, as at RCPT TO.
+      if (!sender.ok || (sender.address !== '' && !isValidAddress(sender.address))) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
       ceilings.delete(session.id);
       within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
         .then((ceiling) => {
           ceilings.set(session.id, ceiling);
           cb();
-        }, (err) => refuse(session, sender.address, 0, err, cb));
+        }, (err) => refuse('MAIL', session, sender.address, 0, err, cb));
     },
     onRcptTo(address, session, cb) {
       if (!userOf(session)) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
@@ -246,7 +248,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
           .then((s) => {
             log.debug({ session: session.id, messageId: s.messageId }, 'SMTP submission accepted');
             cb(null, `OK: queued as ${s.messageId}`);
-          }, (err) => refuse(session, envelope.mailFrom, envelope.rcptTo.length, err, cb));
+          }, (err) => refuse('DATA', session, envelope.mailFrom, envelope.rcptTo.length, err, cb));
       });
     },
   };

@@ -56,7 +56,18 @@ function quotaText(err: DomainError): string | null {
 /** One line of reply text: no CR/LF (the library also strips control characters as a backstop). */
 const oneLine = (s: string): string => s.replace(/[\r\n]+/g, ' ').slice(0, 400);
 
-export function replyFor(err: unknown): SmtpReply {
+/**
+ * The reply to the command `err` refused. The table's permanent refusals are DATA's `554`
+ * ("transaction failed"); at MAIL FROM they are `550` with the same enhanced code: RFC 5321
+ * section 4.3.2 gives MAIL 550 and 553 as its permanent failures, not 554, and 550 is the one for
+ * "command rejected for policy reasons" (a block that may not send, a domain without SPF and DKIM).
+ */
+export function replyFor(err: unknown, command: 'MAIL' | 'DATA' = 'DATA'): SmtpReply {
+  const r = replyForData(err);
+  return command === 'MAIL' && r.code === 554 ? { ...r, code: 550 } : r;
+}
+
+function replyForData(err: unknown): SmtpReply {
   // The message holds something the store can never keep: a retry would fail the same way.
   if (err instanceof InvalidEventDataError) return { code: 554, enhanced: '5.6.0', text: 'Message content cannot be stored' };
   if (!isDomainError(err)) return { ...TEMPORARY, text: 'Temporary local problem, please try again later' };

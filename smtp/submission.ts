@@ -55,11 +55,11 @@ export function envelopeAddress(address: string): { ok: true; address: string } 
  * MAIL FROM: the envelope sender must be an address of the block's domain, and the block must be
  * able to send (active, not marketing, DNS configured). The same checks as the send handler's,
  * asked early so the client learns before it transmits the message. Answers the most recipients
- * the transaction can have (the smallest send quota ceiling), which RCPT TO enforces.
+ * the transaction can have (the smallest send quota ceiling), which RCPT TO enforces. The address's
+ * syntax is the listener's to check (553 5.1.7) before it asks.
  */
 export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, mailFrom: string, now: Date): Promise<RecipientCeiling> {
   if (mailFrom === '') throw fail('from_domain_mismatch', 403, 'The null sender is not accepted for submission');
-  if (!isValidAddress(mailFrom)) throw fail('validation_error', 422, 'Bad sender address syntax');
   const probe: ValidSendRequest = {
     from: mailFrom, fromName: null, to: [], subject: '', text: null, html: null, headers: {}, metadata: {}, dryRun: true, bodySize: 0,
   };

@@ -44,10 +44,10 @@ describe('deleted Motor Block: SMTP login (int)', function () {
   it('a wrong password for a deleted block\'s username: 535, counted against the address, filed under smtpAuth-unknown; no smtpAuth-<block> stream comes back', async () => {
     const b = await h.newBlock();
     await deleteWithHistory(b);
-    const ipFailures = `${h.motor.rt.queuePrefix}:smtp:authfail:ip:127.0.0.1`;
-    const before = Number(await h.motor.rt.redis.get(ipFailures) ?? 0);
+    const ipFailures = () => h.motor.rt.smtpAuthLimiter.addressFailures('127.0.0.1');
+    const before = await ipFailures();
     expect(await loginFails(b.smtpUsername, 'not-the-password')).to.equal(535);
-    expect(Number(await h.motor.rt.redis.get(ipFailures))).to.equal(before + 1);
+    expect(await ipFailures()).to.equal(before + 1);
     expect(await h.motor.rt.store.readStream(streamName('smtpAuth', b.motorBlockId))).to.deep.equal([]);
     const unknown = await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'));
     const filed = unknown.find((e) => (e.data as { username: string }).username === b.smtpUsername);

@@ -42,6 +42,23 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
     }
   });
 
+  it('at MAIL FROM a permanent refusal is 550, not DATA\'s 554 (RFC 5321 4.3.2); 553, 451 and the enhanced codes stay', () => {
+    const table: Array<[string, number, number, string]> = [
+      ['from_domain_mismatch', 403, 553, '5.7.1'],
+      ['DOMAIN_DNS_INCOMPLETE', 403, 550, '5.7.1'],
+      ['use_comms_api', 403, 550, '5.7.1'],
+      ['motor_block_inactive', 403, 550, '5.7.1'],
+      ['invalid_api_key', 401, 550, '5.7.1'],
+      ['some_future_refusal', 403, 550, '5.7.1'],
+      ['rate_limited_block', 429, 451, '4.7.1'],
+      ['some_future_outage', 503, 451, '4.3.0'],
+    ];
+    for (const [code, status, smtp, enhanced] of table) {
+      expect(replyFor(fail(code, status, 'm'), 'MAIL'), code).to.deep.include({ code: smtp, enhanced });
+    }
+    expect(replyFor(new Error('down'), 'MAIL')).to.deep.include({ code: 451, enhanced: '4.3.0' });
+  });
+
   it('anything else (store down, a bug) is a temporary 451 4.3.0 without internals', () => {
     const r = replyFor(new Error('connection refused 10.0.0.3:5432'));
     expect(r).to.deep.include({ code: 451, enhanced: '4.3.0' });

@@ -204,6 +204,27 @@ describe('SMTP submission (e2e)', function () {
     expect(refused.map((e) => (e.data as SmtpSubmissionRefused).code)).to.include('from_domain_mismatch');
   });
 
+  it('MAIL FROM refusals are MAIL replies (RFC 5321 4.3.2, RFC 3463): bad sender syntax 553 5.1.7, a sender the block may not use yet 550 5.7.1', async () => {
+    const c = await rawSession(h, block);
+    // smtp-server takes `localhost` as a domain; Motor's address rule (one label is no mail domain) does not.
+    expect(await c.command('MAIL FROM:<app@localhost>')).to.match(/^553 5\.1\.7 /);
+    expect(await c.command(`MAIL FROM:<app@${block.domain}>`)).to.match(/^250 /);
+    c.end();
+
+    // A block whose domain has no SPF and DKIM yet (DOMAIN_DNS_INCOMPLETE): a policy refusal of the sender, 550, not DATA's 554.
+    const b = await h.motor.bootstrap({ trustDns: false });
+    const domain = b.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+    const d = await rawSession(h, b);
+    const refusal = await d.command(`MAIL FROM:<app@${domain}>`);
+    d.end();
+    expect(refusal).to.match(/^550 5\.7\.1 /);
+    const refused = await eventually(async () => {
+      const events = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+      return events.length > 0 ? events : undefined;
+    });
+    expect(refused[0].data as SmtpSubmissionRefused).to.deep.include({ code: 'DOMAIN_DNS_INCOMPLETE', reply: refusal });
+  });
+
   it('HTTP and SMTP draw on the same quota: the ceiling is hit at the same total, with the exact 451 text', async () => {
     const b = await h.newBlock();
     await h.motor.setLimits(b.motorBlockId, { burst: 4, hourly: 100, daily: 1000 });

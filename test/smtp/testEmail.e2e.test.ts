@@ -62,7 +62,7 @@ describe('POST /v1/test-email (e2e)', function () {
 
   it('failed logins count against the caller\'s address, not the API host\'s: one tenant\'s wrong passwords never slow down or lock out another\'s test', async () => {
     const other = await h.newBlock();
-    const counter = (address: string) => h.motor.rt.redis.get(`${h.motor.rt.queuePrefix}:smtp:authfail:ip:${address}`);
+    const counter = (address: string) => h.motor.rt.smtpAuthLimiter.addressFailures(address);
     const apiHostBefore = await counter('127.0.0.1');
     const caller = { 'X-Forwarded-For': '198.51.100.7' };
     for (let i = 0; i < 3; i++) {
@@ -70,7 +70,7 @@ describe('POST /v1/test-email (e2e)', function () {
       expect(r.body.data, `attempt ${i + 1}`).to.include({ ok: false, failedStage: 'auth', error: 'authentication_failed', smtpCode: 535 });
       expect(r.body.data.smtpResponse).to.equal('535 5.7.8 Authentication credentials invalid');
     }
-    expect(await counter('198.51.100.7'), 'counted on the caller').to.equal('3');
+    expect(await counter('198.51.100.7'), 'counted on the caller').to.equal(3);
     expect(await counter('127.0.0.1'), 'not on the API host, whose connection every tenant\'s test shares').to.equal(apiHostBefore);
     const filed = (await h.motor.rt.store.readStream(streamName('smtpAuth', block.motorBlockId))).map((e) => e.data as { remoteAddress: string; reason: string });
     expect(filed.filter((f) => f.remoteAddress === '198.51.100.7').map((f) => f.reason)).to.deep.equal(['bad_password', 'bad_password', 'bad_password']);
