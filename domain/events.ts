@@ -162,7 +162,7 @@ export interface MotorBlockAuthMethodChanged {
 /** An authenticated SMTP submission was refused after DATA (quota, sender domain, DNS, block state, content). */
 export interface SmtpSubmissionRefused {
   motorBlockId: string;
-  /** The DomainError code (`rate_limited_block`, `from_domain_mismatch`, ...) or an SMTP-level one (`invalid_message`). */
+  /** The DomainError code (`rate_limited_block`, `from_domain_mismatch`, ...) or an SMTP-level one (`invalid_message`, `null_sender_not_allowed`). */
   code: string;
   /** The reply the client got, e.g. `451 4.7.1 Rate limit exceeded (burst): 3/3. Retry in 42s.` */
   reply: string;

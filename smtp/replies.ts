@@ -28,6 +28,8 @@ const TABLE: Record<string, Mapping> = {
   recipients_exceed_limit: { code: 552, enhanced: '5.5.3' },
   // Sender not allowed for this block (Postfix: "553 5.7.1 Sender address rejected: not owned by user").
   from_domain_mismatch: { code: 553, enhanced: '5.7.1' },
+  // MAIL FROM:<>: the null sender is for bounces (RFC 5321 §4.5.5), which Motor generates itself.
+  null_sender_not_allowed: { code: 553, enhanced: '5.7.1' },
   // The block or its domain cannot send until someone fixes it: permanent for this message.
   DOMAIN_DNS_INCOMPLETE: { code: 554, enhanced: '5.7.1' },
   use_comms_api: { code: 554, enhanced: '5.7.1' },

@@ -59,7 +59,7 @@ export function envelopeAddress(address: string): { ok: true; address: string } 
  * syntax is the listener's to check (553 5.1.7) before it asks.
  */
 export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, mailFrom: string, now: Date): Promise<RecipientCeiling> {
-  if (mailFrom === '') throw fail('from_domain_mismatch', 403, 'The null sender is not accepted for submission');
+  if (mailFrom === '') throw fail('null_sender_not_allowed', 403, 'The null sender is not accepted for submission');
   const probe: ValidSendRequest = {
     from: mailFrom, fromName: null, to: [], subject: '', text: null, html: null, headers: {}, metadata: {}, dryRun: true, bodySize: 0,
   };

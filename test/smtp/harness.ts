@@ -182,6 +182,22 @@ export class RawClient {
   }
 }
 
+/** A raw STARTTLS session authenticated as the block, for replies nodemailer hides (RCPT TO). */
+export async function rawSession(h: SmtpHarness, b: { smtpUsername: string; smtpPassword: string }): Promise<RawClient> {
+  const c = await RawClient.connect(h.port, false, h.ca);
+  const expect = async (p: Promise<string | null>, re: RegExp) => {
+    const r = await p;
+    if (!r || !re.test(r)) throw new Error(`unexpected reply ${JSON.stringify(r)} (wanted ${re})`);
+  };
+  await expect(c.reply(), /^220 /);
+  await expect(c.command('EHLO client.test'), /^250/);
+  await expect(c.command('STARTTLS'), /^220 /);
+  await c.startTls(h.ca);
+  await expect(c.command('EHLO client.test'), /^250/);
+  await expect(c.authPlain(b.smtpUsername, b.smtpPassword), /^235 /);
+  return c;
+}
+
 /** A minimal RFC 5322 message. */
 export function rfc822(o: { from: string; to: string; subject?: string; extraHeaders?: string[]; body?: string; messageId?: string | null }): string {
   const lines = [

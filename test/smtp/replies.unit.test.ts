@@ -25,6 +25,7 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
   it('maps every send error code to a reply code and enhanced code', () => {
     const table: Array<[string, number, number, string]> = [
       ['from_domain_mismatch', 403, 553, '5.7.1'],
+      ['null_sender_not_allowed', 403, 553, '5.7.1'],
       ['DOMAIN_DNS_INCOMPLETE', 403, 554, '5.7.1'],
       ['use_comms_api', 403, 554, '5.7.1'],
       ['motor_block_inactive', 403, 554, '5.7.1'],

@@ -9,19 +9,7 @@ import { generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { getBlock } from '../../projections/directory/queries';
 import { createResolver, mailauthResolver } from '../../workers/delivery/dns';
 import { awayFromMinuteEdge, eventually, getJson, postJson } from '../support/motor';
-import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
-
-/** A raw STARTTLS session authenticated as the block, for replies nodemailer hides (RCPT TO). */
-async function rawSession(h: SmtpHarness, b: { smtpUsername: string; smtpPassword: string }): Promise<RawClient> {
-  const c = await RawClient.connect(h.port, false, h.ca);
-  expect(await c.reply()).to.match(/^220 /);
-  expect(await c.command('EHLO client.test')).to.match(/^250/);
-  expect(await c.command('STARTTLS')).to.match(/^220 /);
-  await c.startTls(h.ca);
-  expect(await c.command('EHLO client.test')).to.match(/^250/);
-  expect(await c.authPlain(b.smtpUsername, b.smtpPassword)).to.match(/^235 /);
-  return c;
-}
+import { rawSession, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
 
 const secondsToNextUtcHour = () => Math.ceil((Math.floor(Date.now() / 3_600_000 + 1) * 3_600_000 - Date.now()) / 1000);
 
@@ -223,6 +211,22 @@ describe('SMTP submission (e2e)', function () {
       return events.length > 0 ? events : undefined;
     });
     expect(refused[0].data as SmtpSubmissionRefused).to.deep.include({ code: 'DOMAIN_DNS_INCOMPLETE', reply: refusal });
+  });
+
+  it('the null sender MAIL FROM:<> is 553 5.7.1, recorded as null_sender_not_allowed (no domain to mismatch)', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    const refusal = await c.command('MAIL FROM:<>');
+    // The session goes on: a real sender is taken after it.
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    c.end();
+    expect(refusal).to.match(/^553 5\.7\.1 /);
+    const refused = await eventually(async () => {
+      const events = await h.motor.rt.store.readStream(streamName('smtpSubmission', b.motorBlockId));
+      return events.length > 0 ? events : undefined;
+    });
+    expect(refused.map((e) => e.data as SmtpSubmissionRefused)).to.have.length(1);
+    expect(refused[0].data as SmtpSubmissionRefused).to.deep.include({ code: 'null_sender_not_allowed', reply: refusal, envelopeFrom: '', recipientCount: 0 });
   });
 
   it('HTTP and SMTP draw on the same quota: the ceiling is hit at the same total, with the exact 451 text', async () => {
