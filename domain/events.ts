@@ -159,7 +159,10 @@ export interface MotorBlockAuthMethodChanged {
 }
 
 // ---------------------------------------------------------------- smtpSubmission-<motorBlockId>
-/** An authenticated SMTP submission was refused after DATA (quota, sender domain, DNS, block state, content). */
+/**
+ * An authenticated SMTP submission was refused: at MAIL FROM (sender domain, DNS, block state, the
+ * null sender), at RCPT TO (sandbox allowlist, Free-plan recipients) or after DATA (quota, content).
+ */
 export interface SmtpSubmissionRefused {
   motorBlockId: string;
   /** The DomainError code (`rate_limited_block`, `from_domain_mismatch`, ...) or an SMTP-level one (`invalid_message`, `null_sender_not_allowed`). */
@@ -167,6 +170,7 @@ export interface SmtpSubmissionRefused {
   /** The reply the client got, e.g. `451 4.7.1 Rate limit exceeded (burst): 3/3. Retry in 42s.` */
   reply: string;
   envelopeFrom: string;
+  /** The recipients refused: 0 at MAIL FROM, 1 at RCPT TO, the envelope's at DATA. */
   recipientCount: number;
   remoteAddress: string;
   at: Iso;

@@ -11,7 +11,7 @@ import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { KnownClients, SubmissionServer } from './server';
-import { checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
+import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
@@ -23,7 +23,8 @@ import { peerCertificateOf } from './mtls';
  * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
- * the ceiling) → DATA (size capped by the library, then smtp/submission.ts).
+ * the ceiling; sandbox and Free-plan recipient rules) → DATA (size capped by the library, then
+ * smtp/submission.ts).
  */
 
 export interface SmtpDeps {
@@ -62,7 +63,7 @@ export interface SmtpSettings {
   maxAuthFailuresPerSession?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
-  /** Deadlines of the AUTH and MAIL FROM hooks, and of the DATA hook (ms). */
+  /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
   hookTimeoutMs?: number;
   dataTimeoutMs?: number;
 }
@@ -90,6 +91,11 @@ const asError = (r: SmtpReply) => smtpError(r);
 const NOT_OFFERED = ['SMTPUTF8', 'REQUIRETLS'];
 const notOffered = (args: object | false): string | undefined => (args ? Object.keys(args).find((k) => NOT_OFFERED.includes(k)) : undefined);
 const NON_ASCII = 'Non-ASCII addresses are not permitted: SMTPUTF8 is not offered';
+/** An envelope address the hooks accepted, in its ASCII form (internationalized domains in A-labels). */
+const ascii = (a: string): string => {
+  const e = envelopeAddress(a);
+  return e.ok ? e.address : a;
+};
 
 /**
  * Every hook has a deadline (a hung store or Redis must not hold sessions forever). A DATA that
@@ -123,7 +129,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   // AUTH may wait for a free attempt slot of its address, then sit out the slowdown (smtp/authLimiter.ts).
   const authWaitCap = limiter.settings.slotWaitMs + limiter.settings.maxDelayMs;
 
-  const refuse = (command: 'MAIL' | 'DATA', session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
+  const refuse = (command: 'MAIL' | 'RCPT' | 'DATA', session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
     const r = replyFor(err, command);
     const user = userOf(session);
     if (!isDomainError(err)) log.error({ err, session: session.id }, 'SMTP submission failed');
@@ -207,7 +213,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         }, (err) => refuse('MAIL', session, sender.address, 0, err, cb));
     },
     onRcptTo(address, session, cb) {
-      if (!userOf(session)) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
+      const user = userOf(session);
+      if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
       const recipient = envelopeAddress(address.address);
       if (!recipient.ok && recipient.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
       if (!recipient.ok || !isValidAddress(recipient.address)) return cb(asError(reply(553, '5.1.3', 'Bad recipient address syntax')));
@@ -220,15 +227,15 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         const key = address.address.toLowerCase();
         if (!rcpts.some((r) => r.address.toLowerCase() === key)) return cb(asError(ceilingReply(ceiling)));
       }
-      cb();
+      // A recipient the block may not reach (sandbox allowlist, Free plan) is refused here, 550
+      // 5.7.1, and recorded as at MAIL FROM (one recipient); the others of the transaction go on.
+      const envelopeFrom = session.envelope.mailFrom ? ascii(session.envelope.mailFrom.address) : '';
+      within(hookTimeout, checkEnvelopeRecipient(deps.send, user.motorBlockId, recipient.address))
+        .then(() => cb(), (err) => refuse('RCPT', session, envelopeFrom, 1, err, cb));
     },
     onData(stream, session, cb) {
       // smtp-server resets session.envelope after this callback: copy it first, in the ASCII form
       // the MAIL FROM and RCPT TO hooks checked (internationalized domains in A-labels).
-      const ascii = (a: string): string => {
-        const e = envelopeAddress(a);
-        return e.ok ? e.address : a;
-      };
       const envelope = {
         mailFrom: session.envelope.mailFrom ? ascii(session.envelope.mailFrom.address) : '',
         rcptTo: session.envelope.rcptTo.map((r) => ascii(r.address)),

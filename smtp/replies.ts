@@ -60,13 +60,14 @@ const oneLine = (s: string): string => s.replace(/[\r\n]+/g, ' ').slice(0, 400);
 
 /**
  * The reply to the command `err` refused. The table's permanent refusals are DATA's `554`
- * ("transaction failed"); at MAIL FROM they are `550` with the same enhanced code: RFC 5321
- * section 4.3.2 gives MAIL 550 and 553 as its permanent failures, not 554, and 550 is the one for
- * "command rejected for policy reasons" (a block that may not send, a domain without SPF and DKIM).
+ * ("transaction failed"); at MAIL FROM and RCPT TO they are `550` with the same enhanced code: RFC
+ * 5321 section 4.3.2 gives neither command 554, and 550 is the one for "command rejected for policy
+ * reasons" (a block that may not send, a domain without SPF and DKIM, a recipient outside the
+ * sandbox allowlist or the Free plan's permitted recipients).
  */
-export function replyFor(err: unknown, command: 'MAIL' | 'DATA' = 'DATA'): SmtpReply {
+export function replyFor(err: unknown, command: 'MAIL' | 'RCPT' | 'DATA' = 'DATA'): SmtpReply {
   const r = replyForData(err);
-  return command === 'MAIL' && r.code === 554 ? { ...r, code: 550 } : r;
+  return command !== 'DATA' && r.code === 554 ? { ...r, code: 550 } : r;
 }
 
 function replyForData(err: unknown): SmtpReply {

@@ -9,6 +9,7 @@ import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '
 import { checkSend, recipientCeilingOf, sendMessage, type SendDeps } from '../commands/send/sendMessage';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { deletionRefusal } from '../commands/blocks/deletionGuard';
+import { checkRecipientPermissions } from '../commands/sandbox/recipientRules';
 import { decodeMessage, normalizeLineEndings, prepareMessage, refuseLongLines } from './message';
 import { formatReply, type SmtpReply } from './replies';
 
@@ -65,6 +66,20 @@ export async function checkEnvelopeSender(deps: SendDeps, motorBlockId: string, 
   };
   const checked = await checkSend(deps, { motorBlockId, body: {}, idempotencyKey: null, source: 'smtp', now, validated: probe });
   return recipientCeilingOf(deps, checked, now);
+}
+
+/**
+ * RCPT TO: the send path's recipient rules (sandbox allowlist, Free-plan recipients;
+ * commands/sandbox/recipientRules.ts) for one recipient, so the client learns which recipient is
+ * refused and the message can go to the others. The same DirectoryCache reads as DATA's check
+ * (block, account, allowlist, confirmed free recipients): within the cache's lifetime a RCPT costs
+ * no query, and never an event store read. DATA asks again for the whole envelope (checkSend): the
+ * allowlist or the plan may change in between. A block gone since MAIL FROM is left to DATA,
+ * which refuses it with its own code.
+ */
+export async function checkEnvelopeRecipient(deps: Pick<SendDeps, 'directory'>, motorBlockId: string, rcptTo: string): Promise<void> {
+  const block = await deps.directory.block(motorBlockId);
+  if (block) await checkRecipientPermissions(deps.directory, block, [rcptTo]);
 }
 
 export interface Submitted { messageId: string; smtpMessageId: string }

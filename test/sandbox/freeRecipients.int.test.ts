@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { simpleParser } from 'mailparser';
 import { systemIds } from '../../commands/auth/systemMail';
 import { streamName } from '../../domain/eventStore';
-import type { FreeRecipientRequested, SmtpSubmissionRefused } from '../../domain/events';
+import type { FreeRecipientRequested, MessageAccepted, SmtpSubmissionRefused } from '../../domain/events';
 import { newId } from '../../domain/ids';
-import { transport } from '../smtp/harness';
+import { rawSession, rfc822, transport } from '../smtp/harness';
 import { bearer, eventually, getJson, postJson, startSandboxHarness, uniq, type SandboxHarness } from './harness';
 
 /**
@@ -56,7 +56,7 @@ describe('Free recipients (integration)', function () {
       const r = await ask(bad);
       expect([r.status, r.body.code], String(bad)).to.deep.equal([400, 'invalid_email']);
     }
-    const own = await ask(` ${acct.email.toUpperCase()} `);
+    const own = await ask(` ${acct.email} `);
     expect([own.status, own.body.code]).to.deep.equal([400, 'own_address']);
   });
 
@@ -160,20 +160,39 @@ describe('Free recipients (integration)', function () {
     expect(events.filter((e) => e.type === 'FreeRecipientConfirmed')).to.have.length(1);
   });
 
-  it('a confirmed address may receive: HTTP and SMTP pass; an unconfirmed one is refused over SMTP too', async () => {
+  it('a confirmed address may receive: HTTP and SMTP pass; an unconfirmed one is refused at its RCPT TO (550 5.7.1), the message goes to the others', async () => {
     const ok = await send([friend]);
     expect(ok.status).to.equal(200);
     await eventually(async () => h.mailsTo(friend).some((m) => m.includes('Subject: free plan')), 20_000);
+    const from = `app@${acct.domain}`;
 
+    const c = await rawSession(h, acct);
+    expect(await c.command(`MAIL FROM:<${from}>`)).to.match(/^250 /);
+    const refusal = await c.command('RCPT TO:<stranger@rcpt.test>');
+    expect(refusal).to.match(/^550 5\.7\.1 .*stranger@rcpt\.test/);
+    expect(await c.command(`RCPT TO:<${friend}>`)).to.match(/^250 /);
+    // The account's own address is permitted too.
+    expect(await c.command(`RCPT TO:<${acct.email}>`)).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const done = await c.command(`${rfc822({ from, to: friend, subject: 'smtp free rcpt' })}.`);
+    c.end();
+    expect(done).to.match(/^250 /);
+    const id = /queued as ([0-9a-f-]{36})/.exec(done!)![1];
+    expect(((await h.motor.rt.store.readStream(streamName('message', id)))[0].data as MessageAccepted).to).to.deep.equal([friend, acct.email]);
+    await eventually(async () => h.mailsTo(friend).some((m) => m.includes('Subject: smtp free rcpt')), 20_000);
+    expect(h.mailsTo('stranger@rcpt.test').some((m) => m.includes('Subject: smtp free rcpt'))).to.equal(false);
+    const refused = await eventually(async () => (await h.motor.rt.store.readStream(streamName('smtpSubmission', acct.motorBlockId)))
+      .map((e) => e.data as SmtpSubmissionRefused).find((e) => e.code === 'recipient_not_permitted'));
+    expect(refused).to.deep.include({ reply: refusal, envelopeFrom: from, recipientCount: 1 });
+
+    // A real client: every recipient refused is an envelope error, before any DATA.
     const t = transport(h, { user: acct.smtpUsername, pass: acct.smtpPassword });
-    const info = await t.sendMail({ from: `app@${acct.domain}`, to: friend, subject: 'smtp free', text: 'x' });
+    const info = await t.sendMail({ from, to: friend, subject: 'smtp free', text: 'x' });
     expect(info.response).to.match(/^250 /);
-    const err = await t.sendMail({ from: `app@${acct.domain}`, to: [friend, 'stranger@rcpt.test'], subject: 'smtp free', text: 'x' }).then(() => null, (e) => e);
+    const err = await t.sendMail({ from, to: ['stranger@rcpt.test'], subject: 'smtp free', text: 'x' }).then(() => null, (e) => e);
     t.close();
-    expect(err?.responseCode).to.equal(554);
-    expect(err.response).to.match(/stranger@rcpt\.test/);
-    await eventually(async () => (await h.motor.rt.store.readStream(streamName('smtpSubmission', acct.motorBlockId)))
-      .some((e) => (e.data as SmtpSubmissionRefused).code === 'recipient_not_permitted'));
+    expect(err?.code).to.equal('EENVELOPE');
+    expect(err?.responseCode).to.equal(550);
   });
 
   it('the limit: pending and confirmed both count; a new address over it is 409 recipient_limit', async () => {

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
-import type { SmtpSubmissionRefused } from '../../domain/events';
+import type { MessageAccepted, SmtpSubmissionRefused } from '../../domain/events';
 import { parseApiKey } from '../../domain/credentials/apiKeys';
-import { findApiKeyByPrefix, getBlock, listLiveBlocksOfAccount } from '../../projections/directory/queries';
-import { transport } from '../smtp/harness';
+import { findApiKeyByPrefix, getBlock, getSandboxAllowlist, listLiveBlocksOfAccount } from '../../projections/directory/queries';
+import { rawSession, rfc822, transport } from '../smtp/harness';
 import { bearer, eventually, getJson, postJson, startSandboxHarness, uniq, type SandboxHarness } from './harness';
 
 /**
@@ -182,23 +182,59 @@ describe('Account sandbox (integration)', function () {
     await eventually(async () => h.mailsTo('allowed@rcpt.test').some((m) => m.includes('Subject: sandbox')), 20_000);
   });
 
-  it('the allowlist is enforced on SMTP submission (554 5.7.1, SmtpSubmissionRefused), allowed recipients pass', async () => {
+  it('the allowlist is enforced on SMTP at RCPT TO (550 5.7.1, SmtpSubmissionRefused): the message goes to the allowed recipients only', async () => {
     const p = await postJson(h.url(`/api/motor-blocks/${motorBlockId}/smtp-password`), {}, bearer(user.token));
     expect(p.status).to.equal(200);
     smtpPassword = p.body.data.password;
     oldUsername = (await getBlock(h.motor.rt.db, motorBlockId))!.smtpUsername;
     await eventually(async () => (await getBlock(h.motor.rt.db, motorBlockId))?.smtpPasswordHash);
+    const from = `dev@${sandboxDomain}`;
 
+    // The refusal names the recipient at its RCPT TO (RFC 5321 4.3.2), not the whole message after DATA.
+    const c = await rawSession(h, { smtpUsername: oldUsername, smtpPassword });
+    expect(await c.command(`MAIL FROM:<${from}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<second@rcpt.test>')).to.match(/^250 /);
+    const refusal = await c.command('RCPT TO:<stranger@rcpt.test>');
+    expect(refusal).to.match(/^550 5\.7\.1 .*stranger@rcpt\.test/);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const done = await c.command(`${rfc822({ from, to: 'second@rcpt.test', subject: 'smtp sandbox rcpt' })}.`);
+    c.end();
+    expect(done).to.match(/^250 /);
+    const id = /queued as ([0-9a-f-]{36})/.exec(done!)![1];
+    expect(((await h.motor.rt.store.readStream(streamName('message', id)))[0].data as MessageAccepted).to).to.deep.equal(['second@rcpt.test']);
+    await eventually(async () => h.mailsTo('second@rcpt.test').some((m) => m.includes('Subject: smtp sandbox rcpt')), 20_000);
+    expect(h.mailsTo('stranger@rcpt.test').some((m) => m.includes('Subject: smtp sandbox rcpt'))).to.equal(false);
+
+    const refused = await eventually(async () => (await h.motor.rt.store.readStream(streamName('smtpSubmission', motorBlockId)))
+      .map((e) => e.data as SmtpSubmissionRefused).find((e) => e.code === 'sandbox_recipient_not_allowed'));
+    expect(refused).to.deep.include({ reply: refusal, envelopeFrom: from, recipientCount: 1 });
+
+    // A real client carries on with the accepted recipients and reports the refused one.
     const t = transport(h, { user: oldUsername, pass: smtpPassword });
-    const err = await t.sendMail({ from: `dev@${sandboxDomain}`, to: ['second@rcpt.test', 'stranger@rcpt.test'], subject: 'smtp sandbox', text: 'x' }).then(() => null, (e) => e);
-    expect(err?.responseCode).to.equal(554);
-    expect(err.response).to.match(/^554 5\.7\.1 .*stranger@rcpt\.test/);
-    await eventually(async () => (await h.motor.rt.store.readStream(streamName('smtpSubmission', motorBlockId)))
-      .some((e) => (e.data as SmtpSubmissionRefused).code === 'sandbox_recipient_not_allowed'));
-
-    const info = await t.sendMail({ from: `dev@${sandboxDomain}`, to: ['second@rcpt.test'], subject: 'smtp sandbox ok', text: 'x' });
+    const info = await t.sendMail({ from, to: ['second@rcpt.test', 'stranger@rcpt.test'], subject: 'smtp sandbox ok', text: 'x' });
+    const only = await t.sendMail({ from, to: ['second@rcpt.test'], subject: 'smtp sandbox ok', text: 'x' });
     t.close();
     expect(info.response).to.match(/^250 /);
+    expect(info.accepted).to.deep.equal(['second@rcpt.test']);
+    expect(info.rejected).to.deep.equal(['stranger@rcpt.test']);
+    expect(only.response).to.match(/^250 /);
+  });
+
+  it('an address taken off the allowlist between RCPT TO and DATA: DATA refuses the message (554 5.7.1)', async () => {
+    const set = (addresses: string[]) => h.patch('/api/developer/sandbox/outbound', { addresses }, bearer(user.token));
+    const listed = async () => (await getSandboxAllowlist(h.motor.rt.db, motorBlockId)) ?? [];
+    expect((await set(['allowed@rcpt.test', 'second@rcpt.test', 'third@rcpt.test'])).status).to.equal(200);
+    await eventually(async () => (await listed()).includes('third@rcpt.test'));
+    const from = `dev@${sandboxDomain}`;
+    const c = await rawSession(h, { smtpUsername: oldUsername, smtpPassword });
+    expect(await c.command(`MAIL FROM:<${from}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<third@rcpt.test>')).to.match(/^250 /);
+    expect((await set(['allowed@rcpt.test', 'second@rcpt.test'])).status).to.equal(200);
+    await eventually(async () => !(await listed()).includes('third@rcpt.test'));
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const refusal = await c.command(`${rfc822({ from, to: 'third@rcpt.test' })}.`);
+    c.end();
+    expect(refusal).to.match(/^554 5\.7\.1 .*third@rcpt\.test/);
   });
 
   it('convert: refuses a missing, malformed, unknown, unverified or sandbox domain', async () => {

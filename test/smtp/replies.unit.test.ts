@@ -60,6 +60,19 @@ describe('smtp/replies: DomainError → SMTP reply (unit)', () => {
     expect(replyFor(new Error('down'), 'MAIL')).to.deep.include({ code: 451, enhanced: '4.3.0' });
   });
 
+  it('at RCPT TO a permanent refusal of the recipient is 550 5.7.1 (RFC 5321 4.3.2), temporary ones stay 451', () => {
+    const table: Array<[string, number, number, string]> = [
+      ['sandbox_recipient_not_allowed', 403, 550, '5.7.1'],
+      ['recipient_not_permitted', 403, 550, '5.7.1'],
+      ['some_future_refusal', 403, 550, '5.7.1'],
+      ['some_future_outage', 503, 451, '4.3.0'],
+    ];
+    for (const [code, status, smtp, enhanced] of table) {
+      expect(replyFor(fail(code, status, 'm'), 'RCPT'), code).to.deep.include({ code: smtp, enhanced });
+    }
+    expect(replyFor(new Error('down'), 'RCPT')).to.deep.include({ code: 451, enhanced: '4.3.0' });
+  });
+
   it('anything else (store down, a bug) is a temporary 451 4.3.0 without internals', () => {
     const r = replyFor(new Error('connection refused 10.0.0.3:5432'));
     expect(r).to.deep.include({ code: 451, enhanced: '4.3.0' });
