@@ -17,8 +17,8 @@ import { loadBlock } from './grants';
  * own stream. Nothing here waits for the directory to show a recent write, so a projector that
  * lags (a replay, a slow host, a stopped projector role) cannot let a create past the limit.
  *
- * Callers hold the account's block lock (withBlockNamesLock): creates, renames and conversions
- * of one account run one at a time, so a listed id whose block stream does not exist is a create
+ * Callers hold the account's block lock (withBlockNamesLock): the commands that create or name a
+ * block of one account run one at a time, so a listed id whose block stream does not exist is a create
  * that failed between its two appends, not one under way, and is no block.
  */
 
@@ -41,7 +41,8 @@ const stateOf = (recorded: readonly RecordedEvent[]): AccountBlocks => {
 
 /**
  * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates,
- * renames and sandbox conversions of one account decide one at a time under a PostgreSQL advisory
+ * renames, sandbox conversions and the naming of the sandbox block at provisioning
+ * (commands/sandbox/sandbox.ts) of one account decide one at a time under a PostgreSQL advisory
  * lock, each on the streams as the previous one left them (readAccountBlocks). The lock holder
  * runs its directory reads on the lock's own connection (no second pool slot).
  */
@@ -56,7 +57,7 @@ export function withBlockNamesLock<T>(db: Knex, accountId: string, fn: (db: Knex
  * 503: the directory did not reach the account's listing marker in time, so the blocks of an
  * account made before this release cannot be listed yet; nothing was decided.
  */
-export const directoryUnavailable = () => fail('directory_unavailable', 503,
+const directoryUnavailable = () => fail('directory_unavailable', 503,
   'The directory is behind the event log, so this account\'s existing blocks cannot be counted yet; nothing was changed', {
     nextAction: `Retry in ${RETRY_AFTER_SECONDS} seconds`, details: { retryAfterSeconds: RETRY_AFTER_SECONDS },
   });
