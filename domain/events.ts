@@ -256,6 +256,21 @@ export interface SandboxConverted {
   previousSmtpUsername: string; smtpUsername: string; convertedAt: Iso;
 }
 
+// ---------------------------------------------------------------- account-<accountId>: its blocks (docs/BLOCKS.md "Plan limit")
+// The account's stream lists its blocks, so the plan limit and name uniqueness are decided on
+// streams (the account's, then each listed block's), never on the directory. A block's facts
+// (name, type, deleted) stay on its own stream; these events only say which blocks are the account's.
+/** From here on every block created in the account is recorded (AccountBlockAdded); the older ones follow in AccountBlocksListed. */
+export interface AccountBlockListingStarted { accountId: string; startedAt: Iso }
+/**
+ * The blocks the account had before its stream recorded them: on an account of an earlier release,
+ * read from the directory once it had projected the log up to AccountBlockListingStarted; [] on an
+ * account created since (recorded with AccountCreated).
+ */
+export interface AccountBlocksListed { accountId: string; motorBlockIds: string[]; listedAt: Iso }
+/** A block is being created in the account; appended before the block's own stream (a listed id whose stream never came is no block). */
+export interface AccountBlockAdded { accountId: string; motorBlockId: string; addedAt: Iso }
+
 // ---------------------------------------------------------------- freeRecipients-<accountId> (docs/SANDBOX.md)
 /** A confirmation link was issued for `email` (only the SHA-256 of its single-use token is recorded). */
 export interface FreeRecipientRequested {
@@ -421,6 +436,9 @@ export interface CampaignDeleted { campaignId: string; tenantId: string; at: Iso
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   AccountPlanChanged: AccountPlanChanged;
+  AccountBlockListingStarted: AccountBlockListingStarted;
+  AccountBlocksListed: AccountBlocksListed;
+  AccountBlockAdded: AccountBlockAdded;
   DomainAdded: DomainAdded;
   DomainOwnershipVerified: DomainOwnershipVerified;
   DomainDnsChecked: DomainDnsChecked;
@@ -518,6 +536,9 @@ export type EventType = keyof EventCatalogue;
 export const EVENT_TYPES: { [T in EventType]: { category: string; version: number } } = {
   AccountCreated: { category: 'account', version: 1 },
   AccountPlanChanged: { category: 'account', version: 1 },
+  AccountBlockListingStarted: { category: 'account', version: 1 },
+  AccountBlocksListed: { category: 'account', version: 1 },
+  AccountBlockAdded: { category: 'account', version: 1 },
   DomainAdded: { category: 'sendingDomain', version: 1 },
   DomainOwnershipVerified: { category: 'sendingDomain', version: 1 },
   DomainDnsChecked: { category: 'sendingDomain', version: 1 },

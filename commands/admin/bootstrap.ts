@@ -14,6 +14,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
 import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain';
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
+import { newAccountBlocks } from '../../domain/account/blocks';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 
 /**
@@ -88,7 +89,10 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   const append = (stream: string, events: DomainEvent[]) =>
     store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
 
-  await append(streamName('account', accountId), [{ type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }]);
+  // The account's list of its blocks starts with it, the block made below on it (docs/BLOCKS.md "Plan limit").
+  await append(streamName('account', accountId), [
+    { type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }, ...newAccountBlocks(accountId, [motorBlockId], input.now),
+  ]);
   const domainEvents: DomainEvent[] = [{
     type: 'DomainAdded',
     data: {

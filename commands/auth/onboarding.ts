@@ -4,6 +4,7 @@ import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore'
 import { fail, type DomainError } from '../../domain/errors';
 import { newId, uuidV5, type Clock } from '../../domain/ids';
 import { foldSession, refresh as decideRefresh, startSession, invalidRefreshToken, type SessionEvent } from '../../domain/account/session';
+import { newAccountBlocks } from '../../domain/account/blocks';
 import {
   USER_RULES, checkLoginAllowed, checkSetupToken, foldUser, login as decideLogin, register as decideRegister, setPassword as decideSetPassword,
   verifyCode as decideVerifyCode, type UserEvent,
@@ -157,9 +158,12 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
   // The account exists in the directory from the first password on (an unverified address never makes one).
   if (state.passwordHash === null && state.accountId) {
     try {
-      await deps.store.append(streamName('account', state.accountId), [toEventData(newId(), {
-        type: 'AccountCreated', data: { accountId: state.accountId, email, plan: deps.config.defaultPlan.name, createdAt: now.toISOString() },
-      } as DomainEvent, { actor: `user:${state.userId}` })], { expectedRevision: 'no_stream' });
+      const created: DomainEvent[] = [
+        { type: 'AccountCreated', data: { accountId: state.accountId, email, plan: deps.config.defaultPlan.name, createdAt: now.toISOString() } },
+        // An account without blocks: its list of them starts empty (docs/BLOCKS.md "Plan limit").
+        ...newAccountBlocks(state.accountId, [], now),
+      ];
+      await deps.store.append(streamName('account', state.accountId), created.map((e) => toEventData(newId(), e, { actor: `user:${state.userId}` })), { expectedRevision: 'no_stream' });
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
     }

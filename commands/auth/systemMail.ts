@@ -12,6 +12,7 @@ import { DirectoryCache } from '../directoryCache';
 import type { SendQuota } from '../quota/sendQuota';
 import { sendMessage } from '../send/sendMessage';
 import { SYSTEM_PLAN } from '../../domain/account/plan';
+import { newAccountBlocks } from '../../domain/account/blocks';
 
 /**
  * The service's own mail (verification codes, links) goes through the normal pipeline: a
@@ -59,6 +60,7 @@ export async function provisionSystemBlock(deps: SystemMailDeps, now: Date): Pro
   const at = now.toISOString();
   await appendIfAbsent(deps.store, streamName('account', ids.accountId), [
     { type: 'AccountCreated', data: { accountId: ids.accountId, email: deps.config.systemMailFrom, plan: SYSTEM_PLAN, createdAt: at } },
+    ...newAccountBlocks(ids.accountId, [ids.motorBlockId], now),
   ]);
   if ((await deps.store.readStream(streamName('sendingDomain', ids.domainId), { maxCount: 1 })).length === 0) {
     const dkim = await generateDkimKey('rsa-sha256');

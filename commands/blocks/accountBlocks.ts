@@ -4,15 +4,17 @@ import type { EventStore } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { isUuid, isUuidV4, newId, uuidV5, type Clock } from '../../domain/ids';
 import { grantOf } from '../../domain/motorBlock/grant';
+import { blocksCountedByPlan, nameTaken } from '../../domain/account/blocks';
 import {
-  deletionJobOf, errors, isManagedType, isProductionReady,
+  decide, deletionJobOf, errors, isManagedType, isProductionReady,
   type ManagedType, type MotorBlock, type MotorBlockCommand, type MotorBlockState,
 } from '../../domain/motorBlock/motorBlock';
 import { planOf, type Config } from '../../infra/config';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
-import { getAccount, getBlockDeletion, getDomain, listLiveBlocksOfAccount, type BlockDeletionRecord, type BlockRecord } from '../../projections/directory/queries';
+import { getBlockDeletion, getDomain, type BlockDeletionRecord } from '../../projections/directory/queries';
 import { newSmtpUsername } from '../admin/bootstrap';
 import { awaitDirectoryRow } from '../readYourWrites';
+import { readAccountBlocks, recordBlockAdded, withBlockNamesLock } from './accountBlockList';
 import { readDomainFacts } from './domainFacts';
 import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './grants';
 
@@ -93,30 +95,6 @@ export function checkIdConflict(pathId: string, queryId: string | undefined): vo
   }
 }
 
-/**
- * The blocks the plan's `maxBlocks` counts among the account's live blocks: all but the sandbox
- * block (docs/BLOCKS.md "Plan limit"). Creates and sandbox conversions both check against it.
- */
-export const blocksCountedByPlan = (blocks: BlockRecord[]): number => blocks.filter((b) => b.type !== 'sandbox').length;
-
-const nameKey = (n: string) => n.trim().toLowerCase();
-export const nameTaken = (blocks: BlockRecord[], name: string, except?: string) => blocks.some((b) => b.id !== except && nameKey(b.name) === nameKey(name));
-
-/**
- * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates,
- * renames, sandbox conversions and the sandbox block's creation (commands/sandbox/sandbox.ts) of
- * one account run one at a time under a PostgreSQL advisory
- * lock, and each waits until the directory shows its write before releasing it, so the next one
- * counts and compares against it. The lock holder runs its reads on the lock's own connection (no
- * second pool slot).
- */
-export function withBlockNamesLock<T>(db: Knex, accountId: string, fn: (db: Knex) => Promise<T>): Promise<T> {
-  return db.transaction(async (trx) => {
-    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`motor:block-names:${accountId}`]);
-    return fn(trx);
-  });
-}
-
 const withAccountLock = <T>(deps: BlockDeps, accountId: string, fn: (deps: BlockDeps) => Promise<T>): Promise<T> =>
   withBlockNamesLock(deps.db, accountId, (db) => fn({ ...deps, db }));
 
@@ -125,7 +103,24 @@ async function run(
   deps: BlockDeps, caller: Caller, motorBlockId: string,
   command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
-  const { revision, ...r } = await decideOnBlock(deps.store, caller.actor, motorBlockId, command);
+  return awaitWritten(deps, motorBlockId, await decideOnBlock(deps.store, caller.actor, motorBlockId, command));
+}
+
+/**
+ * `run` for the commands that look at the account's other blocks (create, rename): decided under
+ * the account's lock, on the streams (readAccountBlocks), then the read-your-writes wait once the
+ * lock is released. The next command of the account does not need the directory to show this
+ * write, so a lagging projector does not hold the lock.
+ */
+async function runLocked(
+  deps: BlockDeps, caller: Caller, motorBlockId: string,
+  command: (locked: BlockDeps, state: MotorBlockState) => Promise<MotorBlockCommand>,
+): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
+  const decided = await withAccountLock(deps, caller.accountId, (locked) => decideOnBlock(deps.store, caller.actor, motorBlockId, (state) => command(locked, state)));
+  return awaitWritten(deps, motorBlockId, decided);
+}
+
+async function awaitWritten(deps: BlockDeps, motorBlockId: string, { revision, ...r }: Awaited<ReturnType<typeof decideOnBlock>>) {
   if (revision !== null) await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, revision);
   return r;
 }
@@ -176,34 +171,43 @@ export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateB
   const motorBlockId = uuidV5(`motorBlock:${caller.accountId}:${key}`);
   const now = deps.clock.now();
 
-  const decideCreate = (deps: BlockDeps) => run(deps, caller, motorBlockId, async (state) => {
-    const base = {
-      motorBlockId, accountId: caller.accountId, grantId: grantOf(caller), name, blockType: type, description, domainId,
-      smtpUsername: newSmtpUsername(), idempotencyKey: key, inputFingerprint: fingerprint, now,
-    };
-    // A retry needs no context: the decider compares fingerprints.
-    if (state !== null) return { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false } };
-    const [domain, blocks, account] = await Promise.all([
-      readDomainFacts(deps.store, domainId), listLiveBlocksOfAccount(deps.db, caller.accountId), getAccount(deps.db, caller.accountId),
-    ]);
-    return {
-      type: 'CreateMotorBlock', data: base,
-      context: { domain, liveBlocks: blocksCountedByPlan(blocks), maxBlocks: planOf(deps.config, account?.plan ?? null).plan.maxBlocks, nameTaken: nameTaken(blocks, name) },
-    };
-  });
-  // A retry of a key already used needs no lock; a new block is created under the account's lock.
-  const retry = (await loadBlock(deps.store, motorBlockId)).state !== null;
-  const r = retry ? await decideCreate(deps) : await withAccountLock(deps, caller.accountId, decideCreate);
+  const base = {
+    motorBlockId, accountId: caller.accountId, grantId: grantOf(caller), name, blockType: type, description, domainId,
+    smtpUsername: newSmtpUsername(), idempotencyKey: key, inputFingerprint: fingerprint, now,
+  };
+  // A retry needs no context: the decider compares fingerprints.
+  const retryCommand: MotorBlockCommand = { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false } };
+  // A retry of a key already used needs no lock; a new block is decided under the account's lock.
+  const r = (await loadBlock(deps.store, motorBlockId)).state !== null
+    ? await run(deps, caller, motorBlockId, async () => retryCommand)
+    : await runLocked(deps, caller, motorBlockId, async (locked, state) => {
+      if (state !== null) return retryCommand;
+      const [domain, account] = await Promise.all([
+        readDomainFacts(deps.store, domainId), readAccountBlocks(locked, caller.accountId, caller.actor, now),
+      ]);
+      const command: MotorBlockCommand = {
+        type: 'CreateMotorBlock', data: base,
+        context: {
+          domain, liveBlocks: blocksCountedByPlan(account.blocks), maxBlocks: planOf(deps.config, account.plan).plan.maxBlocks, nameTaken: nameTaken(account.blocks, name),
+        },
+      };
+      // A refused create records nothing; an accepted one is on the account's list before its
+      // stream exists, so no later create of the account can miss it.
+      decide(command, null);
+      await recordBlockAdded(deps.store, caller.accountId, motorBlockId, caller.actor, now);
+      return command;
+    });
   return { block: await dto(deps, r.after!), created: r.appended };
 }
 
 export async function renameBlock(deps: BlockDeps, caller: Caller, id: string, body: { name?: unknown }): Promise<MotorBlockDto> {
   await assertGrantCovers(deps.store, caller, id);
   const name = checkBlockName(body?.name);
-  const r = await withAccountLock(deps, caller.accountId, (deps) => run(deps, caller, id, async () => ({
-    type: 'RenameMotorBlock', data: { name, now: deps.clock.now() },
-    context: { nameTaken: nameTaken(await listLiveBlocksOfAccount(deps.db, caller.accountId), name, id) },
-  })));
+  const now = deps.clock.now();
+  const r = await runLocked(deps, caller, id, async (locked) => ({
+    type: 'RenameMotorBlock', data: { name, now },
+    context: { nameTaken: nameTaken((await readAccountBlocks(locked, caller.accountId, caller.actor, now)).blocks, name, id) },
+  }));
   return dto(deps, r.after!);
 }
 

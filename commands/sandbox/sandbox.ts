@@ -12,12 +12,13 @@ import {
 import { planOf, type Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import {
-  getAccount, getDomain, getSandboxAllowlist, getSandboxOfAccount, hasActiveProductionBlock, listLiveBlocksOfAccount,
+  getAccount, getDomain, getSandboxAllowlist, getSandboxOfAccount, hasActiveProductionBlock,
 } from '../../projections/directory/queries';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor, newSmtpUsername } from '../admin/bootstrap';
 import { checkName } from '../auth/credentials';
-import { blocksCountedByPlan, nameTaken, withBlockNamesLock } from '../blocks/accountBlocks';
+import { blocksCountedByPlan, nameTaken } from '../../domain/account/blocks';
+import { readAccountBlocks, withBlockNamesLock } from '../blocks/accountBlockList';
 import { decideAndAppend, load, type Contention } from '../auth/streams';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 import { awaitDirectoryRow } from '../readYourWrites';
@@ -126,7 +127,7 @@ async function createStreamOnce(store: EventStore, stream: string, events: () =>
  * (the first one creates, the others find them), so a provision interrupted between the account
  * append and these completes on the next call.
  */
-async function ensureSandboxResources(deps: SandboxDeps, s: SandboxProvisioned, actor: string): Promise<{ domainRevision: bigint; blockRevision: bigint }> {
+async function ensureSandboxResources(deps: SandboxDeps, s: SandboxProvisioned, actor: string, now: Date): Promise<{ domainRevision: bigint; blockRevision: bigint }> {
   const at = s.provisionedAt;
   const name = sandboxDomainName(s.handle, deps.config.serviceDomain);
   const domainRevision = await createStreamOnce(deps.store, streamName('sendingDomain', s.domainId), async () => {
@@ -145,30 +146,29 @@ async function ensureSandboxResources(deps: SandboxDeps, s: SandboxProvisioned, 
       { type: 'DomainDnsChecked', data: { domainId: s.domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } },
     ];
   }, actor);
-  return { domainRevision, blockRevision: await ensureSandboxBlock(deps, s, actor) };
+  return { domainRevision, blockRevision: await ensureSandboxBlock(deps, s, actor, now) };
 }
 
 /**
- * The sandbox block is named under the account's block-names lock, as creates, renames and
- * conversions name theirs (commands/blocks/accountBlocks.ts), and the lock is held until the
- * directory shows it: a create racing with the provision either sees the sandbox block's name
- * taken or has its own name seen here. Once the block exists, nothing is named and no lock is taken.
+ * The sandbox block is named under the account's block-names lock, on the account's and its
+ * blocks' streams, as creates, renames and conversions name theirs (commands/blocks/accountBlockList.ts):
+ * a create racing with the provision either sees the sandbox block's name taken or has its own
+ * name seen here. The block is on the account's list already (SandboxProvisioned). Once the block
+ * exists, nothing is named and no lock is taken.
  */
-async function ensureSandboxBlock(deps: SandboxDeps, s: SandboxProvisioned, actor: string): Promise<bigint> {
+async function ensureSandboxBlock(deps: SandboxDeps, s: SandboxProvisioned, actor: string, now: Date): Promise<bigint> {
   const stream = streamName('motorBlock', s.motorBlockId);
   const existing = await deps.store.readStream(stream);
   if (existing.length > 0) return existing[existing.length - 1].revision;
   return withBlockNamesLock(deps.db, s.accountId, async (db) => {
-    const blocks = await listLiveBlocksOfAccount(db, s.accountId);
-    const revision = await createStreamOnce(deps.store, stream, async () => [{
+    const { blocks } = await readAccountBlocks({ store: deps.store, db }, s.accountId, actor, now);
+    return createStreamOnce(deps.store, stream, async () => [{
       type: 'MotorBlockCreated',
       data: {
         motorBlockId: s.motorBlockId, accountId: s.accountId, name: sandboxBlockName(s.handle, (n) => nameTaken(blocks, n)), type: 'sandbox', domainId: s.domainId,
         smtpUsername: newSmtpUsername(), authMethod: 'smtp_password', grantId: `account:${s.accountId}`, createdAt: s.provisionedAt,
       },
     }], actor);
-    await awaitDirectoryRow(db, 'motor_blocks', s.motorBlockId, revision);
-    return revision;
   });
 }
 
@@ -207,7 +207,7 @@ export async function provisionSandbox(deps: SandboxDeps, a: SandboxActor, body:
     accountRevision = d.revision ?? 'no_stream';
     created = d.appended.length > 0;
   }
-  const revisions = await ensureSandboxResources(deps, sandbox!, a.actor);
+  const revisions = await ensureSandboxResources(deps, sandbox!, a.actor, now);
   await Promise.all([
     awaitDirectoryRow(deps.db, 'domains', sandbox!.domainId, revisions.domainRevision),
     awaitDirectoryRow(deps.db, 'motor_blocks', sandbox!.motorBlockId, revisions.blockRevision),
@@ -290,22 +290,22 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   // An id in capitals is the same id (docs/ARCHITECTURE.md "Ids in paths"): streams are named by the lower-case spelling.
   const target = await conversionTarget(deps.store, a.accountId, body.domainId.toLowerCase());
   // The block becomes a production block with a production name: the plan limit and the name are
-  // checked under the account's block-names lock, as creates (and renames) check them, so a create
-  // and a conversion racing cannot both take the last slot or the same name.
+  // checked under the account's block-names lock on the account's and the blocks' streams, as
+  // creates (and renames) check them, so a create and a conversion racing cannot both take the last
+  // slot or the same name, however far behind the directory is.
   const event = await withBlockNamesLock(deps.db, a.accountId, async (db) => {
-    const [blocks, account] = await Promise.all([listLiveBlocksOfAccount(db, a.accountId), getAccount(db, a.accountId)]);
-    const maxBlocks = planOf(deps.config, account?.plan ?? null).plan.maxBlocks;
-    const converted = await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
+    const { plan, blocks } = await readAccountBlocks({ store: deps.store, db }, a.accountId, a.actor, now);
+    const maxBlocks = planOf(deps.config, plan).plan.maxBlocks;
+    return decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
       const events = decideConvert(s, {
         accountId: a.accountId, target, name, type, newSmtpUsername: newSmtpUsername(), now,
         liveBlocks: blocksCountedByPlan(blocks), maxBlocks, nameTaken: (n) => nameTaken(blocks, n, sandbox.motorBlockId),
       });
       return { events, result: events[0].data };
     }, a.actor, SANDBOX_CONTENTION);
-    const last = await deps.store.readStream(stream);
-    await awaitDirectoryRow(db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
-    return converted;
   });
+  const last = await deps.store.readStream(stream);
+  await awaitDirectoryRow(deps.db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
   return {
     motorBlockId: event.motorBlockId, name: event.name, type: event.type, domain: { id: target.domainId, name: target.name },
     previousSmtpUsername: event.previousSmtpUsername, smtpUsername: event.smtpUsername,

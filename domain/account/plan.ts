@@ -4,8 +4,9 @@ import type { DomainEvent } from '../events';
 /**
  * An account's plan tier (stream `account-<uuid>`): AccountCreated sets it, AccountPlanChanged
  * (the operator's `npm run cli -- account set-plan`) replaces it. The plan decides the account's
- * ceilings, retention, `maxBlocks` and the Free-plan recipient rule; every reader takes it from the
- * directory's `accounts.plan`, which follows these events. Pure: the names of the plans this
+ * ceilings, retention, `maxBlocks` and the Free-plan recipient rule. The plan limit folds it from
+ * the stream (domain/account/blocks.ts); every other reader takes it from the directory's
+ * `accounts.plan`, which follows these events. Pure: the names of the plans this
  * deployment knows (config.plans) and the clock come in as arguments.
  */
 

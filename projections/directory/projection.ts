@@ -184,7 +184,11 @@ export const DIRECTORY_MIGRATIONS = [
 ];
 
 export const DIRECTORY_EVENTS = [
-  'AccountCreated', 'AccountPlanChanged', 'DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked', 'DomainDkimKeyRotated',
+  'AccountCreated', 'AccountPlanChanged',
+  // Nothing to apply; the account row's revision follows them, and the listing of an older
+  // account's blocks waits for that (commands/blocks/accountBlockList.ts).
+  'AccountBlockListingStarted', 'AccountBlocksListed', 'AccountBlockAdded',
+  'DomainAdded', 'DomainOwnershipVerified', 'DomainDnsChecked', 'DomainDkimKeyRotated',
   'MotorBlockCreated', 'MotorBlockLimitsSet', 'MotorBlockDeactivated', 'MotorBlockReactivated', 'SmtpPasswordSet',
   // block lifecycle (docs/BLOCKS.md)
   'MotorBlockRenamed', 'MotorBlockTypeChanged', 'MotorBlockDomainAssigned', 'MotorBlockDeletionRequested',
@@ -222,7 +226,7 @@ async function applyEvent(trx: Knex.Transaction, schema: string, event: DomainEv
       return;
     }
     case 'AccountPlanChanged':
-      // Every reader of the plan (ceilings, retention, maxBlocks, the Free-plan rule) reads this column.
+      // Every reader of the plan but the block limit (ceilings, retention, the Free-plan rule) reads this column.
       await t('accounts').where({ id: event.data.accountId }).update({ plan: event.data.plan });
       return;
     case 'DomainAdded': {

@@ -55,7 +55,9 @@ describe('onboarding: register → verify-code → set-password → login → re
     expect(events.map((e) => e.type)).to.deep.equal(['AccountRegistered', 'VerificationCodeIssued', 'EmailVerified', 'PasswordSet']);
     expect(JSON.stringify(events.map((e) => e.data))).to.not.include(code).and.not.include(PASSWORD);
     const account = await h.motor.rt.store.readStream(streamName('account', s.body.data.accountId));
-    expect(account.map((e) => e.type)).to.deep.equal(['AccountCreated']);
+    // The account and its list of blocks, empty (docs/BLOCKS.md "Plan limit").
+    expect(account.map((e) => e.type)).to.deep.equal(['AccountCreated', 'AccountBlocksListed']);
+    expect((account[1].data as { motorBlockIds: string[] }).motorBlockIds).to.deep.equal([]);
     // The code mail is a message of the system block, like any other.
     const accepted = await h.motor.rt.db.withSchema('rm_directory').table('motor_blocks').where({ id: systemIds('no-reply@motor.test').motorBlockId }).first();
     expect(accepted).to.not.equal(undefined);
