@@ -6,6 +6,7 @@ import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
+import { requireHostHeader } from './http/requestChecks';
 import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
 import { mcpRouter } from './mcp/router';
@@ -45,6 +46,7 @@ export function createApp(ctx: HttpContext): Express {
     next();
   });
 
+  app.use(requireHostHeader);
   // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
   app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));

@@ -75,6 +75,17 @@ export function errorBody(code: string, message: string, extra: { nextAction?: s
   };
 }
 
+/**
+ * A request the HTTP layer refuses before any route runs (read-api/http/requestChecks.ts),
+ * raised to errorMiddleware like the body parser's errors.
+ */
+export class RequestRefused extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+    this.name = 'RequestRefused';
+  }
+}
+
 /** Deepest nesting a JSON request body may have (no route takes more than a few levels). */
 export const MAX_BODY_DEPTH = 32;
 
@@ -150,6 +161,10 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
       return;
     }
     res.status(422).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
+    return;
+  }
+  if (err instanceof RequestRefused) {
+    res.status(err.status).json(errorBody(err.code, err.message));
     return;
   }
   const e = err as { type?: string; status?: number; statusCode?: number; expose?: boolean; message?: string };

@@ -88,13 +88,15 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
     expect(results.filter((r) => r.json.idempotent === true)).to.have.length(39);
   });
 
-  it('the children create their server as the single process does: HTTP timeouts', async () => {
+  it('the children create their server as the single process does: HTTP timeouts, no-Host answered in the envelope', async () => {
     const port = Number(new URL(motor.baseUrl).port);
     // Two of each, so that both children (round-robin) answer one.
     for (let i = 0; i < 2; i++) {
       const slow = await rawRequest(port, ['POST /v1/send HTTP/1.1\r\nHost: motor.test\r\nContent-Ty'], { waitMs: 20_000 });
       expect([slow.status, JSON.parse(slow.body).code]).to.deep.equal([408, 'request_timeout']);
       expect(slow.ms).to.be.within(1900, 8000);
+      const hostless = await rawRequest(port, ['GET /healthz HTTP/1.1\r\n\r\n']);
+      expect([hostless.status, JSON.parse(hostless.body).code]).to.deep.equal([400, 'bad_request']);
     }
   });
 
