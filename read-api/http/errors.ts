@@ -121,7 +121,8 @@ const PARSER_ERRORS: Record<string, { code: string; message?: string }> = {
   'entity.too.large': { code: 'payload_too_large', message: 'Request body is too large' },
   'encoding.unsupported': { code: 'unsupported_encoding' },
   'charset.unsupported': { code: 'unsupported_encoding' },
-  'request.aborted': { code: 'request_aborted' },
+  // The client closed the connection mid-body: the body is incomplete (when an answer can still be written).
+  'request.aborted': { code: 'invalid_body', message: 'The body ended before its Content-Length' },
   'request.size.invalid': { code: 'invalid_body' },
 };
 
@@ -220,7 +221,10 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
  * connection is closed after it, as Node does.
  */
 export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // The response of a request in flight, as Node's own handler finds it (lib/_http_server.js): once
+  // its head is on the wire, another answer would corrupt the stream.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }
@@ -228,7 +232,10 @@ export function answerClientError(err: Error & { code?: string }, socket: Duplex
     ? [431, 'headers_too_large', 'The request line and headers exceed 16 KiB']
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'request_timeout', 'The request did not arrive in time']
-      : [400, 'bad_request', 'Malformed HTTP request'];
+      // The client ended its side early: mid-body once the headers were read (a request is in flight), else mid-headers.
+      : err.code === 'HPE_INVALID_EOF_STATE' && inFlight
+        ? [400, 'invalid_body', 'The body ended before its Content-Length']
+        : [400, 'bad_request', 'Malformed HTTP request'];
   const body = JSON.stringify(errorBody(code, message));
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

@@ -54,5 +54,17 @@ describe('request bodies and the HTTP layer (int)', function () {
       const withHost = await rawRequest(port, ['GET /healthz HTTP/1.1\r\nHost: motor.test\r\nConnection: close\r\n\r\n']);
       expect(withHost.status).to.equal(200);
     });
+
+    it('a body that ends before its Content-Length (the client closed its side) is 400 invalid_body', async () => {
+      const r = await rawRequest(port, [`POST ${exportsPath()} HTTP/1.1\r\nHost: motor.test\r\nAuthorization: ${bearer.authorization}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"format":`], { end: true });
+      expect(r.status).to.equal(400);
+      expect(JSON.parse(r.body)).to.include({ success: false, code: 'invalid_body' });
+    });
+
+    it('headers that end early (the client closed its side) stay 400 bad_request', async () => {
+      const r = await rawRequest(port, ['POST /v1/send HTTP/1.1\r\nHost: motor.test\r\nContent-Le'], { end: true });
+      expect(r.status).to.equal(400);
+      expect(JSON.parse(r.body)).to.include({ success: false, code: 'bad_request' });
+    });
   });
 });
