@@ -6,7 +6,7 @@ import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
-import { requireHostHeader } from './http/requestChecks';
+import { JSON_TYPES, refuseUnreadBody, requireHostHeader } from './http/requestChecks';
 import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
 import { mcpRouter } from './mcp/router';
@@ -47,9 +47,11 @@ export function createApp(ctx: HttpContext): Express {
   });
 
   app.use(requireHostHeader);
+  // Before the parsers: a body they would not parse is refused, never read as no body.
+  app.use(refuseUnreadBody);
   // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
-  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
-  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
+  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES }));
+  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES }));
   // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
   app.use(['/api/oauth2/token', '/api/oauth2/revoke'], express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   app.use(refuseUnstorableInput);

@@ -22,8 +22,9 @@ describe('request bodies and the HTTP layer (int)', function () {
   const blockKeysPath = () => `/api/motor-blocks/${b.motorBlockId}/api-keys`;
 
   before(async () => {
-    // The projector: an export POST answers once its job is readable.
-    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    // The projector: an export POST answers once its job is readable. The OAuth and page routes are
+    // limited per client IP, and every test on this machine is the same IP.
+    motor = await startTestMotor({ roles: ['api', 'projector'], env: { ANONYMOUS_REQUEST_LIMIT: '100000' } });
     port = Number(new URL(motor.baseUrl).port);
     b = await motor.bootstrap();
     bearer = { authorization: `Bearer ${await motor.token(b, ['analytics.read', 'logs.read'])}` };
@@ -43,7 +44,83 @@ describe('request bodies and the HTTP layer (int)', function () {
     return ((await r.json()) as { data: unknown[] }).data.length;
   };
 
-  describe('requests Node parses but the app must answer in its envelope', () => {
+  describe('a body in a media type the route does not read', () => {
+    const NOT_JSON: Array<[string, string]> = [
+      ['text/plain', '{"format":"xlsx"}'],
+      ['text/plain;charset=UTF-8', '{"format":"xlsx"}'],
+      ['application/x-www-form-urlencoded', 'format=xlsx'],
+      ['multipart/form-data; boundary=xyz', '--xyz\r\nContent-Disposition: form-data; name="format"\r\n\r\nxlsx\r\n--xyz--\r\n'],
+      ['application/xml', '<format>xlsx</format>'],
+      ['not a media type', '{"format":"xlsx"}'],
+    ];
+
+    it('an export POST is refused with 415 unsupported_media_type, not queued with the defaults (as JSON the same body is 422)', async () => {
+      const asJson = await post(exportsPath(), { ...bearer, 'content-type': 'application/json' }, '{"format":"xlsx"}');
+      expect([asJson.status, asJson.json.code]).to.deep.equal([422, 'validation_error']);
+      for (const [type, body] of NOT_JSON) {
+        const r = await post(exportsPath(), { ...bearer, 'content-type': type }, body);
+        expect([r.status, r.json?.code], type).to.deep.equal([415, 'unsupported_media_type']);
+      }
+      const list = await fetch(`${motor.baseUrl}${exportsPath()}`, { headers: bearer });
+      expect(((await list.json()) as { data: unknown[] }).data).to.deep.equal([]);
+    });
+
+    it('a body without any Content-Type (Content-Length or chunked) is refused the same way', async () => {
+      const head = (framing: string) => `POST ${exportsPath()} HTTP/1.1\r\nHost: motor.test\r\nAuthorization: ${bearer.authorization}\r\n${framing}Connection: close\r\n\r\n`;
+      const sized = await rawRequest(port, [head('Content-Length: 17\r\n') + '{"format":"xlsx"}']);
+      const chunked = await rawRequest(port, [head('Transfer-Encoding: chunked\r\n') + '11\r\n{"format":"xlsx"}\r\n0\r\n\r\n']);
+      for (const r of [sized, chunked]) expect([r.status, JSON.parse(r.body).code]).to.deep.equal([415, 'unsupported_media_type']);
+    });
+
+    it('a block key POST with a text/plain body creates no key (as JSON the body is 400)', async () => {
+      const before = await blockKeyCount();
+      const asJson = await post(blockKeysPath(), { ...dashboard, 'content-type': 'application/json' }, '{"x":1}');
+      expect(asJson.status).to.equal(400);
+      for (const [type, body] of NOT_JSON) {
+        const r = await post(blockKeysPath(), { ...dashboard, 'content-type': type }, body);
+        expect([r.status, r.json?.code], type).to.deep.equal([415, 'unsupported_media_type']);
+      }
+      expect(await blockKeyCount()).to.equal(before);
+    });
+
+    it('a POST with no body at all still runs on the defaults (export queued, key created)', async () => {
+      const exported = await post(exportsPath(), bearer);
+      expect(exported.status, exported.text).to.equal(202);
+      const emptyButTyped = await post(exportsPath(), { ...bearer, 'content-type': 'text/plain' }, '');
+      expect(emptyButTyped.status, emptyButTyped.text).to.equal(202);
+      const key = await post(blockKeysPath(), dashboard);
+      expect(key.status, key.text).to.equal(201);
+    });
+
+    it('JSON with a +json media type is read as JSON', async () => {
+      const r = await post(exportsPath(), { ...bearer, 'content-type': 'application/vnd.motor+json' }, '{"format":"xlsx"}');
+      expect([r.status, r.json.code]).to.deep.equal([422, 'validation_error']);
+    });
+
+    it('the form routes keep reading forms: OAuth token, revoke and consent, the confirmation and unsubscribe pages', async () => {
+      const form = { 'content-type': 'application/x-www-form-urlencoded' };
+      const token = await post('/api/oauth2/token', form, 'grant_type=authorization_code&client_id=00000000-0000-4000-8000-000000000000&client_secret=x&code=c&redirect_uri=https://x.test/cb');
+      expect([token.status, token.json.error]).to.deep.equal([400, 'invalid_client']);
+      const revoke = await post('/api/oauth2/revoke', form, 'token=nothing&client_id=00000000-0000-4000-8000-000000000000&client_secret=x');
+      expect([revoke.status, revoke.json.error]).to.deep.equal([400, 'invalid_client']);
+      const consent = await post('/api/oauth2/consent', { ...form, ...dashboard }, 'form_token=nope&decision=approve');
+      expect([consent.status, consent.json.error]).to.deep.equal([400, 'invalid_request']);
+      const confirm = await post('/free-recipients/confirm', form, 'token=nope');
+      expect([confirm.status, confirm.headers.get('content-type')?.split(';')[0]]).to.deep.equal([404, 'text/html']);
+      // RFC 8058 one-click: mail providers post it as a form, multipart included; the page reads any body.
+      for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; boundary=xyz', 'text/plain']) {
+        const unsub = await post('/comm-api/u/not-a-token', { 'content-type': type }, 'List-Unsubscribe=One-Click');
+        expect(unsub.status, type).to.equal(404);
+      }
+    });
+
+    it('a route that only reads forms still refuses text/plain (415)', async () => {
+      const confirm = await post('/free-recipients/confirm', { 'content-type': 'text/plain' }, 'token=nope');
+      expect([confirm.status, confirm.json.code]).to.deep.equal([415, 'unsupported_media_type']);
+    });
+  });
+
+  describe('JSON is UTF-8', () => {
     it('an HTTP/1.1 request without Host is 400 bad_request with the envelope (HTTP/1.0 needs none)', async () => {
       const r = await rawRequest(port, ['GET /healthz HTTP/1.1\r\n\r\n']);
       expect(r.status).to.equal(400);
