@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
@@ -112,12 +113,18 @@ export function refuseUnstorableInput(req: Request, res: Response, next: NextFun
   next();
 }
 
+/** body-parser `verify` hook of the JSON parsers: the bytes must be UTF-8 (RFC 8259 §8.1), not decoded with U+FFFD in place of what is not. */
+export function requireUtf8(_req: unknown, _res: unknown, body: Buffer): void {
+  if (!isUtf8(body)) throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: 'entity.encoding.invalid' });
+}
+
 /**
  * The body parser's client errors by their `type` (body-parser sets the status: 400, 413 or 415),
  * with the message to give when its own would say less. Other 4xx http-errors are `bad_request`.
  */
 const PARSER_ERRORS: Record<string, { code: string; message?: string }> = {
   'entity.parse.failed': { code: 'invalid_json', message: 'Request body is not valid JSON' },
+  'entity.encoding.invalid': { code: 'invalid_json', message: 'Request body is not valid UTF-8' },
   'entity.too.large': { code: 'payload_too_large', message: 'Request body is too large' },
   'encoding.unsupported': { code: 'unsupported_encoding' },
   'charset.unsupported': { code: 'unsupported_encoding' },

@@ -1,3 +1,4 @@
+import { MIMEType } from 'node:util';
 import type { NextFunction, Request, Response } from 'express';
 import { MCP_SERVERS } from '../../domain/oauth/agent';
 import { RequestRefused } from './errors';
@@ -50,7 +51,9 @@ function carriesBody(req: Request): boolean {
 /**
  * A body in a media type the route does not read is refused with 415 `unsupported_media_type`:
  * unparsed, it used to vanish (req.body undefined), and a route whose body is optional ran on its
- * defaults (an export queued, a key created) for a request that asked for something else.
+ * defaults (an export queued, a key created) for a request that asked for something else. JSON is
+ * UTF-8 (RFC 8259 §8.1): another charset is 415 `unsupported_encoding` (body-parser would decode
+ * UTF-16 and UTF-32 and fail to parse them as 400 `invalid_json`).
  */
 export function refuseUnreadBody(req: Request, _res: Response, next: NextFunction): void {
   if (!BODY_METHODS.has(req.method) || !carriesBody(req)) {
@@ -68,5 +71,20 @@ export function refuseUnreadBody(req: Request, _res: Response, next: NextFunctio
     next(new RequestRefused(415, 'unsupported_media_type', `This route reads ${types.filter((t) => t !== 'application/*+json').join(' or ')} bodies (Content-Type: ${given ?? 'none'})`));
     return;
   }
+  if (req.is(JSON_TYPES)) {
+    const charset = charsetOf(given);
+    if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
+      next(new RequestRefused(415, 'unsupported_encoding', `JSON bodies are UTF-8 (charset ${charset} given)`));
+      return;
+    }
+  }
   next();
+}
+
+function charsetOf(contentType: string): string | null {
+  try {
+    return new MIMEType(contentType).params.get('charset')?.toLowerCase() ?? null;
+  } catch {
+    return null;
+  }
 }

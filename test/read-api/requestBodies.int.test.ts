@@ -121,6 +121,30 @@ describe('request bodies and the HTTP layer (int)', function () {
   });
 
   describe('JSON is UTF-8', () => {
+    it('a charset other than UTF-8 is 415 unsupported_encoding (utf-16 and utf-32 too, not a parse error)', async () => {
+      for (const charset of ['utf-16', 'UTF-16LE', 'utf-32', 'latin1', 'iso-8859-1']) {
+        const r = await post(exportsPath(), { ...bearer, 'content-type': `application/json; charset=${charset}` }, '{}');
+        expect([r.status, r.json.code], charset).to.deep.equal([415, 'unsupported_encoding']);
+      }
+      for (const charset of ['utf-8', 'UTF-8', '"utf-8"']) {
+        const r = await post(exportsPath(), { ...bearer, 'content-type': `application/json; charset=${charset}` }, '{}');
+        expect(r.status, charset).to.equal(202);
+      }
+    });
+
+    it('a body that is not valid UTF-8 is 400 invalid_json, not decoded with U+FFFD and accepted', async () => {
+      const latin1 = Buffer.concat([Buffer.from('{"query":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+      for (const body of [latin1, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), Buffer.from([0x7b, 0x7d, 0xc3])]) {
+        const r = await post(exportsPath(), { ...bearer, 'content-type': 'application/json' }, body);
+        expect([r.status, r.json.code], body.toString('hex')).to.deep.equal([400, 'invalid_json']);
+      }
+      // Valid UTF-8 beyond ASCII is read: the route sees the value and judges it.
+      const good = await post(exportsPath(), { ...bearer, 'content-type': 'application/json' }, Buffer.from('{"jobType":"café"}'));
+      expect([good.status, good.json.code]).to.deep.equal([400, 'invalid_job_type']);
+    });
+  });
+
+  describe('the OAuth token and revocation endpoints answer RFC 6749 §5.2 errors for every malformed request', () => {
     it('an HTTP/1.1 request without Host is 400 bad_request with the envelope (HTTP/1.0 needs none)', async () => {
       const r = await rawRequest(port, ['GET /healthz HTTP/1.1\r\n\r\n']);
       expect(r.status).to.equal(400);
