@@ -53,6 +53,7 @@ export function createApp(ctx: HttpContext): Express {
   app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
   app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
   // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
+  // More than 20 fields is refused (400 invalid_request): no request of these endpoints has half as many.
   app.use(['/api/oauth2/token', '/api/oauth2/revoke'], express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   app.use(refuseUnstorableInput);
 

@@ -114,9 +114,14 @@ describe('request bodies and the HTTP layer (int)', function () {
       }
     });
 
-    it('a route that only reads forms still refuses text/plain (415)', async () => {
+    it('a route that only reads forms still refuses text/plain (415), and the OAuth endpoints say it their way', async () => {
       const confirm = await post('/free-recipients/confirm', { 'content-type': 'text/plain' }, 'token=nope');
       expect([confirm.status, confirm.json.code]).to.deep.equal([415, 'unsupported_media_type']);
+      for (const path of ['/api/oauth2/token', '/api/oauth2/revoke']) {
+        const r = await post(path, { 'content-type': 'text/plain' }, 'grant_type=refresh_token');
+        expect([r.status, r.json.error, r.json.code], path).to.deep.equal([415, 'invalid_request', undefined]);
+        expect(r.headers.get('cache-control'), path).to.equal('no-store');
+      }
     });
   });
 
@@ -145,6 +150,41 @@ describe('request bodies and the HTTP layer (int)', function () {
   });
 
   describe('the OAuth token and revocation endpoints answer RFC 6749 §5.2 errors for every malformed request', () => {
+    const json = { 'content-type': 'application/json' };
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const cases: Array<[string, Record<string, string>, string | Buffer]> = [
+      ['JSON with a field of the wrong type', json, '{"grant_type":5,"token":5,"client_id":"x"}'],
+      ['JSON with an object for client_id', json, '{"grant_type":"refresh_token","client_id":{"$ne":null}}'],
+      ['JSON that is not an object', json, '["grant_type"]'],
+      ['JSON null', json, 'null'],
+      ['malformed JSON', json, '{"grant_type":'],
+      ['JSON with U+0000', json, '{"grant_type":"refresh_token","refresh_token":"a\\u0000"}'],
+      ['JSON that is not UTF-8', json, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d])],
+      ['a form without grant_type', form, 'client_id=x'],
+      ['a form with 21 parameters', form, Array.from({ length: 21 }, (_, i) => `p${i}=1`).join('&')],
+    ];
+    for (const path of ['/api/oauth2/token', '/api/oauth2/revoke']) {
+      it(`${path}: 400 invalid_request, never Motor's envelope`, async () => {
+        const got = [];
+        for (const [what, headers, body] of cases) {
+          const r = await post(path, headers, body);
+          // The revocation endpoint checks the client before anything else in a well-formed body.
+          const expected = path.endsWith('/revoke') && what === 'a form without grant_type' ? 'invalid_request|invalid_client' : 'invalid_request';
+          got.push(`${what}: ${r.status} ${new RegExp(`^(${expected})$`).test(r.json?.error) ? 'ok' : r.json?.error} ${r.json?.code === undefined && typeof r.json?.error_description === 'string' ? 'rfc' : r.text.slice(0, 80)} ${r.headers.get('cache-control')}`);
+        }
+        expect(got).to.deep.equal(cases.map(([what]) => `${what}: 400 ok rfc no-store`));
+      });
+    }
+
+    it('the form and the JSON of one request get the same answer', async () => {
+      const viaForm = await post('/api/oauth2/token', form, 'client_id=x&grant_type=refresh_token');
+      const viaJson = await post('/api/oauth2/token', json, '{"client_id":"x","grant_type":"refresh_token"}');
+      expect(viaJson.json).to.deep.equal(viaForm.json);
+      expect(viaForm.status).to.equal(viaJson.status);
+    });
+  });
+
+  describe('requests Node parses but the app must answer in its envelope', () => {
     it('an HTTP/1.1 request without Host is 400 bad_request with the envelope (HTTP/1.0 needs none)', async () => {
       const r = await rawRequest(port, ['GET /healthz HTTP/1.1\r\n\r\n']);
       expect(r.status).to.equal(400);
