@@ -42,6 +42,12 @@ export interface Config {
   port: number;
   /** API_PROCESSES: HTTP API processes sharing PORT (node:cluster; 1 = in the Motor process itself). */
   apiProcesses: number;
+  /**
+   * How long a client may take to send a request to the HTTP API: its headers, and the whole of it
+   * (body included). Past either it gets 408 `request_timeout` and the connection is closed
+   * (docs/ERRORS.md); Node's defaults (60 s, 300 s) let slow clients hold connections for minutes.
+   */
+  http: { headersTimeoutSeconds: number; requestTimeoutSeconds: number };
   /** Unset = embedded PostgreSQL under ./var/postgres. */
   databaseUrl: string | null;
   /** Unset = 127.0.0.1:6379, else a redis-server started by Motor. */
@@ -264,6 +270,11 @@ export function loadConfig(env: Env = process.env): Config {
   const config: Config = {
     port,
     apiProcesses: int('API_PROCESSES', 1, 1, 64),
+    http: {
+      headersTimeoutSeconds: int('HTTP_HEADERS_TIMEOUT_SECONDS', 20, 1, 600),
+      // A 12 MB send body must fit in it: 60 s is 1.6 Mbit/s.
+      requestTimeoutSeconds: int('HTTP_REQUEST_TIMEOUT_SECONDS', 60, 1, 3600),
+    },
     databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
     redisUrl: url('REDIS_URL', ['redis', 'rediss']),
     eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
@@ -355,6 +366,8 @@ export function loadConfig(env: Env = process.env): Config {
     if (path !== null && !existsSync(path)) problems.push(`${name} names a file that does not exist (${path})`);
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
+  // The headers are part of the request (Node refuses a server whose headers timeout is the longer).
+  if (config.http.headersTimeoutSeconds > config.http.requestTimeoutSeconds) problems.push('HTTP_HEADERS_TIMEOUT_SECONDS must not exceed HTTP_REQUEST_TIMEOUT_SECONDS');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);
   if (!/^[^@\s]+@[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(config.systemMailFrom)) problems.push(`SYSTEM_MAIL_FROM must be a bare address (got "${config.systemMailFrom}")`);
   if (problems.length > 0) throw new ConfigError(problems);

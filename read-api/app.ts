@@ -5,7 +5,8 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
-import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput } from './http/errors';
+import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput, requireUtf8 } from './http/errors';
+import { JSON_TYPES, refuseUnreadBody, requireHostHeader } from './http/requestChecks';
 import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
 import { mcpRouter } from './mcp/router';
@@ -45,10 +46,14 @@ export function createApp(ctx: HttpContext): Express {
     next();
   });
 
+  app.use(requireHostHeader);
+  // Before the parsers: a body they would not parse is refused, never read as no body.
+  app.use(refuseUnreadBody);
   // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
-  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
-  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: ['application/json', 'application/*+json'] }));
+  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
+  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
   // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
+  // More than 20 fields is refused (400 invalid_request): no request of these endpoints has half as many.
   app.use(['/api/oauth2/token', '/api/oauth2/revoke'], express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   app.use(refuseUnstorableInput);
 

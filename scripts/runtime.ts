@@ -273,7 +273,14 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   } else if (roles.includes('api')) {
     const [{ createApp }, { answerClientError }] = await Promise.all([import('../read-api/app.js'), import('../read-api/http/errors.js')]);
     const app = createApp(rt.http);
-    server = createServer(app);
+    server = createServer({
+      // Node would answer a bare 400 with no body; the app answers it in Motor's envelope (read-api/http/requestChecks.ts).
+      requireHostHeader: false,
+      headersTimeout: rt.config.http.headersTimeoutSeconds * 1000,
+      requestTimeout: rt.config.http.requestTimeoutSeconds * 1000,
+      // How often Node looks for connections past those timeouts (its default, 30 s, would let a 20 s one run to 50 s).
+      connectionsCheckingInterval: 1000,
+    }, app);
     server.keepAliveTimeout = 65_000;
     server.on('clientError', answerClientError);
     await new Promise<void>((resolve, reject) => {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
@@ -75,6 +76,42 @@ export function errorBody(code: string, message: string, extra: { nextAction?: s
   };
 }
 
+/**
+ * A request the HTTP layer refuses before any route runs (read-api/http/requestChecks.ts: media
+ * type, charset, Host), raised to errorMiddleware like the body parser's errors.
+ */
+export class RequestRefused extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+    this.name = 'RequestRefused';
+  }
+}
+
+/**
+ * The OAuth endpoints that take a body from OAuth clients: every error of theirs is an RFC 6749
+ * §5.2 body (RFC 7009 §2.2.1 for revocation), those of the HTTP layer too (`invalid_request`),
+ * since OAuth client libraries read `error`, not Motor's envelope. Express matches paths ignoring
+ * case and a trailing slash.
+ */
+const OAUTH_BODY_ENDPOINTS = new Set(['/api/oauth2/token', '/api/oauth2/revoke']);
+function isOAuthBodyEndpoint(req: Request): boolean {
+  return OAUTH_BODY_ENDPOINTS.has(req.path.toLowerCase().replace(/\/$/, ''));
+}
+
+/**
+ * Answers a request the HTTP layer refused: the envelope, or on the OAuth token and revocation
+ * endpoints `invalid_request` in RFC 6749's shape, with 400 for what is malformed and the HTTP
+ * status kept for a body too large (413) or in a type or charset not read (415).
+ */
+function refuse(req: Request, res: Response, status: number, code: string, message: string): void {
+  if (isOAuthBodyEndpoint(req)) {
+    res.setHeader('Cache-Control', 'no-store');
+    res.status(status === 413 || status === 415 ? status : 400).json({ error: 'invalid_request', error_description: message });
+    return;
+  }
+  res.status(status).json(errorBody(code, message));
+}
+
 /** Deepest nesting a JSON request body may have (no route takes more than a few levels). */
 export const MAX_BODY_DEPTH = 32;
 
@@ -88,29 +125,39 @@ export const MAX_BODY_DEPTH = 32;
 export function refuseUnstorableInput(req: Request, res: Response, next: NextFunction): void {
   const q = req.url.indexOf('?');
   if (q !== -1 && /%00/.test(req.url.slice(q))) {
-    res.status(400).json(errorBody('invalid_query', 'The query string holds U+0000 (%00)'));
+    refuse(req, res, 400, 'invalid_query', 'The query string holds U+0000 (%00)');
     return;
   }
   if (typeof req.body === 'object' && req.body !== null) {
     const problem = jsonProblem(req.body, MAX_BODY_DEPTH);
     if (problem !== null) {
-      res.status(400).json(errorBody('invalid_json', `Request body is not acceptable JSON: ${problem}`));
+      refuse(req, res, 400, 'invalid_json', `Request body is not acceptable JSON: ${problem}`);
       return;
     }
   }
   next();
 }
 
+/** body-parser `verify` hook of the JSON parsers: the bytes must be UTF-8 (RFC 8259 §8.1), not decoded with U+FFFD in place of what is not. */
+export function requireUtf8(_req: unknown, _res: unknown, body: Buffer): void {
+  if (!isUtf8(body)) throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: 'entity.encoding.invalid' });
+}
+
 /**
- * The body parser's client errors by their `type` (body-parser sets the status: 400, 413 or 415),
- * with the message to give when its own would say less. Other 4xx http-errors are `bad_request`.
+ * The body parser's client errors by their `type` (body-parser sets the status: 400, 413 or 415;
+ * `status` overrides it), with the message to give when its own would say less. Other 4xx
+ * http-errors are `bad_request`.
  */
-const PARSER_ERRORS: Record<string, { code: string; message?: string }> = {
+const PARSER_ERRORS: Record<string, { code: string; message?: string; status?: number }> = {
   'entity.parse.failed': { code: 'invalid_json', message: 'Request body is not valid JSON' },
+  'entity.encoding.invalid': { code: 'invalid_json', message: 'Request body is not valid UTF-8' },
   'entity.too.large': { code: 'payload_too_large', message: 'Request body is too large' },
   'encoding.unsupported': { code: 'unsupported_encoding' },
   'charset.unsupported': { code: 'unsupported_encoding' },
-  'request.aborted': { code: 'request_aborted' },
+  // The OAuth form bodies' parameterLimit (read-api/app.ts): too many fields is a malformed request, not a large one.
+  'parameters.too.many': { code: 'bad_request', status: 400, message: 'The form body has too many parameters' },
+  // The client closed the connection mid-body: the body is incomplete (when an answer can still be written).
+  'request.aborted': { code: 'invalid_body', message: 'The body ended before its Content-Length' },
   'request.size.invalid': { code: 'invalid_body' },
 };
 
@@ -144,12 +191,20 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
       return;
     }
     const fields = Object.entries(err.fields).map(([field, v]) => ({ field: field.replace(/^(requestBody|body)\.?/, '') || 'body', message: v.message }));
+    if (isOAuthBodyEndpoint(req)) {
+      refuse(req, res, 400, 'validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request');
+      return;
+    }
     // Account and dashboard routes (/api/... outside /api/public) answer 400 for a bad body (docs/AUTH.md).
     if (req.path.startsWith('/api/') && !req.path.startsWith('/api/public/')) {
       res.status(400).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
       return;
     }
     res.status(422).json(errorBody('validation_error', fields.map((f) => `${f.field}: ${f.message}`).join('; ') || 'Invalid request', { details: { fields } }));
+    return;
+  }
+  if (err instanceof RequestRefused) {
+    refuse(req, res, err.status, err.code, err.message);
     return;
   }
   const e = err as { type?: string; status?: number; statusCode?: number; expose?: boolean; message?: string };
@@ -192,7 +247,7 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
   if (typeof status === 'number' && status >= 400 && status < 500 && e?.expose === true) {
     const known = e.type ? PARSER_ERRORS[e.type] : undefined;
     const message = known?.message ?? (status === 400 && !e.type ? 'The request body could not be read (bad Content-Encoding or framing)' : e.message);
-    res.status(status).json(errorBody(known?.code ?? 'bad_request', message ?? 'Bad request'));
+    refuse(req, res, known?.status ?? status, known?.code ?? 'bad_request', message ?? 'Bad request');
     return;
   }
   ctxOf(req).logger.error({ err, reqId: req.id }, 'unhandled error');
@@ -205,7 +260,10 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
  * connection is closed after it, as Node does.
  */
 export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // The response of a request in flight, as Node's own handler finds it (lib/_http_server.js): once
+  // its head is on the wire, another answer would corrupt the stream.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }
@@ -213,7 +271,10 @@ export function answerClientError(err: Error & { code?: string }, socket: Duplex
     ? [431, 'headers_too_large', 'The request line and headers exceed 16 KiB']
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'request_timeout', 'The request did not arrive in time']
-      : [400, 'bad_request', 'Malformed HTTP request'];
+      // The client ended its side early: mid-body once the headers were read (a request is in flight), else mid-headers.
+      : err.code === 'HPE_INVALID_EOF_STATE' && inFlight
+        ? [400, 'invalid_body', 'The body ended before its Content-Length']
+        : [400, 'bad_request', 'Malformed HTTP request'];
   const body = JSON.stringify(errorBody(code, message));
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

@@ -5,6 +5,7 @@ import { newId } from '../../domain/ids';
 import { ConfigError, loadConfig } from '../../infra/config';
 import { killOneChild, killUnderLoad, liveChildren as children } from '../support/cluster';
 import { eventually, startTestMotor, type TestMotor } from '../support/motor';
+import { rawRequest } from '../support/rawHttp';
 
 /** One request on a connection of its own (no keep-alive), so node:cluster deals each to the next child. */
 function call(url: string, o: { method?: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<{ status: number; text: string; json: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -48,7 +49,8 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
   };
 
   before(async () => {
-    motor = await startTestMotor({ env: { API_PROCESSES: '2' } });
+    // A short headers timeout, to see the children apply it (every request here sends its headers at once).
+    motor = await startTestMotor({ env: { API_PROCESSES: '2', HTTP_HEADERS_TIMEOUT_SECONDS: '2' } });
     block = await motor.bootstrap();
     senderDomain = block.dnsRecords.find((r) => r.purpose === 'spf')!.name;
   });
@@ -84,6 +86,18 @@ describe('HTTP API in several processes (API_PROCESSES)', function () {
     expect(results.map((r) => r.status)).to.deep.equal(Array(40).fill(200));
     expect(new Set(results.map((r) => r.json.data.id)).size).to.equal(1);
     expect(results.filter((r) => r.json.idempotent === true)).to.have.length(39);
+  });
+
+  it('the children create their server as the single process does: HTTP timeouts, no-Host answered in the envelope', async () => {
+    const port = Number(new URL(motor.baseUrl).port);
+    // Two of each, so that both children (round-robin) answer one.
+    for (let i = 0; i < 2; i++) {
+      const slow = await rawRequest(port, ['POST /v1/send HTTP/1.1\r\nHost: motor.test\r\nContent-Ty'], { waitMs: 20_000 });
+      expect([slow.status, JSON.parse(slow.body).code]).to.deep.equal([408, 'request_timeout']);
+      expect(slow.ms).to.be.within(1900, 8000);
+      const hostless = await rawRequest(port, ['GET /healthz HTTP/1.1\r\n\r\n']);
+      expect([hostless.status, JSON.parse(hostless.body).code]).to.deep.equal([400, 'bad_request']);
+    }
   });
 
   it('/metrics from any child adds up every child: the accepted counter is the same whichever answers', async () => {
