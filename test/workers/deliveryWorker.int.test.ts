@@ -1,7 +1,9 @@
+import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import type { DirectoryCache } from '../../commands/directoryCache.js';
 import { streamName } from '../../domain/eventStore.js';
 import { toEventData, type DeliveryDeferred, type MessageAccepted } from '../../domain/events.js';
+import { IN_FLIGHT_STALE_MS } from '../../domain/message/message.js';
 import { newId } from '../../domain/ids.js';
 import type { KeyStore } from '../../infra/keys/keyStore.js';
 import { createLogger } from '../../infra/logger.js';
@@ -27,13 +29,25 @@ describe('delivery round (int)', function () {
   let clock: Date;
   let store: EventStore;
   let dropDb: () => Promise<void>;
+  /** An MX on 127.0.0.2 (same port as the sink) that accepts connections and never greets. */
+  let silent: Server;
+  const silentSockets = new Set<Socket>();
 
   before(async () => {
     const t = await createTestDatabase('deliveryround');
     dropDb = t.drop;
     store = await createEventStore({ databaseUrl: t.url, eventstoreUrl: null });
-    dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
+    dns = await startDnsServer({
+      'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] },
+      'slow.test': { MX: [{ exchange: 'mx.slow.test', priority: 10 }] }, 'mx.slow.test': { A: ['127.0.0.2'] },
+    });
     sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r) });
+    silent = createServer((socket) => {
+      silentSockets.add(socket);
+      socket.on('close', () => silentSockets.delete(socket));
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(sink.port, '127.0.0.2', resolve));
     const key = await generateDkimKey('rsa-sha256');
     const directory = { domain: async () => ({ name: 'sender.test', dkimSelector: 's1', dkimAlgorithm: 'rsa-sha256', dkimKeyId: 'k1' }) } as unknown as DirectoryCache;
     const keys = { get: async () => ({ id: 'k1', algorithm: 'rsa-sha256', privateKeyPem: key.privateKeyPem }) } as unknown as KeyStore;
@@ -48,6 +62,8 @@ describe('delivery round (int)', function () {
     };
   });
   after(async () => {
+    for (const socket of silentSockets) socket.destroy();
+    await new Promise((r) => silent.close(r));
     await sink.close();
     await dns.close();
     await store.close();
@@ -55,7 +71,10 @@ describe('delivery round (int)', function () {
   });
   beforeEach(() => {
     clock = new Date('2026-11-24T12:00:00.000Z');
+    reply = () => 250;
   });
+
+  const received = (messageId: string) => sink.messages.filter((m) => m.raw.toString().includes(`Message-ID: <${messageId}@sender.test>`)).length;
 
   async function accept(to: string[]): Promise<string> {
     const messageId = newId();
@@ -88,5 +107,75 @@ describe('delivery round (int)', function () {
     const after = (await store.readStream(streamName('message', messageId))).slice(events.length);
     const delivered = after.filter((e) => e.type === 'DeliverySucceeded').map((e) => (e.data as DeliveryDeferred).recipient);
     expect(delivered.sort()).to.deep.equal(to);
+  });
+
+  it('two rounds that read the same revision: only one records DeliveryStarted and delivers, the other does nothing', async () => {
+    const messageId = await accept(['race@rcpt.test']);
+    // Both read the stream before either appends (two jobs for the message fired together): each
+    // round's first read returns once the other's has.
+    let arrived = 0;
+    let bothRead!: () => void;
+    const barrier = new Promise<void>((r) => { bothRead = r; });
+    const racing = (): DeliveryDeps => {
+      let first = true;
+      const readStream: EventStore['readStream'] = async (id, o) => {
+        const events = await store.readStream(id, o);
+        if (first) {
+          first = false;
+          if (++arrived === 2) bothRead();
+          await barrier;
+        }
+        return events;
+      };
+      const racingStore = new Proxy(store, {
+        get: (target, key) => {
+          if (key === 'readStream') return readStream;
+          const value = Reflect.get(target, key) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      return { ...deps, store: racingStore };
+    };
+    const results = await Promise.all([deliverRound(racing(), messageId), deliverRound(racing(), messageId)]);
+    expect(results.map((r) => r.kind).sort()).to.deep.equal(['attempted', 'wait']);
+    expect(received(messageId), 'messages received').to.equal(1);
+    const events = await store.readStream(streamName('message', messageId));
+    expect(events.map((e) => e.type)).to.deep.equal(['MessageAccepted', 'DeliveryStarted', 'DeliverySucceeded']);
+    // The loser looks again later and finds the message done.
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'done' });
+  });
+
+  it('a job that finds only deferrals not yet due completes; only an attempt in flight keeps it parked', async () => {
+    const messageId = await accept(['later@rcpt.test']);
+    reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'attempted' });
+    // Parked until the deferral's next attempt, it would fire together with the enqueuer's retry job.
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'not_due' });
+
+    // An attempt in flight (its round may have died): this job is what brings it back once stale.
+    const inFlight = await accept(['inflight@rcpt.test']);
+    const stream = streamName('message', inFlight);
+    await store.append(stream, [toEventData(newId(), { type: 'DeliveryStarted', data: { messageId: inFlight, recipient: 'inflight@rcpt.test', at: clock.toISOString(), attempt: 1 } })], { expectedRevision: 0n });
+    expect(await deliverRound(deps, inFlight)).to.deep.equal({ kind: 'wait', at: new Date(clock.getTime() + IN_FLIGHT_STALE_MS) });
+  });
+
+  it('the outcome of a round whose attempt another round took over as stale is not recorded', async () => {
+    const messageId = await accept(['slow4@slow.test']);
+    const settings = { ...deps.settings, timeouts: { connectMs: 2000, greetingMs: 2000, socketMs: 5000 } };
+    // Round A hangs at the silent MX; 11 minutes later (its clock) round B takes the attempt over.
+    const roundA = deliverRound({ ...deps, settings }, messageId);
+    const stream = streamName('message', messageId);
+    for (const until = Date.now() + 1000; Date.now() < until;) {
+      if ((await store.readStream(stream)).some((e) => e.type === 'DeliveryStarted')) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const later = new Date(clock.getTime() + IN_FLIGHT_STALE_MS + 60_000);
+    const roundB = deliverRound({ ...deps, settings, now: () => later }, messageId);
+    expect(await roundA).to.deep.equal({ kind: 'attempted' });
+    expect(await roundB).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted 1', 'DeliveryStarted 2', 'DeliveryDeferred 2',
+    ]);
   });
 });
