@@ -20,8 +20,8 @@ import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
 
 /**
  * One delivery round for one message: fold its stream, take the recipients that are due, record
- * DeliveryStarted, build and DKIM-sign the MIME message, deliver per recipient domain, record
- * each recipient's outcome.
+ * DeliveryStarted, build and DKIM-sign the MIME message, deliver per recipient domain, and record
+ * each domain's outcomes as soon as that domain is done.
  *
  * One round at a time: every event id of a round is derived from a round id drawn when the round
  * starts, so the DeliveryStarted of two rounds that read the same revision differ, and the second
@@ -163,11 +163,11 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   };
 
   // One jitter per round: recipients deferred together share their next attempt, and so the one
-  // retry job the enqueuer queues per message and attempt (jobIdFor). Jitter spreads messages.
+  // retry job the enqueuer queues for them (jobIdFor). Jitter spreads messages.
   const jitter = (deps.random ?? Math.random)() * 2 - 1;
   let appended: Promise<void> = Promise.resolve();
   let appendError: { err: unknown } | null = null;
-  /** Records the round's results. */
+  /** Records one domain's results (the duplicate window is per domain): appends serialised, in order. */
   const record = (results: RecipientResult[]): void => {
     const outcomes = recordAttempt(roundState, {
       results: results.map((r) => ({
@@ -210,12 +210,12 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
             hostname: deps.settings.hostname,
           });
       const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
-      record(await deliverMessage({
+      await deliverMessage({
         raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
-        pool: deps.pool,
-      }));
+        pool: deps.pool, onResults: record,
+      });
     }
   } finally {
     // Whatever happened after DeliveryStarted, the outcomes already known are recorded first.

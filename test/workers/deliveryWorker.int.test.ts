@@ -87,7 +87,7 @@ describe('delivery round (int)', function () {
     return messageId;
   }
 
-  it('recipients deferred in one round come back together: the retry job (one per attempt) takes them all', async () => {
+  it('recipients deferred in one round come back together: the one retry job queued for them takes them all', async () => {
     const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test', 'd@rcpt.test'];
     const messageId = await accept(to);
     reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
@@ -96,7 +96,7 @@ describe('delivery round (int)', function () {
     const events = await store.readStream(streamName('message', messageId));
     const deferred = events.filter((e) => e.type === 'DeliveryDeferred');
     expect(deferred).to.have.length(4);
-    // The enqueuer queues one job per message and attempt: the first of these wins, the others are duplicates.
+    // Deferred together, at one time: the enqueuer queues one job for them (the same job id for each).
     const jobs = jobsFor(deferred, clock);
     expect(new Set(jobs.map((j) => j.opts.jobId)).size).to.equal(1);
 
@@ -157,6 +157,78 @@ describe('delivery round (int)', function () {
     const stream = streamName('message', inFlight);
     await store.append(stream, [toEventData(newId(), { type: 'DeliveryStarted', data: { messageId: inFlight, recipient: 'inflight@rcpt.test', at: clock.toISOString(), attempt: 1 } })], { expectedRevision: 0n });
     expect(await deliverRound(deps, inFlight)).to.deep.equal({ kind: 'wait', at: new Date(clock.getTime() + IN_FLIGHT_STALE_MS) });
+  });
+
+  it('a recipient accepted by a fast MX is recorded while another domain of the message still waits for a greeting', async () => {
+    clock = new Date();
+    const messageId = await accept(['fast1@rcpt.test', 'slow1@slow.test']);
+    const realTime = { ...deps, now: () => new Date(), settings: { ...deps.settings, timeouts: { connectMs: 4000, greetingMs: 4000, socketMs: 5000 } } };
+    let settled = false;
+    const round = deliverRound(realTime, messageId).finally(() => { settled = true; });
+    const stream = streamName('message', messageId);
+    let recorded = false;
+    for (const until = Date.now() + 3000; !recorded && Date.now() < until;) {
+      await new Promise((r) => setTimeout(r, 50));
+      recorded = (await store.readStream(stream)).some((e) => e.type === 'DeliverySucceeded' && (e.data as DeliveryDeferred).recipient === 'fast1@rcpt.test');
+    }
+    expect(settled, 'the slow domain was still waiting for its greeting').to.equal(false);
+    expect(recorded, 'fast1 delivered and recorded while the round still runs').to.equal(true);
+    expect(silentSockets.size, 'connected to the silent MX').to.equal(1);
+
+    expect(await round).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { recipient?: string }).recipient ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted fast1@rcpt.test', 'DeliveryStarted slow1@slow.test', 'DeliverySucceeded fast1@rcpt.test', 'DeliveryDeferred slow1@slow.test',
+    ]);
+    expect(received(messageId)).to.equal(1);
+  });
+
+  it('deferrals of one round recorded at different times each get a retry job due at their next attempt', async () => {
+    clock = new Date();
+    const messageId = await accept(['grey@rcpt.test', 'slow2@slow.test']);
+    reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
+    // The round gives up on the silent MX after 6 s (nodemailer bounds the greeting by the connect timeout), later than the 5 s a retry job takes early recipients.
+    const realTime = { ...deps, now: () => new Date(), settings: { ...deps.settings, timeouts: { connectMs: 6000, greetingMs: 6000, socketMs: 7000 } } };
+    expect(await deliverRound(realTime, messageId)).to.deep.equal({ kind: 'attempted' });
+
+    const deferred = (await store.readStream(streamName('message', messageId))).filter((e) => e.type === 'DeliveryDeferred');
+    expect(deferred.map((e) => (e.data as DeliveryDeferred).recipient)).to.deep.equal(['grey@rcpt.test', 'slow2@slow.test']);
+    const [first, second] = deferred.map((e) => Date.parse((e.data as DeliveryDeferred).nextAttemptAt));
+    expect(second - first).to.be.above(5000);
+    // As BullMQ keeps them: the first job of an id wins.
+    const now = Date.now();
+    const due = new Map<string, number>();
+    for (const j of jobsFor(deferred, new Date(now))) if (!due.has(j.opts.jobId)) due.set(j.opts.jobId, now + j.opts.delay!);
+    for (const at of [first, second]) {
+      expect([...due.values()].some((t) => Math.abs(t - at) < 1000), `a retry job due at ${new Date(at).toISOString()}`).to.equal(true);
+    }
+  });
+
+  it('two rounds of one message for different recipients: each records its own outcomes after the other\'s appends', async () => {
+    clock = new Date();
+    const messageId = await accept(['grey2@rcpt.test', 'slow3@slow.test']);
+    let greylisted = true;
+    reply = () => (greylisted ? { code: 450, message: '4.2.0 Greylisted, come back later' } : 250);
+    const settings = { ...deps.settings, retrySchedule: [1], timeouts: { connectMs: 3000, greetingMs: 3000, socketMs: 5000 } };
+    const realTime = { ...deps, now: () => new Date(), settings };
+    // Round A: grey2 deferred at once (retry in 1 s), slow3 waits 3 s for a greeting.
+    const roundA = deliverRound(realTime, messageId);
+    const stream = streamName('message', messageId);
+    for (const until = Date.now() + 2000; Date.now() < until;) {
+      if ((await store.readStream(stream)).some((e) => e.type === 'DeliveryDeferred')) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Round B (grey2's retry job) takes grey2 while A still waits, and delivers it.
+    greylisted = false;
+    expect(await deliverRound(realTime, messageId)).to.deep.equal({ kind: 'attempted' });
+    // A's deferral of slow3 comes after B's appends: it still belongs to A, and lands.
+    expect(await roundA).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { recipient?: string }).recipient ?? ''} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted grey2@rcpt.test 1', 'DeliveryStarted slow3@slow.test 1', 'DeliveryDeferred grey2@rcpt.test 1',
+      'DeliveryStarted grey2@rcpt.test 2', 'DeliverySucceeded grey2@rcpt.test 2', 'DeliveryDeferred slow3@slow.test 1',
+    ]);
+    expect(received(messageId)).to.equal(1);
   });
 
   it('the outcome of a round whose attempt another round took over as stale is not recorded', async () => {
