@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { DelayedError, Worker, type Job } from 'bullmq';
-import type { EventStore, RecordedEvent } from '../domain/eventStore';
-import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
+import type { EventData, EventStore, RecordedEvent } from '../domain/eventStore';
+import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } from '../domain/eventStore';
 import { toEventData, type DomainEvent } from '../domain/events';
 import { uuidV5 } from '../domain/ids';
-import { fold, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
@@ -14,15 +15,19 @@ import { cachingResolver, type DnsResolver } from './delivery/dns';
 import { signMessage } from './delivery/dkim';
 import { buildMime } from './delivery/mime';
 import { nextAttemptDelay } from './delivery/retrySchedule';
-import { deliverMessage, type DeliveryTimeouts } from './delivery/smtpClient';
+import { deliverMessage, type DeliveryTimeouts, type RecipientResult } from './delivery/smtpClient';
 import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
 
 /**
  * One delivery round for one message: fold its stream, take the recipients that are due, record
- * DeliveryStarted (guarded by the stream revision, so two workers never run the same round),
- * build and DKIM-sign the MIME message, deliver per recipient domain, record each recipient's
- * outcome. Every event id is derived from (type, message, recipient, attempt): a retried job
- * appends nothing twice.
+ * DeliveryStarted, build and DKIM-sign the MIME message, deliver per recipient domain, and record
+ * each domain's outcomes as soon as that domain is done.
+ *
+ * One round at a time: every event id of a round is derived from a round id drawn when the round
+ * starts, so the DeliveryStarted of two rounds that read the same revision differ, and the second
+ * append fails with WrongExpectedRevisionError; that round does nothing (its job waits and looks
+ * again). A retry of the round's own append (same ids, same place) stays harmless. The outcomes
+ * are appended only for recipients whose attempt in flight is this round's.
  */
 
 export interface DeliveryDeps {
@@ -55,8 +60,14 @@ export interface DeliveryDeps {
 /** Recipients whose retry is due within this margin are taken now (a delayed job may fire a little early). */
 const DUE_MARGIN_MS = 5000;
 
-const eventId = (e: DomainEvent, messageId: string, attempt: number): string =>
-  uuidV5(`${e.type}:${messageId}:${'recipient' in e.data ? String(e.data.recipient).toLowerCase() : ''}:${attempt}`);
+/** Tries of one outcome append when the store is unavailable or another append came first. */
+const OUTCOME_APPEND_TRIES = 6;
+
+const recipientKey = (recipient: string): string => recipient.toLowerCase();
+
+/** A round's event: unique to (type, message, recipient, attempt) and to the round. */
+const eventId = (e: DomainEvent, messageId: string, attempt: number, roundId: string): string =>
+  uuidV5(`${e.type}:${messageId}:${'recipient' in e.data ? recipientKey(String(e.data.recipient)) : ''}:${attempt}:${roundId}`);
 
 function lastRevision(events: RecordedEvent[]): bigint {
   return events[events.length - 1].revision;
@@ -64,7 +75,9 @@ function lastRevision(events: RecordedEvent[]): bigint {
 
 export type RoundResult =
   | { kind: 'no_message' | 'done' | 'attempted' }
-  /** Nothing due now: run again at `at`. Also returned when another worker won the round. */
+  /** Nothing due now, and no attempt in flight: the retry jobs queued for the deferrals come back then. */
+  | { kind: 'not_due' }
+  /** Run again at `at`: an attempt in flight goes stale then, or another round was just started. */
   | { kind: 'wait'; at: Date };
 
 export async function deliverRound(deps: DeliveryDeps, messageId: string): Promise<RoundResult> {
@@ -76,77 +89,140 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   if (state.status !== 'accepted') return { kind: 'no_message' };
 
   const plan = planDelivery(state, new Date(now().getTime() + DUE_MARGIN_MS));
-  if (plan.kind !== 'due') return plan.kind === 'wait' ? plan : { kind: 'done' };
+  if (plan.kind === 'done') return { kind: 'done' };
+  if (plan.kind === 'wait') {
+    // Parking this job until a deferral's next attempt would fire it together with the enqueuer's
+    // retry job for that deferral: only an attempt in flight (whose round may have died) needs it.
+    const stale = inFlightStaleAt(state);
+    return stale ? { kind: 'wait', at: stale } : { kind: 'not_due' };
+  }
   const due = plan.recipients;
 
+  const roundId = randomUUID();
+  const metadata = { actor: 'worker', correlationId: roundId };
   const started = startDelivery(state, { recipients: due, now: now() });
-  const attemptOf = (e: DomainEvent<'DeliveryStarted'>) => e.data.attempt;
+  const startedIds = new Map(started.map((e) => [recipientKey(e.data.recipient), eventId(e, messageId, e.data.attempt, roundId)]));
   let revision: bigint;
   try {
-    const r = await deps.store.append(stream, started.map((e) => toEventData(eventId(e, messageId, attemptOf(e)), e, { actor: 'worker' })), {
+    const r = await deps.store.append(stream, started.map((e) => toEventData(startedIds.get(recipientKey(e.data.recipient))!, e, metadata)), {
       expectedRevision: lastRevision(recorded),
     });
     revision = r.nextExpectedRevision;
   } catch (err) {
-    // Someone else appended first (another worker took this round): look again shortly.
+    // Something was appended since the read (another round started, most likely for the same
+    // recipients): this round must not deliver. Look again shortly.
     if (err instanceof WrongExpectedRevisionError) return { kind: 'wait', at: new Date(now().getTime() + 2000) };
     throw err;
   }
   state = fold(started as MessageEvent[], state);
   if (state.status !== 'accepted') return { kind: 'no_message' };
   const accepted = state.accepted;
+  const roundState = state;
+
+  /**
+   * Appends one batch of this round's outcome events after the previous one (the caller chains
+   * them). When the append fails because another append came first (another round, for other
+   * recipients) or the store was briefly away, the stream is read again: events for recipients
+   * whose latest event is no longer this round's DeliveryStarted are dropped (already recorded by
+   * an earlier try, or the attempt was taken over as stale), and the rest go at the new end.
+   */
+  const appendOutcomes = async (events: EventData[]): Promise<void> => {
+    let pending = events;
+    let reread = false;
+    for (let tries = 1; ; tries++) {
+      try {
+        if (reread) {
+          const current = await deps.store.readStream(stream);
+          revision = lastRevision(current);
+          const latest = new Map<string, string>();
+          for (const e of current) {
+            const r = (e.data as { recipient?: unknown } | null)?.recipient;
+            if (typeof r === 'string') latest.set(recipientKey(r), e.id.toLowerCase());
+          }
+          const ours = (e: EventData) => {
+            const key = recipientKey((e.data as { recipient: string }).recipient);
+            return latest.get(key) === startedIds.get(key)!.toLowerCase();
+          };
+          const dropped = pending.filter((e) => !ours(e));
+          if (dropped.some((e) => !current.some((c) => c.id.toLowerCase() === e.id.toLowerCase()))) {
+            deps.logger.warn({ messageId, recipients: dropped.map((e) => (e.data as { recipient: string }).recipient) }, 'delivery outcome not recorded: the attempt was taken over by another round');
+          }
+          pending = pending.filter(ours);
+          if (pending.length === 0) return;
+        }
+        const r = await deps.store.append(stream, pending, { expectedRevision: revision });
+        revision = r.nextExpectedRevision;
+        return;
+      } catch (err) {
+        const conflict = err instanceof WrongExpectedRevisionError;
+        if (tries >= OUTCOME_APPEND_TRIES || !(conflict || err instanceof EventStoreUnavailableError)) throw err;
+        reread = true;
+        if (!conflict) await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** tries, 5000)));
+      }
+    }
+  };
+
+  // One jitter per round: recipients deferred together share their next attempt, and so the one
+  // retry job the enqueuer queues for them (jobIdFor). Jitter spreads messages.
+  const jitter = (deps.random ?? Math.random)() * 2 - 1;
+  let appended: Promise<void> = Promise.resolve();
+  let appendError: { err: unknown } | null = null;
+  /** Records one domain's results (the duplicate window is per domain): appends serialised, in order. */
+  const record = (results: RecipientResult[]): void => {
+    const outcomes = recordAttempt(roundState, {
+      results: results.map((r) => ({
+        recipient: r.recipient, outcome: r.outcome, smtpCode: r.smtpCode, enhancedCode: r.enhancedCode, mx: r.mx,
+        smtpResponse: r.smtpResponse ?? r.detail,
+        reason: r.outcome === 'failed' ? (r.detail ? String(r.detail) : 'permanent_failure') : undefined,
+      })),
+      now: now(),
+      lifetimeSeconds: deps.settings.lifetimeSeconds,
+      retryDelaySeconds: (attempt) => {
+        const schedule = deps.settings.retrySchedule;
+        return schedule && schedule.length > 0 ? schedule[Math.min(attempt, schedule.length) - 1] : nextAttemptDelay(attempt, jitter);
+      },
+    });
+    for (const o of outcomes) {
+      deps.metrics.deliveries.inc({ outcome: o.type });
+    }
+    if (outcomes.length === 0) return;
+    const events = outcomes.map((e) => toEventData(eventId(e, messageId, e.data.attempt, roundId), e, metadata));
+    appended = appended.then(() => appendOutcomes(events)).catch((err) => {
+      appendError ??= { err };
+    });
+  };
 
   const domain = await deps.directory.domain(accepted.domainId);
   const key = domain ? await deps.keys.get(domain.dkimKeyId) : null;
   const t0 = process.hrtime.bigint();
-  let results;
-  if (!domain || !key) {
-    results = due.map((recipient) => ({
-      recipient, outcome: 'deferred' as const, smtpCode: null, enhancedCode: null, mx: null,
-      smtpResponse: `Sending domain or its DKIM key is not available (${accepted.domainId})`,
-    }));
-  } else {
-    const raw = accepted.raw !== undefined
-      ? Buffer.from(accepted.raw, 'utf8')
-      : await buildMime({
-          from: accepted.from, fromName: accepted.fromName, to: accepted.to, subject: accepted.subject, text: accepted.text,
-          html: accepted.html, headers: accepted.headers, messageId: accepted.smtpMessageId, date: new Date(accepted.acceptedAt),
-          hostname: deps.settings.hostname,
-        });
-    const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
-    results = await deliverMessage({
-      raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
-      allowPrivateAddresses: deps.settings.allowPrivateAddresses,
-      relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
-      pool: deps.pool,
-    });
+  try {
+    if (!domain || !key) {
+      record(due.map((recipient) => ({
+        recipient, outcome: 'deferred' as const, smtpCode: null, enhancedCode: null, mx: null, detail: null,
+        smtpResponse: `Sending domain or its DKIM key is not available (${accepted.domainId})`,
+      })));
+    } else {
+      const raw = accepted.raw !== undefined
+        ? Buffer.from(accepted.raw, 'utf8')
+        : await buildMime({
+            from: accepted.from, fromName: accepted.fromName, to: accepted.to, subject: accepted.subject, text: accepted.text,
+            html: accepted.html, headers: accepted.headers, messageId: accepted.smtpMessageId, date: new Date(accepted.acceptedAt),
+            hostname: deps.settings.hostname,
+          });
+      const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
+      await deliverMessage({
+        raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+        allowPrivateAddresses: deps.settings.allowPrivateAddresses,
+        relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
+        pool: deps.pool, onResults: record,
+      });
+    }
+  } finally {
+    // Whatever happened after DeliveryStarted, the outcomes already known are recorded first.
+    await appended;
   }
   deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
-
-  // One jitter per round: recipients deferred together share their next attempt, and so the one
-  // retry job the enqueuer queues per message and attempt (jobIdFor). Jitter spreads messages.
-  const jitter = (deps.random ?? Math.random)() * 2 - 1;
-  const outcomes = recordAttempt(state, {
-    results: results.map((r) => ({
-      recipient: r.recipient, outcome: r.outcome, smtpCode: r.smtpCode, enhancedCode: r.enhancedCode, mx: r.mx,
-      smtpResponse: r.smtpResponse ?? ('detail' in r ? (r.detail as string | null) : null),
-      reason: r.outcome === 'failed' ? ('detail' in r && r.detail ? String(r.detail) : 'permanent_failure') : undefined,
-    })),
-    now: now(),
-    lifetimeSeconds: deps.settings.lifetimeSeconds,
-    retryDelaySeconds: (attempt) => {
-      const schedule = deps.settings.retrySchedule;
-      return schedule && schedule.length > 0 ? schedule[Math.min(attempt, schedule.length) - 1] : nextAttemptDelay(attempt, jitter);
-    },
-  });
-  for (const o of outcomes) {
-    deps.metrics.deliveries.inc({ outcome: o.type });
-  }
-  if (outcomes.length > 0) {
-    await deps.store.append(stream, outcomes.map((e) => toEventData(eventId(e, messageId, e.data.attempt), e, { actor: 'worker' })), {
-      expectedRevision: revision,
-    });
-  }
+  if (appendError) throw (appendError as { err: unknown }).err;
   return { kind: 'attempted' };
 }
 
@@ -164,7 +240,8 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     async (job: Job<DeliveryJob>, token?: string) => {
       const result = await deliverRound(deps, job.data.messageId);
       if (result.kind === 'wait') {
-        // Not due yet (in flight elsewhere, or raced): park this job until then instead of completing it.
+        // In flight (its round may have died), or another round just started: park this job until
+        // then instead of completing it.
         await job.moveToDelayed(result.at.getTime(), token);
         throw new DelayedError();
       }

@@ -8,7 +8,8 @@ import { jobIdFor, type DeliveryJob } from './queue';
 
 /**
  * Feeds the delivery queue from the event log, never from the request path: a MessageAccepted
- * becomes a delivery job, a DeliveryDeferred a delayed retry job. The checkpoint is saved after
+ * becomes a delivery job, a DeliveryDeferred a delayed retry job due at its nextAttemptAt (one per
+ * message, attempt and time: deferrals recorded together share it). The checkpoint is saved after
  * the jobs are added, so a crash re-adds some jobs, which BullMQ ignores (stable job ids;
  * workers/logEnqueuer.ts).
  */
@@ -25,7 +26,7 @@ export function jobsFor(events: RecordedEvent[], now: Date): QueuedJob<DeliveryJ
     } else if (e.type === 'DeliveryDeferred') {
       const d = e.data as DeliveryDeferred;
       const delay = Math.max(0, Date.parse(d.nextAttemptAt) - now.getTime());
-      jobs.push({ name: 'deliver', data: { messageId: d.messageId }, opts: { jobId: jobIdFor(d.messageId, d.attempt), delay } });
+      jobs.push({ name: 'deliver', data: { messageId: d.messageId }, opts: { jobId: jobIdFor(d.messageId, d), delay } });
     }
   }
   return jobs;

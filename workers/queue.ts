@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import { bullConnection } from '../infra/redis';
 
-/** The delivery queue: one job per (message, attempt round); job ids are stable (see jobIdFor). */
+/** The delivery queue: one job per message, and per retry time of its deferrals; job ids are stable (see jobIdFor). */
 export const DELIVERY_QUEUE = 'motor-delivery';
 
 export interface DeliveryJob { messageId: string }
@@ -22,6 +22,10 @@ export function createDeliveryQueue(redisUrl: string, prefix = 'motor'): Queue<D
   });
 }
 
-/** First attempt: the message id; a retry after a deferral: message id + attempt number. */
-export const jobIdFor = (messageId: string, retryOfAttempt?: number): string =>
-  retryOfAttempt === undefined ? messageId : `${messageId}-retry-${retryOfAttempt}`;
+/**
+ * First attempt: the message id. A retry after a deferral: message id, attempt number and the
+ * time it is due (ms), so the deferrals appended together (one domain, or one round's) share one
+ * job, and a deferral appended later in the same round (another domain) gets its own.
+ */
+export const jobIdFor = (messageId: string, retry?: { attempt: number; nextAttemptAt: string }): string =>
+  retry === undefined ? messageId : `${messageId}-retry-${retry.attempt}-${Date.parse(retry.nextAttemptAt)}`;

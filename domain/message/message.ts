@@ -188,6 +188,20 @@ export function planDelivery(state: MessageState, now: Date): DuePlan {
   return Number.isFinite(wait) ? { kind: 'wait', at: new Date(wait) } : { kind: 'done' };
 }
 
+/**
+ * When the earliest attempt in flight goes stale (IN_FLIGHT_STALE_MS after it started), or null
+ * when no attempt is in flight. Nothing but the job of a round that died wakes the message then;
+ * a deferral's next attempt has a job of its own (workers/enqueuer.ts).
+ */
+export function inFlightStaleAt(state: MessageState): Date | null {
+  if (state.status !== 'accepted') return null;
+  let at = Infinity;
+  for (const r of Object.values(state.recipients)) {
+    if (!r.terminal && r.outcome === 'processed' && r.startedAt !== null) at = Math.min(at, Date.parse(r.startedAt) + IN_FLIGHT_STALE_MS);
+  }
+  return Number.isFinite(at) ? new Date(at) : null;
+}
+
 export function startDelivery(state: MessageState, cmd: { recipients: string[]; now: Date }): DomainEvent<'DeliveryStarted'>[] {
   if (state.status !== 'accepted') throw fail('message_not_found', 404, 'No such message');
   const at = cmd.now.toISOString();

@@ -1,7 +1,9 @@
+import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import type { DirectoryCache } from '../../commands/directoryCache.js';
 import { streamName } from '../../domain/eventStore.js';
 import { toEventData, type DeliveryDeferred, type MessageAccepted } from '../../domain/events.js';
+import { IN_FLIGHT_STALE_MS } from '../../domain/message/message.js';
 import { newId } from '../../domain/ids.js';
 import type { KeyStore } from '../../infra/keys/keyStore.js';
 import { createLogger } from '../../infra/logger.js';
@@ -27,13 +29,25 @@ describe('delivery round (int)', function () {
   let clock: Date;
   let store: EventStore;
   let dropDb: () => Promise<void>;
+  /** An MX on 127.0.0.2 (same port as the sink) that accepts connections and never greets. */
+  let silent: Server;
+  const silentSockets = new Set<Socket>();
 
   before(async () => {
     const t = await createTestDatabase('deliveryround');
     dropDb = t.drop;
     store = await createEventStore({ databaseUrl: t.url, eventstoreUrl: null });
-    dns = await startDnsServer({ 'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] } });
+    dns = await startDnsServer({
+      'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] },
+      'slow.test': { MX: [{ exchange: 'mx.slow.test', priority: 10 }] }, 'mx.slow.test': { A: ['127.0.0.2'] },
+    });
     sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r) });
+    silent = createServer((socket) => {
+      silentSockets.add(socket);
+      socket.on('close', () => silentSockets.delete(socket));
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(sink.port, '127.0.0.2', resolve));
     const key = await generateDkimKey('rsa-sha256');
     const directory = { domain: async () => ({ name: 'sender.test', dkimSelector: 's1', dkimAlgorithm: 'rsa-sha256', dkimKeyId: 'k1' }) } as unknown as DirectoryCache;
     const keys = { get: async () => ({ id: 'k1', algorithm: 'rsa-sha256', privateKeyPem: key.privateKeyPem }) } as unknown as KeyStore;
@@ -48,6 +62,8 @@ describe('delivery round (int)', function () {
     };
   });
   after(async () => {
+    for (const socket of silentSockets) socket.destroy();
+    await new Promise((r) => silent.close(r));
     await sink.close();
     await dns.close();
     await store.close();
@@ -55,7 +71,10 @@ describe('delivery round (int)', function () {
   });
   beforeEach(() => {
     clock = new Date('2026-11-24T12:00:00.000Z');
+    reply = () => 250;
   });
+
+  const received = (messageId: string) => sink.messages.filter((m) => m.raw.toString().includes(`Message-ID: <${messageId}@sender.test>`)).length;
 
   async function accept(to: string[]): Promise<string> {
     const messageId = newId();
@@ -68,7 +87,7 @@ describe('delivery round (int)', function () {
     return messageId;
   }
 
-  it('recipients deferred in one round come back together: the retry job (one per attempt) takes them all', async () => {
+  it('recipients deferred in one round come back together: the one retry job queued for them takes them all', async () => {
     const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test', 'd@rcpt.test'];
     const messageId = await accept(to);
     reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
@@ -77,7 +96,7 @@ describe('delivery round (int)', function () {
     const events = await store.readStream(streamName('message', messageId));
     const deferred = events.filter((e) => e.type === 'DeliveryDeferred');
     expect(deferred).to.have.length(4);
-    // The enqueuer queues one job per message and attempt: the first of these wins, the others are duplicates.
+    // Deferred together, at one time: the enqueuer queues one job for them (the same job id for each).
     const jobs = jobsFor(deferred, clock);
     expect(new Set(jobs.map((j) => j.opts.jobId)).size).to.equal(1);
 
@@ -88,5 +107,147 @@ describe('delivery round (int)', function () {
     const after = (await store.readStream(streamName('message', messageId))).slice(events.length);
     const delivered = after.filter((e) => e.type === 'DeliverySucceeded').map((e) => (e.data as DeliveryDeferred).recipient);
     expect(delivered.sort()).to.deep.equal(to);
+  });
+
+  it('two rounds that read the same revision: only one records DeliveryStarted and delivers, the other does nothing', async () => {
+    const messageId = await accept(['race@rcpt.test']);
+    // Both read the stream before either appends (two jobs for the message fired together): each
+    // round's first read returns once the other's has.
+    let arrived = 0;
+    let bothRead!: () => void;
+    const barrier = new Promise<void>((r) => { bothRead = r; });
+    const racing = (): DeliveryDeps => {
+      let first = true;
+      const readStream: EventStore['readStream'] = async (id, o) => {
+        const events = await store.readStream(id, o);
+        if (first) {
+          first = false;
+          if (++arrived === 2) bothRead();
+          await barrier;
+        }
+        return events;
+      };
+      const racingStore = new Proxy(store, {
+        get: (target, key) => {
+          if (key === 'readStream') return readStream;
+          const value = Reflect.get(target, key) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      return { ...deps, store: racingStore };
+    };
+    const results = await Promise.all([deliverRound(racing(), messageId), deliverRound(racing(), messageId)]);
+    expect(results.map((r) => r.kind).sort()).to.deep.equal(['attempted', 'wait']);
+    expect(received(messageId), 'messages received').to.equal(1);
+    const events = await store.readStream(streamName('message', messageId));
+    expect(events.map((e) => e.type)).to.deep.equal(['MessageAccepted', 'DeliveryStarted', 'DeliverySucceeded']);
+    // The loser looks again later and finds the message done.
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'done' });
+  });
+
+  it('a job that finds only deferrals not yet due completes; only an attempt in flight keeps it parked', async () => {
+    const messageId = await accept(['later@rcpt.test']);
+    reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'attempted' });
+    // Parked until the deferral's next attempt, it would fire together with the enqueuer's retry job.
+    expect(await deliverRound(deps, messageId)).to.deep.equal({ kind: 'not_due' });
+
+    // An attempt in flight (its round may have died): this job is what brings it back once stale.
+    const inFlight = await accept(['inflight@rcpt.test']);
+    const stream = streamName('message', inFlight);
+    await store.append(stream, [toEventData(newId(), { type: 'DeliveryStarted', data: { messageId: inFlight, recipient: 'inflight@rcpt.test', at: clock.toISOString(), attempt: 1 } })], { expectedRevision: 0n });
+    expect(await deliverRound(deps, inFlight)).to.deep.equal({ kind: 'wait', at: new Date(clock.getTime() + IN_FLIGHT_STALE_MS) });
+  });
+
+  it('a recipient accepted by a fast MX is recorded while another domain of the message still waits for a greeting', async () => {
+    clock = new Date();
+    const messageId = await accept(['fast1@rcpt.test', 'slow1@slow.test']);
+    const realTime = { ...deps, now: () => new Date(), settings: { ...deps.settings, timeouts: { connectMs: 4000, greetingMs: 4000, socketMs: 5000 } } };
+    let settled = false;
+    const round = deliverRound(realTime, messageId).finally(() => { settled = true; });
+    const stream = streamName('message', messageId);
+    let recorded = false;
+    for (const until = Date.now() + 3000; !recorded && Date.now() < until;) {
+      await new Promise((r) => setTimeout(r, 50));
+      recorded = (await store.readStream(stream)).some((e) => e.type === 'DeliverySucceeded' && (e.data as DeliveryDeferred).recipient === 'fast1@rcpt.test');
+    }
+    expect(settled, 'the slow domain was still waiting for its greeting').to.equal(false);
+    expect(recorded, 'fast1 delivered and recorded while the round still runs').to.equal(true);
+    expect(silentSockets.size, 'connected to the silent MX').to.equal(1);
+
+    expect(await round).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { recipient?: string }).recipient ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted fast1@rcpt.test', 'DeliveryStarted slow1@slow.test', 'DeliverySucceeded fast1@rcpt.test', 'DeliveryDeferred slow1@slow.test',
+    ]);
+    expect(received(messageId)).to.equal(1);
+  });
+
+  it('deferrals of one round recorded at different times each get a retry job due at their next attempt', async () => {
+    clock = new Date();
+    const messageId = await accept(['grey@rcpt.test', 'slow2@slow.test']);
+    reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
+    // The round gives up on the silent MX after 6 s (nodemailer bounds the greeting by the connect timeout), later than the 5 s a retry job takes early recipients.
+    const realTime = { ...deps, now: () => new Date(), settings: { ...deps.settings, timeouts: { connectMs: 6000, greetingMs: 6000, socketMs: 7000 } } };
+    expect(await deliverRound(realTime, messageId)).to.deep.equal({ kind: 'attempted' });
+
+    const deferred = (await store.readStream(streamName('message', messageId))).filter((e) => e.type === 'DeliveryDeferred');
+    expect(deferred.map((e) => (e.data as DeliveryDeferred).recipient)).to.deep.equal(['grey@rcpt.test', 'slow2@slow.test']);
+    const [first, second] = deferred.map((e) => Date.parse((e.data as DeliveryDeferred).nextAttemptAt));
+    expect(second - first).to.be.above(5000);
+    // As BullMQ keeps them: the first job of an id wins.
+    const now = Date.now();
+    const due = new Map<string, number>();
+    for (const j of jobsFor(deferred, new Date(now))) if (!due.has(j.opts.jobId)) due.set(j.opts.jobId, now + j.opts.delay!);
+    for (const at of [first, second]) {
+      expect([...due.values()].some((t) => Math.abs(t - at) < 1000), `a retry job due at ${new Date(at).toISOString()}`).to.equal(true);
+    }
+  });
+
+  it('two rounds of one message for different recipients: each records its own outcomes after the other\'s appends', async () => {
+    clock = new Date();
+    const messageId = await accept(['grey2@rcpt.test', 'slow3@slow.test']);
+    let greylisted = true;
+    reply = () => (greylisted ? { code: 450, message: '4.2.0 Greylisted, come back later' } : 250);
+    const settings = { ...deps.settings, retrySchedule: [1], timeouts: { connectMs: 3000, greetingMs: 3000, socketMs: 5000 } };
+    const realTime = { ...deps, now: () => new Date(), settings };
+    // Round A: grey2 deferred at once (retry in 1 s), slow3 waits 3 s for a greeting.
+    const roundA = deliverRound(realTime, messageId);
+    const stream = streamName('message', messageId);
+    for (const until = Date.now() + 2000; Date.now() < until;) {
+      if ((await store.readStream(stream)).some((e) => e.type === 'DeliveryDeferred')) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Round B (grey2's retry job) takes grey2 while A still waits, and delivers it.
+    greylisted = false;
+    expect(await deliverRound(realTime, messageId)).to.deep.equal({ kind: 'attempted' });
+    // A's deferral of slow3 comes after B's appends: it still belongs to A, and lands.
+    expect(await roundA).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { recipient?: string }).recipient ?? ''} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted grey2@rcpt.test 1', 'DeliveryStarted slow3@slow.test 1', 'DeliveryDeferred grey2@rcpt.test 1',
+      'DeliveryStarted grey2@rcpt.test 2', 'DeliverySucceeded grey2@rcpt.test 2', 'DeliveryDeferred slow3@slow.test 1',
+    ]);
+    expect(received(messageId)).to.equal(1);
+  });
+
+  it('the outcome of a round whose attempt another round took over as stale is not recorded', async () => {
+    const messageId = await accept(['slow4@slow.test']);
+    const settings = { ...deps.settings, timeouts: { connectMs: 2000, greetingMs: 2000, socketMs: 5000 } };
+    // Round A hangs at the silent MX; 11 minutes later (its clock) round B takes the attempt over.
+    const roundA = deliverRound({ ...deps, settings }, messageId);
+    const stream = streamName('message', messageId);
+    for (const until = Date.now() + 1000; Date.now() < until;) {
+      if ((await store.readStream(stream)).some((e) => e.type === 'DeliveryStarted')) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const later = new Date(clock.getTime() + IN_FLIGHT_STALE_MS + 60_000);
+    const roundB = deliverRound({ ...deps, settings, now: () => later }, messageId);
+    expect(await roundA).to.deep.equal({ kind: 'attempted' });
+    expect(await roundB).to.deep.equal({ kind: 'attempted' });
+    const events = await store.readStream(stream);
+    expect(events.map((e) => `${e.type} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
+      'MessageAccepted', 'DeliveryStarted 1', 'DeliveryStarted 2', 'DeliveryDeferred 2',
+    ]);
   });
 });

@@ -11,7 +11,8 @@ import { storableText } from '../../domain/storableJson.js';
 /**
  * Outbound SMTP: one message, its recipients, straight to each domain's MX (or through one smart
  * host). Knows nothing of events or queues: it returns one result per recipient and the caller
- * records them. Nothing here throws for a delivery problem; a throw is a bug.
+ * records them (as each domain finishes, through `onResults`). Nothing here throws for a delivery
+ * problem; a throw is a bug.
  */
 
 export type DeliveryOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed';
@@ -95,6 +96,12 @@ export interface DeliverMessageOptions {
   relayTls?: RelayDeliveryOptions['tls'];
   random?: () => number;
   pool?: SmtpConnectionPool;
+  /**
+   * Called with each domain's results as soon as that domain is finished (once with all of them
+   * through the relay), before the other domains are: a recipient one MX has accepted can be
+   * recorded while another domain is still connecting. Must not throw.
+   */
+  onResults?: (results: RecipientResult[]) => void;
 }
 
 const DEFAULT_TIMEOUTS: Required<DeliveryTimeouts> = { connectMs: 30_000, greetingMs: 60_000, socketMs: 300_000 };
@@ -112,10 +119,17 @@ export function groupByDomain(recipients: string[]): Map<string, string[]> {
   return groups;
 }
 
-/** Delivers one message to all its recipients, per domain in parallel (bounded), or via the relay. */
+/**
+ * Delivers one message to all its recipients, per domain in parallel (bounded), or via the relay.
+ * Resolves with every result once all domains are done; `onResults` hears of each domain's first.
+ */
 export async function deliverMessage(opts: DeliverMessageOptions): Promise<RecipientResult[]> {
   const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts, pool: opts.pool };
-  if (opts.relayUrl) return deliverViaRelay(opts.relayUrl, { ...common, recipients: opts.recipients, tls: opts.relayTls });
+  if (opts.relayUrl) {
+    const all = await deliverViaRelay(opts.relayUrl, { ...common, recipients: opts.recipients, tls: opts.relayTls });
+    opts.onResults?.(all);
+    return all;
+  }
 
   const groups = [...groupByDomain(opts.recipients)];
   const results: RecipientResult[][] = new Array(groups.length);
@@ -127,6 +141,7 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
       results[i] = domain
         ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, allowPrivateAddresses: opts.allowPrivateAddresses, random: opts.random })
         : recipients.map((r) => noReply(r, 'failed', null, 'Recipient address has no domain'));
+      opts.onResults?.(results[i]);
     }
   };
   await Promise.all(Array.from({ length: Math.min(opts.concurrency ?? 5, groups.length) }, worker));
