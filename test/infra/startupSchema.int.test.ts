@@ -5,6 +5,8 @@ import { KeyStore } from '../../infra/keys/keyStore.js';
 import { initExportFiles } from '../../commands/exports/exports.js';
 import { initCheckpoints } from '../../workers/logEnqueuer.js';
 import { initWebhookDispatchSchema } from '../../workers/webhooks/dispatcher.js';
+import { migrateProjection, schemaFor } from '../../projections/runner.js';
+import { allProjections } from '../../projections/index.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { createTestDatabase } from '../support/db.js';
 
@@ -68,6 +70,24 @@ describe('start-up schema set-up, several processes at once', function () {
       await initWebhookDispatchSchema(db);
       await initExportFiles(db);
     });
+  });
+
+  it('projection migrations: no process fails, each migration runs once, one knex lock row', async () => {
+    const projection = allProjections().find((p) => p.name === 'webhooks')!;
+    const schema = schemaFor(projection.name);
+    await rounds([schema], (db) => migrateProjection(db, projection));
+    const done = await admin.withSchema(schema).table('knex_migrations').select('name');
+    expect(done.map((r: { name: string }) => r.name).sort()).to.deep.equal(['000_projection_checkpoint', ...projection.migrations.map((m) => m.name)].sort());
+    expect((await admin.withSchema(schema).table('knex_migrations_lock').count('* as n'))[0].n).to.equal('1');
+  });
+
+  it('a projection schema left with two knex lock rows (by an earlier release) migrates again', async () => {
+    const projection = allProjections().find((p) => p.name === 'exports')!;
+    const schema = schemaFor(projection.name);
+    await migrateProjection(admin, projection);
+    await admin.withSchema(schema).table('knex_migrations_lock').insert({ is_locked: 0 });
+    await migrateProjection(admin, projection);
+    expect((await admin.withSchema(schema).table('knex_migrations_lock').count('* as n'))[0].n).to.equal('1');
   });
 
   it('the event store schema (already under its own lock): no process fails', async () => {
