@@ -53,10 +53,7 @@ export class DeliverySweeper {
   async run(signal: AbortSignal): Promise<void> {
     let wait = this.opts.firstSweepAfterMs;
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, wait);
-        signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
-      });
+      await sleep(wait, signal);
       if (signal.aborted) return;
       wait = this.opts.everyMs;
       try {
@@ -68,3 +65,15 @@ export class DeliverySweeper {
   }
 }
 
+/** Resolves after `ms` or on abort, and takes its abort listener away again (one per sweep would pile up on the shared signal). */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

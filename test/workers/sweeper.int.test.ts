@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { createDb } from '../../infra/db';
@@ -91,5 +92,16 @@ describe('delivery sweeper (integration)', () => {
     const drawn = Array.from({ length: 50 }, () => firstSweepDelayMs());
     expect(drawn.every((d) => d >= 30_000 && d < 60_000)).to.equal(true);
     expect(new Set(drawn).size, 'spread, not one fixed delay').to.be.above(1);
+  });
+
+  it('does not leave an abort listener per sweep on the shared signal', async () => {
+    const sweeper = new DeliverySweeper(db, queue, createLogger('silent'), { everyMs: 10, stalledAfterMs: 1e13, firstSweepAfterMs: 0 });
+    const abort = new AbortController();
+    const running = sweeper.run(abort.signal);
+    await new Promise((r) => setTimeout(r, 400));
+    const listeners = getEventListeners(abort.signal, 'abort').length;
+    abort.abort();
+    await running;
+    expect(listeners).to.be.at.most(1);
   });
 });
