@@ -21,6 +21,7 @@
  */
 import type { Knex } from 'knex';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore.js';
+import { withSetupLock } from '../infra/db.js';
 
 /** One forward-only migration of a projection's schema; `schema` is where to create things. */
 export interface ProjectionMigration {
@@ -143,7 +144,14 @@ async function schemaExists(db: Knex | Knex.Transaction, schema: string): Promis
   return r.rows.length > 0;
 }
 
-/** Creates the schema if needed and runs the projection's pending migrations (tracked inside the schema). */
+/**
+ * Creates the schema if needed and runs the projection's pending migrations (tracked inside the
+ * schema). Safe to run from several processes at once: all of it happens in one transaction under
+ * the schema's set-up lock (infra/db.ts withSetupLock). Without it, processes starting together on
+ * an empty database raced on CREATE SCHEMA and on knex's own bookkeeping tables; two of them could
+ * each insert a row into knex_migrations_lock, after which knex refuses every later migration run
+ * of that schema ("Migration table is already locked") and no process could start again.
+ */
 export async function migrateProjection(db: Knex, projection: Projection, schema: string = schemaFor(projection.name)): Promise<void> {
   const all = [checkpointMigration, ...projection.migrations];
   const source: Knex.MigrationSource<ProjectionMigration> = {
@@ -151,17 +159,23 @@ export async function migrateProjection(db: Knex, projection: Projection, schema
     getMigrationName: (m) => m.name,
     getMigration: async (m) => ({ up: (knex: Knex) => m.up(knex, schema), down: async () => {} }),
   };
-  // Two processes starting together race on CREATE SCHEMA and on knex's migration lock: retry.
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await db.raw(`create schema if not exists ${quoteIdent(schema)}`);
-      await db.migrate.latest({ migrationSource: source, schemaName: schema, tableName: 'knex_migrations' });
-      return;
-    } catch (err) {
-      if (attempt >= 20) throw err;
-      await sleep(100 + Math.random() * 200);
-    }
-  }
+  await withSetupLock(db, schema, async (trx) => {
+    await trx.raw(`create schema if not exists ${quoteIdent(schema)}`);
+    await repairKnexLockTable(trx, schema);
+    // On the lock's transaction: knex runs the batch in a savepoint of it.
+    await trx.migrate.latest({ migrationSource: source, schemaName: schema, tableName: 'knex_migrations' });
+  });
+}
+
+/**
+ * Leaves one row in knex's lock table. Earlier releases could leave two (see migrateProjection),
+ * and knex then reports every run as locked. Both rows are unlocked ones: knex sets and clears its
+ * lock inside the batch's transaction, so a committed lock row is never in use.
+ */
+async function repairKnexLockTable(trx: Knex.Transaction, schema: string): Promise<void> {
+  const table = `${quoteIdent(schema)}.knex_migrations_lock`;
+  if (!(await trx.schema.withSchema(schema).hasTable('knex_migrations_lock'))) return;
+  await trx.raw(`delete from ${table} where "index" > (select min("index") from ${table})`);
 }
 
 /** The lock every writer of a projection's live schema takes (runners and the rebuild swap). */

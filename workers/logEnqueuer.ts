@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { EventStore, RecordedEvent } from '../domain/eventStore';
 import { followLog } from '../infra/eventstore/followLog';
+import { withSetupLock } from '../infra/db';
 import type { Logger } from '../infra/logger';
 
 /**
@@ -14,8 +15,10 @@ import type { Logger } from '../infra/logger';
 export const CHECKPOINTS = 'motor_workers.checkpoints';
 
 export async function initCheckpoints(db: Knex): Promise<void> {
-  await db.raw('CREATE SCHEMA IF NOT EXISTS motor_workers');
-  await db.raw(`CREATE TABLE IF NOT EXISTS ${CHECKPOINTS} (name text PRIMARY KEY, position text, updated_at timestamptz NOT NULL DEFAULT now())`);
+  await withSetupLock(db, 'motor_workers', async (trx) => {
+    await trx.raw('CREATE SCHEMA IF NOT EXISTS motor_workers');
+    await trx.raw(`CREATE TABLE IF NOT EXISTS ${CHECKPOINTS} (name text PRIMARY KEY, position text, updated_at timestamptz NOT NULL DEFAULT now())`);
+  });
 }
 
 export interface QueuedJob<T> { name: string; data: T; opts: JobsOptions & { jobId: string } }

@@ -9,14 +9,37 @@ import type { DeliveryJob } from './queue';
  * or a job failed for good, the message would wait forever. Every few minutes the sweeper asks the
  * messages read model for recipients that should have moved on and queues a delivery round for
  * them (job id per message and sweep window, so sweeps do not pile up).
+ *
+ * The first sweep comes soon after start (firstSweepDelayMs), not a whole interval later: the
+ * timer starts again with every worker process, so a worker restarted more often than `everyMs`
+ * never swept (after a Redis wipe a message waited 24 minutes). Sweeping early is as safe as any
+ * other moment: only recipients with no event for `stalledAfterMs` (15 min, past the 10 min an
+ * attempt may stay in flight, IN_FLIGHT_STALE_MS) are picked, and the round a sweep queues folds
+ * the stream and leaves an attempt still in flight alone (planDelivery waits for it).
  */
+export interface SweeperOptions {
+  everyMs: number;
+  stalledAfterMs: number;
+  /** Delay before the first sweep; firstSweepDelayMs() when absent. */
+  firstSweepAfterMs?: number;
+}
+
+/** The first sweep's delay: 30 to 60 s (spread, so workers started together do not sweep together). */
+export function firstSweepDelayMs(random: () => number = Math.random): number {
+  return 30_000 + Math.floor(random() * 30_000);
+}
+
 export class DeliverySweeper {
+  private readonly opts: Required<SweeperOptions>;
+
   constructor(
     private readonly db: Knex,
     private readonly queue: Queue<DeliveryJob>,
     private readonly logger: Logger,
-    private readonly opts: { everyMs: number; stalledAfterMs: number } = { everyMs: 5 * 60_000, stalledAfterMs: 15 * 60_000 },
-  ) {}
+    opts: SweeperOptions = { everyMs: 5 * 60_000, stalledAfterMs: 15 * 60_000 },
+  ) {
+    this.opts = { ...opts, firstSweepAfterMs: opts.firstSweepAfterMs ?? firstSweepDelayMs() };
+  }
 
   async sweepOnce(now = new Date()): Promise<number> {
     const ids = await findStalledMessageIds(this.db, now, this.opts.stalledAfterMs, 1000);
@@ -28,12 +51,11 @@ export class DeliverySweeper {
   }
 
   async run(signal: AbortSignal): Promise<void> {
+    let wait = this.opts.firstSweepAfterMs;
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, this.opts.everyMs);
-        signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
-      });
+      await sleep(wait, signal);
       if (signal.aborted) return;
+      wait = this.opts.everyMs;
       try {
         await this.sweepOnce();
       } catch (err) {
@@ -41,4 +63,17 @@ export class DeliverySweeper {
       }
     }
   }
+}
+
+/** Resolves after `ms` or on abort, and takes its abort listener away again (one per sweep would pile up on the shared signal). */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }

@@ -8,6 +8,7 @@ import { EXPORTS_SCHEMA } from '../../projections/exports/projection';
 import { maskEmailsInText } from '../../projections/messages/pii';
 import { appendAndAwaitRow } from '../readYourWrites';
 import { assertBlockTakesWrites } from '../blocks/deletionGuard';
+import { withSetupLock } from '../../infra/db';
 
 /**
  * Exports (SPEC "Exports", docs/EXPORTS.md). A job is asked for on its own stream `export-<id>`
@@ -138,7 +139,9 @@ export async function exportFile(db: Knex, jobId: string, now: Date): Promise<{ 
 export const EXPORT_FILES = 'motor_exports.files';
 
 export async function initExportFiles(db: Knex): Promise<void> {
-  await db.raw('CREATE SCHEMA IF NOT EXISTS motor_exports');
-  await db.raw(`CREATE TABLE IF NOT EXISTS ${EXPORT_FILES} (
-    job_id uuid NOT NULL, seq integer NOT NULL, data bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job_id, seq))`);
+  await withSetupLock(db, 'motor_exports', async (trx) => {
+    await trx.raw('CREATE SCHEMA IF NOT EXISTS motor_exports');
+    await trx.raw(`CREATE TABLE IF NOT EXISTS ${EXPORT_FILES} (
+      job_id uuid NOT NULL, seq integer NOT NULL, data bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job_id, seq))`);
+  });
 }

@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
+import { withSetupLock } from '../db';
 
 /**
  * Private key material (DKIM signing keys) lives here, never in the event log: events carry only
@@ -24,21 +25,23 @@ export class KeyStore {
   }
 
   async init(): Promise<void> {
-    await this.db.raw(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
-    await this.db.raw(`
-      CREATE TABLE IF NOT EXISTS ${SCHEMA}.private_keys (
-        id uuid PRIMARY KEY,
-        algorithm text NOT NULL,
-        ciphertext bytea NOT NULL,
-        created_at timestamptz NOT NULL DEFAULT now()
-      )`);
-    await this.db.raw(`
-      CREATE TABLE IF NOT EXISTS ${SCHEMA}.signing_key_versions (
-        purpose text NOT NULL,
-        key_id uuid NOT NULL REFERENCES ${SCHEMA}.private_keys(id),
-        created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-        PRIMARY KEY (purpose, key_id)
-      )`);
+    await withSetupLock(this.db, SCHEMA, async (trx) => {
+      await trx.raw(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
+      await trx.raw(`
+        CREATE TABLE IF NOT EXISTS ${SCHEMA}.private_keys (
+          id uuid PRIMARY KEY,
+          algorithm text NOT NULL,
+          ciphertext bytea NOT NULL,
+          created_at timestamptz NOT NULL DEFAULT now()
+        )`);
+      await trx.raw(`
+        CREATE TABLE IF NOT EXISTS ${SCHEMA}.signing_key_versions (
+          purpose text NOT NULL,
+          key_id uuid NOT NULL REFERENCES ${SCHEMA}.private_keys(id),
+          created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+          PRIMARY KEY (purpose, key_id)
+        )`);
+    });
   }
 
   /**

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { createDb } from '../../infra/db';
@@ -7,7 +8,7 @@ import { createLogger } from '../../infra/logger';
 import type { EventStore } from '../../domain/eventStore';
 import { messagesProjection } from '../../projections/messages/projection';
 import { ProjectionRunner, migrateProjection } from '../../projections/runner';
-import { DeliverySweeper } from '../../workers/sweeper';
+import { DeliverySweeper, firstSweepDelayMs } from '../../workers/sweeper';
 import { createDeliveryQueue } from '../../workers/queue';
 import { catchUpUntil } from '../../scripts/runtime';
 import { getMessage } from '../../projections/messages/queries';
@@ -58,5 +59,49 @@ describe('delivery sweeper (integration)', () => {
     // A second sweep in the same window adds nothing new.
     await sweeper.sweepOnce(now);
     expect(await queue.getJobCountByTypes('waiting', 'delayed')).to.equal(1);
+  });
+
+  it('sweeps first soon after start, not a whole interval later', async function () {
+    this.timeout(20_000);
+    const block = randomUUID();
+    const stalled = randomUUID();
+    await store.append(`message-${stalled}`, [acceptedEvent(stalled, block, ['d@x.test'], 0)]);
+    const runner = new ProjectionRunner(db, store, messagesProjection);
+    await catchUpUntil(runner, async () => (await getMessage(db, stalled)) !== null);
+
+    // The production interval: before, the first sweep came 5 minutes after start.
+    const sweeper = new DeliverySweeper(db, queue, createLogger('silent'), { everyMs: 5 * 60_000, stalledAfterMs: 15 * 60_000, firstSweepAfterMs: 300 });
+    const abort = new AbortController();
+    const started = Date.now();
+    const running = sweeper.run(abort.signal);
+    try {
+      const queued = async () => (await queue.getJobs(['waiting', 'delayed'])).some((j) => j?.data.messageId === stalled);
+      while (!(await queued())) {
+        expect(Date.now() - started, 'first sweep within a few seconds of start').to.be.below(5000);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      abort.abort();
+      await running;
+    }
+  });
+
+  it('by default the first sweep comes 30 to 60 s after start, well inside the interval', () => {
+    expect(firstSweepDelayMs(() => 0)).to.equal(30_000);
+    expect(firstSweepDelayMs(() => 0.999999)).to.be.within(59_000, 59_999);
+    const drawn = Array.from({ length: 50 }, () => firstSweepDelayMs());
+    expect(drawn.every((d) => d >= 30_000 && d < 60_000)).to.equal(true);
+    expect(new Set(drawn).size, 'spread, not one fixed delay').to.be.above(1);
+  });
+
+  it('does not leave an abort listener per sweep on the shared signal', async () => {
+    const sweeper = new DeliverySweeper(db, queue, createLogger('silent'), { everyMs: 10, stalledAfterMs: 1e13, firstSweepAfterMs: 0 });
+    const abort = new AbortController();
+    const running = sweeper.run(abort.signal);
+    await new Promise((r) => setTimeout(r, 400));
+    const listeners = getEventListeners(abort.signal, 'abort').length;
+    abort.abort();
+    await running;
+    expect(listeners).to.be.at.most(1);
   });
 });

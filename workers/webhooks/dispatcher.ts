@@ -7,6 +7,7 @@ import {
 } from '../../domain/events';
 import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } from '../../domain/webhooks/webhooks';
 import { followLog } from '../../infra/eventstore/followLog';
+import { withSetupLock } from '../../infra/db';
 import type { Logger } from '../../infra/logger';
 import { CHECKPOINTS } from '../logEnqueuer';
 import type { WebhookJob } from './worker';
@@ -47,14 +48,16 @@ const TYPES = [
 const MESSAGE_MEMORY_DAYS = 45;
 
 export async function initWebhookDispatchSchema(db: Knex): Promise<void> {
-  await db.raw(`CREATE SCHEMA IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}`);
-  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.targets (
-    webhook_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, events text[] NOT NULL, enabled boolean NOT NULL)`);
-  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.messages (
-    message_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, smtp_message_id text NOT NULL, metadata jsonb NOT NULL, accepted_at timestamptz NOT NULL)`);
-  await db.raw(`CREATE INDEX IF NOT EXISTS messages_accepted_at ON ${WEBHOOK_DISPATCH_SCHEMA}.messages (accepted_at)`);
-  // Blocks whose deletion was requested: nothing more is queued for them.
-  await db.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.deleting_blocks (motor_block_id uuid PRIMARY KEY)`);
+  await withSetupLock(db, WEBHOOK_DISPATCH_SCHEMA, async (trx) => {
+    await trx.raw(`CREATE SCHEMA IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}`);
+    await trx.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.targets (
+      webhook_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, events text[] NOT NULL, enabled boolean NOT NULL)`);
+    await trx.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.messages (
+      message_id uuid PRIMARY KEY, motor_block_id uuid NOT NULL, smtp_message_id text NOT NULL, metadata jsonb NOT NULL, accepted_at timestamptz NOT NULL)`);
+    await trx.raw(`CREATE INDEX IF NOT EXISTS messages_accepted_at ON ${WEBHOOK_DISPATCH_SCHEMA}.messages (accepted_at)`);
+    // Blocks whose deletion was requested: nothing more is queued for them.
+    await trx.raw(`CREATE TABLE IF NOT EXISTS ${WEBHOOK_DISPATCH_SCHEMA}.deleting_blocks (motor_block_id uuid PRIMARY KEY)`);
+  });
 }
 
 interface Target { webhookId: string; motorBlockId: string; events: WebhookEventName[]; enabled: boolean }
