@@ -295,52 +295,45 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(r.detail).to.match(/ECONNREFUSED|ECONNECTION/);
   });
 
-  it('defers when the MX accepts the connection but never greets (greeting timeout)', async () => {
+  /** Delivers to a@rcpt.test with rcpt.test's MX answered by a raw TCP server of the test's making. */
+  const deliverToRawMx = async (onConnection: (socket: Socket) => void, t: typeof timeouts): Promise<RecipientResult> => {
     const sockets: Socket[] = [];
-    const mute: Server = createServer((socket) => void sockets.push(socket));
-    await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', resolve));
+    const server: Server = createServer((socket) => {
+      sockets.push(socket);
+      onConnection(socket);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
-      const started = Date.now();
       const [r] = await deliverToDomain({
         domain: 'rcpt.test',
         recipients: ['a@rcpt.test'],
         raw: await signedMessage({ to: ['a@rcpt.test'] }),
         envelopeFrom: `bounces@${SENDER_DOMAIN}`,
         resolver,
-        mxPort: (mute.address() as AddressInfo).port,
+        mxPort: (server.address() as AddressInfo).port,
         allowPrivateAddresses: true,
         hostname: HOSTNAME,
-        timeouts: { connectMs: 1000, greetingMs: 300, socketMs: 1000 },
+        timeouts: t,
       });
-      expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
-      expect(r.detail).to.match(/ETIMEDOUT|timeout/i);
-      expect(Date.now() - started).to.be.below(5000);
+      return r;
     } finally {
       sockets.forEach((sk) => sk.destroy());
-      await new Promise((resolve) => mute.close(resolve));
+      await new Promise((resolve) => server.close(resolve));
     }
+  };
+
+  it('defers when the MX accepts the connection but never greets (greeting timeout)', async () => {
+    const started = Date.now();
+    const r = await deliverToRawMx(() => undefined, { connectMs: 1000, greetingMs: 300, socketMs: 1000 });
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
+    expect(r.detail).to.match(/ETIMEDOUT|timeout/i);
+    expect(Date.now() - started).to.be.below(5000);
   });
 
   it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
-    const refusing: Server = createServer((socket) => socket.end('554 5.7.1 mx.rcpt.test: no SMTP service here\r\n'));
-    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
-    try {
-      const [r] = await deliverToDomain({
-        domain: 'rcpt.test',
-        recipients: ['a@rcpt.test'],
-        raw: await signedMessage({ to: ['a@rcpt.test'] }),
-        envelopeFrom: `bounces@${SENDER_DOMAIN}`,
-        resolver,
-        mxPort: (refusing.address() as AddressInfo).port,
-        allowPrivateAddresses: true,
-        hostname: HOSTNAME,
-        timeouts,
-      });
-      expect(r).to.include({ outcome: 'deferred', smtpCode: '554', mx: 'mx.rcpt.test' });
-      expect(r.smtpResponse).to.match(/no SMTP service here/);
-    } finally {
-      await new Promise((resolve) => refusing.close(resolve));
-    }
+    const r = await deliverToRawMx((socket) => socket.end('554 5.7.1 mx.rcpt.test: no SMTP service here\r\n'), timeouts);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: '554', mx: 'mx.rcpt.test' });
+    expect(r.smtpResponse).to.match(/no SMTP service here/);
   });
 
   it('delivers to several domains in parallel, one session per domain', async () => {
