@@ -12,7 +12,7 @@ import { requireBlock } from '../http/authorize';
 import { ctxOf, principalOf, type HttpContext } from '../http/context';
 import type { Principal } from '../http/principal';
 import { retentionDaysOfAccount } from '../http/plan';
-import { retentionRange } from '../http/retention';
+import { requireSpanInsideRetention, retentionRange } from '../http/retention';
 
 export interface OverviewData {
   motorBlockId: string;
@@ -89,11 +89,7 @@ export class AnalyticsController extends Controller {
     const retentionDays = await retentionDaysOf(ctx, p);
     const n = days ?? Math.min(7, retentionDays);
     if (!Number.isInteger(n) || n < 1) throw fail('invalid_query', 400, 'days must be an integer of at least 1');
-    if (n > retentionDays) {
-      throw fail('outside_retention_window', 400, `days is beyond the ${retentionDays}-day retention window of this plan`, {
-        nextAction: `Ask for at most ${retentionDays} days`, details: { retentionDays },
-      });
-    }
+    requireSpanInsideRetention('days', n, 86_400_000, retentionDays);
     return { success: true, data: { days: n, retentionDays, items: await dailySummary(ctx.db, id, n, ctx.clock.now()) } };
   }
 
