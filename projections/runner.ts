@@ -21,6 +21,7 @@
  */
 import type { Knex } from 'knex';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore.js';
+import { sleep } from '../infra/sleep.js';
 import { withSetupLock } from '../infra/db.js';
 
 /** One forward-only migration of a projection's schema; `schema` is where to create things. */
@@ -191,19 +192,6 @@ async function readCheckpointRow(db: Knex | Knex.Transaction, schema: string, fo
   const row = (await q) as { position: string | null } | undefined;
   if (!row) throw new Error(`Checkpoint row missing in ${schema}`);
   return row.position;
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done);
-  });
 }
 
 type ApplyResult = { ok: true; position: GlobalPosition } | { ok: false; position: GlobalPosition | null };

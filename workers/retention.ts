@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Config } from '../infra/config';
 import type { Logger } from '../infra/logger';
+import { sleep } from '../infra/sleep';
 import { RETENTION_GRACE_MS } from '../read-api/http/retention';
 
 /**
@@ -195,10 +196,7 @@ export class RetentionSweeper {
   /** Sweeps every interval (the first one an interval after start), until the signal aborts. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, this.opts.intervalMs);
-        signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
-      });
+      await sleep(this.opts.intervalMs, signal);
       if (signal.aborted) return;
       try {
         await this.sweepOnce(this.opts.clock?.now() ?? new Date(), signal);

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Queue } from 'bullmq';
 import type { Logger } from '../infra/logger';
+import { sleep } from '../infra/sleep';
 import { findStalledMessageIds } from '../projections/messages/stalled';
 import type { DeliveryJob } from './queue';
 
@@ -65,15 +66,3 @@ export class DeliverySweeper {
   }
 }
 
-/** Resolves after `ms` or on abort, and takes its abort listener away again (one per sweep would pile up on the shared signal). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
