@@ -187,7 +187,7 @@ describe('delivery round (int)', function () {
     clock = new Date();
     const messageId = await accept(['grey@rcpt.test', 'slow2@slow.test']);
     reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
-    // The round gives up on the silent MX after 6 s (nodemailer bounds the greeting by the connect timeout), later than the 5 s a retry job takes early recipients.
+    // The round gives up on the silent MX after 6 s (its greeting timeout), later than the 5 s a retry job takes early recipients.
     const realTime = { ...deps, now: () => new Date(), settings: { ...deps.settings, timeouts: { connectMs: 6000, greetingMs: 6000, socketMs: 7000 } } };
     expect(await deliverRound(realTime, messageId)).to.deep.equal({ kind: 'attempted' });
 

@@ -1,5 +1,5 @@
 import { isAscii } from 'node:buffer';
-import { isIP } from 'node:net';
+import { connect as tcpConnect, isIP, type Socket } from 'node:net';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
@@ -36,7 +36,7 @@ export interface RecipientResult {
 export interface DeliveryTimeouts {
   /** TCP connect, ms (default 30 s). */
   connectMs?: number;
-  /** Wait for the 220 greeting, ms (default 60 s). */
+  /** Wait for the 220 greeting once connected, ms (default 60 s); also bounds a TLS handshake (STARTTLS, smtps). */
   greetingMs?: number;
   /** Inactivity on an open session, ms (default 5 min; RFC 5321 §4.5.3.2 allows 10 min after DATA). */
   socketMs?: number;
@@ -320,13 +320,40 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
   return (await transaction(pc, o, false)) as SessionResult;
 }
 
+/**
+ * The TCP connection, within `connectMs`. Made here rather than by nodemailer: nodemailer's
+ * connectionTimeout covers connecting and the greeting and the TLS handshake together, so with its
+ * own connect the greeting could wait only what was left of the connect timeout.
+ */
+function connectTcp(o: SessionOptions, connectMs: number): Promise<{ socket: Socket } | { error: SmtpError }> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: o.host, port: o.port });
+    const finish = (result: { socket: Socket } | { error: SmtpError }): void => {
+      clearTimeout(timer);
+      socket.removeListener('error', onError);
+      if ('error' in result) socket.destroy();
+      resolve(result);
+    };
+    // Worded as nodemailer words its own (ESOCKET, ETIMEDOUT): the details recorded stay the same.
+    const onError = (err: Error): void => finish({ error: Object.assign(err, { code: 'ESOCKET' }) });
+    const timer = setTimeout(() => finish({ error: Object.assign(new Error('Connection timeout'), { code: 'ETIMEDOUT' }) }), connectMs);
+    // nodemailer's handlers take over once it has the socket; this one catches anything in between.
+    socket.on('error', () => undefined);
+    socket.once('error', onError);
+    socket.once('connect', () => finish({ socket }));
+  });
+}
+
 /** Connect, EHLO, STARTTLS, AUTH (relay). */
 async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMTPConnection } | Extract<SessionResult, { kind: 'host_failed' }>> {
   const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
+  const connected = await connectTcp(o, t.connectMs);
+  if ('error' in connected) return { kind: 'host_failed', failure: { mx: o.servername, detail: describe(connected.error), reply: null }, tlsFailed: false };
   const verified = o.tlsMode === 'starttls-verified' || o.tlsMode === 'implicit';
   // SNI takes host names only; for an IP the certificate is checked against the IP itself.
   const sni = isIP(o.servername) ? undefined : o.servername;
   const conn = new SMTPConnection({
+    connection: connected.socket,
     host: o.host,
     port: o.port,
     name: o.hostname,
@@ -341,7 +368,10 @@ async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMT
       rejectUnauthorized: verified ? (o.tls?.rejectUnauthorized ?? true) : false,
       ...(o.tls?.ca ? { ca: o.tls.ca } : {}),
     },
-    connectionTimeout: t.connectMs,
+    // nodemailer's bound on the whole set-up, counted here from the TCP connection (greeting, EHLO,
+    // STARTTLS, handshake); it cuts the greeting wait and a TLS handshake to what is left of it.
+    // greetingMs + socketMs leaves both their whole greetingMs unless replies in between crawl.
+    connectionTimeout: t.greetingMs + t.socketMs,
     greetingTimeout: t.greetingMs,
     socketTimeout: t.socketMs,
     socketCloseTimeout: 1000,

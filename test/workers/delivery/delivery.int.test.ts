@@ -330,6 +330,15 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(Date.now() - started).to.be.below(5000);
   });
 
+  it('waits the configured greeting timeout, not what is left of the connect timeout', async () => {
+    const started = Date.now();
+    const r = await deliverToRawMx(() => undefined, { connectMs: 300, greetingMs: 1500, socketMs: 5000 });
+    const waited = Date.now() - started;
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
+    expect(r.detail).to.match(/Greeting never received/);
+    expect(waited, 'gave up after the greeting timeout').to.be.at.least(1400).and.below(4000);
+  });
+
   it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
     const r = await deliverToRawMx((socket) => socket.end('554 5.7.1 mx.rcpt.test: no SMTP service here\r\n'), timeouts);
     expect(r).to.include({ outcome: 'deferred', smtpCode: '554', mx: 'mx.rcpt.test' });
