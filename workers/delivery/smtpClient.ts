@@ -64,6 +64,8 @@ export interface DomainDeliveryOptions {
   maxConnectionAttempts?: number;
   /** Reuse of open sessions between messages (the worker's cache); none = one connection per message. */
   pool?: SmtpConnectionPool;
+  /** The attempt's deadline (see DeliverMessageOptions.signal). */
+  signal?: AbortSignal;
 }
 
 export interface RelayDeliveryOptions {
@@ -77,6 +79,8 @@ export interface RelayDeliveryOptions {
   /** TLS settings for the relay; certificates are verified unless told otherwise. */
   tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
   pool?: SmtpConnectionPool;
+  /** The attempt's deadline (see DeliverMessageOptions.signal). */
+  signal?: AbortSignal;
 }
 
 export interface DeliverMessageOptions {
@@ -102,9 +106,39 @@ export interface DeliverMessageOptions {
    * recorded while another domain is still connecting. Must not throw.
    */
   onResults?: (results: RecipientResult[]) => void;
+  /**
+   * The attempt's deadline (the worker's DELIVERY_ATTEMPT_DEADLINE_SECONDS). When it aborts, the
+   * sessions still open are closed, no lookup or connection is started, and every recipient
+   * without a verdict yet is deferred with an `ATTEMPT_DEADLINE_DETAIL` detail, so the attempt
+   * ends at once. A message whose end was sent but not yet answered is deferred too: the MX may
+   * have taken it, as when the connection drops there.
+   */
+  signal?: AbortSignal;
 }
 
 const DEFAULT_TIMEOUTS: Required<DeliveryTimeouts> = { connectMs: 30_000, greetingMs: 60_000, socketMs: 300_000 };
+
+/** How the `detail` of a recipient left without a verdict at the attempt's deadline begins. */
+export const ATTEMPT_DEADLINE_DETAIL = 'Attempt deadline exceeded';
+
+const deadlineResults = (recipients: string[], mx: string | null): RecipientResult[] =>
+  recipients.map((r) => noReply(r, 'deferred', mx, `${ATTEMPT_DEADLINE_DETAIL} before ${mx ?? 'any host'} gave a verdict`));
+
+const ABORTED: unique symbol = Symbol('aborted');
+
+/** `work`'s value, or ABORTED as soon as `signal` aborts (a DNS lookup left behind ends on its own). */
+function unlessAborted<T>(signal: AbortSignal | undefined, work: Promise<T>): Promise<T | typeof ABORTED> {
+  if (!signal) return work;
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
+      (err: unknown) => { signal.removeEventListener('abort', onAbort); reject(err); },
+    );
+  });
+}
 
 /** Recipients grouped by their domain (lower-cased), in first-seen order. */
 export function groupByDomain(recipients: string[]): Map<string, string[]> {
@@ -124,7 +158,7 @@ export function groupByDomain(recipients: string[]): Map<string, string[]> {
  * Resolves with every result once all domains are done; `onResults` hears of each domain's first.
  */
 export async function deliverMessage(opts: DeliverMessageOptions): Promise<RecipientResult[]> {
-  const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts, pool: opts.pool };
+  const common = { raw: opts.raw, envelopeFrom: opts.envelopeFrom, resolver: opts.resolver, hostname: opts.hostname, timeouts: opts.timeouts, pool: opts.pool, signal: opts.signal };
   if (opts.relayUrl) {
     const all = await deliverViaRelay(opts.relayUrl, { ...common, recipients: opts.recipients, tls: opts.relayTls });
     opts.onResults?.(all);
@@ -163,7 +197,8 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
 export const MAX_MX_HOSTS = 10;
 
 export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
-  const mx = await resolveMxHosts(opts.resolver, opts.domain, { random: opts.random });
+  const mx = await unlessAborted(opts.signal, resolveMxHosts(opts.resolver, opts.domain, { random: opts.random }));
+  if (mx === ABORTED) return deadlineResults(opts.recipients, null);
   if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
   if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
 
@@ -172,7 +207,8 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
   let everyHostUnresolvable = true;
   for (const host of mx.hosts.slice(0, MAX_MX_HOSTS)) {
     if (budget <= 0) break;
-    const addresses = await resolveHostAddresses(opts.resolver, host.exchange);
+    const addresses = await unlessAborted(opts.signal, resolveHostAddresses(opts.resolver, host.exchange));
+    if (addresses === ABORTED) return deadlineResults(opts.recipients, host.exchange);
     if (addresses.kind !== 'addresses') {
       if (addresses.kind === 'temporary') everyHostUnresolvable = false;
       lastFailure = { mx: host.exchange, detail: addresses.message, reply: null };
@@ -197,10 +233,13 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
         recipients: opts.recipients,
         raw: opts.raw,
         pool: opts.pool,
+        signal: opts.signal,
       };
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
-      if (session.kind === 'host_failed' && session.tlsFailed) session = await smtpSession({ ...base, tlsMode: 'none' });
+      if (session.kind === 'host_failed' && session.tlsFailed && !opts.signal?.aborted) session = await smtpSession({ ...base, tlsMode: 'none' });
+      // A verdict that came before the deadline stands; a session cut short by it tells nothing.
       if (session.kind === 'done') return session.results;
+      if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
       lastFailure = session.failure;
     }
   }
@@ -225,7 +264,8 @@ export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptio
   const port = url.port ? Number(url.port) : secure ? 465 : 587;
   const auth = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
 
-  const addresses = await resolveHostAddresses(opts.resolver, hostName);
+  const addresses = await unlessAborted(opts.signal, resolveHostAddresses(opts.resolver, hostName));
+  if (addresses === ABORTED) return deadlineResults(opts.recipients, hostName);
   if (addresses.kind !== 'addresses') return opts.recipients.map((r) => noReply(r, 'deferred', hostName, `Relay ${addresses.message}`));
 
   let failure: HostFailure | null = null;
@@ -244,8 +284,10 @@ export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptio
       auth,
       pool: opts.pool,
       poolKey: `relay ${relayUrl} ${address}`,
+      signal: opts.signal,
     });
     if (session.kind === 'done') return session.results;
+    if (opts.signal?.aborted) return deadlineResults(opts.recipients, hostName);
     failure = session.failure;
   }
   return opts.recipients.map((r) => fromHostFailure(r, failure));
@@ -284,6 +326,7 @@ interface SessionOptions {
   pool?: SmtpConnectionPool;
   /** Destination key in the pool (default: TLS mode, host name, IP, port). */
   poolKey?: string;
+  signal?: AbortSignal;
 }
 
 /** The part of a nodemailer error this module reads. */
@@ -320,6 +363,33 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
   return (await transaction(pc, o, false)) as SessionResult;
 }
 
+/** The error of a session step cut short by the attempt's deadline (no reply: the session told nothing). */
+const deadlineError = (): SmtpError => Object.assign(new Error(ATTEMPT_DEADLINE_DETAIL), { code: 'EDEADLINE' });
+
+/**
+ * Runs one callback-style step of a session. If the attempt's deadline passes first the session is
+ * closed and the step settles with `aborted`: nodemailer's close() drops the callbacks of what was
+ * in progress, so nothing else would settle it.
+ */
+function sessionStep<T>(conn: SMTPConnection, signal: AbortSignal | undefined, aborted: () => T, start: (done: (value: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve) => {
+    let settled = false;
+    const done = (value: T): void => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener('abort', onAbort);
+      resolve(value);
+    };
+    const onAbort = (): void => {
+      conn.close();
+      done(aborted());
+    };
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    start(done);
+  });
+}
+
 /**
  * The TCP connection, within `connectMs`. Made here rather than by nodemailer: nodemailer's
  * connectionTimeout covers connecting and the greeting and the TLS handshake together, so with its
@@ -331,16 +401,20 @@ function connectTcp(o: SessionOptions, connectMs: number): Promise<{ socket: Soc
     const finish = (result: { socket: Socket } | { error: SmtpError }): void => {
       clearTimeout(timer);
       socket.removeListener('error', onError);
+      o.signal?.removeEventListener('abort', onAbort);
       if ('error' in result) socket.destroy();
       resolve(result);
     };
     // Worded as nodemailer words its own (ESOCKET, ETIMEDOUT): the details recorded stay the same.
     const onError = (err: Error): void => finish({ error: Object.assign(err, { code: 'ESOCKET' }) });
+    const onAbort = (): void => finish({ error: deadlineError() });
     const timer = setTimeout(() => finish({ error: Object.assign(new Error('Connection timeout'), { code: 'ETIMEDOUT' }) }), connectMs);
     // nodemailer's handlers take over once it has the socket; this one catches anything in between.
     socket.on('error', () => undefined);
     socket.once('error', onError);
     socket.once('connect', () => finish({ socket }));
+    if (o.signal?.aborted) onAbort();
+    else o.signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
 
@@ -380,17 +454,17 @@ async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMT
   // Errors are also delivered through the callbacks below; this keeps a late one from crashing.
   conn.on('error', () => undefined);
 
-  try {
-    await new Promise<void>((resolve, reject) => {
-      conn.once('error', reject);
-      conn.connect((err) => (err ? reject(err) : resolve()));
+  const setUp = async (): Promise<SmtpError | null> => {
+    const connectErr = await sessionStep<SmtpError | null>(conn, o.signal, deadlineError, (done) => {
+      conn.once('error', (err) => done(err as SmtpError));
+      conn.connect((err) => done((err as SmtpError) ?? null));
     });
-    if (o.auth) {
-      await new Promise<void>((resolve, reject) => conn.login({ user: o.auth!.user, pass: o.auth!.pass }, (err) => (err ? reject(err) : resolve())));
-    }
-  } catch (err) {
+    if (connectErr || !o.auth) return connectErr;
+    return sessionStep<SmtpError | null>(conn, o.signal, deadlineError, (done) => conn.login({ user: o.auth!.user, pass: o.auth!.pass }, (err) => done((err as SmtpError) ?? null)));
+  };
+  const e = await setUp();
+  if (e) {
     conn.close();
-    const e = err as SmtpError;
     return {
       kind: 'host_failed',
       failure: { mx: o.servername, detail: describe(e), reply: e.response ? parseReply(e.response) : null },
@@ -440,17 +514,20 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
   const eightBit = !isAscii(o.raw);
   // Internationalized domains go in A-labels (no SMTPUTF8 needed for them); replies are matched by position.
   const wire = o.recipients.map(envelopeAddress);
-  const sent = await new Promise<{ err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null }>((resolve) => {
+  type Sent = { err: SmtpError | null; info: SMTPConnection.SentMessageInfo | null };
+  // Cut short by the deadline, the transaction ends like a dropped connection: no verdict, even
+  // when the end of the message was out and its reply still to come (the MX may have taken it).
+  const sent = await sessionStep<Sent>(conn, o.signal, () => ({ err: deadlineError(), info: null }), (done) => {
     conn.send(
       { from: envelopeAddress(o.envelopeFrom), to: wire, size: o.raw.length, use8BitMime: eightBit },
       o.raw,
-      (err, info) => resolve({ err: (err as SmtpError) ?? null, info: info ?? null }),
+      (err, info) => done({ err: (err as SmtpError) ?? null, info: info ?? null }),
     );
   });
   const envelope = raw._envelope ?? {};
   const err = sent.err;
 
-  if (reused && err && (raw.lastServerResponse === false || (err.command === 'MAIL FROM' && err.responseCode === 421))) {
+  if (reused && err && err.code !== 'EDEADLINE' && (raw.lastServerResponse === false || (err.command === 'MAIL FROM' && err.responseCode === 421))) {
     // The parked session was gone (closed by the server, timed out): nothing was accepted.
     discard(pc, o);
     return 'retry';

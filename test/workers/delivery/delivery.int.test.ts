@@ -296,7 +296,7 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
   });
 
   /** Delivers to a@rcpt.test with rcpt.test's MX answered by a raw TCP server of the test's making. */
-  const deliverToRawMx = async (onConnection: (socket: Socket) => void, t: typeof timeouts): Promise<RecipientResult> => {
+  const deliverToRawMx = async (onConnection: (socket: Socket) => void, t: typeof timeouts, signal?: AbortSignal): Promise<RecipientResult> => {
     const sockets: Socket[] = [];
     const server: Server = createServer((socket) => {
       sockets.push(socket);
@@ -314,6 +314,7 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
         allowPrivateAddresses: true,
         hostname: HOSTNAME,
         timeouts: t,
+        signal,
       });
       return r;
     } finally {
@@ -337,6 +338,71 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
     expect(r.detail).to.match(/Greeting never received/);
     expect(waited, 'gave up after the greeting timeout').to.be.at.least(1400).and.below(4000);
+  });
+
+  /**
+   * A scripted MX: greets, answers EHLO, MAIL FROM, RCPT TO and DATA, then takes the message and
+   * never answers its end (`stallAt: 'end-of-data'`), or never answers MAIL FROM (`'mail'`).
+   */
+  const stallingMx = (stallAt: 'mail' | 'end-of-data', received: { message: string | null }) => (socket: Socket): void => {
+    socket.on('error', () => undefined);
+    socket.write('220 mx.rcpt.test ESMTP\r\n');
+    let buffer = '';
+    let inData = false;
+    socket.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString('latin1');
+      if (inData) {
+        const end = buffer.indexOf('\r\n.\r\n');
+        if (end !== -1) received.message = buffer.slice(0, end);
+        return;
+      }
+      for (let eol = buffer.indexOf('\r\n'); eol !== -1 && !inData; eol = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, eol).toUpperCase();
+        buffer = buffer.slice(eol + 2);
+        if (line.startsWith('EHLO')) socket.write('250 mx.rcpt.test\r\n');
+        else if (line.startsWith('MAIL') && stallAt === 'mail') return;
+        else if (line.startsWith('MAIL') || line.startsWith('RCPT')) socket.write('250 2.1.0 Ok\r\n');
+        else if (line === 'DATA') {
+          socket.write('354 Go ahead\r\n');
+          inData = true;
+        } else socket.write('500 5.5.2 What?\r\n');
+      }
+    });
+  };
+
+  it('ends a session stalled at MAIL FROM when the attempt deadline passes: deferred, well before the socket timeout', async () => {
+    const started = Date.now();
+    const r = await deliverToRawMx(stallingMx('mail', { message: null }), { connectMs: 2000, greetingMs: 2000, socketMs: 15_000 }, AbortSignal.timeout(500));
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, smtpResponse: null, mx: 'mx.rcpt.test' });
+    expect(r.detail).to.match(/^Attempt deadline exceeded/);
+    expect(Date.now() - started).to.be.below(3000);
+  });
+
+  it('a deadline after the end of the message, before its reply, defers it: the MX may have taken it (at least once)', async () => {
+    const received = { message: null as string | null };
+    const started = Date.now();
+    const r = await deliverToRawMx(stallingMx('end-of-data', received), { connectMs: 2000, greetingMs: 2000, socketMs: 15_000 }, AbortSignal.timeout(800));
+    expect(received.message, 'the MX had the whole message').to.match(/DKIM-Signature/);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.rcpt.test' });
+    expect(r.detail).to.match(/^Attempt deadline exceeded/);
+    expect(Date.now() - started).to.be.below(3000);
+  });
+
+  it('past the deadline nothing new is started: no lookup, no connection, every recipient deferred (direct and relay)', async () => {
+    const s = await sink();
+    const queriesBefore = dns.queries.length;
+    const recipients = ['a@rcpt.test', 'b@other.test'];
+    const common = { raw: await signedMessage({ to: recipients }), envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients, resolver, hostname: HOSTNAME, timeouts, signal: AbortSignal.abort() };
+    const direct = await deliverMessage({ ...common, mxPort: s.port, allowPrivateAddresses: true });
+    const relayed = await deliverMessage({ ...common, mxPort: 25, relayUrl: `smtp://relay.test:${s.port}` });
+    for (const r of [...direct, ...relayed]) {
+      expect(r).to.include({ outcome: 'deferred', smtpCode: null });
+      expect(r.detail).to.match(/^Attempt deadline exceeded/);
+    }
+    expect(direct.map((r) => r.recipient)).to.have.members(recipients);
+    expect(relayed.map((r) => r.recipient)).to.deep.equal(recipients);
+    expect(s.connections).to.equal(0);
+    expect(dns.queries.length).to.equal(queriesBefore);
   });
 
   it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
