@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { ATTEMPT_DEADLINE_MAX_MS } from '../domain/message/message';
 
 /**
  * Configuration: read once from the environment at an entry point, validated, typed, and passed
@@ -114,6 +115,11 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /**
+   * How long a delivery round may talk to MX hosts before the sessions still open are closed and
+   * their recipients deferred; at most ATTEMPT_DEADLINE_MAX_MS, inside the in-flight window.
+   */
+  deliveryAttemptDeadlineSeconds: number;
   /** Contacts a campaign sends per page, between two checkpoints (docs/COMMUNICATIONS.md "Campaigns"). */
   campaignPageSize: number;
   /** Seconds between `keepalive` events of an event stream (docs/EVENTS.md). */
@@ -315,6 +321,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
     deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    deliveryAttemptDeadlineSeconds: int('DELIVERY_ATTEMPT_DEADLINE_SECONDS', ATTEMPT_DEADLINE_MAX_MS / 1000, 10, ATTEMPT_DEADLINE_MAX_MS / 1000),
     campaignPageSize: int('CAMPAIGN_PAGE_SIZE', 100, 1, 1000),
     deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),
     eventStreamKeepaliveSeconds: int('EVENT_STREAM_KEEPALIVE_SECONDS', 15, 1, 300),

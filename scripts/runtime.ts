@@ -219,6 +219,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       settings: {
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
+        attemptDeadlineMs: rt.config.deliveryAttemptDeadlineSeconds * 1000,
       },
     };
     workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix, rt.config.deliveryJobLockSeconds));

@@ -4,7 +4,7 @@ import type { EventData, EventStore, RecordedEvent } from '../domain/eventStore'
 import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } from '../domain/eventStore';
 import { toEventData, type DomainEvent } from '../domain/events';
 import { uuidV5 } from '../domain/ids';
-import { fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { ATTEMPT_DEADLINE_MAX_MS, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
@@ -21,7 +21,8 @@ import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
 /**
  * One delivery round for one message: fold its stream, take the recipients that are due, record
  * DeliveryStarted, build and DKIM-sign the MIME message, deliver per recipient domain, and record
- * each domain's outcomes as soon as that domain is done.
+ * each domain's outcomes as soon as that domain is done. The round stops talking to MX hosts at its
+ * deadline (settings.attemptDeadlineMs), well before its attempt could be taken as stale.
  *
  * One round at a time: every event id of a round is derived from a round id drawn when the round
  * starts, so the DeliveryStarted of two rounds that read the same revision differ, and the second
@@ -45,6 +46,11 @@ export interface DeliveryDeps {
     hostname: string;
     lifetimeSeconds: number;
     timeouts?: DeliveryTimeouts;
+    /**
+     * How long a round may talk to MX hosts, from its DeliveryStarted (DELIVERY_ATTEMPT_DEADLINE_SECONDS;
+     * default and most ATTEMPT_DEADLINE_MAX_MS, inside the in-flight window).
+     */
+    attemptDeadlineMs?: number;
     /** Retry delays by attempt (seconds); null = the documented schedule with jitter. */
     retrySchedule?: number[] | null;
     /** Deliveries to relays with self-signed certificates (tests). */
@@ -99,6 +105,8 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   const due = plan.recipients;
 
   const roundId = randomUUID();
+  // The deadline counts from before DeliveryStarted is appended: the in-flight window starts there.
+  const startedAt = performance.now();
   const metadata = { actor: 'worker', correlationId: roundId };
   const started = startDelivery(state, { recipients: due, now: now() });
   const startedIds = new Map(started.map((e) => [recipientKey(e.data.recipient), eventId(e, messageId, e.data.attempt, roundId)]));
@@ -195,6 +203,14 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
   const domain = await deps.directory.domain(accepted.domainId);
   const key = domain ? await deps.keys.get(domain.dkimKeyId) : null;
   const t0 = process.hrtime.bigint();
+  // Past the deadline the sessions still open are closed and their recipients deferred, so the
+  // round records its outcomes before another round may take those recipients as stale.
+  const deadlineMs = Math.min(deps.settings.attemptDeadlineMs ?? ATTEMPT_DEADLINE_MAX_MS, ATTEMPT_DEADLINE_MAX_MS);
+  const deadline = new AbortController();
+  const deadlineTimer = setTimeout(() => {
+    deps.logger.warn({ messageId, deadlineMs }, 'delivery attempt deadline exceeded: recipients without a verdict are deferred');
+    deadline.abort();
+  }, Math.max(0, deadlineMs - (performance.now() - startedAt)));
   try {
     if (!domain || !key) {
       record(due.map((recipient) => ({
@@ -214,10 +230,11 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
         raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
-        pool: deps.pool, onResults: record,
+        pool: deps.pool, onResults: record, signal: deadline.signal,
       });
     }
   } finally {
+    clearTimeout(deadlineTimer);
     // Whatever happened after DeliveryStarted, the outcomes already known are recorded first.
     await appended;
   }

@@ -158,9 +158,18 @@ export function acceptMessage(state: MessageState, cmd: AcceptMessage): [DomainE
 
 /**
  * How long an attempt may stay in flight (`processed` without an outcome) before it is presumed
- * lost with a crashed worker and taken again. Longer than the slowest possible attempt.
+ * lost with a crashed worker and taken again. Longer than any attempt of a live worker: a round
+ * stops talking to MX hosts at its deadline (ATTEMPT_DEADLINE_MAX_MS at most), then records.
  */
 export const IN_FLIGHT_STALE_MS = 10 * 60 * 1000;
+
+/**
+ * The longest attempt deadline (DELIVERY_ATTEMPT_DEADLINE_SECONDS, and its default): 2 minutes
+ * inside IN_FLIGHT_STALE_MS, left for appending the outcomes (tried for about 12 s while the store
+ * is away) and for clocks of workers that disagree, so no round takes recipients as stale while
+ * the round that started them is still talking to their MX.
+ */
+export const ATTEMPT_DEADLINE_MAX_MS = IN_FLIGHT_STALE_MS - 2 * 60 * 1000;
 
 /** What a delivery round should do now. */
 export type DuePlan =

@@ -25,6 +25,8 @@ describe('delivery round (int)', function () {
   let dns: TestDnsServer;
   let sink: SmtpSink;
   let reply: (recipient: string) => SinkReply = () => 250;
+  /** The sink's reply to the end of a message (it records the message either way). */
+  let dataReply: (recipients: string[]) => SinkReply | Promise<SinkReply> = () => 250;
   let deps: DeliveryDeps;
   let clock: Date;
   let store: EventStore;
@@ -41,7 +43,7 @@ describe('delivery round (int)', function () {
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] },
       'slow.test': { MX: [{ exchange: 'mx.slow.test', priority: 10 }] }, 'mx.slow.test': { A: ['127.0.0.2'] },
     });
-    sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r) });
+    sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r), data: (m) => dataReply(m.envelope.rcptTo) });
     silent = createServer((socket) => {
       silentSockets.add(socket);
       socket.on('close', () => silentSockets.delete(socket));
@@ -72,6 +74,7 @@ describe('delivery round (int)', function () {
   beforeEach(() => {
     clock = new Date('2026-11-24T12:00:00.000Z');
     reply = () => 250;
+    dataReply = () => 250;
   });
 
   const received = (messageId: string) => sink.messages.filter((m) => m.raw.toString().includes(`Message-ID: <${messageId}@sender.test>`)).length;
@@ -249,5 +252,23 @@ describe('delivery round (int)', function () {
     expect(events.map((e) => `${e.type} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
       'MessageAccepted', 'DeliveryStarted 1', 'DeliveryStarted 2', 'DeliveryDeferred 2',
     ]);
+  });
+
+  it('the attempt deadline ends a round whose MX hosts stall: every recipient without a verdict deferred, long before the SMTP timeouts', async () => {
+    clock = new Date();
+    const messageId = await accept(['stall@rcpt.test', 'slow5@slow.test']);
+    // rcpt.test takes the message and never answers its end; slow.test never greets.
+    dataReply = () => new Promise<SinkReply>(() => undefined);
+    const settings = { ...deps.settings, attemptDeadlineMs: 1500, timeouts: { connectMs: 2000, greetingMs: 15_000, socketMs: 15_000 } };
+    const started = Date.now();
+    expect(await deliverRound({ ...deps, now: () => new Date(), settings }, messageId)).to.deep.equal({ kind: 'attempted' });
+    expect(Date.now() - started, 'the round ended at its deadline').to.be.below(4000);
+
+    const events = await store.readStream(streamName('message', messageId));
+    const deferred = events.filter((e) => e.type === 'DeliveryDeferred').map((e) => e.data as DeliveryDeferred);
+    expect(deferred.map((d) => d.recipient).sort()).to.deep.equal(['slow5@slow.test', 'stall@rcpt.test']);
+    for (const d of deferred) expect(d).to.include({ smtpCode: null }).and.to.have.property('smtpResponse').that.matches(/^Attempt deadline exceeded/);
+    // The end of the message was out, unanswered: the MX may have taken it, and it is tried again (at least once).
+    expect(received(messageId)).to.equal(1);
   });
 });
