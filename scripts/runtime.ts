@@ -311,7 +311,10 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
           clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter,
         },
-        { hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp },
+        {
+          hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
+          softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, ...opts.smtp,
+        },
       );
   }
 

@@ -10,7 +10,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, SubmissionServer } from './server';
+import { KnownClients, SubmissionServer, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
@@ -24,7 +24,7 @@ import { peerCertificateOf } from './mtls';
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
  * the ceiling; sandbox and Free-plan recipient rules) → DATA (size capped by the library, then
- * smtp/submission.ts).
+ * smtp/submission.ts). Across them, the session's error limits (smtp/server.ts).
  */
 
 export interface SmtpDeps {
@@ -61,6 +61,10 @@ export interface SmtpSettings {
   knownClientTtlMs?: number;
   /** Failed AUTH commands in one session before it is closed. */
   maxAuthFailuresPerSession?: number;
+  /** Errors of a session (Postfix's smtpd_soft_error_limit / smtpd_hard_error_limit / smtpd_error_sleep_time; smtp/server.ts). */
+  softErrorLimit?: number;
+  hardErrorLimit?: number;
+  errorSleepMs?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
   /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
@@ -286,8 +290,15 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     ...hooks,
   };
   const greeting = { unknownClientDelayMs: settings.unknownClientDelayMs ?? 100, known };
-  const starttls = new SubmissionServer({ ...common, secure: false }, greeting);
-  const implicit = new SubmissionServer({ ...common, secure: true }, greeting);
+  const errors: ErrorPolicy = {
+    softLimit: settings.softErrorLimit ?? 10,
+    hardLimit: settings.hardErrorLimit ?? 20,
+    sleepMs: settings.errorSleepMs ?? 1000,
+    onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
+      'SMTP session closed: too many errors'),
+  };
+  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors);
+  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors);
   for (const s of [starttls, implicit]) s.on('error', (err) => log.debug({ err: err.message }, 'SMTP connection error'));
 
   const listen = (s: SubmissionServer, port: number) => new Promise<number>((resolve, reject) => {
