@@ -178,6 +178,8 @@ export interface SmtpConfig {
   softErrorLimit: number;
   hardErrorLimit: number;
   errorSleepMs: number;
+  /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
+  refusalEvents: { limit: number; windowSeconds: number };
 }
 
 export class ConfigError extends Error {
@@ -360,6 +362,10 @@ export function loadConfig(env: Env = process.env): Config {
       softErrorLimit: int('SMTP_SOFT_ERROR_LIMIT', Math.min(10, smtpHardErrorLimit), 1, 1000),
       hardErrorLimit: smtpHardErrorLimit,
       errorSleepMs: int('SMTP_ERROR_SLEEP_MS', 1000, 0, 10_000),
+      refusalEvents: {
+        limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
+        windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),
+      },
     },
     domainChecks: {
       lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),
