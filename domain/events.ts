@@ -144,6 +144,22 @@ export interface SmtpAuthFailed {
   at: Iso;
 }
 
+/**
+ * AUTH failures from one client address that were counted, not recorded one by one: past
+ * SMTP_REFUSAL_EVENT_LIMIT in SMTP_REFUSAL_EVENT_WINDOW_SECONDS (docs/SMTP.md "Error limits").
+ * On `smtpAuth-unknown`: they may name several usernames, so no block's stream.
+ */
+export interface SmtpAuthFailuresSummarized {
+  remoteAddress: string;
+  /** The failures counted from `from` to `to`, answered but not recorded as SmtpAuthFailed. */
+  failures: number;
+  from: Iso;
+  to: Iso;
+  /** The settings in force: `limit` failures recorded per `windowSeconds`. */
+  limit: number;
+  windowSeconds: number;
+}
+
 // ---------------------------------------------------------------- motorBlock-<uuid>: SMTP mTLS (docs/SMTP.md)
 /** The block's SMTP client certificate (PEM uploaded in the dashboard); only its SHA-256 fingerprint and description are kept. Replaces the previous one. */
 export interface SmtpClientCertificateRegistered {
@@ -174,6 +190,21 @@ export interface SmtpSubmissionRefused {
   recipientCount: number;
   remoteAddress: string;
   at: Iso;
+}
+
+/**
+ * Submission refusals of one block that were counted, not recorded one by one: past
+ * SMTP_REFUSAL_EVENT_LIMIT in SMTP_REFUSAL_EVENT_WINDOW_SECONDS (docs/SMTP.md "Error limits").
+ */
+export interface SmtpSubmissionRefusalsSummarized {
+  motorBlockId: string;
+  /** The refusals counted from `from` to `to`, answered but not recorded as SmtpSubmissionRefused. */
+  refusals: number;
+  from: Iso;
+  to: Iso;
+  /** The settings in force: `limit` refusals recorded per `windowSeconds`. */
+  limit: number;
+  windowSeconds: number;
 }
 
 // ---------------------------------------------------------------- user-<uuid> (onboarding, login; docs/AUTH.md)
@@ -462,6 +493,8 @@ export interface EventCatalogue {
   SmtpClientCertificateRegistered: SmtpClientCertificateRegistered;
   MotorBlockAuthMethodChanged: MotorBlockAuthMethodChanged;
   SmtpSubmissionRefused: SmtpSubmissionRefused;
+  SmtpSubmissionRefusalsSummarized: SmtpSubmissionRefusalsSummarized;
+  SmtpAuthFailuresSummarized: SmtpAuthFailuresSummarized;
   AccountRegistered: AccountRegistered;
   VerificationCodeIssued: VerificationCodeIssued;
   VerificationCodeRejected: VerificationCodeRejected;
@@ -562,6 +595,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   SmtpClientCertificateRegistered: { category: 'motorBlock', version: 1 },
   MotorBlockAuthMethodChanged: { category: 'motorBlock', version: 1 },
   SmtpSubmissionRefused: { category: 'smtpSubmission', version: 1 },
+  SmtpSubmissionRefusalsSummarized: { category: 'smtpSubmission', version: 1 },
+  SmtpAuthFailuresSummarized: { category: 'smtpAuth', version: 1 },
   AccountRegistered: { category: 'user', version: 1 },
   VerificationCodeIssued: { category: 'user', version: 1 },
   VerificationCodeRejected: { category: 'user', version: 1 },

@@ -176,6 +176,16 @@ export interface SmtpConfig {
   clientCaPath: string | null;
   /** SMTP_PROCESSES: listener processes sharing the two ports (node:cluster, scripts/roleProcesses.ts; 1 = in the Motor process itself). */
   processes: number;
+  /**
+   * Errors of one session (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit,
+   * smtpd_error_sleep_time): from the soft limit on each command waits `errorSleepMs`; at the hard
+   * limit, 421 and the connection closes (docs/SMTP.md "Error limits").
+   */
+  softErrorLimit: number;
+  hardErrorLimit: number;
+  errorSleepMs: number;
+  /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
+  refusalEvents: { limit: number; windowSeconds: number };
 }
 
 export class ConfigError extends Error {
@@ -272,6 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
   const port = int('PORT', 3000, 0, 65535);
   const smtpPort = int('SMTP_PORT', 2587, 0, 65535);
   const smtpsPort = int('SMTPS_PORT', 2465, 0, 65535);
+  const smtpHardErrorLimit = int('SMTP_HARD_ERROR_LIMIT', 20, 1, 1000);
   const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
   const config: Config = {
     port,
@@ -354,6 +365,14 @@ export function loadConfig(env: Env = process.env): Config {
       maxRecipients: int('SMTP_MAX_RECIPIENTS', 50, 1, 1000),
       clientCaPath: str('SMTP_CLIENT_CA', null),
       processes: int('SMTP_PROCESSES', 1, 1, 64),
+      // Postfix's 10 of 20; a lower hard limit alone takes the soft one down with it.
+      softErrorLimit: int('SMTP_SOFT_ERROR_LIMIT', Math.min(10, smtpHardErrorLimit), 1, 1000),
+      hardErrorLimit: smtpHardErrorLimit,
+      errorSleepMs: int('SMTP_ERROR_SLEEP_MS', 1000, 0, 10_000),
+      refusalEvents: {
+        limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
+        windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),
+      },
     },
     domainChecks: {
       lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),
@@ -373,6 +392,7 @@ export function loadConfig(env: Env = process.env): Config {
     if (path !== null && !existsSync(path)) problems.push(`${name} names a file that does not exist (${path})`);
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
+  if (config.smtp.softErrorLimit > config.smtp.hardErrorLimit) problems.push('SMTP_SOFT_ERROR_LIMIT must not exceed SMTP_HARD_ERROR_LIMIT');
   // The headers are part of the request (Node refuses a server whose headers timeout is the longer).
   if (config.http.headersTimeoutSeconds > config.http.requestTimeoutSeconds) problems.push('HTTP_HEADERS_TIMEOUT_SECONDS must not exceed HTTP_REQUEST_TIMEOUT_SECONDS');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);

@@ -37,6 +37,7 @@ import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
 import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
+import { RefusalEventBudget } from '../smtp/refusalBudget';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
@@ -64,6 +65,8 @@ export interface Runtime {
   redisBatch: RedisBatch;
   /** Failed SMTP AUTH counters: the listeners' and POST /v1/test-email's check share them. */
   smtpAuthLimiter: AuthLimiter;
+  /** The bound on SMTP refusal events (per block, per client address), shared the same way. */
+  smtpRefusals: RefusalEventBudget;
   http: HttpContext;
   close(): Promise<void>;
 }
@@ -128,7 +131,8 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
 
   const streams = new EventStreams(db, store, redis, logger, config.eventStreamKeepaliveSeconds);
   const smtpAuthLimiter = new AuthLimiter(redis, DEFAULT_AUTH_LIMITS, `${queuePrefix}:smtp:authfail`);
-  const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter);
+  const smtpRefusals = new RefusalEventBudget(redis, config.smtp.refusalEvents, logger.child({ component: 'smtp' }), `${queuePrefix}:smtp:refusals`);
+  const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter, smtpRefusals);
   const http: HttpContext = {
     config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams,
     loginTurns: new LoginTurns(redis, queuePrefix),
@@ -136,8 +140,10 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
-    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter,
+    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter, smtpRefusals,
     async close() {
+      // The summaries of refusals counted in windows not yet over: appended now, while the store is open.
+      await smtpRefusals.flush();
       await queue.close().catch(() => {});
       redis.disconnect();
       await store.close().catch(() => {});
@@ -310,9 +316,12 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       : await startSmtpListeners(
         {
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
-          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter,
+          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals,
         },
-        { hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients, ...opts.smtp },
+        {
+          hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
+          softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, ...opts.smtp,
+        },
       );
   }
 

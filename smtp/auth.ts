@@ -8,6 +8,7 @@ import { isDeletedOrDeleting } from '../commands/blocks/deletionGuard';
 import type { DirectoryCache } from '../commands/directoryCache';
 import { activeAccessToken } from '../commands/oauth/authorization';
 import type { AuthLimiter, AuthTicket } from './authLimiter';
+import type { RefusalEventBudget, RefusalEventSettings } from './refusalBudget';
 import { registeredCertificate } from './mtls';
 import { reply, type SmtpReply } from './replies';
 
@@ -18,7 +19,9 @@ import { reply, type SmtpReply } from './replies';
  * whose method is mTLS, PLAIN/LOGIN with the password over a TLS session whose client certificate
  * chains to SMTP_CLIENT_CA and is the block's registered one (fingerprint). Every refusal
  * is a SmtpAuthFailed event on `smtpAuth-<motorBlockId>` (or `smtpAuth-unknown`), which is how the
- * block's owner sees them.
+ * block's owner sees them, up to the refusal event limit of the client's address
+ * (smtp/refusalBudget.ts): past it, failures are counted and summed up in one
+ * SmtpAuthFailuresSummarized on `smtpAuth-unknown`.
  *
  * A block that is deleted or whose deletion is queued is no block here (docs/BLOCKS.md "Deletion"):
  * its username is refused as an unknown one and the refusal is filed under `smtpAuth-unknown`, so
@@ -35,6 +38,8 @@ export interface AuthDeps {
   accessToken?(token: string): Promise<{ ok: true; motorBlockId: string } | { ok: false }>;
   /** The SHA-256 fingerprint of the block's registered client certificate (mTLS blocks); absent or null: none registered. */
   registeredCertificate?(motorBlockId: string): Promise<{ fingerprint256: string } | null>;
+  /** Bounds the SmtpAuthFailed events per client address; absent: every failure is recorded. */
+  refusals?: RefusalEventBudget;
   now(): Date;
   sleep?(ms: number): Promise<void>;
 }
@@ -48,11 +53,11 @@ export interface AuthSources {
   oauth?: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string };
 }
 
-export function authDepsOf(s: AuthSources, limiter: AuthLimiter): AuthDeps {
+export function authDepsOf(s: AuthSources, limiter: AuthLimiter, refusals?: RefusalEventBudget): AuthDeps {
   const oauth = s.oauth;
   return {
     store: s.store, blockBySmtpUsername: (u) => s.directory.blockBySmtpUsername(u),
-    blockBySmtpUsernameNow: (u) => findBlockBySmtpUsername(s.directory.db, u), limiter, now: () => s.clock.now(),
+    blockBySmtpUsernameNow: (u) => findBlockBySmtpUsername(s.directory.db, u), limiter, refusals, now: () => s.clock.now(),
     accessToken: oauth ? async (token: string) => {
       const v = await activeAccessToken({ store: s.store, config: oauth }, token, s.clock.now());
       return v.ok ? { ok: true as const, motorBlockId: v.claims.motorBlockId } : { ok: false as const };
@@ -197,6 +202,11 @@ async function checkCertificate(deps: AuthDeps, a: AuthAttempt, block: BlockReco
 }
 
 async function recordFailure(deps: AuthDeps, target: string | null, a: AuthAttempt, blockReason: SmtpAuthFailureReason): Promise<void> {
+  // Per client address (the only thing an unauthenticated client is known by): past the limit,
+  // counted, and neither the directory nor the store is asked.
+  const at = deps.now();
+  const budget = deps.refusals;
+  if (budget && !(await budget.admit(`auth:${a.remoteAddress}`, (failures) => recordFailuresSummarized(deps, budget.settings, a.remoteAddress, failures, at)))) return;
   // The cached look-up can be up to the cache's lifetime behind a deletion request, and a refusal
   // appended after the deletion job's scan would stay. So the directory is asked again, without
   // the cache, for every refusal (a known name or not, so that both cost the same).
@@ -209,7 +219,17 @@ async function recordFailure(deps: AuthDeps, target: string | null, a: AuthAttem
     data: {
       motorBlockId, username: a.username.slice(0, 128), mechanism: a.mechanism, remoteAddress: a.remoteAddress, reason,
       ...(a.clientCertificate ? { clientCertificateFingerprint256: a.clientCertificate.fingerprint256 } : {}),
-      at: deps.now().toISOString(),
+      at: at.toISOString(),
     },
   }, { actor: `smtp:${a.remoteAddress}` })], { expectedRevision: 'any' });
+}
+
+/** The address's failures counted past the limit, as one event. They may name several usernames: filed under no block. */
+async function recordFailuresSummarized(
+  deps: AuthDeps, { limit, windowSeconds }: RefusalEventSettings, remoteAddress: string, failures: number, from: Date,
+): Promise<void> {
+  await deps.store.append(streamName('smtpAuth', 'unknown'), [toEventData(newId(), {
+    type: 'SmtpAuthFailuresSummarized',
+    data: { remoteAddress, failures, from: from.toISOString(), to: deps.now().toISOString(), limit, windowSeconds },
+  }, { actor: `smtp:${remoteAddress}` })], { expectedRevision: 'any' });
 }

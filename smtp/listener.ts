@@ -10,8 +10,9 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, SubmissionServer } from './server';
-import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, submitMessage } from './submission';
+import { KnownClients, SubmissionServer, type ErrorPolicy } from './server';
+import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
+import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
@@ -24,7 +25,8 @@ import { peerCertificateOf } from './mtls';
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
  * the ceiling; sandbox and Free-plan recipient rules) → DATA (size capped by the library, then
- * smtp/submission.ts).
+ * smtp/submission.ts). Across them, the session's error limits (smtp/server.ts) and the bound on
+ * the refusal events all sessions together append (smtp/refusalBudget.ts).
  */
 
 export interface SmtpDeps {
@@ -37,6 +39,8 @@ export interface SmtpDeps {
   oauth?: { tokenSecret: string; tokenIssuer: string; publicBaseUrl: string };
   /** The failed-AUTH counters (Redis), shared with the API's test-email check (scripts/runtime.ts). */
   authLimiter: AuthLimiter;
+  /** Refusal events recorded per block and per client address (Redis), shared with the test-email check. */
+  refusals: RefusalEventBudget;
 }
 
 export interface SmtpSettings {
@@ -61,6 +65,10 @@ export interface SmtpSettings {
   knownClientTtlMs?: number;
   /** Failed AUTH commands in one session before it is closed. */
   maxAuthFailuresPerSession?: number;
+  /** Errors of a session (Postfix's smtpd_soft_error_limit / smtpd_hard_error_limit / smtpd_error_sleep_time; smtp/server.ts). */
+  softErrorLimit?: number;
+  hardErrorLimit?: number;
+  errorSleepMs?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
   /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
@@ -113,7 +121,7 @@ function within<T>(ms: number, p: Promise<T>): Promise<T> {
 export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings): Promise<SmtpListeners> {
   const log = deps.logger.child({ component: 'smtp' });
   const limiter = deps.authLimiter;
-  const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter);
+  const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
   const perAddress = new Map<string, number>();
   const counted = new Set<string>();
@@ -136,9 +144,18 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     else log.info({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId }, 'SMTP submission refused');
     const code = isDomainError(err) ? err.code : 'internal_error';
     if (user && isDomainError(err)) {
-      recordRefusal(deps.send, {
-        motorBlockId: user.motorBlockId, code, reply: r, envelopeFrom, recipientCount, remoteAddress: addressOf(session), at: deps.clock.now(),
-      }).catch((e) => log.warn({ err: e }, 'could not record SmtpSubmissionRefused'));
+      const motorBlockId = user.motorBlockId;
+      const at = deps.clock.now();
+      // Past the block's refusal event limit the refusal is only counted; one event sums them up.
+      const summarise = async (refusals: number) => {
+        const { limit, windowSeconds } = deps.refusals.settings;
+        await recordRefusalsSummarized(deps.send, { motorBlockId, refusals, from: at, to: deps.clock.now(), limit, windowSeconds });
+      };
+      deps.refusals.admit(`submission:${motorBlockId}`, summarise)
+        .then((record) => record && recordRefusal(deps.send, {
+          motorBlockId, code, reply: r, envelopeFrom, recipientCount, remoteAddress: addressOf(session), at,
+        }))
+        .catch((e) => log.warn({ err: e }, 'could not record SmtpSubmissionRefused'));
     }
     cb(asError(r));
   };
@@ -286,8 +303,15 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     ...hooks,
   };
   const greeting = { unknownClientDelayMs: settings.unknownClientDelayMs ?? 100, known };
-  const starttls = new SubmissionServer({ ...common, secure: false }, greeting);
-  const implicit = new SubmissionServer({ ...common, secure: true }, greeting);
+  const errors: ErrorPolicy = {
+    softLimit: settings.softErrorLimit ?? 10,
+    hardLimit: settings.hardErrorLimit ?? 20,
+    sleepMs: settings.errorSleepMs ?? 1000,
+    onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
+      'SMTP session closed: too many errors'),
+  };
+  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors);
+  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors);
   for (const s of [starttls, implicit]) s.on('error', (err) => log.debug({ err: err.message }, 'SMTP connection error'));
 
   const listen = (s: SubmissionServer, port: number) => new Promise<number>((resolve, reject) => {

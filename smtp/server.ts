@@ -6,7 +6,7 @@ import { normalizeAddress } from './authLimiter';
 import { STARTS_WITH_ENHANCED } from './replies';
 
 /**
- * smtp-server with three connection-level adjustments, made on each connection as it is created
+ * smtp-server with four connection-level adjustments, made on each connection as it is created
  * (no fork, no prototype patch: other smtp-server instances in the process, such as the test MX,
  * are untouched). Written against smtp-server 3.21.6 (pinned); test/smtp covers each one.
  *
@@ -23,6 +23,8 @@ import { STARTS_WITH_ENHANCED } from './replies';
  * 3. Reply texts that carry their own enhanced status code (`4.7.1 Rate limit ...`, from
  *    smtp/replies.ts) are sent as they are; the library would otherwise prepend its generic code
  *    for the reply number (451 → 4.3.0).
+ * 4. The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit and
+ *    smtpd_error_sleep_time; ErrorPolicy below).
  */
 
 /**
@@ -74,10 +76,26 @@ export interface GreetingPolicy {
   known: KnownClients;
 }
 
+/**
+ * How many errors a session may make, as Postfix counts them: every 4xx and 5xx reply is one,
+ * except 421 (the session ends with it anyway) and 452 (too many recipients: RFC 5321
+ * §4.5.3.1.10 has the client send the rest in another transaction, which is no error of its).
+ * A message accepted (250 after DATA) forgives the errors before it, as Postfix does.
+ */
+export interface ErrorPolicy {
+  /** From this many errors on, every command waits `sleepMs` before it is answered. */
+  softLimit: number;
+  /** At this many errors the session is told `421 4.7.0 <host> Error: too many errors` and closed. */
+  hardLimit: number;
+  sleepMs: number;
+  /** Told of each session closed at the hard limit (for the log). */
+  onLimit?(connection: SMTPConnection): void;
+}
+
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 export class SubmissionServer extends SMTPServer {
-  constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy) {
+  constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy) {
     super(options);
   }
 
@@ -89,6 +107,7 @@ export class SubmissionServer extends SMTPServer {
     connection.on('connect', (data) => this._onClientConnect(data));
     adjustReplies(connection);
     hideAuthBeforeTls(connection);
+    limitErrors(connection, this.errors);
 
     const delayMs = this.greeting.known.knows(normalizeAddress(socket.remoteAddress)) ? 0 : this.greeting.unknownClientDelayMs;
     const ready = connection.connectionReady.bind(connection);
@@ -126,5 +145,33 @@ function hideAuthBeforeTls(connection: SMTPConnection): void {
     } finally {
       this.session.disabledCommands = saved;
     }
+  };
+}
+
+/**
+ * Counts the session's errors on the replies it is sent. The 421 follows the reply that reaches
+ * the hard limit at once (as Postfix's smtpd does before it reads another command); whatever the
+ * client pipelined behind that command is not read. Past the soft limit each command is handed
+ * on after a timer, not a sleep: the other sessions of the process go on meanwhile.
+ */
+function limitErrors(connection: SMTPConnection, policy: ErrorPolicy): void {
+  let errors = 0;
+  const send = connection.send.bind(connection);
+  connection.send = (code, data, context) => {
+    send(code, data, context);
+    if (code === 250 && context === 'DATA_OK') errors = 0;
+    if (code < 400 || code === 421 || code === 452) return;
+    errors += 1;
+    if (errors >= policy.hardLimit && !connection._closing) {
+      policy.onLimit?.(connection);
+      send(421, `4.7.0 ${connection.name} Error: too many errors`);
+    }
+  };
+  const onCommand = connection._onCommand.bind(connection);
+  connection._onCommand = (command, callback) => {
+    if (errors < policy.softLimit || policy.sleepMs <= 0) return onCommand(command, callback);
+    setTimeout(() => {
+      if (!connection._closing && !connection._closed) onCommand(command, callback);
+    }, policy.sleepMs).unref();
   };
 }

@@ -3,7 +3,7 @@ import { fromAndSubject } from './headerValues';
 import { storableText } from '../domain/storableJson';
 import { streamName } from '../domain/eventStore';
 import { fail } from '../domain/errors';
-import { toEventData } from '../domain/events';
+import { toEventData, type DomainEvent } from '../domain/events';
 import { newId } from '../domain/ids';
 import { domainOf, isValidAddress, MAX_FROM_NAME, type ValidSendRequest } from '../domain/message/sendRules';
 import { checkSend, recipientCeilingOf, sendMessage, type SendDeps } from '../commands/send/sendMessage';
@@ -135,13 +135,35 @@ export async function recordRefusal(
   deps: Pick<SendDeps, 'store'>,
   r: { motorBlockId: string; code: string; reply: SmtpReply; envelopeFrom: string; recipientCount: number; remoteAddress: string; at: Date },
 ): Promise<boolean> {
-  if (await deletionRefusal(deps.store, r.motorBlockId)) return false;
-  await deps.store.append(streamName('smtpSubmission', r.motorBlockId), [toEventData(newId(), {
+  return appendUnlessDeleting(deps, r.motorBlockId, {
     type: 'SmtpSubmissionRefused',
     data: {
       motorBlockId: r.motorBlockId, code: r.code, reply: formatReply(r.reply), envelopeFrom: r.envelopeFrom.slice(0, 254),
       recipientCount: r.recipientCount, remoteAddress: r.remoteAddress, at: r.at.toISOString(),
     },
-  }, { actor: `motorBlock:${r.motorBlockId}` })], { expectedRevision: 'any' });
+  });
+}
+
+/**
+ * The block's refusals counted past the refusal event limit (smtp/refusalBudget.ts), as one event
+ * on `smtpSubmission-<block>`; nothing once the block is deleted or being deleted, as recordRefusal.
+ */
+export async function recordRefusalsSummarized(
+  deps: Pick<SendDeps, 'store'>,
+  s: { motorBlockId: string; refusals: number; from: Date; to: Date; limit: number; windowSeconds: number },
+): Promise<boolean> {
+  return appendUnlessDeleting(deps, s.motorBlockId, {
+    type: 'SmtpSubmissionRefusalsSummarized',
+    data: {
+      motorBlockId: s.motorBlockId, refusals: s.refusals, from: s.from.toISOString(), to: s.to.toISOString(), limit: s.limit, windowSeconds: s.windowSeconds,
+    },
+  });
+}
+
+async function appendUnlessDeleting(
+  deps: Pick<SendDeps, 'store'>, motorBlockId: string, event: DomainEvent<'SmtpSubmissionRefused' | 'SmtpSubmissionRefusalsSummarized'>,
+): Promise<boolean> {
+  if (await deletionRefusal(deps.store, motorBlockId)) return false;
+  await deps.store.append(streamName('smtpSubmission', motorBlockId), [toEventData(newId(), event, { actor: `motorBlock:${motorBlockId}` })], { expectedRevision: 'any' });
   return true;
 }

@@ -29,8 +29,14 @@ describe('smtp/tls and SMTP configuration (int)', () => {
 
   it('validates the SMTP variables', () => {
     const c = loadConfig({});
-    expect(c.smtp).to.deep.equal({ port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1 });
+    expect(c.smtp).to.deep.equal({
+      port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
+      softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, refusalEvents: { limit: 100, windowSeconds: 60 },
+    });
     expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
+    // A hard limit under the default soft one takes it down with it; a soft limit set above the hard one is refused.
+    expect(loadConfig({ SMTP_HARD_ERROR_LIMIT: '5' }).smtp).to.deep.include({ softErrorLimit: 5, hardErrorLimit: 5 });
+    expect(loadConfig({ SMTP_SOFT_ERROR_LIMIT: '3', SMTP_HARD_ERROR_LIMIT: '8', SMTP_ERROR_SLEEP_MS: '0' }).smtp).to.deep.include({ softErrorLimit: 3, hardErrorLimit: 8, errorSleepMs: 0 });
     const problems = (env: Record<string, string>) => {
       try {
         loadConfig(env);
@@ -44,6 +50,12 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(problems({ SMTP_TLS_CERT: '/no/such.pem', SMTP_TLS_KEY: '/no/such.key' }).join()).to.include('does not exist');
     expect(problems({ SMTP_MAX_RECIPIENTS: '0' }).join()).to.include('SMTP_MAX_RECIPIENTS');
     expect(problems({ SMTP_PROCESSES: '0' }).join()).to.include('SMTP_PROCESSES');
+    expect(problems({ SMTP_HARD_ERROR_LIMIT: '0' }).join()).to.include('SMTP_HARD_ERROR_LIMIT');
+    expect(problems({ SMTP_SOFT_ERROR_LIMIT: '30' }).join()).to.include('SMTP_SOFT_ERROR_LIMIT must not exceed SMTP_HARD_ERROR_LIMIT');
+    expect(problems({ SMTP_ERROR_SLEEP_MS: '-1' }).join()).to.include('SMTP_ERROR_SLEEP_MS');
+    expect(problems({ SMTP_ERROR_SLEEP_MS: '1.5' }).join()).to.include('SMTP_ERROR_SLEEP_MS');
+    expect(problems({ SMTP_REFUSAL_EVENT_LIMIT: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_LIMIT');
+    expect(problems({ SMTP_REFUSAL_EVENT_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_WINDOW_SECONDS');
     expect(problems({ SMTP_PROCESSES: 'two' }).join()).to.include('SMTP_PROCESSES');
     expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
     expect(problems({ SMTP_CLIENT_CA: '/no/such-ca.pem' }).join()).to.include('SMTP_CLIENT_CA names a file that does not exist');

@@ -1,0 +1,185 @@
+import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { SmtpAuthFailed, SmtpAuthFailuresSummarized, SmtpSubmissionRefused, SmtpSubmissionRefusalsSummarized } from '../../domain/events';
+import { eventually } from '../support/motor';
+import { RawClient, rawSession, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
+
+/**
+ * The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit,
+ * smtpd_error_sleep_time) and the bound on refusal events across sessions, over real sockets:
+ * hard limit 5, soft limit 3 with 300 ms per command past it, 4 refusal events recorded per block
+ * (AUTH: per client address) per 3 s window.
+ */
+describe('SMTP error limits (int)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  const WINDOW_MS = 3000;
+
+  before(async () => {
+    h = await startSmtpHarness({
+      env: {
+        SMTP_HARD_ERROR_LIMIT: '5', SMTP_SOFT_ERROR_LIMIT: '3', SMTP_ERROR_SLEEP_MS: '300',
+        SMTP_REFUSAL_EVENT_LIMIT: '4', SMTP_REFUSAL_EVENT_WINDOW_SECONDS: String(WINDOW_MS / 1000),
+      },
+    });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  const submissionEvents = async (motorBlockId: string) => (await h.motor.rt.store.readStream(streamName('smtpSubmission', motorBlockId)));
+  const refused = (events: Awaited<ReturnType<typeof submissionEvents>>) => events.filter((e) => e.type === 'SmtpSubmissionRefused').map((e) => e.data as SmtpSubmissionRefused);
+  const summaries = (events: Awaited<ReturnType<typeof submissionEvents>>) => events.filter((e) => e.type === 'SmtpSubmissionRefusalsSummarized').map((e) => e.data as SmtpSubmissionRefusalsSummarized);
+
+  it('the 5th error is followed by 421 4.7.0 <host> Error: too many errors and the connection closes; commands pipelined behind it are not run', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    for (let i = 1; i <= 4; i++) expect(await c.command(`MAIL FROM:<app${i}@other.test>`)).to.match(/^553 5\.7\.1 /);
+    // The 5th refusal with three more commands pipelined behind it, one of them a refusal that would be recorded.
+    c.write(`MAIL FROM:<app5@other.test>\r\nMAIL FROM:<app6@other.test>\r\nMAIL FROM:<app@${b.domain}>\r\nRCPT TO:<user@rcpt.test>\r\n`);
+    expect(await c.reply()).to.match(/^553 5\.7\.1 /);
+    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.reply()).to.equal(null);
+    expect(await c.closedWithin(2000)).to.equal(true);
+
+    // Five refusals answered, five accounted for: four events (the block's limit) and one summary at the window's end.
+    const events = await eventually(async () => {
+      const all = await submissionEvents(b.motorBlockId);
+      return summaries(all).length > 0 ? all : null;
+    }, WINDOW_MS + 5000);
+    // Appended after the replies, so not necessarily in their order.
+    expect(refused(events).map((e) => e.envelopeFrom).sort()).to.deep.equal(['app1@other.test', 'app2@other.test', 'app3@other.test', 'app4@other.test']);
+    expect(summaries(events).map((s) => s.refusals)).to.deep.equal([1]);
+  });
+
+  it('refusal events are bounded across sessions: the first 4 of the window recorded as before, the rest counted in one summary', async () => {
+    const b = await h.newBlock();
+    let answered = 0;
+    for (let s = 0; s < 3; s++) {
+      const c = await rawSession(h, b);
+      for (let i = 1; i <= 5; i++) {
+        expect(await c.command(`MAIL FROM:<s${s}r${i}@other.test>`)).to.match(/^553 5\.7\.1 /);
+        answered += 1;
+      }
+      expect(await c.reply()).to.match(/^421 4\.7\.0 /);
+      expect(await c.closedWithin(2000)).to.equal(true);
+    }
+    expect(answered).to.equal(15);
+    const events = await eventually(async () => {
+      const all = await submissionEvents(b.motorBlockId);
+      return summaries(all).length > 0 ? all : null;
+    }, WINDOW_MS + 5000);
+    // The start of the burst reads as it always did.
+    expect(refused(events).map((e) => e.envelopeFrom).sort()).to.deep.equal(['s0r1@other.test', 's0r2@other.test', 's0r3@other.test', 's0r4@other.test']);
+    expect(refused(events)[0]).to.deep.include({ code: 'from_domain_mismatch', recipientCount: 0 });
+    const [summary] = summaries(events);
+    expect(summary).to.deep.include({ motorBlockId: b.motorBlockId, refusals: 11, limit: 4, windowSeconds: WINDOW_MS / 1000 });
+    expect(Date.parse(summary.to)).to.be.at.least(Date.parse(summary.from));
+    expect(events).to.have.length(5);
+
+    // A new window records again.
+    const c = await rawSession(h, b);
+    expect(await c.command('MAIL FROM:<next-window@other.test>')).to.match(/^553 5\.7\.1 /);
+    c.end();
+    const later = await eventually(async () => {
+      const r = refused(await submissionEvents(b.motorBlockId));
+      return r.length === 5 ? r : null;
+    });
+    expect(later.map((e) => e.envelopeFrom)).to.include('next-window@other.test');
+  });
+
+  it('a session with a few errors is unaffected: 4 errors, a message, 4 more (a message accepted forgives the errors before it), a message, QUIT', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    const send = async (tag: string) => {
+      expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+      expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+      expect(await c.command('DATA')).to.match(/^354 /);
+      expect(await c.command(`${rfc822({ from: `app@${b.domain}`, to: 'user@rcpt.test', subject: tag })}.`)).to.match(/^250 2\.6\.0 /);
+    };
+    // Different errors: a refused sender, bad syntax, a bad sequence, an unknown command.
+    const errors = async () => {
+      expect(await c.command('MAIL FROM:<app@other.test>')).to.match(/^553 /);
+      expect(await c.command('MAIL FROM:<app@localhost>')).to.match(/^553 5\.1\.7 /);
+      expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^503 /);
+      expect(await c.command('BOGUS')).to.match(/^500 /);
+    };
+    await errors();
+    await send('one');
+    await errors();
+    await send('two');
+    expect(await c.command('QUIT')).to.match(/^221 /);
+    c.end();
+  });
+
+  it('452 too many recipients is no error: a transaction past the recipient ceiling goes on', async () => {
+    const b = await h.newBlock();
+    await h.motor.setLimits(b.motorBlockId, { burst: 1, hourly: 100, daily: 1000 });
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<r0@rcpt.test>')).to.match(/^250 /);
+    for (let i = 1; i <= 8; i++) expect(await c.command(`RCPT TO:<r${i}@rcpt.test>`)).to.match(/^452 4\.5\.3 /);
+    expect(await c.command('NOOP')).to.match(/^250 /);
+    c.end();
+  });
+
+  it('from the soft limit on, every command waits SMTP_ERROR_SLEEP_MS before it is answered', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    const timed = async (line: string) => {
+      const t = Date.now();
+      const r = await c.command(line);
+      return { r, ms: Date.now() - t };
+    };
+    for (let i = 0; i < 3; i++) expect((await timed('BOGUS')).ms).to.be.below(250);
+    const noop = await timed('NOOP');
+    expect(noop.r).to.match(/^250 /);
+    expect(noop.ms).to.be.at.least(280);
+    c.end();
+  });
+
+  // The delay hands commands on later; the parser STARTTLS retires must still dispatch none of them.
+  it('past the soft limit, commands pipelined after STARTTLS in cleartext are still discarded', async () => {
+    const c = await RawClient.connect(h.port);
+    await c.reply();
+    await c.command('EHLO client.test');
+    for (let i = 0; i < 3; i++) expect(await c.command('BOGUS')).to.match(/^500 /);
+    c.write('STARTTLS\r\nQUIT\r\n');
+    expect(await c.reply()).to.match(/^220 /);
+    await c.startTls(h.ca);
+    // Had the injected QUIT run inside TLS, this would be 221 and a closed connection.
+    expect(await c.command('NOOP')).to.match(/^250 /);
+    c.end();
+  });
+
+  // Last: the failures it makes slow down this address's AUTH for the tests after it.
+  it('AUTH failures are bounded per client address: 4 SmtpAuthFailed per window, the rest in one SmtpAuthFailuresSummarized', async () => {
+    const before = (await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'))).length;
+    const failSession = async (names: string[]) => {
+      const c = await RawClient.connect(h.port);
+      await c.reply();
+      await c.command('EHLO client.test');
+      await c.command('STARTTLS');
+      await c.startTls(h.ca);
+      await c.command('EHLO client.test');
+      const replies = [];
+      for (const n of names) replies.push(await c.authPlain(n, 'wrong'));
+      c.end();
+      return replies;
+    };
+    // The third failure of a session closes it (421); six failures from 127.0.0.1 in two sessions.
+    const first = await failSession(['nobody-1', 'nobody-2', 'nobody-3']);
+    const second = await failSession(['nobody-4', 'nobody-5', 'nobody-6']);
+    for (const r of [...first, ...second]) expect(r).to.match(/^(535 5\.7\.8|421 4\.7\.0) /);
+
+    const events = await eventually(async () => {
+      const all = (await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'))).slice(before);
+      return all.some((e) => e.type === 'SmtpAuthFailuresSummarized') ? all : null;
+    }, WINDOW_MS + 8000);
+    const failed = events.filter((e) => e.type === 'SmtpAuthFailed').map((e) => e.data as SmtpAuthFailed);
+    expect(failed.map((f) => f.username).sort()).to.deep.equal(['nobody-1', 'nobody-2', 'nobody-3', 'nobody-4']);
+    const summary = events.filter((e) => e.type === 'SmtpAuthFailuresSummarized').map((e) => e.data as SmtpAuthFailuresSummarized);
+    expect(summary).to.have.length(1);
+    expect(summary[0]).to.deep.include({ remoteAddress: '127.0.0.1', failures: 2, limit: 4, windowSeconds: WINDOW_MS / 1000 });
+  });
+});
