@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { JobsOptions, Queue } from 'bullmq';
-import type { EventStore, RecordedEvent } from '../domain/eventStore';
+import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
 import { followLog } from '../infra/eventstore/followLog';
 import { withSetupLock } from '../infra/db';
 import type { Logger } from '../infra/logger';
@@ -8,8 +8,8 @@ import type { Logger } from '../infra/logger';
 /**
  * The one way work reaches a BullMQ queue: from the event log, never from the request path. A
  * subscriber reads the log from its checkpoint, turns each batch into jobs with stable ids, adds
- * them, then saves the checkpoint. A crash in between re-adds some jobs, which BullMQ ignores (the
- * ids are taken). Used by the delivery, block-deletion and export enqueuers.
+ * them, then saves the checkpoint (at most once a second, CheckpointWriter). A crash re-adds the
+ * jobs of the batches since the last write, which BullMQ ignores (the ids are taken). Used by the delivery, block-deletion and export enqueuers.
  */
 
 export const CHECKPOINTS = 'motor_workers.checkpoints';
@@ -19,6 +19,86 @@ export async function initCheckpoints(db: Knex): Promise<void> {
     await trx.raw('CREATE SCHEMA IF NOT EXISTS motor_workers');
     await trx.raw(`CREATE TABLE IF NOT EXISTS ${CHECKPOINTS} (name text PRIMARY KEY, position text, updated_at timestamptz NOT NULL DEFAULT now())`);
   });
+}
+
+/**
+ * How often a follower whose batches change nothing else writes its checkpoint. Every batch
+ * written was one committed transaction (a WAL flush) per batch per follower, several a second
+ * under load, for a position that only matters after a restart: re-reading up to this much of the
+ * log then re-adds jobs BullMQ already holds (ids are taken) and repeats no-op batches.
+ */
+export const CHECKPOINT_INTERVAL_MS = 1000;
+
+/**
+ * A follower's checkpoint row, written at most every CHECKPOINT_INTERVAL_MS: a batch inside the
+ * interval leaves its position pending, and a timer writes the latest pending position when the
+ * interval is up (so an idle follower's row still reaches the last batch it handled, which block
+ * deletion waits for). Writes never go backwards: the timer's write and the follower's own are
+ * serialised, and `drain()` lets a follower that writes the row in its own transaction wait for
+ * the timer's write first.
+ */
+export class CheckpointWriter {
+  private pending: GlobalPosition | null = null;
+  private lastWriteAt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly db: Knex,
+    private readonly name: string,
+    private readonly logger: Logger,
+    private readonly intervalMs = CHECKPOINT_INTERVAL_MS,
+  ) {}
+
+  /** Records `position`: written now if the interval is up, else by the timer. */
+  async save(position: GlobalPosition): Promise<void> {
+    if (Date.now() - this.lastWriteAt >= this.intervalMs) {
+      await this.drain();
+      await this.write(this.db, position);
+      return;
+    }
+    this.pending = position;
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      this.writing = this.writing.then(() => this.writePending());
+    }, Math.max(1, this.intervalMs - (Date.now() - this.lastWriteAt)));
+    this.timer.unref();
+  }
+
+  /** Cancels the timer and waits for a write in flight; the pending position is dropped (the caller writes a later one). */
+  async drain(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.pending = null;
+    await this.writing;
+  }
+
+  /** Writes `position` through `db` (the follower's own transaction, after drain()). */
+  async write(db: Knex | Knex.Transaction, position: GlobalPosition): Promise<void> {
+    await db.table(CHECKPOINTS).insert({ name: this.name, position, updated_at: db.fn.now() }).onConflict('name').merge();
+    this.lastWriteAt = Date.now();
+  }
+
+  /** Writes what is pending now (on stop). */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.writing;
+    await this.writePending();
+  }
+
+  private async writePending(): Promise<void> {
+    const position = this.pending;
+    if (position === null) return;
+    this.pending = null;
+    try {
+      await this.write(this.db, position);
+    } catch (err) {
+      // The next batch or the next start moves it on; until then the follower re-reads a little more.
+      if (this.pending === null) this.pending = position;
+      this.logger.warn({ err, follower: this.name }, 'checkpoint write failed; kept pending');
+    }
+  }
 }
 
 export interface QueuedJob<T> { name: string; data: T; opts: JobsOptions & { jobId: string } }
@@ -34,21 +114,26 @@ export interface LogEnqueuer<T> {
 }
 
 /** Runs until the signal aborts; store or Redis trouble is logged and retried (infra/eventstore/followLog.ts). */
-export function runLogEnqueuer<T>(
+export async function runLogEnqueuer<T>(
   deps: { db: Knex; store: EventStore; queue: Queue<T>; logger: Logger },
   enqueuer: LogEnqueuer<T>,
   signal: AbortSignal,
 ): Promise<void> {
-  return followLog(deps.store, deps.logger, {
+  const checkpoint = new CheckpointWriter(deps.db, enqueuer.name, deps.logger);
+  await followLog(deps.store, deps.logger, {
     name: enqueuer.name,
     types: enqueuer.types,
     omitData: enqueuer.omitData,
-    start: async () => (await deps.db.table(CHECKPOINTS).where({ name: enqueuer.name }).first('position'))?.position ?? null,
+    start: async () => {
+      await checkpoint.drain();
+      return (await deps.db.table(CHECKPOINTS).where({ name: enqueuer.name }).first('position'))?.position ?? null;
+    },
     handle: async (batch) => {
       const jobs = enqueuer.jobsOf(batch.events);
       // bullmq's addBulk types the job name through the queue's generics; the jobs are T's.
       if (jobs.length > 0) await (deps.queue as unknown as Queue).addBulk(jobs);
-      await deps.db.table(CHECKPOINTS).insert({ name: enqueuer.name, position: batch.position, updated_at: deps.db.fn.now() }).onConflict('name').merge();
+      await checkpoint.save(batch.position);
     },
   }, signal);
+  await checkpoint.flush().catch(() => undefined);
 }

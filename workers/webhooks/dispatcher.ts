@@ -9,7 +9,7 @@ import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } 
 import { followLog } from '../../infra/eventstore/followLog';
 import { withSetupLock } from '../../infra/db';
 import type { Logger } from '../../infra/logger';
-import { CHECKPOINTS } from '../logEnqueuer';
+import { CHECKPOINTS, CheckpointWriter } from '../logEnqueuer';
 import type { WebhookJob } from './worker';
 
 /**
@@ -75,6 +75,7 @@ export class WebhookDispatcher {
   /** targets by block, rebuilt after a change (outcome events look it up; endpoints change rarely). */
   private byBlock: Map<string, Target[]> | null = null;
   private lastPrune = 0;
+  private checkpoint!: CheckpointWriter;
 
   constructor(
     private readonly db: Knex,
@@ -86,14 +87,16 @@ export class WebhookDispatcher {
 
   private get name(): string { return this.options.name ?? WEBHOOK_DISPATCHER; }
 
-  run(signal: AbortSignal): Promise<void> {
-    return followLog(this.store, this.logger, {
+  async run(signal: AbortSignal): Promise<void> {
+    this.checkpoint = new CheckpointWriter(this.db, this.name, this.logger);
+    await followLog(this.store, this.logger, {
       name: this.name,
       types: TYPES,
       omitData: MESSAGE_CONTENT_FIELDS,
       batchSize: this.options.batchSize,
       // Endpoints, blocks being deleted and checkpoint are written together: reloaded together on every (re)start.
       start: async () => {
+        await this.checkpoint.drain();
         const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('targets').select('*');
         this.targets = new Map(rows.map((r) => [r.webhook_id, { webhookId: r.webhook_id, motorBlockId: r.motor_block_id, events: r.events, enabled: r.enabled }]));
         const deleting = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('deleting_blocks').select('motor_block_id');
@@ -103,6 +106,7 @@ export class WebhookDispatcher {
       },
       handle: (batch) => this.handle(batch.events, batch.position),
     }, signal);
+    await this.checkpoint.flush().catch(() => undefined);
   }
 
   private targetsOf(motorBlockId: string): Target[] {
@@ -203,6 +207,14 @@ export class WebhookDispatcher {
       toEventData(q.deliveryId, { type: 'WebhookDeliveryQueued', data: q }, { actor: 'worker:webhook-dispatcher' }) as EventData,
     ], { expectedRevision: 'any' })));
     if (jobs.length > 0) await this.queue.addBulk(jobs);
+    const prune = Date.now() - this.lastPrune > 3600_000;
+    // A batch that changed none of the tables below (no endpoint anywhere, say) only moves the
+    // position, which may wait (CheckpointWriter): replayed after a restart it changes nothing either.
+    if (changedTargets.size === 0 && newMessages.length === 0 && newlyDeleting.size === 0 && !prune) {
+      await this.checkpoint.save(position);
+      return;
+    }
+    await this.checkpoint.drain();
     await this.db.transaction(async (trx) => {
       const s = () => trx.withSchema(WEBHOOK_DISPATCH_SCHEMA);
       for (const id of changedTargets) {
@@ -221,11 +233,11 @@ export class WebhookDispatcher {
         // after the inserts above, which may hold some of its messages accepted earlier in this batch.
         await s().table('messages').whereIn('motor_block_id', [...newlyDeleting]).delete();
       }
-      if (Date.now() - this.lastPrune > 3600_000) {
+      if (prune) {
         this.lastPrune = Date.now();
         await s().table('messages').where('accepted_at', '<', new Date(Date.now() - MESSAGE_MEMORY_DAYS * 86400_000)).delete();
       }
-      await trx.table(CHECKPOINTS).insert({ name: this.name, position, updated_at: trx.fn.now() }).onConflict('name').merge();
+      await this.checkpoint.write(trx, position);
     });
   }
 
