@@ -271,7 +271,10 @@ export const commSuppressionsProjection: Projection = {
   handles: ['MessageAccepted', ...SUPPRESSING_EVENT_TYPES, 'ContactUnsubscribed', 'SuppressionAdded', 'SuppressionLifted', TOMBSTONE],
   followsMessageTraffic: true,
   // Only messageId, accountId and motorBlockId of MessageAccepted are read.
-  ignoresData: [...MESSAGE_CONTENT_FIELDS, 'to', 'subject', 'metadata'],
+  // The same keys as the messages and analytics projections leave out (not also to, subject and
+  // metadata, which it does not read either): subscriptions that leave out the same keys share
+  // their reads of the log (infra/eventstore/postgres/sharedWindows.ts).
+  ignoresData: MESSAGE_CONTENT_FIELDS,
   applyBatch: withTombstones(applySuppressionEvents, forgetBlock),
 };
 

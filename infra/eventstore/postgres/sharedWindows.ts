@@ -1,0 +1,128 @@
+import type { RecordedEvent } from '../../../domain/eventStore';
+
+/**
+ * The log windows the subscriptions of one store read at the head of the log, kept a moment so the
+ * other subscriptions of the process take them from memory instead of reading them again.
+ *
+ * A process follows the log with several subscriptions at once (the projector role runs four
+ * projections over every message event; a worker, the delivery enqueuer and the webhook
+ * dispatcher), each with its own type filter. Read one by one, each message event crossed the
+ * socket, was parsed and was held in memory once per subscription. A subscription that is at the
+ * head (its last read did not fill its window) reads instead a window of every type wanted by the
+ * store's subscriptions that leave out the same data keys (omitData) as it does; the window is
+ * remembered, and another subscription of that kind whose position falls inside it takes the
+ * events after its position, filtered to its own types. That is exactly what its own read would have
+ * returned at the time the window was read: below the snapshot horizon the log never changes, and
+ * the window holds every entry of its types between its two ends.
+ *
+ * A window taken from memory may be older than the NOTIFYs that woke the subscription: the caller
+ * compares `notifications` and reads the log again at once if one arrived after the window was read.
+ */
+
+export interface Cursor { txId: string; globalPosition: string }
+
+export function compareCursors(a: Cursor, b: Cursor): number {
+  if (a.txId !== b.txId) {
+    const ta = BigInt(a.txId);
+    const tb = BigInt(b.txId);
+    return ta < tb ? -1 : 1;
+  }
+  if (a.globalPosition === b.globalPosition) return 0;
+  return BigInt(a.globalPosition) < BigInt(b.globalPosition) ? -1 : 1;
+}
+
+/** What a subscription wants: event types (null: all) and the data keys it never reads (`omitKey`: them sorted, comma-joined). */
+export interface Filter { types: ReadonlySet<string> | null; omit: ReadonlySet<string>; omitKey: string }
+
+export const omitKeyOf = (omit: Iterable<string>): string => [...new Set(omit)].sort().join(',');
+
+export interface SharedWindow extends Filter {
+  /** The window covers the log entries after `from` up to and including `last`. */
+  from: Cursor;
+  last: Cursor;
+  /** Every entry of the window whose type is in `types`, in log order, with its position. */
+  entries: Array<{ at: Cursor; event: RecordedEvent }>;
+  examined: number;
+  batchSize: number;
+  heldBack: boolean;
+  /** The store's NOTIFY count when the read was sent. */
+  notifications: number;
+  readAt: number;
+}
+
+/** A subscription's view of a window: what its own read would have returned. */
+export interface WindowView { events: RecordedEvent[]; examined: number; last: Cursor; heldBack: boolean; full: boolean; notifications: number }
+
+/** Windows are kept this long, at most MAX_WINDOWS of them (the subscriptions at the head read within milliseconds of each other). */
+export const WINDOW_TTL_MS = 2000;
+const MAX_WINDOWS = 8;
+
+/**
+ * Whether a window read with filter `w` holds exactly what a subscription with filter `f` would
+ * read: every type it wants, and data trimmed of the same keys (no more: it would miss them; no
+ * fewer: a subscription that leaves message bodies out must not be handed them).
+ */
+export function covers(w: Filter, f: Filter): boolean {
+  if (w.omitKey !== f.omitKey) return false;
+  if (w.types === null) return true;
+  if (f.types === null) return false;
+  for (const t of f.types) if (!w.types.has(t)) return false;
+  return true;
+}
+
+/** The filter of `me`'s shared read: every type wanted by the subscriptions that leave out the same keys. */
+export function unionFilter(me: Filter, filters: Iterable<Filter>): Filter {
+  let types: Set<string> | null = me.types === null ? null : new Set(me.types);
+  for (const f of filters) {
+    if (types === null) break;
+    if (f.omitKey !== me.omitKey) continue;
+    if (f.types === null) types = null;
+    else for (const t of f.types) types.add(t);
+  }
+  return { types, omit: me.omit, omitKey: me.omitKey };
+}
+
+export class WindowCache {
+  private windows: SharedWindow[] = [];
+
+  remember(w: SharedWindow): void {
+    this.windows.push(w);
+    this.prune(w.readAt);
+  }
+
+  clear(): void {
+    this.windows = [];
+  }
+
+  /**
+   * The events after `cursor` of a remembered window that holds `cursor` and everything `filter`
+   * wants, or null. Never more than `batchSize` entries examined: a larger window is not used.
+   */
+  find(cursor: Cursor, batchSize: number, filter: Filter, now: number): WindowView | null {
+    this.prune(now);
+    for (let i = this.windows.length - 1; i >= 0; i--) {
+      const w = this.windows[i];
+      if (w.examined > batchSize || !covers(w, filter)) continue;
+      if (compareCursors(w.from, cursor) > 0 || compareCursors(cursor, w.last) >= 0) continue;
+      return view(w, cursor, filter);
+    }
+    return null;
+  }
+
+  private prune(now: number): void {
+    const fresh = this.windows.filter((w) => now - w.readAt < WINDOW_TTL_MS);
+    this.windows = fresh.length > MAX_WINDOWS ? fresh.slice(fresh.length - MAX_WINDOWS) : fresh;
+  }
+}
+
+/** The window's entries after `cursor` that `filter` wants. */
+export function view(w: SharedWindow, cursor: Cursor, filter: Filter): WindowView {
+  const events: RecordedEvent[] = [];
+  let i = 0;
+  if (compareCursors(cursor, w.from) > 0) while (i < w.entries.length && compareCursors(w.entries[i].at, cursor) <= 0) i++;
+  for (; i < w.entries.length; i++) {
+    const e = w.entries[i].event;
+    if (filter.types === null || filter.types.has(e.type)) events.push(e);
+  }
+  return { events, examined: w.examined, last: w.last, heldBack: w.heldBack, full: w.examined === w.batchSize, notifications: w.notifications };
+}

@@ -1,0 +1,126 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { EventData, RecordedEvent } from '../../../domain/eventStore.js';
+import { PostgresEventStore, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
+import { createTestDatabase } from '../../support/db.js';
+
+/**
+ * Subscriptions of one PostgreSQL store share their reads of the head of the log
+ * (infra/eventstore/postgres/sharedWindows.ts): what each receives must stay exactly what its own
+ * reads would have given it.
+ */
+describe('PostgresEventStore: subscriptions sharing their reads of the log', function () {
+  this.timeout(90_000);
+  let db: { url: string; drop: () => Promise<void> };
+  const stores: PostgresEventStore[] = [];
+  const open = async (options: PostgresEventStoreOptions = {}): Promise<PostgresEventStore> => {
+    const s = new PostgresEventStore(db.url, { poolSize: 4, ...options });
+    stores.push(s);
+    await s.init();
+    return s;
+  };
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const ev = (type: string, data: Record<string, unknown> = {}): EventData => ({ id: randomUUID(), type, version: 1, data });
+
+  /** Counts the store's reads of a subscription window (the SQL statement). */
+  const countReads = (store: PostgresEventStore) => {
+    const spied = store as unknown as { readWindow: (...a: unknown[]) => Promise<unknown> };
+    const readWindow = spied.readWindow.bind(store);
+    const counter = { reads: 0 };
+    spied.readWindow = (...a: unknown[]) => { counter.reads++; return readWindow(...a); };
+    return counter;
+  };
+
+  interface Follower { seen: RecordedEvent[]; stop(): Promise<void> }
+  const followAll = (store: PostgresEventStore, prefix: string, o: { types?: string[]; omitData?: string[]; batchSize?: number; slowMs?: number } = {}): Follower => {
+    const ac = new AbortController();
+    const seen: RecordedEvent[] = [];
+    const done = (async () => {
+      for await (const batch of store.subscribeToAll({ signal: ac.signal, types: o.types, omitData: o.omitData, batchSize: o.batchSize })) {
+        seen.push(...batch.events.filter((e) => e.streamId.startsWith(prefix)));
+        if (o.slowMs) await pause(Math.floor(Math.random() * o.slowMs));
+      }
+    })();
+    return { seen, stop: async () => { ac.abort(); await done; } };
+  };
+
+  before(async () => {
+    db = await createTestDatabase('es_shared');
+  });
+  after(async () => {
+    await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
+    await db.drop();
+  });
+
+  for (const shareWindows of [true, false]) {
+    it(`one NOTIFY, subscriptions at the head: ${shareWindows ? 'one read for all of them' : 'a read each (sharing off)'}`, async () => {
+      const store = await open({ pollIntervalMs: 20_000, shareWindows });
+      const writer = await open();
+      const prefix = `wake${randomUUID().slice(0, 8)}`;
+      const followers = [followAll(store, prefix, { types: ['A'] }), followAll(store, prefix, { types: ['A', 'B'] }), followAll(store, prefix), followAll(store, prefix, { types: ['B'] })];
+      await pause(400); // caught up and asleep
+      const counter = countReads(store);
+      await writer.append(`${prefix}-1`, [ev('A', { n: 1 })]);
+      const deadline = Date.now() + 10_000;
+      while (followers.slice(0, 3).some((f) => f.seen.length === 0) && Date.now() < deadline) await pause(5);
+      await pause(200);
+      await Promise.all(followers.map((f) => f.stop()));
+      expect(followers.map((f) => f.seen.map((e) => e.type))).to.deep.equal([['A'], ['A'], ['A'], []]);
+      // The NOTIFY names type A: the B-only subscription is not woken; the three others read once between them.
+      expect(counter.reads).to.equal(shareWindows ? 1 : 3);
+    });
+  }
+
+  it('under concurrent writers, each subscription gets exactly its own events once, in log order, bodies left out only where asked', async () => {
+    // A lost wake-up would stall a subscription for the 20 s poll interval: the deadline below is shorter.
+    const store = await open({ pollIntervalMs: 20_000 });
+    const prefix = `conc${randomUUID().slice(0, 8)}`;
+    const start = await (await open()).append(`start-${prefix}`, [ev('Start')]);
+    const specs = [
+      { types: ['A'], batchSize: 50 },
+      { types: ['A', 'B'], batchSize: 100, slowMs: 15 },
+      { types: ['B', 'C'], batchSize: 100 },
+      { batchSize: 70, slowMs: 10 },
+      { types: ['A', 'C'], batchSize: 100, omitData: ['big'], slowMs: 5 },
+      { types: ['A'], batchSize: 100, omitData: ['big'] },
+    ];
+    let hits = 0;
+    const windows = (store as unknown as { windows: { find: (...a: unknown[]) => unknown } }).windows;
+    const find = windows.find.bind(windows);
+    windows.find = (...a: unknown[]) => { const r = find(...a); if (r) hits++; return r; };
+    const followers = specs.map((spec) => followAll(store, prefix, spec));
+    await pause(300);
+
+    const big = randomBytes(4000).toString('base64'); // incompressible: stored above the 2 KB omit threshold
+    const writers = await Promise.all(Array.from({ length: 4 }, () => open()));
+    const TYPES = ['A', 'B', 'C'];
+    await Promise.all(writers.map(async (w, i) => {
+      for (let k = 0; k < 300; k++) {
+        const events = Array.from({ length: 1 + (k % 3) }, (_, j) => ev(TYPES[(i + k + j) % 3], (k + j) % 17 === 0 ? { n: k, big } : { n: k }));
+        await w.append(`${prefix}-w${i}-${k % 20}`, events);
+      }
+    }));
+
+    const reference: RecordedEvent[] = [];
+    for (let after = start.position; ;) {
+      const page = await store.readAll({ after, maxCount: 1000 });
+      if (page.length === 0) break;
+      reference.push(...page.filter((e) => e.streamId.startsWith(prefix)));
+      after = page[page.length - 1].position;
+    }
+    const expected = specs.map((spec) => reference.filter((e) => !spec.types || spec.types.includes(e.type)));
+    const deadline = Date.now() + 15_000;
+    while (followers.some((f, i) => f.seen.length < expected[i].length) && Date.now() < deadline) await pause(20);
+    await pause(200);
+    await Promise.all(followers.map((f) => f.stop()));
+
+    specs.forEach((spec, i) => {
+      const label = JSON.stringify(spec);
+      expect(followers[i].seen.map((e) => e.id), label).to.deep.equal(expected[i].map((e) => e.id));
+      const bigOnes = followers[i].seen.filter((e) => typeof (reference.find((r) => r.id === e.id)!.data as { big?: string }).big === 'string');
+      expect(bigOnes.length, label).to.be.greaterThan(0);
+      for (const e of bigOnes) expect(Object.keys(e.data as object).sort(), label).to.deep.equal(spec.omitData ? ['n'] : ['big', 'n']);
+    });
+    expect(hits, 'windows taken from memory').to.be.greaterThan(0);
+  });
+});
