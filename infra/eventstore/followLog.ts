@@ -1,5 +1,6 @@
 import type { EventStore, GlobalPosition, LogBatch } from '../../domain/eventStore';
 import type { Logger } from '../logger';
+import { sleep } from '../sleep';
 
 /**
  * A consumer that follows the event log for as long as it runs: it asks where to start, subscribes
@@ -18,6 +19,13 @@ export interface LogFollower {
   /** Top-level data keys never read (left out of the subscription). */
   omitData?: readonly string[];
   batchSize?: number;
+  /**
+   * Starts a batch at most this often while the log keeps coming, as the projections'
+   * PROJECTION_BATCH_INTERVAL_MS (docs/PROJECTIONS.md "Batch interval"): a batch that was not
+   * full waits for the rest of the interval, so events arriving meanwhile join the next one.
+   * Default 0 (every batch at once: the delivery enqueuer, whose batches are on the way to the MX).
+   */
+  minBatchIntervalMs?: number;
   handle(batch: LogBatch): Promise<void>;
 }
 
@@ -25,8 +33,13 @@ export async function followLog(store: EventStore, logger: Logger, follower: Log
   while (!signal.aborted) {
     try {
       const after = await follower.start();
-      for await (const batch of store.subscribeToAll({ after, batchSize: follower.batchSize ?? 500, signal, types: follower.types, omitData: follower.omitData })) {
+      const batchSize = follower.batchSize ?? 500;
+      const interval = follower.minBatchIntervalMs ?? 0;
+      for await (const batch of store.subscribeToAll({ after, batchSize, signal, types: follower.types, omitData: follower.omitData })) {
+        const started = performance.now();
         await follower.handle(batch);
+        const rest = interval - (performance.now() - started);
+        if (rest > 0 && batch.events.length < batchSize && batch.more !== true) await sleep(rest, signal);
       }
     } catch (err) {
       if (signal.aborted) return;

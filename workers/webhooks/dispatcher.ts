@@ -67,7 +67,15 @@ export interface DispatcherOptions {
   jobOptions: { attempts: number };
   name?: string;
   batchSize?: number;
+  /** Starts a batch at most this often under traffic (followLog's minBatchIntervalMs). Default DISPATCH_INTERVAL_MS. */
+  minBatchIntervalMs?: number;
 }
+
+/**
+ * The dispatcher's batch interval: read back to back, it took every NOTIFY of a busy log (each
+ * append of the delivery workers) as a read of a few events; a webhook waits at most this much more.
+ */
+export const DISPATCH_INTERVAL_MS = 50;
 
 export class WebhookDispatcher {
   private targets = new Map<string, Target>();
@@ -94,6 +102,7 @@ export class WebhookDispatcher {
       types: TYPES,
       omitData: MESSAGE_CONTENT_FIELDS,
       batchSize: this.options.batchSize,
+      minBatchIntervalMs: this.options.minBatchIntervalMs ?? DISPATCH_INTERVAL_MS,
       // Endpoints, blocks being deleted and checkpoint are written together: reloaded together on every (re)start.
       start: async () => {
         await this.checkpoint.drain();

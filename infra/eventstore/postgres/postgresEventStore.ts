@@ -62,7 +62,12 @@ interface EventRow {
 }
 
 /** A subscription between reads: what it wants, whether a NOTIFY concerned it since its last read. */
-interface Sleeper extends Filter { woken: boolean; resolve: (() => void) | null }
+interface Sleeper extends Filter {
+  woken: boolean;
+  resolve: (() => void) | null;
+  /** The store's NOTIFY count at the last NOTIFY that concerned it (its types). */
+  lastWake: number;
+}
 
 /** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
 interface Page {
@@ -329,7 +334,7 @@ export class PostgresEventStore implements EventStore {
     const batchSize = options.batchSize ?? 500;
     const types = options.types ? [...options.types] : null;
     const omit = options.omitData ? [...options.omitData] : [];
-    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null };
+    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null, lastWake: 0 };
     this.sleepers.add(me);
     try {
       yield* this.follow(me, parsePosition(options.after), batchSize, types, omit, signal);
@@ -352,7 +357,7 @@ export class PostgresEventStore implements EventStore {
     while (!signal.aborted && !this.closed) {
       this.ensureListener();
       me.woken = false;
-      const seen = this.notifications;
+      const seen = me.lastWake;
       let page: Page;
       try {
         const shared = this.shareWindows ? this.windows.find(cursor, batchSize, me, Date.now()) : null;
@@ -384,8 +389,8 @@ export class PostgresEventStore implements EventStore {
         yield { events: page.events, position: formatCursor(cursor), more: page.examined === batchSize };
       }
       if (page.examined === batchSize) continue;
-      // Woken since this read began, or handed a window read before a NOTIFY this loop had already
-      // taken in (me.woken was reset after it): look at the log again at once.
+      // Woken since this read began, or handed a window read before a NOTIFY for its types that
+      // this loop had already taken in (me.woken was reset after it): look at the log again at once.
       if (me.woken || (page.notifications !== undefined && page.notifications < seen)) continue;
       const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
       if (page.heldBack) {
@@ -672,6 +677,7 @@ export class PostgresEventStore implements EventStore {
     for (const s of this.sleepers) {
       if (types !== null && s.types !== null && !types.some((t) => s.types!.has(t))) continue;
       s.woken = true;
+      s.lastWake = this.notifications;
       s.resolve?.();
     }
   }
