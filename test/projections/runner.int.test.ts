@@ -144,6 +144,35 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     await running;
   });
 
+  it('a batch without events (a position-only handover) moves the checkpoint by compare-and-set alone', async () => {
+    const runner = new ProjectionRunner(db, store, countingProjection, { batchSize: 50 });
+    await runner.init();
+    const other = async () => (await store.append(`other-${randomUUID()}`, [{ id: randomUUID(), type: 'Other', version: 1, data: {} }])).position;
+    const p1 = await other();
+    const p2 = await other();
+    expect(await runner.applyEvents(null, [], p1)).to.deep.equal({ ok: true, position: p1 });
+    expect(await runner.checkpoint()).to.equal(p1);
+    // From a position the row no longer holds: a conflict, nothing written.
+    expect(await runner.applyEvents(null, [], p2)).to.deep.equal({ ok: false, position: p1 });
+    expect(await runner.checkpoint()).to.equal(p1);
+    expect(runner.stats()).to.include({ batches: 1, conflicts: 1 });
+    // Another writer holding the row (a batch transaction that has written its checkpoint and not
+    // committed yet): the compare-and-set waits for it, then finds the position moved.
+    const holder = await db.client.acquireConnection();
+    try {
+      await new Promise<void>((resolve, reject) => holder.query('BEGIN', (err: Error | null) => (err ? reject(err) : resolve())));
+      await new Promise<void>((resolve, reject) => holder.query({ text: 'update rm_counting.projection_checkpoint set position = $1 where id = 1', values: [p2] }, (err: Error | null) => (err ? reject(err) : resolve())));
+      const p3 = await other();
+      const waiting = runner.applyEvents(p1, [], p3);
+      await new Promise((r) => setTimeout(r, 200));
+      await new Promise<void>((resolve, reject) => holder.query('COMMIT', (err: Error | null) => (err ? reject(err) : resolve())));
+      expect(await waiting).to.deep.equal({ ok: false, position: p2 });
+      expect(await runner.checkpoint()).to.equal(p2);
+    } finally {
+      await db.client.releaseConnection(holder);
+    }
+  });
+
   it('minBatchIntervalMs: the first event is applied at once, a trickle in few batches, a backlog without waiting', async () => {
     const tick = () => store.append(`tick-${randomUUID()}`, [{ id: randomUUID(), type: 'Tick', version: 1, data: {} }]);
     const total = async () => Number((await db.withSchema('rm_counting').table('total').where({ id: 1 }).first('n')).n);
