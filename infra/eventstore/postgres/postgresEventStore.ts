@@ -62,18 +62,17 @@ interface EventRow {
 }
 
 /** A subscription between reads: what it wants, whether a NOTIFY concerned it since its last read. */
-interface Sleeper extends Filter {
-  woken: boolean;
-  resolve: (() => void) | null;
-  /** The store's NOTIFY count at the last NOTIFY that concerned it (its types). */
-  lastWake: number;
-}
+interface Sleeper extends Filter { woken: boolean; resolve: (() => void) | null }
 
 /** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
 interface Page {
   events: RecordedEvent[]; examined: number; last: Cursor | null; heldBack: boolean;
-  /** A shared window's: the store's NOTIFY count when it was read. */
-  notifications?: number;
+  /**
+   * A window read for others: whether the log may hold more for this subscription than its own
+   * read would have left out (a NOTIFY for its types came after the window was read). Own reads:
+   * undefined, the window's fullness tells.
+   */
+  more?: boolean;
 }
 
 // Selected as text (bigint and xid8 exceed JS numbers); ORDER BY must name the table's columns (e.),
@@ -207,10 +206,13 @@ export class PostgresEventStore implements EventStore {
   private readonly sleepers = new Set<Sleeper>();
   /** NOTIFYs received (and listener (re)connections): tells a window taken from memory it may be stale. */
   private notifications = 0;
+  /** The count at the last NOTIFY naming each type, and at the last naming none (every type). */
+  private readonly notifiedAt = new Map<string, number>();
+  private notifiedAllAt = 0;
   /** Windows read at the head for every subscription of this store (sharedWindows.ts). */
   private readonly windows = new WindowCache();
   /** Shared reads in flight, by cursor and window size: subscriptions arriving meanwhile wait for them. */
-  private readonly sharedReads = new Map<string, { filter: Filter; read: Promise<{ window: SharedWindow | null; heldBack: boolean; notifications: number }> }>();
+  private readonly sharedReads = new Map<string, { filter: Filter; notifications: number; read: Promise<{ window: SharedWindow | null; heldBack: boolean }> }>();
   private readonly shareWindows: boolean;
 
   private flushScheduled = false;
@@ -334,7 +336,7 @@ export class PostgresEventStore implements EventStore {
     const batchSize = options.batchSize ?? 500;
     const types = options.types ? [...options.types] : null;
     const omit = options.omitData ? [...options.omitData] : [];
-    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null, lastWake: 0 };
+    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null };
     this.sleepers.add(me);
     try {
       yield* this.follow(me, parsePosition(options.after), batchSize, types, omit, signal);
@@ -357,12 +359,14 @@ export class PostgresEventStore implements EventStore {
     while (!signal.aborted && !this.closed) {
       this.ensureListener();
       me.woken = false;
-      const seen = me.lastWake;
       let page: Page;
       try {
         const shared = this.shareWindows ? this.windows.find(cursor, batchSize, me, Date.now()) : null;
         if (shared) {
-          page = { events: shared.events, examined: shared.full ? batchSize : shared.examined, last: shared.last, heldBack: shared.heldBack, notifications: shared.notifications };
+          page = {
+            events: shared.events, examined: shared.full ? batchSize : shared.examined, last: shared.last, heldBack: shared.heldBack,
+            more: shared.full || this.notifiedSince(me, shared.notifications),
+          };
         } else if (this.shareWindows && atHead) {
           page = await this.readShared(cursor, batchSize, me);
         } else {
@@ -383,15 +387,14 @@ export class PostgresEventStore implements EventStore {
         unsent = true;
       }
       const sinceHanded = performance.now() - handedAt;
+      const more = page.more ?? page.examined === batchSize;
       if (unsent && (page.events.length > 0 || sinceHanded >= SKIPPED_POSITION_MS)) {
         unsent = false;
         handedAt = performance.now();
-        yield { events: page.events, position: formatCursor(cursor), more: page.examined === batchSize };
+        yield { events: page.events, position: formatCursor(cursor), more };
       }
-      if (page.examined === batchSize) continue;
-      // Woken since this read began, or handed a window read before a NOTIFY for its types that
-      // this loop had already taken in (me.woken was reset after it): look at the log again at once.
-      if (me.woken || (page.notifications !== undefined && page.notifications < seen)) continue;
+      if (more) continue;
+      if (me.woken) continue;
       const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
       if (page.heldBack) {
         // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
@@ -417,14 +420,15 @@ export class PostgresEventStore implements EventStore {
       const notifications = this.notifications;
       const entry = {
         filter,
+        notifications,
         read: this.readWindow(cursor, batchSize, filter.types ? [...filter.types] : null, [...filter.omit]).then((page) => {
-          if (!page.last) return { window: null, heldBack: page.heldBack, notifications };
+          if (!page.last) return { window: null, heldBack: page.heldBack };
           const window: SharedWindow = {
             ...filter, from: cursor, last: page.last, examined: page.examined, batchSize, heldBack: page.heldBack, notifications, readAt: Date.now(),
             entries: page.events.map((event) => ({ at: parsePosition(event.position), event })),
           };
           this.windows.remember(window);
-          return { window, heldBack: page.heldBack, notifications };
+          return { window, heldBack: page.heldBack };
         }).finally(() => {
           if (this.sharedReads.get(key) === entry) this.sharedReads.delete(key);
         }),
@@ -432,10 +436,21 @@ export class PostgresEventStore implements EventStore {
       flight = entry;
       this.sharedReads.set(key, entry);
     }
-    const { window, heldBack, notifications } = await flight.read;
-    if (!window) return { events: [], examined: 0, last: null, heldBack, notifications };
+    // Joined after it was sent, and a NOTIFY for its types came in between: its own read would
+    // have been sent later and might have seen more (NOTIFYs after this are its own wake-ups).
+    const late = this.notifiedSince(me, flight.notifications);
+    const { window, heldBack } = await flight.read;
+    if (!window) return { events: [], examined: 0, last: null, heldBack, more: late };
     const v = view(window, cursor, me);
-    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, notifications };
+    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || late };
+  }
+
+  /** Whether a NOTIFY concerning `me`'s types arrived after the store's count was `at`. */
+  private notifiedSince(me: Filter, at: number): boolean {
+    if (this.notifiedAllAt > at) return true;
+    if (me.types === null) return this.notifications > at;
+    for (const t of me.types) if ((this.notifiedAt.get(t) ?? 0) > at) return true;
+    return false;
   }
 
   /**
@@ -674,10 +689,11 @@ export class PostgresEventStore implements EventStore {
   /** Wakes the subscriptions that want any of `types` (every one when null). */
   private wake(types: string[] | null = null): void {
     this.notifications++;
+    if (types === null) this.notifiedAllAt = this.notifications;
+    else for (const t of types) this.notifiedAt.set(t, this.notifications);
     for (const s of this.sleepers) {
       if (types !== null && s.types !== null && !types.some((t) => s.types!.has(t))) continue;
       s.woken = true;
-      s.lastWake = this.notifications;
       s.resolve?.();
     }
   }

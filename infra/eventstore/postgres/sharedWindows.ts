@@ -15,8 +15,10 @@ import type { RecordedEvent } from '../../../domain/eventStore';
  * returned at the time the window was read: below the snapshot horizon the log never changes, and
  * the window holds every entry of its types between its two ends.
  *
- * A window taken from memory may be older than the NOTIFYs that woke the subscription: the caller
- * compares `notifications` and reads the log again at once if one arrived after the window was read.
+ * A window taken from memory, or a read joined after it was sent, may be older than the NOTIFYs
+ * for the subscription's types that came since: the store then hands the batch over with `more`
+ * set (the consumer reads on at once, as after a full window), since its own read made now could
+ * have held more. A consumer that takes `more: false` as "caught up with the log" stays right.
  */
 
 export interface Cursor { txId: string; globalPosition: string }

@@ -71,6 +71,41 @@ describe('PostgresEventStore: subscriptions sharing their reads of the log', fun
     });
   }
 
+  it('a batch taken from a window read before later appends says `more`: `more: false` still means caught up with the log', async () => {
+    const store = await open({ pollIntervalMs: 20_000 });
+    const writer = await open();
+    const prefix = `more${randomUUID().slice(0, 8)}`;
+    const c0 = await writer.append(`start-${prefix}`, [ev('Start')]);
+    // A follows the head and is held inside its handling of the batch with e1 (its window is remembered).
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    const ac = new AbortController();
+    let gotE1!: () => void;
+    const e1Seen = new Promise<void>((r) => { gotE1 = r; });
+    const a = (async () => {
+      for await (const batch of store.subscribeToAll({ after: c0.position, signal: ac.signal })) {
+        if (batch.events.some((e) => e.streamId === `${prefix}-1`)) { gotE1(); await held; }
+      }
+    })();
+    await pause(300);
+    await writer.append(`${prefix}-1`, [ev('A', { n: 1 })]);
+    await e1Seen;
+    await writer.append(`${prefix}-2`, [ev('A', { n: 2 })]);
+    await pause(200); // its NOTIFY is in
+    // B starts where A's remembered window starts: up to its first `more: false` it has everything appended so far.
+    const seen: string[] = [];
+    const bc = new AbortController();
+    for await (const batch of store.subscribeToAll({ after: c0.position, signal: bc.signal })) {
+      seen.push(...batch.events.filter((e) => e.streamId.startsWith(prefix)).map((e) => e.streamId));
+      if (batch.more === false) break;
+    }
+    bc.abort();
+    release();
+    ac.abort();
+    await a;
+    expect(seen).to.deep.equal([`${prefix}-1`, `${prefix}-2`]);
+  });
+
   it('under concurrent writers, each subscription gets exactly its own events once, in log order, bodies left out only where asked', async () => {
     // A lost wake-up would stall a subscription for the 20 s poll interval: the deadline below is shorter.
     const store = await open({ pollIntervalMs: 20_000 });
