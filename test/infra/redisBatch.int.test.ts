@@ -1,29 +1,16 @@
-import { randomBytes } from 'node:crypto';
 import { createServer, type AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import { createFastRedis } from '../../infra/redis';
 import { RedisBatch } from '../../infra/redisBatch';
 import { RequestLimiter } from '../../commands/quota/requestLimiter';
-import { TEST_REDIS_URL } from '../support/db';
+import { useTestRedis } from '../support/db';
 
 describe('RedisBatch: the request path\'s commands of one loop turn in one pipeline (real Redis)', () => {
-  let redis: Redis;
-  const prefix = `motor-test:batch:${randomBytes(4).toString('hex')}`;
-
-  before(async () => {
-    redis = createFastRedis(TEST_REDIS_URL);
-    // No offline queue on this client: wait until it is connected.
-    if (redis.status !== 'ready') await new Promise((r) => redis.once('ready', r));
-  });
-  after(async () => {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
-  });
+  const t = useTestRedis('batch');
+  const prefix = t.prefix;
 
   it('commands asked for in one turn go out as one pipeline, each caller getting its own reply', async () => {
-    const batch = new RedisBatch(redis);
+    const batch = new RedisBatch(t.redis);
     const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => batch.call<number>((p) => p.incrby(`${prefix}:n${i}`, i + 1))));
     expect(replies).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(batch.stats).to.deep.equal({ pipelines: 1, commands: 10 });
@@ -35,8 +22,8 @@ describe('RedisBatch: the request path\'s commands of one loop turn in one pipel
   });
 
   it('one failing command fails only its own caller', async () => {
-    const batch = new RedisBatch(redis);
-    await redis.set(`${prefix}:text`, 'not a number');
+    const batch = new RedisBatch(t.redis);
+    await t.redis.set(`${prefix}:text`, 'not a number');
     const [ok, bad, ok2] = await Promise.allSettled([
       batch.call<number>((p) => p.incr(`${prefix}:a`)),
       batch.call<number>((p) => p.incr(`${prefix}:text`)),
@@ -50,8 +37,8 @@ describe('RedisBatch: the request path\'s commands of one loop turn in one pipel
   });
 
   it('custom scripts ride in the batch: concurrent limiter hits share writes and count exactly', async () => {
-    const batch = new RedisBatch(redis);
-    const limiter = new RequestLimiter(redis, 30, batch);
+    const batch = new RedisBatch(t.redis);
+    const limiter = new RequestLimiter(t.redis, 30, batch);
     const id = `${prefix}-cred`;
     const now = new Date(); // one window for all hits
     const readings = await Promise.all(Array.from({ length: 40 }, () => limiter.hit(id, now)));
@@ -59,18 +46,18 @@ describe('RedisBatch: the request path\'s commands of one loop turn in one pipel
     expect(readings.filter((r) => r.kind === 'exceeded')).to.have.length(10);
     expect(readings.map((r) => (r.kind === 'unavailable' ? -1 : r.remaining)).sort((a, b) => a - b).slice(-3)).to.deep.equal([27, 28, 29]);
     expect(batch.stats.pipelines).to.equal(1);
-    await redis.del(...(await redis.keys(`reqlimit:{${id}}:*`)));
+    await t.redis.del(...(await t.redis.keys(`reqlimit:{${id}}:*`)));
   });
 
   it('a Redis that forgot the scripts (SCRIPT FLUSH) still runs them from the batch', async () => {
-    const limiter = new RequestLimiter(redis, 100, new RedisBatch(redis));
+    const limiter = new RequestLimiter(t.redis, 100, new RedisBatch(t.redis));
     const id = `${prefix}-flush`;
     const now = new Date();
     expect((await limiter.hit(id, now)).kind).to.equal('ok');
-    await redis.script('FLUSH');
+    await t.redis.script('FLUSH');
     const r = await limiter.hit(id, now);
     expect(r.kind === 'ok' && r.remaining).to.equal(98);
-    await redis.del(...(await redis.keys(`reqlimit:{${id}}:*`)));
+    await t.redis.del(...(await t.redis.keys(`reqlimit:{${id}}:*`)));
   });
 
   it('Redis unreachable: every command of the batch fails at once, and the limiter reads "unavailable"', async () => {

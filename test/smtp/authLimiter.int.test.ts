@@ -1,34 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
-import { createFastRedis } from '../../infra/redis';
 import { hashSecret } from '../../domain/credentials/apiKeys';
 import { newId } from '../../domain/ids';
 import type { BlockRecord } from '../../projections/directory/queries';
 import { authenticate, type AuthDeps, type AuthOutcome } from '../../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS, type AuthLimiterSettings } from '../../smtp/authLimiter';
 import { MemoryEventStore } from '../support/memoryEventStore';
-import { TEST_REDIS_URL } from '../support/db';
+import { useTestRedis } from '../support/db';
 
 /**
  * The failed-AUTH limiter (smtp/authLimiter.ts) on real Redis, through smtp/auth.ts: attempts that
  * overlap. A look-up that waits for the test holds an attempt between its gate and its verdict.
  */
 describe('SMTP AUTH limiter with overlapping attempts (int, real Redis)', () => {
-  let redis: Redis;
-  const prefix = `motor-test:smtpauth:${randomBytes(4).toString('hex')}`;
+  const t = useTestRedis('smtpauth');
+  const prefix = t.prefix;
   // No slowdown here (it has its own unit test): only the lock and the slots.
   const limits = (o: Partial<AuthLimiterSettings>): AuthLimiterSettings => ({ ...DEFAULT_AUTH_LIMITS, freeFailures: 1000, windowSeconds: 60, ...o });
-
-  before(async () => {
-    redis = createFastRedis(TEST_REDIS_URL);
-    if (redis.status !== 'ready') await new Promise((r) => redis.once('ready', r));
-  });
-  after(async () => {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
-  });
 
   const block = (smtpUsername: string, password: string): BlockRecord => ({
     id: newId(), accountId: newId(), name: smtpUsername, type: 'transactional', description: null, domainId: newId(), smtpUsername,
@@ -44,7 +32,7 @@ describe('SMTP AUTH limiter with overlapping attempts (int, real Redis)', () => 
       if (held.has(u)) await new Promise<void>((go) => gates.push({ username: u, go }));
       return blocks.get(u) ?? null;
     };
-    const limiter = new AuthLimiter(redis, settings, `${prefix}:${randomBytes(3).toString('hex')}`);
+    const limiter = new AuthLimiter(t.redis, settings, `${prefix}:${randomBytes(3).toString('hex')}`);
     const deps: AuthDeps = {
       store: new MemoryEventStore(), limiter, now: () => new Date(),
       blockBySmtpUsername: lookup, blockBySmtpUsernameNow: async (u) => blocks.get(u) ?? null,
@@ -117,7 +105,7 @@ describe('SMTP AUTH limiter with overlapping attempts (int, real Redis)', () => 
   });
 
   it('a slot whose attempt never settles (a crashed listener) lapses; until then a waiting attempt is refused as busy', async () => {
-    const limiter = new AuthLimiter(redis, limits({ lockoutFailures: 1, slotWaitMs: 150, slotLeaseMs: 600 }), `${prefix}:lease`);
+    const limiter = new AuthLimiter(t.redis, limits({ lockoutFailures: 1, slotWaitMs: 150, slotLeaseMs: 600 }), `${prefix}:lease`);
     const ip = '192.0.2.13';
     const first = await limiter.gate(ip, 'someone');
     expect(first.kind).to.equal('open');

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
 import type { SmtpAuthFailed, SmtpAuthFailuresSummarized, SmtpSubmissionRefused, SmtpSubmissionRefusalsSummarized } from '../../domain/events';
 import { eventually } from '../support/motor';
-import { RawClient, rawSession, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
+import { RawClient, rawSession, rawTlsSession, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
 /**
  * The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit,
@@ -156,12 +156,7 @@ describe('SMTP error limits (int)', function () {
   it('AUTH failures are bounded per client address: 4 SmtpAuthFailed per window, the rest in one SmtpAuthFailuresSummarized', async () => {
     const before = (await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'))).length;
     const failSession = async (names: string[]) => {
-      const c = await RawClient.connect(h.port);
-      await c.reply();
-      await c.command('EHLO client.test');
-      await c.command('STARTTLS');
-      await c.startTls(h.ca);
-      await c.command('EHLO client.test');
+      const c = await rawTlsSession(h);
       const replies = [];
       for (const n of names) replies.push(await c.authPlain(n, 'wrong'));
       c.end();

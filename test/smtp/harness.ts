@@ -182,19 +182,26 @@ export class RawClient {
   }
 }
 
+const expectReply = async (p: Promise<string | null>, re: RegExp) => {
+  const r = await p;
+  if (!r || !re.test(r)) throw new Error(`unexpected reply ${JSON.stringify(r)} (wanted ${re})`);
+};
+
+/** A raw session past STARTTLS and the second EHLO, not authenticated. */
+export async function rawTlsSession(h: SmtpHarness): Promise<RawClient> {
+  const c = await RawClient.connect(h.port, false, h.ca);
+  await expectReply(c.reply(), /^220 /);
+  await expectReply(c.command('EHLO client.test'), /^250/);
+  await expectReply(c.command('STARTTLS'), /^220 /);
+  await c.startTls(h.ca);
+  await expectReply(c.command('EHLO client.test'), /^250/);
+  return c;
+}
+
 /** A raw STARTTLS session authenticated as the block, for replies nodemailer hides (RCPT TO). */
 export async function rawSession(h: SmtpHarness, b: { smtpUsername: string; smtpPassword: string }): Promise<RawClient> {
-  const c = await RawClient.connect(h.port, false, h.ca);
-  const expect = async (p: Promise<string | null>, re: RegExp) => {
-    const r = await p;
-    if (!r || !re.test(r)) throw new Error(`unexpected reply ${JSON.stringify(r)} (wanted ${re})`);
-  };
-  await expect(c.reply(), /^220 /);
-  await expect(c.command('EHLO client.test'), /^250/);
-  await expect(c.command('STARTTLS'), /^220 /);
-  await c.startTls(h.ca);
-  await expect(c.command('EHLO client.test'), /^250/);
-  await expect(c.authPlain(b.smtpUsername, b.smtpPassword), /^235 /);
+  const c = await rawTlsSession(h);
+  await expectReply(c.authPlain(b.smtpUsername, b.smtpPassword), /^235 /);
   return c;
 }
 

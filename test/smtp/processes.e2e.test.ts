@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { startRoles } from '../../scripts/runtime';
 import { killOneChild, killUnderLoad, liveChildren as children } from '../support/cluster';
 import { eventually } from '../support/motor';
-import { RawClient, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
+import { RawClient, rawTlsSession, rfc822, startSmtpHarness, transport, type SmtpHarness } from './harness';
 
 /**
  * SMTP_PROCESSES=2: the listeners run in two child processes (node:cluster) sharing the ports.
@@ -60,12 +60,7 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   it('a login in one child spares the address the pregreet wait in the other', async () => {
     // Fresh children (restarted by the previous test or not) may know 127.0.0.1 already; a login
     // makes sure, and then every new connection, whichever child takes it, is greeted at once.
-    const c = await RawClient.connect(h.port);
-    await c.reply();
-    await c.command('EHLO client.test');
-    await c.command('STARTTLS');
-    await c.startTls(h.ca);
-    await c.command('EHLO client.test');
+    const c = await rawTlsSession(h);
     expect(await c.authPlain(block.smtpUsername, block.smtpPassword)).to.match(/^235 /);
     c.end();
     await new Promise((r) => setTimeout(r, 200));

@@ -1,33 +1,22 @@
-import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createFastRedis } from '../../infra/redis';
 import { createLogger } from '../../infra/logger';
 import { RefusalEventBudget } from '../../smtp/refusalBudget';
-import { TEST_REDIS_URL } from '../support/db';
+import { TEST_REDIS_URL, useTestRedis } from '../support/db';
 
 /**
  * The bound on SMTP refusal events (smtp/refusalBudget.ts) on real Redis: two budgets on one
  * prefix stand for two listener processes.
  */
 describe('SMTP refusal event budget (int, real Redis)', () => {
-  let redis: Redis;
-  const prefix = `motor-test:smtprefusals:${randomBytes(4).toString('hex')}`;
+  const t = useTestRedis('smtprefusals');
+  const prefix = t.prefix;
   const logger = createLogger('silent');
 
-  before(async () => {
-    redis = createFastRedis(TEST_REDIS_URL);
-    if (redis.status !== 'ready') await new Promise((r) => redis.once('ready', r));
-  });
-  after(async () => {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
-  });
-
   it('per scope and window: the first `limit` recorded, the rest counted; one summary (by whichever process counted first past the limit) takes them all', async () => {
-    const a = new RefusalEventBudget(redis, { limit: 3, windowSeconds: 60 }, logger, prefix);
-    const b = new RefusalEventBudget(redis, { limit: 3, windowSeconds: 60 }, logger, prefix);
+    const a = new RefusalEventBudget(t.redis, { limit: 3, windowSeconds: 60 }, logger, prefix);
+    const b = new RefusalEventBudget(t.redis, { limit: 3, windowSeconds: 60 }, logger, prefix);
     const summaries: Array<{ by: string; counted: number }> = [];
     const admit = (budget: RefusalEventBudget, by: string, scope = 'submission:x') =>
       budget.admit(scope, async (counted) => { summaries.push({ by, counted }); });
@@ -47,7 +36,7 @@ describe('SMTP refusal event budget (int, real Redis)', () => {
   });
 
   it('at the window\'s end the summary is appended by itself, and the next window records again', async () => {
-    const budget = new RefusalEventBudget(redis, { limit: 1, windowSeconds: 1 }, logger, prefix);
+    const budget = new RefusalEventBudget(t.redis, { limit: 1, windowSeconds: 1 }, logger, prefix);
     const counted: number[] = [];
     const admit = () => budget.admit('auth:192.0.2.1', async (n) => { counted.push(n); });
     expect([await admit(), await admit(), await admit()]).to.deep.equal([true, false, false]);
@@ -62,7 +51,7 @@ describe('SMTP refusal event budget (int, real Redis)', () => {
     const deadRedis = createFastRedis(TEST_REDIS_URL);
     if (deadRedis.status !== 'ready') await new Promise((r) => deadRedis.once('ready', r));
     const dead = new RefusalEventBudget(deadRedis, { limit: 1, windowSeconds: 1 }, logger, prefix);
-    const alive = new RefusalEventBudget(redis, { limit: 1, windowSeconds: 1 }, logger, prefix);
+    const alive = new RefusalEventBudget(t.redis, { limit: 1, windowSeconds: 1 }, logger, prefix);
     const counted: number[] = [];
     const summarise = async (n: number) => { counted.push(n); };
     expect(await dead.admit('submission:z', summarise)).to.equal(true);

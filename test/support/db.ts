@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import pg from 'pg';
+import { createFastRedis } from '../../infra/redis';
 
 /** Server every integration test talks to: the machine's PostgreSQL (CI starts it). */
 export const TEST_PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -32,4 +34,23 @@ export async function createTestDatabase(label = 't'): Promise<{ url: string; dr
       }
     },
   };
+}
+
+/**
+ * A connected Redis client for the test file's hooks to use (set in its `before`), and a random
+ * key prefix whose keys are deleted in its `after`, with the client. Call at describe level.
+ */
+export function useTestRedis(label: string): { readonly redis: Redis; readonly prefix: string } {
+  const handle = { redis: undefined as unknown as Redis, prefix: `motor-test:${label}:${randomBytes(4).toString('hex')}` };
+  before(async () => {
+    handle.redis = createFastRedis(TEST_REDIS_URL);
+    // No offline queue on this client: wait until it is connected.
+    if (handle.redis.status !== 'ready') await new Promise((r) => handle.redis.once('ready', r));
+  });
+  after(async () => {
+    const keys = await handle.redis.keys(`${handle.prefix}*`);
+    if (keys.length > 0) await handle.redis.del(...keys);
+    handle.redis.disconnect();
+  });
+  return handle;
 }
