@@ -58,19 +58,26 @@ export class CheckpointWriter {
       return;
     }
     this.pending = position;
-    this.timer ??= setTimeout(() => {
-      this.timer = null;
-      this.writing = this.writing.then(() => this.writePending());
-    }, Math.max(1, this.intervalMs - (Date.now() - this.lastWriteAt)));
-    this.timer.unref();
+    this.arm();
   }
 
   /** Cancels the timer and waits for a write in flight; the pending position is dropped (the caller writes a later one). */
   async drain(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    this.pending = null;
     await this.writing;
+    // After the write in flight: a failed one puts its position back as pending, which a flush on
+    // stop would then write over the caller's later one.
+    this.pending = null;
+  }
+
+  /** The timer writes what is pending `delayMs` from now (default: when the interval since the last write is up). */
+  private arm(delayMs = this.intervalMs - (Date.now() - this.lastWriteAt)): void {
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      this.writing = this.writing.then(() => this.writePending());
+    }, Math.max(1, delayMs));
+    this.timer.unref();
   }
 
   /** Writes `position` through `db` (the follower's own transaction, after drain()). */
@@ -94,8 +101,10 @@ export class CheckpointWriter {
     try {
       await this.write(this.db, position);
     } catch (err) {
-      // The next batch or the next start moves it on; until then the follower re-reads a little more.
+      // Tried again in an interval (an idle follower's row must still get there), unless a later
+      // position is pending by then.
       if (this.pending === null) this.pending = position;
+      this.arm(this.intervalMs);
       this.logger.warn({ err, follower: this.name }, 'checkpoint write failed; kept pending');
     }
   }

@@ -18,6 +18,14 @@ describe('CheckpointWriter (a log follower\'s checkpoint row, written at most on
     drop = t.drop;
     db = createDb(t.url);
     await initCheckpoints(db);
+    // The first write of the position 'fails' fails, slowly (a transient database error).
+    await db.raw('CREATE SEQUENCE test_fail_once');
+    await db.raw(`CREATE FUNCTION test_fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.position = 'fails' AND nextval('test_fail_once') = 1 THEN PERFORM pg_sleep(0.3); RAISE EXCEPTION 'transient'; END IF;
+        RETURN NEW;
+      END $$`);
+    await db.raw(`CREATE TRIGGER test_fail_once BEFORE INSERT OR UPDATE ON ${CHECKPOINTS} FOR EACH ROW EXECUTE FUNCTION test_fail_once()`);
   });
   after(async () => {
     await db.destroy();
@@ -52,5 +60,17 @@ describe('CheckpointWriter (a log follower\'s checkpoint row, written at most on
     await db.transaction(async (trx) => w.write(trx, '25'));
     await pause(INTERVAL + 200);
     expect(await row('own')).to.equal('25');
+  });
+
+  it('a timer write that fails while the follower drains: the follower\'s later write stands after flush on stop', async () => {
+    const w = new CheckpointWriter(db, 'failed', logger, 100);
+    await w.save('30');
+    await w.save('fails'); // pending, timer armed
+    await pause(150); // the timer's write is in flight, and fails
+    await w.drain(); // a batch that writes with its own tables
+    await db.transaction(async (trx) => w.write(trx, '32'));
+    expect(await row('failed')).to.equal('32');
+    await w.flush();
+    expect(await row('failed')).to.equal('32');
   });
 });

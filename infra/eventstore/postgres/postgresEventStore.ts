@@ -19,7 +19,7 @@ import {
 import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
-import { WindowCache, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow } from './sharedWindows.js';
+import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow } from './sharedWindows.js';
 import { SESSION_OPTIONS } from '../../db.js';
 
 export interface PostgresEventStoreOptions {
@@ -214,6 +214,13 @@ export class PostgresEventStore implements EventStore {
   /** Shared reads in flight, by cursor and window size: subscriptions arriving meanwhile wait for them. */
   private readonly sharedReads = new Map<string, { filter: Filter; notifications: number; read: Promise<{ window: SharedWindow | null; heldBack: boolean }> }>();
   private readonly shareWindows: boolean;
+  /**
+   * The furthest log entry any read of this store has reached. A window ending before it is not
+   * the head any more, whatever the NOTIFYs said: an event held back when it was read may have been
+   * released since by a transaction that notified nothing of these types, and another subscription
+   * of the store may already have handed it over.
+   */
+  private headSeen: Cursor = START;
 
   private flushScheduled = false;
   private closed = false;
@@ -365,7 +372,7 @@ export class PostgresEventStore implements EventStore {
         if (shared) {
           page = {
             events: shared.events, examined: shared.full ? batchSize : shared.examined, last: shared.last, heldBack: shared.heldBack,
-            more: shared.full || this.notifiedSince(me, shared.notifications),
+            more: shared.full || this.notifiedSince(me, shared.notifications) || compareCursors(this.headSeen, shared.last) > 0,
           };
         } else if (this.shareWindows && atHead) {
           page = await this.readShared(cursor, batchSize, me);
@@ -442,7 +449,7 @@ export class PostgresEventStore implements EventStore {
     const { window, heldBack } = await flight.read;
     if (!window) return { events: [], examined: 0, last: null, heldBack, more: late };
     const v = view(window, cursor, me);
-    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || late };
+    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || late || compareCursors(this.headSeen, v.last) > 0 };
   }
 
   /** Whether a NOTIFY concerning `me`'s types arrived after the store's count was `at`. */
@@ -640,6 +647,10 @@ export class PostgresEventStore implements EventStore {
     const events: RecordedEvent[] = [];
     for (const row of rows) if (row.event_id !== null) events.push(toRecorded(row));
     const tail = rows[rows.length - 1];
+    if (tail) {
+      const reached = { txId: tail.tx_id, globalPosition: tail.global_position };
+      if (compareCursors(reached, this.headSeen) > 0) this.headSeen = reached;
+    }
     return {
       events,
       examined: tail?.examined ?? 0,

@@ -16,9 +16,11 @@ import type { RecordedEvent } from '../../../domain/eventStore';
  * the window holds every entry of its types between its two ends.
  *
  * A window taken from memory, or a read joined after it was sent, may be older than the NOTIFYs
- * for the subscription's types that came since: the store then hands the batch over with `more`
- * set (the consumer reads on at once, as after a full window), since its own read made now could
- * have held more. A consumer that takes `more: false` as "caught up with the log" stays right.
+ * for the subscription's types that came since, or end before where another read of the store has
+ * got to since (an event held back when it was read, released by a commit that notified nothing of
+ * these types): the store then hands the batch over with `more` set (the consumer reads on at
+ * once, as after a full window), since its own read made now could have held more. A consumer that
+ * takes `more: false` as "caught up with the log" stays right.
  */
 
 export interface Cursor { txId: string; globalPosition: string }

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { EventData, RecordedEvent } from '../../../domain/eventStore.js';
+import pg from 'pg';
+import type { EventData, LogBatch, RecordedEvent } from '../../../domain/eventStore.js';
 import { PostgresEventStore, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { createTestDatabase } from '../../support/db.js';
 
@@ -105,6 +106,49 @@ describe('PostgresEventStore: subscriptions sharing their reads of the log', fun
     await a;
     expect(seen).to.deep.equal([`${prefix}-1`, `${prefix}-2`]);
   });
+
+  for (const shareWindows of [false, true]) {
+    it(`an event held back when a window was read, released without a NOTIFY and handed over since: a batch from the window says more (sharing ${shareWindows ? 'on' : 'off'})`, async () => {
+      const store = await open({ pollIntervalMs: 20_000, shareWindows });
+      const writer = await open();
+      const prefix = `held${randomUUID().slice(0, 8)}`;
+      await writer.append(`${prefix}-0`, [ev('A')]);
+      const ac = new AbortController();
+      // The feed of the event stream: follows the head.
+      const feed = store.subscribeToAll({ after: null, types: ['A'], batchSize: 100, signal: ac.signal })[Symbol.asyncIterator]();
+      let b: LogBatch;
+      do { b = (await feed.next()).value as LogBatch; } while (!(b.events.some((e) => e.streamId === `${prefix}-0`) && b.more === false));
+      const c0 = b.position;
+      await pause(300);
+      await writer.append(`${prefix}-d`, [ev('A')]);
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT pg_current_xact_id()'); // holds the horizon; its commit notifies nothing
+        await writer.append(`${prefix}-e`, [ev('A')]);
+        await pause(200);
+        const held = (await feed.next()).value as LogBatch;
+        expect(held.events.map((e) => e.streamId), 'e held back').to.deep.equal([`${prefix}-d`]);
+        await holder.query('COMMIT');
+      } finally {
+        await holder.end();
+      }
+      const released = (await feed.next()).value as LogBatch;
+      expect(released.events.map((e) => e.streamId), 'e once released').to.deep.equal([`${prefix}-e`]);
+      // A resume from c0 (read-api/stream/eventStreams.ts) reads until more: false: e must be in by then.
+      const rc = new AbortController();
+      const seen: string[] = [];
+      for await (const batch of store.subscribeToAll({ after: c0, types: ['A'], batchSize: 100, signal: rc.signal })) {
+        seen.push(...batch.events.map((e) => e.streamId));
+        if (batch.more === false) break;
+      }
+      rc.abort();
+      ac.abort();
+      await feed.return?.();
+      expect(seen).to.deep.equal([`${prefix}-d`, `${prefix}-e`]);
+    });
+  }
 
   it('under concurrent writers, each subscription gets exactly its own events once, in log order, bodies left out only where asked', async () => {
     // A lost wake-up would stall a subscription for the 20 s poll interval: the deadline below is shorter.
