@@ -62,17 +62,24 @@ interface EventRow {
 }
 
 /** A subscription between reads: what it wants, whether a NOTIFY concerned it since its last read. */
-interface Sleeper extends Filter { woken: boolean; resolve: (() => void) | null }
+interface Sleeper extends Filter {
+  woken: boolean;
+  resolve: (() => void) | null;
+  /** The store's NOTIFY count at the last NOTIFY that concerned it (its types). */
+  lastWake: number;
+}
 
 /** One read of a subscription: the events delivered, how many log entries were examined, the last of them. */
 interface Page {
   events: RecordedEvent[]; examined: number; last: Cursor | null; heldBack: boolean;
   /**
-   * A window read for others: whether the log may hold more for this subscription than its own
-   * read would have left out (a NOTIFY for its types came after the window was read). Own reads:
-   * undefined, the window's fullness tells.
+   * A window read for others: whether the store has more of the log at hand than the window
+   * (it was full, or another read of the store has got past its end since). Own reads: undefined,
+   * the window's fullness tells.
    */
   more?: boolean;
+  /** A window read for others: the store's NOTIFY count when it was read. */
+  notifications?: number;
 }
 
 // Selected as text (bigint and xid8 exceed JS numbers); ORDER BY must name the table's columns (e.),
@@ -204,21 +211,18 @@ export class PostgresEventStore implements EventStore {
   private listenerRetryAt = 0;
   /** Subscriptions, each with its type filter: a NOTIFY wakes those its payload's types concern. */
   private readonly sleepers = new Set<Sleeper>();
-  /** NOTIFYs received (and listener (re)connections): tells a window taken from memory it may be stale. */
+  /** NOTIFYs received (and listener (re)connections): tells whether a window read for others predates one. */
   private notifications = 0;
-  /** The count at the last NOTIFY naming each type, and at the last naming none (every type). */
-  private readonly notifiedAt = new Map<string, number>();
-  private notifiedAllAt = 0;
   /** Windows read at the head for every subscription of this store (sharedWindows.ts). */
   private readonly windows = new WindowCache();
   /** Shared reads in flight, by cursor and window size: subscriptions arriving meanwhile wait for them. */
   private readonly sharedReads = new Map<string, { filter: Filter; notifications: number; read: Promise<{ window: SharedWindow | null; heldBack: boolean }> }>();
   private readonly shareWindows: boolean;
   /**
-   * The furthest log entry any read of this store has reached. A window ending before it is not
-   * the head any more, whatever the NOTIFYs said: an event held back when it was read may have been
-   * released since by a transaction that notified nothing of these types, and another subscription
-   * of the store may already have handed it over.
+   * The furthest log entry any read of this store has reached. A batch from a window that ends
+   * before it says `more` (LogBatch: the store had more of the log at hand): another subscription
+   * of the store may already have handed over what came after the window (an event stream resume
+   * relies on it), an event held back when the window was read included.
    */
   private headSeen: Cursor = START;
 
@@ -343,7 +347,7 @@ export class PostgresEventStore implements EventStore {
     const batchSize = options.batchSize ?? 500;
     const types = options.types ? [...options.types] : null;
     const omit = options.omitData ? [...options.omitData] : [];
-    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null };
+    const me: Sleeper = { types: types ? new Set(types) : null, omit: new Set(omit), omitKey: omitKeyOf(omit), woken: false, resolve: null, lastWake: 0 };
     this.sleepers.add(me);
     try {
       yield* this.follow(me, parsePosition(options.after), batchSize, types, omit, signal);
@@ -366,13 +370,14 @@ export class PostgresEventStore implements EventStore {
     while (!signal.aborted && !this.closed) {
       this.ensureListener();
       me.woken = false;
+      const seen = me.lastWake;
       let page: Page;
       try {
         const shared = this.shareWindows ? this.windows.find(cursor, batchSize, me, Date.now()) : null;
         if (shared) {
           page = {
             events: shared.events, examined: shared.full ? batchSize : shared.examined, last: shared.last, heldBack: shared.heldBack,
-            more: shared.full || this.notifiedSince(me, shared.notifications) || compareCursors(this.headSeen, shared.last) > 0,
+            more: shared.full || compareCursors(this.headSeen, shared.last) > 0, notifications: shared.notifications,
           };
         } else if (this.shareWindows && atHead) {
           page = await this.readShared(cursor, batchSize, me);
@@ -401,7 +406,10 @@ export class PostgresEventStore implements EventStore {
         yield { events: page.events, position: formatCursor(cursor), more };
       }
       if (more) continue;
-      if (me.woken) continue;
+      // Woken since this read began, or handed a window read before a NOTIFY for its types that this
+      // loop had already taken in (me.woken was reset after it): look at the log again at once
+      // (when the consumer asks for its next batch) instead of sleeping until the next NOTIFY.
+      if (me.woken || (page.notifications !== undefined && page.notifications < seen)) continue;
       const untilHandover = unsent ? Math.max(1, SKIPPED_POSITION_MS - sinceHanded) : Infinity;
       if (page.heldBack) {
         // A NOTIFY only says the writer committed; an older transaction still running (anywhere in
@@ -443,21 +451,11 @@ export class PostgresEventStore implements EventStore {
       flight = entry;
       this.sharedReads.set(key, entry);
     }
-    // Joined after it was sent, and a NOTIFY for its types came in between: its own read would
-    // have been sent later and might have seen more (NOTIFYs after this are its own wake-ups).
-    const late = this.notifiedSince(me, flight.notifications);
+    const { notifications } = flight;
     const { window, heldBack } = await flight.read;
-    if (!window) return { events: [], examined: 0, last: null, heldBack, more: late };
+    if (!window) return { events: [], examined: 0, last: null, heldBack, notifications };
     const v = view(window, cursor, me);
-    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || late || compareCursors(this.headSeen, v.last) > 0 };
-  }
-
-  /** Whether a NOTIFY concerning `me`'s types arrived after the store's count was `at`. */
-  private notifiedSince(me: Filter, at: number): boolean {
-    if (this.notifiedAllAt > at) return true;
-    if (me.types === null) return this.notifications > at;
-    for (const t of me.types) if ((this.notifiedAt.get(t) ?? 0) > at) return true;
-    return false;
+    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || compareCursors(this.headSeen, v.last) > 0, notifications };
   }
 
   /**
@@ -700,11 +698,10 @@ export class PostgresEventStore implements EventStore {
   /** Wakes the subscriptions that want any of `types` (every one when null). */
   private wake(types: string[] | null = null): void {
     this.notifications++;
-    if (types === null) this.notifiedAllAt = this.notifications;
-    else for (const t of types) this.notifiedAt.set(t, this.notifications);
     for (const s of this.sleepers) {
       if (types !== null && s.types !== null && !types.some((t) => s.types!.has(t))) continue;
       s.woken = true;
+      s.lastWake = this.notifications;
       s.resolve?.();
     }
   }

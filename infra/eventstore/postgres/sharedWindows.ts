@@ -15,12 +15,13 @@ import type { RecordedEvent } from '../../../domain/eventStore';
  * returned at the time the window was read: below the snapshot horizon the log never changes, and
  * the window holds every entry of its types between its two ends.
  *
- * A window taken from memory, or a read joined after it was sent, may be older than the NOTIFYs
- * for the subscription's types that came since, or end before where another read of the store has
- * got to since (an event held back when it was read, released by a commit that notified nothing of
- * these types): the store then hands the batch over with `more` set (the consumer reads on at
- * once, as after a full window), since its own read made now could have held more. A consumer that
- * takes `more: false` as "caught up with the log" stays right.
+ * A window taken from memory, or a read joined after it was sent, may end before where another
+ * read of the store has got to since: the store then hands the batch over with `more` set (it had
+ * more of the log at hand; the consumer reads on at once, as after a full window). So `more: false`
+ * still means that no subscription of the store has handed over anything past the batch (an event
+ * stream resume relies on it: what the feed hands over later reaches the resumed stream live).
+ * A window read before a NOTIFY for the subscription's types that its loop has already taken in
+ * is followed by another read as soon as the consumer asks for its next batch (no wake-up lost).
  */
 
 export interface Cursor { txId: string; globalPosition: string }
@@ -104,13 +105,35 @@ export class WindowCache {
    */
   find(cursor: Cursor, batchSize: number, filter: Filter, now: number): WindowView | null {
     this.prune(now);
+    const usable = (w: SharedWindow) => w.examined <= batchSize && covers(w, filter);
+    let first: SharedWindow | undefined;
+    for (let i = this.windows.length - 1; i >= 0 && !first; i--) {
+      const w = this.windows[i];
+      if (usable(w) && compareCursors(w.from, cursor) <= 0 && compareCursors(cursor, w.last) < 0) first = w;
+    }
+    if (!first) return null;
+    // The windows that follow it end to end, as one batch (up to `batchSize` entries examined): a
+    // subscription that applies its batches more slowly than another reads takes what that one
+    // has read since in one go, not window by window.
+    const v = view(first, cursor, filter);
+    let examined = first.examined;
+    for (let next = this.after(first.last, usable); next && examined + next.examined <= batchSize; next = this.after(next.last, usable)) {
+      const more = view(next, next.from, filter);
+      v.events.push(...more.events);
+      examined += next.examined;
+      Object.assign(v, { last: more.last, heldBack: more.heldBack, full: more.full, notifications: more.notifications });
+    }
+    v.examined = examined;
+    return v;
+  }
+
+  /** The remembered window that starts at `from` and `usable` accepts. */
+  private after(from: Cursor, usable: (w: SharedWindow) => boolean): SharedWindow | undefined {
     for (let i = this.windows.length - 1; i >= 0; i--) {
       const w = this.windows[i];
-      if (w.examined > batchSize || !covers(w, filter)) continue;
-      if (compareCursors(w.from, cursor) > 0 || compareCursors(cursor, w.last) >= 0) continue;
-      return view(w, cursor, filter);
+      if (usable(w) && compareCursors(w.from, from) === 0) return w;
     }
-    return null;
+    return undefined;
   }
 
   private prune(now: number): void {

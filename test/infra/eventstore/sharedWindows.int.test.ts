@@ -72,28 +72,31 @@ describe('PostgresEventStore: subscriptions sharing their reads of the log', fun
     });
   }
 
-  it('a batch taken from a window read before later appends says `more`: `more: false` still means caught up with the log', async () => {
+  it('a batch from remembered windows holds everything the store has handed over since: `more: false` means no subscription of it has gone further', async () => {
     const store = await open({ pollIntervalMs: 20_000 });
     const writer = await open();
     const prefix = `more${randomUUID().slice(0, 8)}`;
     const c0 = await writer.append(`start-${prefix}`, [ev('Start')]);
-    // A follows the head and is held inside its handling of the batch with e1 (its window is remembered).
+    // A follows the head, window by window, and is held inside its handling of the batch with e2.
     let release!: () => void;
     const held = new Promise<void>((r) => { release = r; });
     const ac = new AbortController();
-    let gotE1!: () => void;
-    const e1Seen = new Promise<void>((r) => { gotE1 = r; });
+    const seenByA: string[] = [];
     const a = (async () => {
       for await (const batch of store.subscribeToAll({ after: c0.position, signal: ac.signal })) {
-        if (batch.events.some((e) => e.streamId === `${prefix}-1`)) { gotE1(); await held; }
+        seenByA.push(...batch.events.filter((e) => e.streamId.startsWith(prefix)).map((e) => e.streamId));
+        if (seenByA.includes(`${prefix}-2`)) await held;
       }
     })();
     await pause(300);
     await writer.append(`${prefix}-1`, [ev('A', { n: 1 })]);
-    await e1Seen;
+    const deadline = Date.now() + 5000;
+    while (!seenByA.includes(`${prefix}-1`) && Date.now() < deadline) await pause(5);
     await writer.append(`${prefix}-2`, [ev('A', { n: 2 })]);
-    await pause(200); // its NOTIFY is in
-    // B starts where A's remembered window starts: up to its first `more: false` it has everything appended so far.
+    while (!seenByA.includes(`${prefix}-2`) && Date.now() < deadline) await pause(5);
+    expect(seenByA).to.deep.equal([`${prefix}-1`, `${prefix}-2`]);
+    // B starts where A's first remembered window starts (an event stream resume): by its first
+    // `more: false` it has everything A has been handed.
     const seen: string[] = [];
     const bc = new AbortController();
     for await (const batch of store.subscribeToAll({ after: c0.position, signal: bc.signal })) {
@@ -105,6 +108,38 @@ describe('PostgresEventStore: subscriptions sharing their reads of the log', fun
     ac.abort();
     await a;
     expect(seen).to.deep.equal([`${prefix}-1`, `${prefix}-2`]);
+  });
+
+  it('a read that is not remembered (a subscription behind, reading its own window) still makes a batch from an older window say more', async () => {
+    const store = await open({ pollIntervalMs: 20_000 });
+    const writer = await open();
+    const prefix = `own${randomUUID().slice(0, 8)}`;
+    const c0 = await writer.append(`start-${prefix}`, [ev('Start')]);
+    const ac = new AbortController();
+    const seenByA: string[] = [];
+    const a = (async () => {
+      for await (const batch of store.subscribeToAll({ after: c0.position, signal: ac.signal, batchSize: 2 })) {
+        seenByA.push(...batch.events.filter((e) => e.streamId.startsWith(prefix)).map((e) => e.streamId));
+      }
+    })();
+    await pause(300);
+    await writer.append(`${prefix}-1`, [ev('A')]);
+    const deadline = Date.now() + 5000;
+    while (seenByA.length < 1 && Date.now() < deadline) await pause(5);
+    // Three at once for windows of two: a full shared window, then a read of A's own that nobody remembers.
+    await writer.append(`${prefix}-2`, [ev('A'), ev('A'), ev('A')]);
+    while (seenByA.length < 4 && Date.now() < deadline) await pause(5);
+    expect(seenByA).to.have.length(4);
+    const seen: string[] = [];
+    const bc = new AbortController();
+    for await (const batch of store.subscribeToAll({ after: c0.position, signal: bc.signal, batchSize: 2 })) {
+      seen.push(...batch.events.filter((e) => e.streamId.startsWith(prefix)).map((e) => e.streamId));
+      if (batch.more === false) break;
+    }
+    bc.abort();
+    ac.abort();
+    await a;
+    expect(seen).to.deep.equal(seenByA);
   });
 
   for (const shareWindows of [false, true]) {
