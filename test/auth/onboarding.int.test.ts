@@ -1,3 +1,4 @@
+import { randomBytes, scrypt } from 'node:crypto';
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
 import { simpleParser } from 'mailparser';
@@ -150,11 +151,20 @@ describe('onboarding: register → verify-code → set-password → login → re
 
   it('a lock or slowdown recorded while the password is being checked refuses the right password (423 / 429, no session)', async () => {
     for (const [email, late] of [['late-lock@rcpt.test', 'locked'], ['late-slow@rcpt.test', 'slowed']] as const) {
-      const { userId } = await h.signUp(email);
+      const { userId, accountId } = await h.signUp(email);
       const stream = streamName('user', userId);
+      // A hash four times as costly as Motor's own (N = 2^17: over a second here, 0.3 s for 2^15),
+      // so that the verdict landed 250 ms into the login falls inside its check on a fast host too.
+      const salt = randomBytes(16);
+      const N = 2 ** 17;
+      const key = await new Promise<Buffer>((resolve, reject) => scrypt(PASSWORD.normalize('NFKC'), salt, 32, { N, r: 8, p: 3, maxmem: 256 * N * 8 + 1024 * 1024 }, (err, k) => (err ? reject(err) : resolve(k))));
+      await h.motor.rt.store.append(stream, [toEventData(newId(), {
+        type: 'PasswordSet',
+        data: { userId, accountId, passwordHash: `scrypt$${N}$8$3$${salt.toString('base64')}$${key.toString('base64')}`, channel: 'test', setAt: new Date().toISOString() },
+      } as DomainEvent, { actor: 'test' })], { expectedRevision: 'any' });
       const pending = h.post('/api/auth/login', { email, password: PASSWORD });
-      // The scrypt check takes most of a second: land the other attempts' verdict in the middle of
-      // it, straight on the stream, as another API process would.
+      // Land the other attempts' verdict in the middle of the check, straight on the stream, as
+      // another API process would.
       await new Promise((r) => setTimeout(r, 250));
       const at = new Date();
       const event = late === 'locked'
