@@ -22,6 +22,7 @@
 import type { Knex } from 'knex';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore.js';
 import { sleep } from '../infra/sleep.js';
+import { awaitBatchInterval } from '../infra/eventstore/followLog.js';
 import { withSetupLock } from '../infra/db.js';
 
 /** One forward-only migration of a projection's schema; `schema` is where to create things. */
@@ -315,8 +316,7 @@ export class ProjectionRunner {
           after = r.position;
           // Full batch, or a full window of the log behind a few handled events: the log is ahead of
           // us, read on. Otherwise let the next batch gather company.
-          const rest = interval - (performance.now() - started);
-          if (rest > 0 && batch.events.length < this.batchSize && batch.more !== true) await sleep(rest, signal);
+          await awaitBatchInterval(batch, this.batchSize, interval, started, signal);
         }
         // Subscription left (conflict) or ended by the adapter: resubscribe from the checkpoint, without spinning.
         if (!signal.aborted) await sleep(20, signal);

@@ -63,12 +63,23 @@ export class CheckpointWriter {
 
   /** Cancels the timer and waits for a write in flight; the pending position is dropped (the caller writes a later one). */
   async drain(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    await this.writing;
+    await this.settle();
     // After the write in flight: a failed one puts its position back as pending, which a flush on
     // stop would then write over the caller's later one.
     this.pending = null;
+  }
+
+  /** The position to follow from on a (re)start: drained, then read from the row. */
+  async restart(): Promise<GlobalPosition | null> {
+    await this.drain();
+    return (await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position'))?.position ?? null;
+  }
+
+  /** Cancels the timer and waits for a write in flight. */
+  private async settle(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.writing;
   }
 
   /** The timer writes what is pending `delayMs` from now (default: when the interval since the last write is up). */
@@ -88,9 +99,7 @@ export class CheckpointWriter {
 
   /** Writes what is pending now (on stop). */
   async flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    await this.writing;
+    await this.settle();
     await this.writePending();
   }
 
@@ -133,10 +142,7 @@ export async function runLogEnqueuer<T>(
     name: enqueuer.name,
     types: enqueuer.types,
     omitData: enqueuer.omitData,
-    start: async () => {
-      await checkpoint.drain();
-      return (await deps.db.table(CHECKPOINTS).where({ name: enqueuer.name }).first('position'))?.position ?? null;
-    },
+    start: () => checkpoint.restart(),
     handle: async (batch) => {
       const jobs = enqueuer.jobsOf(batch.events);
       // bullmq's addBulk types the job name through the queue's generics; the jobs are T's.

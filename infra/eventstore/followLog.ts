@@ -29,6 +29,17 @@ export interface LogFollower {
   handle(batch: LogBatch): Promise<void>;
 }
 
+/**
+ * A consumer's batch interval (the projections' PROJECTION_BATCH_INTERVAL_MS, a follower's
+ * minBatchIntervalMs): after a batch handled from `startedAt`, waits for the rest of `intervalMs`
+ * so that events arriving meanwhile join the next batch; not after a full batch, or one the store
+ * marked `more` (the log is ahead: read on at once).
+ */
+export async function awaitBatchInterval(batch: LogBatch, batchSize: number, intervalMs: number, startedAt: number, signal: AbortSignal): Promise<void> {
+  const rest = intervalMs - (performance.now() - startedAt);
+  if (rest > 0 && batch.events.length < batchSize && batch.more !== true) await sleep(rest, signal);
+}
+
 export async function followLog(store: EventStore, logger: Logger, follower: LogFollower, signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
@@ -38,8 +49,7 @@ export async function followLog(store: EventStore, logger: Logger, follower: Log
       for await (const batch of store.subscribeToAll({ after, batchSize, signal, types: follower.types, omitData: follower.omitData })) {
         const started = performance.now();
         await follower.handle(batch);
-        const rest = interval - (performance.now() - started);
-        if (rest > 0 && batch.events.length < batchSize && batch.more !== true) await sleep(rest, signal);
+        await awaitBatchInterval(batch, batchSize, interval, started, signal);
       }
     } catch (err) {
       if (signal.aborted) return;

@@ -146,9 +146,9 @@ function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
   canonical += `dkim-signature:${relaxedValue(head.slice(head.indexOf(':') + 1))}`;
   const data = Buffer.from(canonical, 'latin1');
   // On the event loop, not libuv's thread pool: handing each signature to a pool thread and back
-  // cost more CPU (0.35 against 0.26 ms per RSA-2048 signature here) than the ~0.3 ms it keeps
-  // off the loop, and bench:deliver's CPU per message fell 9 % without it (docs/PERFORMANCE.md,
-  // 2026-11-25 15:40). A worker process is one core's worth of delivery; more cores, more workers.
+  // cost more CPU (0.35 against 0.26 ms per RSA-2048 signature, measured alone; docs/PERFORMANCE.md,
+  // 2026-11-25 15:01) than the ~0.3 ms it keeps off the loop. A worker process is one core's worth
+  // of delivery; more cores, more workers.
   const signature = opts.algorithm === 'rsa-sha256'
     ? cryptoSign('sha256', data, key)
     : cryptoSign(null, createHash('sha256').update(data).digest(), key);

@@ -9,7 +9,7 @@ import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } 
 import { followLog } from '../../infra/eventstore/followLog';
 import { withSetupLock } from '../../infra/db';
 import type { Logger } from '../../infra/logger';
-import { CHECKPOINTS, CheckpointWriter } from '../logEnqueuer';
+import { CheckpointWriter } from '../logEnqueuer';
 import type { WebhookJob } from './worker';
 
 /**
@@ -105,13 +105,12 @@ export class WebhookDispatcher {
       minBatchIntervalMs: this.options.minBatchIntervalMs ?? DISPATCH_INTERVAL_MS,
       // Endpoints, blocks being deleted and checkpoint are written together: reloaded together on every (re)start.
       start: async () => {
-        await this.checkpoint.drain();
         const rows = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('targets').select('*');
         this.targets = new Map(rows.map((r) => [r.webhook_id, { webhookId: r.webhook_id, motorBlockId: r.motor_block_id, events: r.events, enabled: r.enabled }]));
         const deleting = await this.db.withSchema(WEBHOOK_DISPATCH_SCHEMA).table('deleting_blocks').select('motor_block_id');
         this.deleting = new Set(deleting.map((r) => r.motor_block_id as string));
         this.byBlock = null;
-        return (await this.db.table(CHECKPOINTS).where({ name: this.name }).first('position'))?.position ?? null;
+        return this.checkpoint.restart();
       },
       handle: (batch) => this.handle(batch.events, batch.position),
     }, signal);

@@ -19,7 +19,7 @@ import {
 import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } from './appendBatch.js';
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
-import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow } from './sharedWindows.js';
+import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow, type WindowView } from './sharedWindows.js';
 import { SESSION_OPTIONS } from '../../db.js';
 
 export interface PostgresEventStoreOptions {
@@ -373,12 +373,9 @@ export class PostgresEventStore implements EventStore {
       const seen = me.lastWake;
       let page: Page;
       try {
-        const shared = this.shareWindows ? this.windows.find(cursor, batchSize, me, Date.now()) : null;
+        const shared = this.shareWindows ? this.windows.find(cursor, batchSize, me, performance.now()) : null;
         if (shared) {
-          page = {
-            events: shared.events, examined: shared.full ? batchSize : shared.examined, last: shared.last, heldBack: shared.heldBack,
-            more: shared.full || compareCursors(this.headSeen, shared.last) > 0, notifications: shared.notifications,
-          };
+          page = this.pageOf(shared, batchSize);
         } else if (this.shareWindows && atHead) {
           page = await this.readShared(cursor, batchSize, me);
         } else {
@@ -439,7 +436,7 @@ export class PostgresEventStore implements EventStore {
         read: this.readWindow(cursor, batchSize, filter.types ? [...filter.types] : null, [...filter.omit]).then((page) => {
           if (!page.last) return { window: null, heldBack: page.heldBack };
           const window: SharedWindow = {
-            ...filter, from: cursor, last: page.last, examined: page.examined, batchSize, heldBack: page.heldBack, notifications, readAt: Date.now(),
+            ...filter, from: cursor, last: page.last, examined: page.examined, batchSize, heldBack: page.heldBack, notifications, readAt: performance.now(),
             entries: page.events.map((event) => ({ at: parsePosition(event.position), event })),
           };
           this.windows.remember(window);
@@ -454,8 +451,15 @@ export class PostgresEventStore implements EventStore {
     const { notifications } = flight;
     const { window, heldBack } = await flight.read;
     if (!window) return { events: [], examined: 0, last: null, heldBack, notifications };
-    const v = view(window, cursor, me);
-    return { events: v.events, examined: v.examined, last: v.last, heldBack: v.heldBack, more: v.full || compareCursors(this.headSeen, v.last) > 0, notifications };
+    return this.pageOf(view(window, cursor, me), batchSize);
+  }
+
+  /** A subscription's page from windows read for others: `more` when the store has read past them. */
+  private pageOf(v: WindowView, batchSize: number): Page {
+    return {
+      events: v.events, examined: v.full ? batchSize : v.examined, last: v.last, heldBack: v.heldBack,
+      more: v.full || compareCursors(this.headSeen, v.last) > 0, notifications: v.notifications,
+    };
   }
 
   /**

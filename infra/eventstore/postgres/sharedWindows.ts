@@ -52,6 +52,7 @@ export interface SharedWindow extends Filter {
   heldBack: boolean;
   /** The store's NOTIFY count when the read was sent. */
   notifications: number;
+  /** performance.now() when the read came back: windows are remembered in that order. */
   readAt: number;
 }
 
@@ -136,9 +137,12 @@ export class WindowCache {
     return undefined;
   }
 
+  /** Drops the oldest windows: past WINDOW_TTL_MS, or beyond MAX_WINDOWS (kept in the order they were read). */
   private prune(now: number): void {
-    const fresh = this.windows.filter((w) => now - w.readAt < WINDOW_TTL_MS);
-    this.windows = fresh.length > MAX_WINDOWS ? fresh.slice(fresh.length - MAX_WINDOWS) : fresh;
+    let stale = 0;
+    while (stale < this.windows.length && now - this.windows[stale].readAt >= WINDOW_TTL_MS) stale++;
+    stale = Math.max(stale, this.windows.length - MAX_WINDOWS);
+    if (stale > 0) this.windows.splice(0, stale);
   }
 }
 
