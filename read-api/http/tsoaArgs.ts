@@ -1,0 +1,233 @@
+import { ExpressTemplateService, type TsoaRoute } from '@tsoa/runtime';
+import type { Request as ExRequest } from 'express';
+
+/**
+ * tsoa's argument validation with a fast path (decision, docs/ARCHITECTURE.md "Argument validation").
+ *
+ * tsoa's ValidationService interprets the route metadata for every request, and validates each
+ * member of a union on a JSON.parse(JSON.stringify()) copy of the value: on POST /v1/send (`to`
+ * and every metadata value are unions) that was 5–8 % of the API process's CPU per request.
+ *
+ * The fast path answers one question per argument: is this value one that tsoa would accept and
+ * hand on unchanged? It says yes only for the cases it models exactly (strings, booleans, finite
+ * numbers, enums, arrays and objects of those, unions of those, `any`, models without defaults,
+ * no validators such as minLength or pattern, no extra properties); for anything else it says
+ * "not sure", and tsoa validates the request as before. So a request the fast path passes is one
+ * tsoa would have passed with the same values, and every refusal (its status, code and message)
+ * is still tsoa's. test/read-api/tsoaArgs.test.ts holds the two to that on generated values for
+ * every model of the API.
+ */
+
+type Schema = TsoaRoute.PropertySchema;
+type ExtrasPolicy = 'throw-on-extras' | 'silently-remove-extras' | 'ignore';
+type Check = (value: unknown) => boolean;
+type ValidationArgs = Parameters<ExpressTemplateService['getValidatedArgs']>[0];
+
+const isEmpty = (o: object | undefined): boolean => o === undefined || Object.keys(o).length === 0;
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const own = (o: object, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);
+
+/**
+ * Decides, for a body value and a tsoa schema, whether tsoa's ValidationService (body parameter,
+ * bodyCoercion off) would accept the value and return it as it is. False means "not sure", never
+ * "invalid". Checks are compiled once per schema object.
+ */
+export class TsoaFastCheck {
+  private readonly compiled = new WeakMap<Schema, Check>();
+
+  constructor(private readonly models: TsoaRoute.Models, private readonly extras: ExtrasPolicy) {}
+
+  /** True when tsoa would accept `value` for `schema` (a property or a body parameter) unchanged. */
+  accepts(schema: Schema, value: unknown): boolean {
+    let check = this.compiled.get(schema);
+    if (check === undefined) {
+      check = this.compileProperty(schema);
+      this.compiled.set(schema, check);
+    }
+    return check(value);
+  }
+
+  /** ValidateParam's handling of undefined, then the type's check. */
+  private compileProperty(schema: Schema): Check {
+    const type = this.compileType(schema);
+    // undefined with a default, or a union admitting undefined, is replaced or revalidated by tsoa; required is refused.
+    const undefinedPasses = schema.dataType === 'undefined' ||
+      (schema.default === undefined && !schema.required && !(schema.dataType === 'union' && schema.subSchemas?.some((s) => s.dataType === 'undefined')));
+    return (value) => (value === undefined ? undefinedPasses : type(value));
+  }
+
+  private compileType(schema: Schema): Check {
+    const plain = isEmpty(schema.validators);
+    switch (schema.dataType) {
+      case 'string':
+        return plain ? (v) => typeof v === 'string' : () => false;
+      case 'boolean':
+        return (v) => v === true || v === false;
+      case 'double':
+      case 'float':
+        // tsoa returns toFloat(String(v)): the same number for every finite one but -0.
+        return plain ? (v) => typeof v === 'number' && Number.isFinite(v) && !Object.is(v, -0) : () => false;
+      case 'integer':
+      case 'long':
+        return plain ? (v) => Number.isSafeInteger(v) && !Object.is(v, -0) : () => false;
+      case 'enum': {
+        const members = schema.enums ?? [];
+        // tsoa returns the first member whose String() equals the value's.
+        return (v) => members.find((m) => String(m) === String(v)) === v;
+      }
+      case 'array': {
+        const item = schema.array;
+        if (!plain || item === undefined) return () => false;
+        return (v) => {
+          if (!Array.isArray(v)) return false;
+          // An undefined member or a hole (never in JSON) would be null in the copy a union validates: not modelled.
+          for (let i = 0; i < v.length; i++) if (v[i] === undefined || !this.accepts(item, v[i])) return false;
+          return true;
+        };
+      }
+      case 'union': {
+        const subs = schema.subSchemas ?? [];
+        if (!plain || subs.length === 0) return () => false;
+        // tsoa takes the first member that validates: each earlier one must be sure to refuse.
+        return (v) => {
+          for (const sub of subs) {
+            if (this.accepts(sub, v)) return true;
+            if (!refuses(sub, v)) return false;
+          }
+          return false;
+        };
+      }
+      case 'undefined':
+        return (v) => v === undefined;
+      case 'any':
+        return () => true;
+      case 'nestedObjectLiteral':
+        return this.compileObject(schema.nestedProperties ?? {}, schema.additionalProperties, false);
+      case 'intersection':
+      case 'date':
+      case 'datetime':
+      case 'buffer':
+        return () => false;
+      default: {
+        // ValidateParam's default branch: a model by reference, else the value as it is.
+        const ref = schema.ref;
+        if (ref === undefined) return () => true;
+        let model: Check | undefined;
+        return (v) => (model ??= this.compileModel(ref))(v);
+      }
+    }
+  }
+
+  private compileModel(ref: string): Check {
+    const model = this.models[ref];
+    if (model === undefined) return () => false;
+    switch (model.dataType) {
+      case 'refEnum': return this.compileType({ dataType: 'enum', enums: model.enums });
+      case 'refAlias': return this.compileType(model.type);
+      case 'refObject': return this.compileObject(model.properties ?? {}, model.additionalProperties, true);
+    }
+  }
+
+  /**
+   * An object's declared properties and its other keys. `isModel`: a refObject, where an absent
+   * additionalProperties means any key is allowed; in a nested object literal it means none is.
+   */
+  private compileObject(properties: Record<string, Schema>, additional: boolean | Schema | undefined, isModel: boolean): Check {
+    const declared = Object.entries(properties);
+    const extraAllowed: 'any' | 'none' | Schema =
+      typeof additional === 'object' ? additional
+        : additional === true || (isModel && additional === undefined) || this.extras === 'ignore' ? 'any'
+          : 'none';
+    return (v) => {
+      if (!isPlainObject(v)) return false;
+      for (const [key, schema] of declared) {
+        const value = v[key];
+        // A key present with undefined (never in JSON) would be dropped by a union's copy: not modelled.
+        if (value === undefined && own(v, key)) return false;
+        if (!this.accepts(schema, value)) return false;
+      }
+      for (const key in v) {
+        // tsoa writes validated values back with value[key] = ...: a "__proto__" key is left to it.
+        if (key === '__proto__') return false;
+        if (own(properties, key)) continue;
+        if (extraAllowed === 'none') return false;
+        if (extraAllowed !== 'any' && (v[key] === undefined || !this.accepts(extraAllowed, v[key]))) return false;
+      }
+      return true;
+    };
+  }
+}
+
+/** True when tsoa's validation of a (defined) body value against `schema` is sure to report an error. */
+function refuses(schema: Schema, v: unknown): boolean {
+  switch (schema.dataType) {
+    case 'string': return typeof v !== 'string';
+    case 'boolean': return v !== true && v !== false;
+    case 'double': case 'float': case 'integer': case 'long': return typeof v !== 'number';
+    case 'enum': return !(schema.enums ?? []).some((m) => String(m) === String(v));
+    case 'array': return !Array.isArray(v);
+    case 'nestedObjectLiteral': return !isPlainObject(v);
+    case 'undefined': return v !== undefined;
+    default: return false;
+  }
+}
+
+/**
+ * tsoa's Express template service (used by the routes generated from read-api/http/tsoaRoutes.hbs)
+ * with the fast path above: a request whose every argument passes gets its arguments without
+ * tsoa's interpretation; any other request is validated by tsoa as before.
+ */
+export class MotorTemplateService extends ExpressTemplateService {
+  /** Null when tsoa coerces body values (bodyCoercion): the fast path models validation without coercion only. */
+  private readonly fast: TsoaFastCheck | null;
+  private readonly paramLists = new WeakMap<object, TsoaRoute.ParameterSchema[]>();
+
+  constructor(models: TsoaRoute.Models, config: ConstructorParameters<typeof ExpressTemplateService>[1]) {
+    super(models, config);
+    this.fast = config.bodyCoercion === false ? new TsoaFastCheck(models, config.noImplicitAdditionalProperties) : null;
+  }
+
+  override getValidatedArgs(params: ValidationArgs): unknown[] {
+    return this.fastArgs(params.args, params.request) ?? super.getValidatedArgs(params);
+  }
+
+  private fastArgs(args: Record<string, TsoaRoute.ParameterSchema>, request: ExRequest): unknown[] | undefined {
+    if (this.fast === null) return undefined;
+    let params = this.paramLists.get(args);
+    if (params === undefined) {
+      params = Object.values(args);
+      this.paramLists.set(args, params);
+    }
+    const values: unknown[] = new Array(params.length);
+    for (let i = 0; i < params.length; i++) {
+      const param = params[i];
+      let value: unknown;
+      switch (param.in) {
+        case 'request':
+          values[i] = request;
+          continue;
+        case 'body':
+          value = request.body;
+          break;
+        // Other parameters are validated as body values are only when they are plain strings (no coercion involved).
+        case 'header':
+          if (param.dataType !== 'string') return undefined;
+          value = request.header(param.name);
+          break;
+        case 'path':
+          if (param.dataType !== 'string') return undefined;
+          value = request.params[param.name];
+          break;
+        case 'query':
+          if (param.dataType !== 'string') return undefined;
+          value = request.query[param.name];
+          break;
+        default:
+          return undefined;
+      }
+      if (!this.fast.accepts(param, value)) return undefined;
+      values[i] = value;
+    }
+    return values;
+  }
+}
