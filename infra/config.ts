@@ -184,6 +184,11 @@ export interface SmtpConfig {
   softErrorLimit: number;
   hardErrorLimit: number;
   errorSleepMs: number;
+  /**
+   * NOOP, RSET, VRFY, HELP and WIZ allowed per session before each one more counts as an error
+   * toward those limits (Postfix's smtpd_junk_command_limit); a message accepted resets the count.
+   */
+  junkCommandLimit: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
 }
@@ -369,6 +374,7 @@ export function loadConfig(env: Env = process.env): Config {
       softErrorLimit: int('SMTP_SOFT_ERROR_LIMIT', Math.min(10, smtpHardErrorLimit), 1, 1000),
       hardErrorLimit: smtpHardErrorLimit,
       errorSleepMs: int('SMTP_ERROR_SLEEP_MS', 1000, 0, 10_000),
+      junkCommandLimit: int('SMTP_JUNK_COMMAND_LIMIT', 100, 1, 10_000),
       refusalEvents: {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),

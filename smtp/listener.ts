@@ -69,6 +69,8 @@ export interface SmtpSettings {
   softErrorLimit?: number;
   hardErrorLimit?: number;
   errorSleepMs?: number;
+  /** NOOP, RSET, VRFY, HELP and WIZ of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
+  junkCommandLimit?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
   /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
@@ -307,6 +309,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     softLimit: settings.softErrorLimit ?? 10,
     hardLimit: settings.hardErrorLimit ?? 20,
     sleepMs: settings.errorSleepMs ?? 1000,
+    junkLimit: settings.junkCommandLimit ?? 100,
     onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
       'SMTP session closed: too many errors'),
   };

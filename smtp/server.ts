@@ -24,7 +24,7 @@ import { STARTS_WITH_ENHANCED } from './replies';
  *    smtp/replies.ts) are sent as they are; the library would otherwise prepend its generic code
  *    for the reply number (451 → 4.3.0).
  * 4. The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit and
- *    smtpd_error_sleep_time; ErrorPolicy below).
+ *    smtpd_error_sleep_time, and smtpd_junk_command_limit; ErrorPolicy below).
  */
 
 /**
@@ -81,6 +81,11 @@ export interface GreetingPolicy {
  * except 421 (the session ends with it anyway) and 452 (too many recipients: RFC 5321
  * §4.5.3.1.10 has the client send the rest in another transaction, which is no error of its).
  * A message accepted (250 after DATA) forgives the errors before it, as Postfix does.
+ *
+ * Commands that answer 2xx without moving a transaction on (JUNK_COMMANDS) would let a client hold
+ * the session, and one of its address's connection slots, for ever without an error: past
+ * `junkLimit` of them each one counts as an error, whatever its reply, as Postfix's
+ * smtpd_junk_command_limit does. The same message accepted resets their count.
  */
 export interface ErrorPolicy {
   /** From this many errors on, every command waits `sleepMs` before it is answered. */
@@ -88,11 +93,22 @@ export interface ErrorPolicy {
   /** At this many errors the session is told `421 4.7.0 <host> Error: too many errors` and closed. */
   hardLimit: number;
   sleepMs: number;
+  /** NOOP, RSET, VRFY, HELP and WIZ allowed before each one more is an error. */
+  junkLimit: number;
   /** Told of each session closed at the hard limit (for the log). */
   onLimit?(connection: SMTPConnection): void;
 }
 
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
+
+/**
+ * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and the two it
+ * answers 2xx that Postfix does not have at all (HELP, and sendmail's WIZ: where Postfix refuses
+ * them, an error each). Not HELO and EHLO, which Postfix counts too: every client sends EHLO twice
+ * (before and after STARTTLS), and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send
+ * besides those.
+ */
+const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP', 'WIZ'] as const;
 
 export class SubmissionServer extends SMTPServer {
   constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy) {
@@ -153,14 +169,39 @@ function hideAuthBeforeTls(connection: SMTPConnection): void {
  * the hard limit at once (as Postfix's smtpd does before it reads another command); whatever the
  * client pipelined behind that command is not read. Past the soft limit each command is handed
  * on after a timer, not a sleep: the other sessions of the process go on meanwhile.
+ *
+ * A junk command is counted where the library dispatches it to its handler, so a line that only
+ * looks like one (an AUTH continuation, a disabled command) is not. Its handler replies at once,
+ * so its reply is the one the `pastJunkLimit` flag marks; a junk command that is refused anyway
+ * (VRFY without an address) is one error, not two as in Postfix.
  */
 function limitErrors(connection: SMTPConnection, policy: ErrorPolicy): void {
   let errors = 0;
+  let junk = 0;
+  let pastJunkLimit = false;
+  const handlers = connection as unknown as Record<`handler_${(typeof JUNK_COMMANDS)[number]}`, Handler>;
+  for (const name of JUNK_COMMANDS) {
+    const handler = handlers[`handler_${name}`];
+    handlers[`handler_${name}`] = function (this: SMTPConnection, command, callback) {
+      junk += 1;
+      pastJunkLimit = junk > policy.junkLimit;
+      try {
+        handler.call(this, command, callback);
+      } finally {
+        pastJunkLimit = false;
+      }
+    };
+  }
   const send = connection.send.bind(connection);
   connection.send = (code, data, context) => {
     send(code, data, context);
-    if (code === 250 && context === 'DATA_OK') errors = 0;
-    if (code < 400 || code === 421 || code === 452) return;
+    if (code === 250 && context === 'DATA_OK') {
+      errors = 0;
+      junk = 0;
+    }
+    const error = code >= 400 ? code !== 421 && code !== 452 : pastJunkLimit;
+    pastJunkLimit = false;
+    if (!error) return;
     errors += 1;
     if (errors >= policy.hardLimit && !connection._closing) {
       policy.onLimit?.(connection);

@@ -152,6 +152,73 @@ describe('SMTP error limits (int)', function () {
     c.end();
   });
 
+  // Junk commands past SMTP_JUNK_COMMAND_LIMIT (Postfix's smtpd_junk_command_limit; the default 100 here).
+  const timed = async (c: RawClient, line: string) => {
+    const t = Date.now();
+    const r = await c.command(line);
+    return { r, ms: Date.now() - t };
+  };
+  const junk = async (c: RawClient, lines: string[]) => {
+    for (const line of lines) expect(await c.command(line), line).to.match(/^2\d\d /);
+  };
+  const noops = (n: number) => Array.from({ length: n }, () => 'NOOP');
+  const expectClosedForErrors = async (c: RawClient) => {
+    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.reply()).to.equal(null);
+    expect(await c.closedWithin(2000)).to.equal(true);
+  };
+
+  it('100 NOOPs are fine; each one after them is an error: slowed from the soft limit on, 421 4.7.0 and closed at the hard limit', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    await junk(c, noops(100));
+    // The 101st to 103rd: errors 1 to 3, answered at once.
+    for (let i = 0; i < 3; i++) {
+      const n = await timed(c, 'NOOP');
+      expect(n.r).to.equal('250 2.0.0 OK');
+      expect(n.ms).to.be.below(250);
+    }
+    // Three errors: the soft limit. The 104th waits SMTP_ERROR_SLEEP_MS (error 4).
+    const slowed = await timed(c, 'NOOP');
+    expect(slowed.r).to.equal('250 2.0.0 OK');
+    expect(slowed.ms).to.be.at.least(280);
+    // The 105th is the 5th error: its reply, then the session ends as on any other error; the 106th,
+    // pipelined behind it, is not run.
+    c.write('NOOP\r\nNOOP\r\n');
+    expect(await c.reply()).to.equal('250 2.0.0 OK');
+    await expectClosedForErrors(c);
+  });
+
+  it('RSET, VRFY, HELP and WIZ count with NOOP; a junk command refused on its own (VRFY without an address) is one error, not two', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP', 'WIZ sesame'];
+    await junk(c, Array.from({ length: 100 }, (_, i) => cycle[i % cycle.length]));
+    expect(await c.command('VRFY')).to.match(/^501 /); // error 1
+    await junk(c, ['RSET', 'HELP', 'VRFY user@rcpt.test']); // errors 2 to 4
+    expect(await c.command('WIZ sesame')).to.match(/^200 /); // error 5
+    await expectClosedForErrors(c);
+  });
+
+  it('a message accepted resets the junk count, as it forgives the errors: 100 + 2 NOOPs, a message, 100 NOOPs fine, the 5th after them closes', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    await junk(c, noops(102)); // errors 1 and 2
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    expect(await c.command(`${rfc822({ from: `app@${b.domain}`, to: 'user@rcpt.test', subject: 'junk' })}.`)).to.match(/^250 2\.6\.0 /);
+    // RSET after a message is a junk command like any other: it is among the 100.
+    await junk(c, ['RSET', ...noops(99)]);
+    // The 101st after the message: error 1, not yet slowed.
+    const fast = await timed(c, 'NOOP');
+    expect(fast.r).to.equal('250 2.0.0 OK');
+    expect(fast.ms).to.be.below(250);
+    await junk(c, noops(3));
+    expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
+    await expectClosedForErrors(c);
+  });
+
   // Last: the failures it makes slow down this address's AUTH for the tests after it.
   it('AUTH failures are bounded per client address: 4 SmtpAuthFailed per window, the rest in one SmtpAuthFailuresSummarized', async () => {
     const before = (await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown'))).length;
@@ -176,5 +243,26 @@ describe('SMTP error limits (int)', function () {
     const summary = events.filter((e) => e.type === 'SmtpAuthFailuresSummarized').map((e) => e.data as SmtpAuthFailuresSummarized);
     expect(summary).to.have.length(1);
     expect(summary[0]).to.deep.include({ remoteAddress: '127.0.0.1', failures: 2, limit: 4, windowSeconds: WINDOW_MS / 1000 });
+  });
+});
+
+describe('SMTP junk command limit set by SMTP_JUNK_COMMAND_LIMIT (int)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  before(async () => {
+    h = await startSmtpHarness({ env: { SMTP_JUNK_COMMAND_LIMIT: '2', SMTP_HARD_ERROR_LIMIT: '2', SMTP_ERROR_SLEEP_MS: '0' } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('SMTP_JUNK_COMMAND_LIMIT=2: two NOOPs are fine, the 3rd and 4th are errors and the 4th closes the session', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    for (let i = 0; i < 3; i++) expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
+    expect(c.closed).to.equal(false);
+    expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
+    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.closedWithin(2000)).to.equal(true);
   });
 });
