@@ -148,7 +148,7 @@ export interface Config {
   plans: Record<string, PlanLimits>;
   /** Refuse sends of a warming-up domain over its daily warm-up cap (`rate_limited_warmup`; SPEC: rolling out). */
   enforceWarmup: boolean;
-  /** Retention sweeper (workers/retention.ts): seconds between sweeps (0 = off) and rows per delete statement. */
+  /** Retention sweeper (workers/retention.ts): seconds between sweeps (0 = off; the first comes 0–60 s after start) and rows per delete statement. */
   retentionSweep: { intervalSeconds: number; batchSize: number };
   /** Directory for embedded PostgreSQL data, generated keys and certificates. */
   dataDir: string;

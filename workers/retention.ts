@@ -8,6 +8,18 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  * The retention sweeper (docs/ANALYTICS.md "Retention"): deletes read-model rows older than the
  * retention window of the account's plan, in the worker role, every RETENTION_SWEEP_INTERVAL_SECONDS.
  *
+ * - When: the first sweep a random 0–60 s after start (retentionFirstSweepDelayMs; never later than
+ *   the interval), then an interval after each sweep ends. A first sweep one whole interval after
+ *   start never came in a worker restarted more often than that (deploys, crashes), and rows outlived
+ *   their retention; the spread keeps workers restarted together from all sweeping at once.
+ * - One sweep at a time across processes: a sweep holds a session advisory lock
+ *   (`motor.retention-sweep`) on the connection it runs its statements on, taken with try-lock; a
+ *   sweeper that finds it taken skips that sweep (the holder deletes the same rows) and tries again
+ *   an interval later. Two unlocked sweeps did not delete a row twice nor fail (tried), but they
+ *   contend for the same rows, a sweep leaves a table when a batch comes back short, as it does
+ *   when the other took the rows (so neither sweep alone was complete), and the database work
+ *   doubles. PostgreSQL releases the lock when the session ends, so a worker killed mid-sweep
+ *   does not block the next one.
  * - Cutoff per account: the start of the UTC day containing `now − retentionDays − 5 min` (the API's
  *   clock-skew grace), so nothing a route may still be asked for is deleted; a row goes when its
  *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
@@ -45,6 +57,34 @@ export interface SweepReport {
   /** Rows deleted per table (schema.table). */
   deleted: Record<string, number>;
   durationMs: number;
+  /** Another sweep (another process) held the sweep lock: this one deleted nothing. */
+  skipped?: true;
+}
+
+export interface RetentionSweeperOptions {
+  /** Between the end of one sweep and the start of the next. */
+  intervalMs: number;
+  /** Rows per delete statement. */
+  batchSize: number;
+  /** Pause between two batches of a table (10 ms when absent). */
+  pauseMs?: number;
+  /** Delay from run() to the first sweep; retentionFirstSweepDelayMs(intervalMs) when absent. */
+  firstSweepAfterMs?: number;
+  clock?: { now(): Date };
+}
+
+/** The first sweep's delay: 0 to 60 s, or to the interval when that is shorter (spread, so workers started together do not sweep together). */
+export function retentionFirstSweepDelayMs(intervalMs: number, random: () => number = Math.random): number {
+  return Math.floor(random() * Math.min(60_000, intervalMs));
+}
+
+/** Held by the process sweeping (a session advisory lock; infra/db.ts names its locks the same way). */
+const SWEEP_LOCK = 'motor.retention-sweep';
+
+/** The pg client of a pooled connection, as far as the lock needs it. */
+interface PgConnection {
+  query(sql: string, params: unknown[]): Promise<{ rows: Array<{ ok: boolean }> }>;
+  end(): Promise<void>;
 }
 
 interface Target {
@@ -58,7 +98,7 @@ export class RetentionSweeper {
     private readonly db: Knex,
     private readonly config: RetentionConfig,
     private readonly logger: Logger,
-    private readonly opts: { intervalMs: number; batchSize: number; pauseMs?: number; clock?: { now(): Date } } = { intervalMs: 3_600_000, batchSize: 5000 },
+    private readonly opts: RetentionSweeperOptions = { intervalMs: 3_600_000, batchSize: 5000 },
   ) {}
 
   private targets(now: Date): Target[] {
@@ -160,11 +200,36 @@ export class RetentionSweeper {
     ];
   }
 
-  /** One full sweep: every table, batch after batch, until nothing is left past retention. */
+  /**
+   * One full sweep: every table, batch after batch, until nothing is left past retention; skipped
+   * (deleting nothing) while another sweeper holds the sweep lock.
+   */
   async sweepOnce(now = new Date(), signal?: AbortSignal): Promise<SweepReport> {
     const started = performance.now();
+    // The lock's own connection runs the statements too: a sweep takes one connection, as before.
+    const conn = (await this.db.client.acquireConnection()) as PgConnection;
+    try {
+      const { rows } = await conn.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [SWEEP_LOCK]);
+      if (!rows[0].ok) {
+        this.logger.debug('retention sweep skipped: another process is sweeping');
+        return { deleted: {}, durationMs: performance.now() - started, skipped: true };
+      }
+      try {
+        return await this.sweepLocked(conn, now, started, signal);
+      } finally {
+        // A lock left on a pooled connection would keep every later sweep out: close the session
+        // (PostgreSQL then releases its locks) when the unlock does not go through.
+        await conn.query('select pg_advisory_unlock(hashtextextended($1, 0)) as ok', [SWEEP_LOCK]).catch(() => conn.end().catch(() => undefined));
+      }
+    } finally {
+      await this.db.client.releaseConnection(conn);
+    }
+  }
+
+  private async sweepLocked(conn: PgConnection, now: Date, started: number, signal?: AbortSignal): Promise<SweepReport> {
+    const raw = (sql: string, bindings: readonly Knex.RawBinding[]) => this.db.raw(sql, bindings).connection(conn);
     const deleted: Record<string, number> = {};
-    const present = await this.presentSchemas();
+    const present = await this.presentSchemas(raw);
     for (const target of this.targets(now)) {
       const schema = target.table.slice(0, target.table.indexOf('.'));
       if (!present.has(schema)) continue;
@@ -172,7 +237,7 @@ export class RetentionSweeper {
       for (;;) {
         if (signal?.aborted) return { deleted, durationMs: performance.now() - started };
         const { sql, bindings } = target.statement(this.opts.batchSize);
-        const r = await this.db.raw(sql, bindings);
+        const r = await raw(sql, bindings);
         const n = (r as { rowCount: number }).rowCount ?? 0;
         deleted[target.table] += n;
         if (n < this.opts.batchSize) break;
@@ -186,18 +251,20 @@ export class RetentionSweeper {
     return { deleted, durationMs };
   }
 
-  private async presentSchemas(): Promise<Set<string>> {
-    const r = await this.db.raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking', 'rm_webhooks']]);
+  private async presentSchemas(raw: (sql: string, bindings: readonly Knex.RawBinding[]) => Knex.Raw): Promise<Set<string>> {
+    const r = await raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking', 'rm_webhooks']]);
     const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
     // Without the directory there is no account to sweep for.
     return found.has('rm_directory') ? found : new Set();
   }
 
-  /** Sweeps every interval (the first one an interval after start), until the signal aborts. */
+  /** Sweeps a short random delay after start (firstSweepAfterMs), then every interval, until the signal aborts. */
   async run(signal: AbortSignal): Promise<void> {
+    let wait = this.opts.firstSweepAfterMs ?? retentionFirstSweepDelayMs(this.opts.intervalMs);
     while (!signal.aborted) {
-      await sleep(this.opts.intervalMs, signal);
+      await sleep(wait, signal);
       if (signal.aborted) return;
+      wait = this.opts.intervalMs;
       try {
         await this.sweepOnce(this.opts.clock?.now() ?? new Date(), signal);
       } catch (err) {
