@@ -14,7 +14,7 @@ import type { Request as ExRequest } from 'express';
  * no validators such as minLength or pattern, no extra properties); for anything else it says
  * "not sure", and tsoa validates the request as before. So a request the fast path passes is one
  * tsoa would have passed with the same values, and every refusal (its status, code and message)
- * is still tsoa's. test/read-api/tsoaArgs.test.ts holds the two to that on generated values for
+ * is still tsoa's. test/read-api/tsoaArgs.unit.test.ts holds the two to that on generated values for
  * every model of the API.
  */
 
@@ -50,9 +50,10 @@ export class TsoaFastCheck {
   /** ValidateParam's handling of undefined, then the type's check. */
   private compileProperty(schema: Schema): Check {
     const type = this.compileType(schema);
-    // undefined with a default, or a union admitting undefined, is replaced or revalidated by tsoa; required is refused.
-    const undefinedPasses = schema.dataType === 'undefined' ||
-      (schema.default === undefined && !schema.required && !(schema.dataType === 'union' && schema.subSchemas?.some((s) => s.dataType === 'undefined')));
+    // undefined with a default, or a union admitting undefined, is replaced or revalidated by tsoa; required is
+    // refused, or (of type undefined) written back as a key holding undefined.
+    const undefinedPasses = !schema.required && schema.default === undefined &&
+      !(schema.dataType === 'union' && schema.subSchemas?.some((s) => s.dataType === 'undefined'));
     return (value) => (value === undefined ? undefinedPasses : type(value));
   }
 
@@ -72,8 +73,8 @@ export class TsoaFastCheck {
         return plain ? (v) => Number.isSafeInteger(v) && !Object.is(v, -0) : () => false;
       case 'enum': {
         const members = schema.enums ?? [];
-        // tsoa returns the first member whose String() equals the value's.
-        return (v) => members.find((m) => String(m) === String(v)) === v;
+        // tsoa returns the first member whose String() equals the value's (String() of an object may even throw).
+        return (v) => isPrimitive(v) && members.find((m) => String(m) === String(v)) === v;
       }
       case 'array': {
         const item = schema.array;
@@ -88,10 +89,11 @@ export class TsoaFastCheck {
       case 'union': {
         const subs = schema.subSchemas ?? [];
         if (!plain || subs.length === 0) return () => false;
-        // tsoa takes the first member that validates: each earlier one must be sure to refuse.
+        // tsoa takes the first member that validates, and validates it on a JSON copy of the value,
+        // which it then hands on: each earlier member must be sure to refuse, and the copy must equal the value.
         return (v) => {
           for (const sub of subs) {
-            if (this.accepts(sub, v)) return true;
+            if (this.accepts(sub, v)) return survivesJsonCopy(v);
             if (!refuses(sub, v)) return false;
           }
           return false;
@@ -147,8 +149,9 @@ export class TsoaFastCheck {
         if (!this.accepts(schema, value)) return false;
       }
       for (const key in v) {
-        // tsoa writes validated values back with value[key] = ...: a "__proto__" key is left to it.
-        if (key === '__proto__') return false;
+        // "__proto__", "constructor", "toString"...: tsoa writes values back with value[key] = ... and takes
+        // an inherited member of a literal's properties for a declared one; such keys are left to it.
+        if (key in Object.prototype) return false;
         if (own(properties, key)) continue;
         if (extraAllowed === 'none') return false;
         if (extraAllowed !== 'any' && (v[key] === undefined || !this.accepts(extraAllowed, v[key]))) return false;
@@ -158,13 +161,32 @@ export class TsoaFastCheck {
   }
 }
 
+function isPrimitive(v: unknown): v is string | number | boolean | null {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+}
+
+/**
+ * True when JSON.parse(JSON.stringify(v)) equals v. Of what JSON.parse makes, only -0 (→ 0) and
+ * the infinities of numbers too large for a double (1e400 → null) do not survive the copy.
+ */
+function survivesJsonCopy(v: unknown): boolean {
+  if (typeof v === 'number') return Number.isFinite(v) && !Object.is(v, -0);
+  if (typeof v !== 'object' || v === null) return typeof v !== 'undefined' && typeof v !== 'function' && typeof v !== 'bigint' && typeof v !== 'symbol';
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!survivesJsonCopy(v[i])) return false;
+    return true;
+  }
+  for (const key in v) if (!survivesJsonCopy((v as Record<string, unknown>)[key])) return false;
+  return true;
+}
+
 /** True when tsoa's validation of a (defined) body value against `schema` is sure to report an error. */
 function refuses(schema: Schema, v: unknown): boolean {
   switch (schema.dataType) {
     case 'string': return typeof v !== 'string';
     case 'boolean': return v !== true && v !== false;
     case 'double': case 'float': case 'integer': case 'long': return typeof v !== 'number';
-    case 'enum': return !(schema.enums ?? []).some((m) => String(m) === String(v));
+    case 'enum': return isPrimitive(v) && !(schema.enums ?? []).some((m) => String(m) === String(v));
     case 'array': return !Array.isArray(v);
     case 'nestedObjectLiteral': return !isPlainObject(v);
     case 'undefined': return v !== undefined;
