@@ -10,7 +10,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, SubmissionServer, type ErrorPolicy } from './server';
+import { KnownClients, NOT_IMPLEMENTED, SubmissionServer, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -69,7 +69,7 @@ export interface SmtpSettings {
   softErrorLimit?: number;
   hardErrorLimit?: number;
   errorSleepMs?: number;
-  /** NOOP, RSET, VRFY, HELP and WIZ of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
+  /** NOOP, RSET, VRFY and HELP of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
   junkCommandLimit?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
@@ -301,6 +301,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     hideSMTPUTF8: true,
     hideDSN: true,
     hideREQUIRETLS: true,
+    disabledCommands: NOT_IMPLEMENTED,
     logger: false,
     ...hooks,
   };

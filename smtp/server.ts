@@ -93,7 +93,7 @@ export interface ErrorPolicy {
   /** At this many errors the session is told `421 4.7.0 <host> Error: too many errors` and closed. */
   hardLimit: number;
   sleepMs: number;
-  /** NOOP, RSET, VRFY, HELP and WIZ allowed before each one more is an error. */
+  /** NOOP, RSET, VRFY and HELP allowed before each one more is an error. */
   junkLimit: number;
   /** Told of each session closed at the hard limit (for the log). */
   onLimit?(connection: SMTPConnection): void;
@@ -102,13 +102,22 @@ export interface ErrorPolicy {
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 /**
- * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and the two it
- * answers 2xx that Postfix does not have at all (HELP, and sendmail's WIZ: where Postfix refuses
- * them, an error each). Not HELO and EHLO, which Postfix counts too: every client sends EHLO twice
- * (before and after STARTTLS), and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send
- * besides those.
+ * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and HELP, which
+ * it answers 214 where Postfix does not have it at all (and refuses it, an error each). Not HELO
+ * and EHLO, which Postfix counts too: every client sends EHLO twice (before and after STARTTLS),
+ * and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send besides those. Not sendmail's
+ * WIZ, SHELL and KILL either: the listener disables them (NOT_IMPLEMENTED), so they are unknown
+ * commands.
  */
-const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP', 'WIZ'] as const;
+const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP'] as const;
+
+/**
+ * Commands smtp-server answers although no submission server has them: sendmail's WIZ ("wizard
+ * mode", 200 for any password), SHELL and KILL (joke replies). Disabled (the `disabledCommands`
+ * option), the library answers each `500 5.5.2 Error: command not recognized` and counts it
+ * toward its 10 unrecognized commands, as any unknown command; the reply is an error here.
+ */
+export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 
 export class SubmissionServer extends SMTPServer {
   constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy) {

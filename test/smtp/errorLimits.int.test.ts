@@ -189,14 +189,29 @@ describe('SMTP error limits (int)', function () {
     await expectClosedForErrors(c);
   });
 
-  it('RSET, VRFY, HELP and WIZ count with NOOP; a junk command refused on its own (VRFY without an address) is one error, not two', async () => {
+  it('RSET, VRFY and HELP count with NOOP; a junk command refused on its own (VRFY without an address) is one error, not two', async () => {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
-    const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP', 'WIZ sesame'];
+    const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP'];
     await junk(c, Array.from({ length: 100 }, (_, i) => cycle[i % cycle.length]));
     expect(await c.command('VRFY')).to.match(/^501 /); // error 1
     await junk(c, ['RSET', 'HELP', 'VRFY user@rcpt.test']); // errors 2 to 4
-    expect(await c.command('WIZ sesame')).to.match(/^200 /); // error 5
+    expect(await c.command('HELP')).to.match(/^214 /); // error 5
+    await expectClosedForErrors(c);
+  });
+
+  it('WIZ, SHELL and KILL (sendmail\'s) are not implemented: 500 5.5.2 as any unknown command, each an error; the session goes on', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    // WIZ with a password was 200 ("wizard mode"), then SHELL and KILL answered as if they existed.
+    for (const line of ['WIZ sesame', 'SHELL', 'KILL']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /); // errors 1 to 3
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    expect(await c.command(`${rfc822({ from: `app@${b.domain}`, to: 'user@rcpt.test', subject: 'wiz' })}.`)).to.match(/^250 2\.6\.0 /);
+    // The message forgave the three; five more errors end the session.
+    for (const line of ['KILL', 'SHELL', 'WIZ sesame', 'WIZ']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /);
+    expect(await c.command('SHELL')).to.match(/^500 5\.5\.2 /);
     await expectClosedForErrors(c);
   });
 
@@ -263,6 +278,30 @@ describe('SMTP junk command limit set by SMTP_JUNK_COMMAND_LIMIT (int)', functio
     expect(c.closed).to.equal(false);
     expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
     expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.closedWithin(2000)).to.equal(true);
+  });
+});
+
+/**
+ * Limits that need room under the hard error limit: SMTP_HARD_ERROR_LIMIT 12 (above smtp-server's
+ * own 10 unrecognized commands), no error sleep.
+ */
+describe('SMTP session limits with room under the hard error limit (int)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  before(async () => {
+    h = await startSmtpHarness({ env: { SMTP_HARD_ERROR_LIMIT: '12', SMTP_SOFT_ERROR_LIMIT: '12', SMTP_ERROR_SLEEP_MS: '0' } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('WIZ, SHELL and KILL are unrecognized commands to smtp-server as well: with them the 10th unrecognized command closes the session', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    for (let i = 0; i < 9; i++) expect(await c.command(i % 2 ? 'KILL' : 'SHELL')).to.match(/^500 5\.5\.2 /);
+    // Nine errors, under the hard limit: this 421 is smtp-server's limit of 10 unrecognized commands.
+    expect(await c.command('WIZ sesame')).to.match(/^421 /);
     expect(await c.closedWithin(2000)).to.equal(true);
   });
 });
