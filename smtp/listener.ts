@@ -24,9 +24,10 @@ import { peerCertificateOf } from './mtls';
  * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
- * the ceiling; sandbox and Free-plan recipient rules) → DATA (size capped by the library, then
- * smtp/submission.ts). Across them, the session's error limits (smtp/server.ts) and the bound on
- * the refusal events all sessions together append (smtp/refusalBudget.ts).
+ * the ceiling, RCPT TO commands by smtp/server.ts; sandbox and Free-plan recipient rules) → DATA
+ * (size capped by the library, then smtp/submission.ts). Across them, the session's error limits
+ * (smtp/server.ts) and the bound on the refusal events all sessions together append
+ * (smtp/refusalBudget.ts).
  */
 
 export interface SmtpDeps {
@@ -71,6 +72,12 @@ export interface SmtpSettings {
   errorSleepMs?: number;
   /** NOOP, RSET, VRFY and HELP of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
   junkCommandLimit?: number;
+  /**
+   * RCPT TO commands a transaction may send beyond `maxRecipients` (repeated addresses and refused
+   * ones count) before each one more is refused 452 4.5.3 unrun and is an error (Postfix's
+   * smtpd_recipient_overshoot_limit).
+   */
+  recipientOvershootLimit?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
   /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
@@ -311,6 +318,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     hardLimit: settings.hardErrorLimit ?? 20,
     sleepMs: settings.errorSleepMs ?? 1000,
     junkLimit: settings.junkCommandLimit ?? 100,
+    rcptLimit: settings.maxRecipients + (settings.recipientOvershootLimit ?? 1000),
     onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
       'SMTP session closed: too many errors'),
   };
