@@ -185,10 +185,16 @@ export interface SmtpConfig {
   hardErrorLimit: number;
   errorSleepMs: number;
   /**
-   * NOOP, RSET, VRFY, HELP and WIZ allowed per session before each one more counts as an error
+   * NOOP, RSET, VRFY and HELP allowed per session before each one more counts as an error
    * toward those limits (Postfix's smtpd_junk_command_limit); a message accepted resets the count.
    */
   junkCommandLimit: number;
+  /**
+   * RCPT TO commands one transaction may send beyond `maxRecipients`, repeated addresses and
+   * refused ones included, before each one more is refused (452 4.5.3, no lookup) and counts as an
+   * error (Postfix's smtpd_recipient_overshoot_limit).
+   */
+  recipientOvershootLimit: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
 }
@@ -375,6 +381,7 @@ export function loadConfig(env: Env = process.env): Config {
       hardErrorLimit: smtpHardErrorLimit,
       errorSleepMs: int('SMTP_ERROR_SLEEP_MS', 1000, 0, 10_000),
       junkCommandLimit: int('SMTP_JUNK_COMMAND_LIMIT', 100, 1, 10_000),
+      recipientOvershootLimit: int('SMTP_RECIPIENT_OVERSHOOT_LIMIT', 1000, 0, 100_000),
       refusalEvents: {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),

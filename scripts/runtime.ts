@@ -320,7 +320,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         },
         {
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
-          softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, junkCommandLimit: c.smtp.junkCommandLimit, ...opts.smtp,
+          softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, junkCommandLimit: c.smtp.junkCommandLimit,
+          recipientOvershootLimit: c.smtp.recipientOvershootLimit, ...opts.smtp,
         },
       );
   }

@@ -10,7 +10,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, SubmissionServer, type ErrorPolicy } from './server';
+import { KnownClients, NOT_IMPLEMENTED, SubmissionServer, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -24,9 +24,10 @@ import { peerCertificateOf } from './mtls';
  * connect (per-address connection cap) → AUTH (smtp/auth.ts, slowed down by smtp/authLimiter.ts)
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
- * the ceiling; sandbox and Free-plan recipient rules) → DATA (size capped by the library, then
- * smtp/submission.ts). Across them, the session's error limits (smtp/server.ts) and the bound on
- * the refusal events all sessions together append (smtp/refusalBudget.ts).
+ * the ceiling, RCPT TO commands by smtp/server.ts; sandbox and Free-plan recipient rules) → DATA
+ * (size capped by the library, then smtp/submission.ts). Across them, the session's error limits
+ * (smtp/server.ts) and the bound on the refusal events all sessions together append
+ * (smtp/refusalBudget.ts).
  */
 
 export interface SmtpDeps {
@@ -69,8 +70,14 @@ export interface SmtpSettings {
   softErrorLimit?: number;
   hardErrorLimit?: number;
   errorSleepMs?: number;
-  /** NOOP, RSET, VRFY, HELP and WIZ of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
+  /** NOOP, RSET, VRFY and HELP of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
   junkCommandLimit?: number;
+  /**
+   * RCPT TO commands a transaction may send beyond `maxRecipients` (repeated addresses and refused
+   * ones count) before each one more is refused 452 4.5.3 unrun and is an error (Postfix's
+   * smtpd_recipient_overshoot_limit).
+   */
+  recipientOvershootLimit?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
   /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
@@ -301,6 +308,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     hideSMTPUTF8: true,
     hideDSN: true,
     hideREQUIRETLS: true,
+    disabledCommands: NOT_IMPLEMENTED,
     logger: false,
     ...hooks,
   };
@@ -310,6 +318,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     hardLimit: settings.hardErrorLimit ?? 20,
     sleepMs: settings.errorSleepMs ?? 1000,
     junkLimit: settings.junkCommandLimit ?? 100,
+    rcptLimit: settings.maxRecipients + (settings.recipientOvershootLimit ?? 1000),
     onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
       'SMTP session closed: too many errors'),
   };

@@ -24,7 +24,8 @@ import { STARTS_WITH_ENHANCED } from './replies';
  *    smtp/replies.ts) are sent as they are; the library would otherwise prepend its generic code
  *    for the reply number (451 → 4.3.0).
  * 4. The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit and
- *    smtpd_error_sleep_time, and smtpd_junk_command_limit; ErrorPolicy below).
+ *    smtpd_error_sleep_time, smtpd_junk_command_limit and smtpd_recipient_overshoot_limit;
+ *    ErrorPolicy below).
  */
 
 /**
@@ -86,6 +87,10 @@ export interface GreetingPolicy {
  * the session, and one of its address's connection slots, for ever without an error: past
  * `junkLimit` of them each one counts as an error, whatever its reply, as Postfix's
  * smtpd_junk_command_limit does. The same message accepted resets their count.
+ *
+ * So would a transaction that repeats one `RCPT TO` (each one 250, and a directory lookup):
+ * past `rcptLimit` RCPT TO commands in a transaction each one more is refused unrun, a 452 that
+ * is an error, as Postfix counts the recipients it refuses past smtpd_recipient_overshoot_limit.
  */
 export interface ErrorPolicy {
   /** From this many errors on, every command waits `sleepMs` before it is answered. */
@@ -93,8 +98,14 @@ export interface ErrorPolicy {
   /** At this many errors the session is told `421 4.7.0 <host> Error: too many errors` and closed. */
   hardLimit: number;
   sleepMs: number;
-  /** NOOP, RSET, VRFY, HELP and WIZ allowed before each one more is an error. */
+  /** NOOP, RSET, VRFY and HELP allowed before each one more is an error. */
   junkLimit: number;
+  /**
+   * RCPT TO commands of one transaction, repeated addresses and refused ones included, before
+   * each one more is answered `452 4.5.3` without being run (no RCPT hook, no directory lookup)
+   * and counted as an error (Postfix's smtpd_recipient_limit + smtpd_recipient_overshoot_limit).
+   */
+  rcptLimit: number;
   /** Told of each session closed at the hard limit (for the log). */
   onLimit?(connection: SMTPConnection): void;
 }
@@ -102,13 +113,22 @@ export interface ErrorPolicy {
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 /**
- * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and the two it
- * answers 2xx that Postfix does not have at all (HELP, and sendmail's WIZ: where Postfix refuses
- * them, an error each). Not HELO and EHLO, which Postfix counts too: every client sends EHLO twice
- * (before and after STARTTLS), and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send
- * besides those.
+ * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and HELP, which
+ * it answers 214 where Postfix does not have it at all (and refuses it, an error each). Not HELO
+ * and EHLO, which Postfix counts too: every client sends EHLO twice (before and after STARTTLS),
+ * and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send besides those. Not sendmail's
+ * WIZ, SHELL and KILL either: the listener disables them (NOT_IMPLEMENTED), so they are unknown
+ * commands.
  */
-const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP', 'WIZ'] as const;
+const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP'] as const;
+
+/**
+ * Commands smtp-server answers although no submission server has them: sendmail's WIZ ("wizard
+ * mode", 200 for any password), SHELL and KILL (joke replies). Disabled (the `disabledCommands`
+ * option), the library answers each `500 5.5.2 Error: command not recognized` and counts it
+ * toward its 10 unrecognized commands, as any unknown command; the reply is an error here.
+ */
+export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 
 export class SubmissionServer extends SMTPServer {
   constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy) {
@@ -172,26 +192,50 @@ function hideAuthBeforeTls(connection: SMTPConnection): void {
  *
  * A junk command is counted where the library dispatches it to its handler, so a line that only
  * looks like one (an AUTH continuation, a disabled command) is not. Its handler replies at once,
- * so its reply is the one the `pastJunkLimit` flag marks; a junk command that is refused anyway
+ * so its reply is the one the `countsAsError` flag marks; a junk command that is refused anyway
  * (VRFY without an address) is one error, not two as in Postfix.
+ *
+ * RCPT TO commands are counted in the same place, per transaction: per `session.envelope`, which
+ * the library replaces whenever a transaction ends (RSET, HELO/EHLO, STARTTLS, the end of DATA).
+ * An RCPT TO outside a transaction is not counted; the library answers it 503, an error.
  */
 function limitErrors(connection: SMTPConnection, policy: ErrorPolicy): void {
   let errors = 0;
   let junk = 0;
-  let pastJunkLimit = false;
+  let countsAsError = false;
+  let transaction: object | null = null;
+  let rcpts = 0;
   const handlers = connection as unknown as Record<`handler_${(typeof JUNK_COMMANDS)[number]}`, Handler>;
   for (const name of JUNK_COMMANDS) {
     const handler = handlers[`handler_${name}`];
     handlers[`handler_${name}`] = function (this: SMTPConnection, command, callback) {
       junk += 1;
-      pastJunkLimit = junk > policy.junkLimit;
+      countsAsError = junk > policy.junkLimit;
       try {
         handler.call(this, command, callback);
       } finally {
-        pastJunkLimit = false;
+        countsAsError = false;
       }
     };
   }
+  const rcpt = connection as unknown as { handler_RCPT: Handler };
+  const rcptHandler = rcpt.handler_RCPT;
+  rcpt.handler_RCPT = function (this: SMTPConnection, command, callback) {
+    const envelope = this.session.envelope;
+    if (envelope.mailFrom) {
+      if (envelope !== transaction) {
+        transaction = envelope;
+        rcpts = 0;
+      }
+      rcpts += 1;
+      if (rcpts > policy.rcptLimit) {
+        countsAsError = true;
+        this.send(452, `4.5.3 Too many recipients: more than ${policy.rcptLimit} RCPT TO commands in this transaction; send the rest in another transaction`);
+        return callback();
+      }
+    }
+    rcptHandler.call(this, command, callback);
+  };
   const send = connection.send.bind(connection);
   connection.send = (code, data, context) => {
     send(code, data, context);
@@ -199,8 +243,8 @@ function limitErrors(connection: SMTPConnection, policy: ErrorPolicy): void {
       errors = 0;
       junk = 0;
     }
-    const error = code >= 400 ? code !== 421 && code !== 452 : pastJunkLimit;
-    pastJunkLimit = false;
+    const error = countsAsError || (code >= 400 && code !== 421 && code !== 452);
+    countsAsError = false;
     if (!error) return;
     errors += 1;
     if (errors >= policy.hardLimit && !connection._closing) {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { streamName } from '../../domain/eventStore';
-import type { SmtpAuthFailed, SmtpAuthFailuresSummarized, SmtpSubmissionRefused, SmtpSubmissionRefusalsSummarized } from '../../domain/events';
+import type { MessageAccepted, SmtpAuthFailed, SmtpAuthFailuresSummarized, SmtpSubmissionRefused, SmtpSubmissionRefusalsSummarized } from '../../domain/events';
 import { eventually } from '../support/motor';
 import { RawClient, rawSession, rawTlsSession, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
@@ -189,14 +189,29 @@ describe('SMTP error limits (int)', function () {
     await expectClosedForErrors(c);
   });
 
-  it('RSET, VRFY, HELP and WIZ count with NOOP; a junk command refused on its own (VRFY without an address) is one error, not two', async () => {
+  it('RSET, VRFY and HELP count with NOOP; a junk command refused on its own (VRFY without an address) is one error, not two', async () => {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
-    const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP', 'WIZ sesame'];
+    const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP'];
     await junk(c, Array.from({ length: 100 }, (_, i) => cycle[i % cycle.length]));
     expect(await c.command('VRFY')).to.match(/^501 /); // error 1
     await junk(c, ['RSET', 'HELP', 'VRFY user@rcpt.test']); // errors 2 to 4
-    expect(await c.command('WIZ sesame')).to.match(/^200 /); // error 5
+    expect(await c.command('HELP')).to.match(/^214 /); // error 5
+    await expectClosedForErrors(c);
+  });
+
+  it('WIZ, SHELL and KILL (sendmail\'s) are not implemented: 500 5.5.2 as any unknown command, each an error; the session goes on', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    // WIZ with a password was 200 ("wizard mode"), then SHELL and KILL answered as if they existed.
+    for (const line of ['WIZ sesame', 'SHELL', 'KILL']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /); // errors 1 to 3
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+    expect(await c.command('DATA')).to.match(/^354 /);
+    expect(await c.command(`${rfc822({ from: `app@${b.domain}`, to: 'user@rcpt.test', subject: 'wiz' })}.`)).to.match(/^250 2\.6\.0 /);
+    // The message forgave the three; five more errors end the session.
+    for (const line of ['KILL', 'SHELL', 'WIZ sesame', 'WIZ']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /);
+    expect(await c.command('SHELL')).to.match(/^500 5\.5\.2 /);
     await expectClosedForErrors(c);
   });
 
@@ -263,6 +278,115 @@ describe('SMTP junk command limit set by SMTP_JUNK_COMMAND_LIMIT (int)', functio
     expect(c.closed).to.equal(false);
     expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
     expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.closedWithin(2000)).to.equal(true);
+  });
+});
+
+/**
+ * Limits that need room under the hard error limit: SMTP_HARD_ERROR_LIMIT 12 (above smtp-server's
+ * own 10 unrecognized commands), no error sleep. RCPT TO commands per transaction:
+ * SMTP_MAX_RECIPIENTS 3 + SMTP_RECIPIENT_OVERSHOOT_LIMIT 4 = 7.
+ */
+describe('SMTP session limits with room under the hard error limit (int)', function () {
+  this.timeout(60_000);
+  let h: SmtpHarness;
+  // The RCPT TO hook's recipient check starts with the block's directory entry: its lookups are
+  // counted on the listener's own DirectoryCache (real queries, TTL 0 in tests; only counted here).
+  const lookups = new Map<string, number>();
+  const lookupsOf = (motorBlockId: string) => lookups.get(motorBlockId) ?? 0;
+  before(async () => {
+    h = await startSmtpHarness({
+      env: {
+        SMTP_HARD_ERROR_LIMIT: '12', SMTP_SOFT_ERROR_LIMIT: '12', SMTP_ERROR_SLEEP_MS: '0',
+        SMTP_MAX_RECIPIENTS: '3', SMTP_RECIPIENT_OVERSHOOT_LIMIT: '4',
+      },
+    });
+    const directory = h.motor.rt.directory;
+    const block = directory.block.bind(directory);
+    directory.block = (id: string) => {
+      lookups.set(id, (lookups.get(id) ?? 0) + 1);
+      return block(id);
+    };
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  const rcpt = async (c: RawClient, addresses: string[], reply: RegExp) => {
+    for (const a of addresses) expect(await c.command(`RCPT TO:<${a}@rcpt.test>`), a).to.match(reply);
+  };
+  const data = async (c: RawClient, from: string, subject: string) => {
+    expect(await c.command('DATA')).to.match(/^354 /);
+    const r = await c.command(`${rfc822({ from, to: 'dup-a@rcpt.test', subject })}.`);
+    expect(r).to.match(/^250 2\.6\.0 /);
+    return /queued as ([0-9a-f-]{36})/.exec(r!)![1];
+  };
+  const acceptedTo = async (messageId: string) => ((await h.motor.rt.store.readStream(streamName('message', messageId)))[0].data as MessageAccepted).to;
+
+  it('an address repeated within the 7 RCPT TO commands is 250 each time (one lookup each) and a recipient once', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    const before = lookupsOf(b.motorBlockId);
+    await rcpt(c, ['dup-a', 'dup-a', 'dup-b', 'DUP-A', 'dup-b', 'dup-a', 'dup-a'], /^250 2\.1\.5 /);
+    expect(lookupsOf(b.motorBlockId) - before).to.equal(7);
+    const id = await data(c, `app@${b.domain}`, 'within the bound');
+    expect(await acceptedTo(id)).to.deep.equal(['dup-a@rcpt.test', 'dup-b@rcpt.test']);
+    const received = await eventually(async () => {
+      const list = h.mx.messages.filter((m) => m.raw.toString().includes('Subject: within the bound'));
+      return list.flatMap((m) => m.envelope.rcptTo).length >= 2 ? list : null;
+    }, 20_000);
+    expect(received.flatMap((m) => m.envelope.rcptTo).sort()).to.deep.equal(['dup-a@rcpt.test', 'dup-b@rcpt.test']);
+    c.end();
+  });
+
+  it('past 7 RCPT TO commands: 452 4.5.3 without a lookup, duplicate or not; the transaction goes on, and RSET or a message starts the count again', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    const before = lookupsOf(b.motorBlockId);
+    await rcpt(c, ['dup-a', 'dup-a', 'dup-a', 'dup-b', 'dup-a', 'dup-a', 'dup-a'], /^250 /);
+    expect(lookupsOf(b.motorBlockId) - before).to.equal(7);
+    await rcpt(c, ['dup-a', 'dup-c', 'dup-b'], /^452 4\.5\.3 /);
+    expect(lookupsOf(b.motorBlockId) - before).to.equal(7);
+    // The recipients accepted before stay the transaction's.
+    const id = await data(c, `app@${b.domain}`, 'past the bound');
+    expect(await acceptedTo(id)).to.deep.equal(['dup-a@rcpt.test', 'dup-b@rcpt.test']);
+
+    // After the message, a new transaction: 7 more commands. (Delivery may read the block now: no lookup counts from here.)
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    await rcpt(c, Array.from({ length: 7 }, () => 'dup-c'), /^250 /);
+    await rcpt(c, ['dup-c'], /^452 4\.5\.3 /);
+    // After RSET, another.
+    expect(await c.command('RSET')).to.match(/^250 /);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    await rcpt(c, Array.from({ length: 7 }, () => 'dup-c'), /^250 /);
+    await rcpt(c, ['dup-c'], /^452 4\.5\.3 /);
+    c.end();
+  });
+
+  it('each RCPT TO past the 7 is an error (452 to too many distinct recipients is none): the 12th closes the session, still without a lookup', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    const before = lookupsOf(b.motorBlockId);
+    await rcpt(c, ['r1', 'r2', 'r3'], /^250 /);
+    // Past SMTP_MAX_RECIPIENTS, as before: 452 4.5.3 to a new address, no lookup, no error.
+    await rcpt(c, ['r4', 'r5', 'r6', 'r7'], /^452 4\.5\.3 /);
+    await rcpt(c, Array.from({ length: 11 }, (_, i) => `x${i}`), /^452 4\.5\.3 /); // errors 1 to 11
+    expect(c.closed).to.equal(false);
+    expect(await c.command('RCPT TO:<r1@rcpt.test>')).to.match(/^452 4\.5\.3 /); // error 12
+    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.closedWithin(2000)).to.equal(true);
+    expect(lookupsOf(b.motorBlockId) - before).to.equal(3);
+  });
+
+  it('WIZ, SHELL and KILL are unrecognized commands to smtp-server as well: with them the 10th unrecognized command closes the session', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    for (let i = 0; i < 9; i++) expect(await c.command(i % 2 ? 'KILL' : 'SHELL')).to.match(/^500 5\.5\.2 /);
+    // Nine errors, under the hard limit: this 421 is smtp-server's limit of 10 unrecognized commands.
+    expect(await c.command('WIZ sesame')).to.match(/^421 /);
     expect(await c.closedWithin(2000)).to.equal(true);
   });
 });

@@ -31,7 +31,7 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     const c = loadConfig({});
     expect(c.smtp).to.deep.equal({
       port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
-      softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, refusalEvents: { limit: 100, windowSeconds: 60 },
+      softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000, refusalEvents: { limit: 100, windowSeconds: 60 },
     });
     expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
     // A hard limit under the default soft one takes it down with it; a soft limit set above the hard one is refused.
@@ -39,6 +39,8 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(loadConfig({ SMTP_SOFT_ERROR_LIMIT: '3', SMTP_HARD_ERROR_LIMIT: '8', SMTP_ERROR_SLEEP_MS: '0' }).smtp).to.deep.include({ softErrorLimit: 3, hardErrorLimit: 8, errorSleepMs: 0 });
     expect(loadConfig({ SMTP_JUNK_COMMAND_LIMIT: '1' }).smtp.junkCommandLimit).to.equal(1);
     expect(loadConfig({ SMTP_JUNK_COMMAND_LIMIT: '10000' }).smtp.junkCommandLimit).to.equal(10000);
+    expect(loadConfig({ SMTP_RECIPIENT_OVERSHOOT_LIMIT: '0' }).smtp.recipientOvershootLimit).to.equal(0);
+    expect(loadConfig({ SMTP_RECIPIENT_OVERSHOOT_LIMIT: '100000' }).smtp.recipientOvershootLimit).to.equal(100_000);
     const problems = (env: Record<string, string>) => {
       try {
         loadConfig(env);
@@ -59,6 +61,9 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     // As the error limits, no value turns the junk command limit off (Postfix's minimum is 1 too).
     for (const bad of ['0', '-1', '10001', '2.5', 'none']) {
       expect(problems({ SMTP_JUNK_COMMAND_LIMIT: bad })).to.deep.equal([`SMTP_JUNK_COMMAND_LIMIT must be an integer between 1 and 10000 (got "${bad}")`]);
+    }
+    for (const bad of ['-1', '100001', '2.5', 'none']) {
+      expect(problems({ SMTP_RECIPIENT_OVERSHOOT_LIMIT: bad })).to.deep.equal([`SMTP_RECIPIENT_OVERSHOOT_LIMIT must be an integer between 0 and 100000 (got "${bad}")`]);
     }
     expect(problems({ SMTP_REFUSAL_EVENT_LIMIT: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_LIMIT');
     expect(problems({ SMTP_REFUSAL_EVENT_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_WINDOW_SECONDS');
