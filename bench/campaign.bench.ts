@@ -48,7 +48,7 @@ runBench('bench:campaign', 600 + Math.ceil(CONTACTS / 100) * 10, async () => {
   const started = await startRoles(rt, ['projector']);
   onCleanup('projector role', () => started.stop());
   const tenantId = f.block.accountId;
-  const deps = { store: rt.store, db: rt.db, clock: rt.clock, directory: rt.directory };
+  const deps = { store: rt.store, db: rt.db, logger: rt.logger, metrics: rt.metrics, clock: rt.clock, directory: rt.directory };
 
   // A general_purpose block on the bootstrap domain (campaigns refuse transactional blocks).
   const motorBlockId = newId();

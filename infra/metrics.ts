@@ -26,6 +26,10 @@ export function createMetrics() {
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),
     projectionSkipped: new client.Counter({ name: 'motor_projection_skipped_events_total', help: 'Events a projection did not handle', labelNames: ['projection'] as const, registers: [registry] }),
+    readYourWritesTimeouts: new client.Counter({
+      name: 'motor_read_your_writes_timeouts_total', help: 'Writes answered before the read model they are read from showed them: read-your-writes waits that gave up, by projection and wait (commands/readYourWrites.ts)',
+      labelNames: ['projection', 'wait'] as const, registers: [registry],
+    }),
     trackingHits: new client.Counter({
       name: 'motor_tracking_hits_total', help: 'Campaign open-pixel and click requests by type (open, click) and outcome (recorded, not_recorded: the store failed or timed out, invalid_token, skipped: HEAD, prefetch or a gone block, limited: past TRACKING_HITS_PER_MINUTE for the message)',
       labelNames: ['type', 'outcome'] as const, registers: [registry],

@@ -9,7 +9,7 @@ import { asDomainEvent, toEventData, type MotorBlockCreated, type SmtpClientCert
 import { newId } from '../domain/ids';
 import { ownedBlock, type Actor } from '../commands/auth/credentials';
 import { conflictAfterRetries, retryPauseMs } from '../commands/decideOnStream';
-import { awaitDirectoryRow } from '../commands/readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../commands/readYourWrites';
 import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
 import type { PeerCertificate } from './auth';
 
@@ -109,7 +109,7 @@ const dto = (s: BlockSmtpState): SmtpAuthSettingsDto => ({
     : null,
 });
 
-export interface MtlsCommandDeps { store: EventStore; db: Knex; clientCaPath: string | null }
+export interface MtlsCommandDeps extends ReadYourWritesDeps { store: EventStore; clientCaPath: string | null }
 const actorOf = (a: Actor) => `user:${a.userId}`;
 const invalid = (message: string, field: string) => fail('validation_error', 400, message, { details: { field } });
 
@@ -123,7 +123,7 @@ export async function smtpAuthSettings(deps: MtlsCommandDeps, a: Actor, motorBlo
  * directory row, so the caller's next read (and the SMTP listener) sees it.
  */
 async function decideOnBlock(
-  deps: MtlsCommandDeps, a: Actor, motorBlockId: string,
+  deps: MtlsCommandDeps, wait: string, a: Actor, motorBlockId: string,
   decide: (s: BlockSmtpState) => { event: Parameters<typeof toEventData>[1] | null; result: SmtpAuthSettingsDto },
 ): Promise<SmtpAuthSettingsDto> {
   for (let attempt = 1; ; attempt++) {
@@ -132,7 +132,7 @@ async function decideOnBlock(
     if (!event) return result;
     try {
       const r = await deps.store.append(streamName('motorBlock', motorBlockId), [toEventData(newId(), event, { actor: actorOf(a) })], { expectedRevision: s.revision });
-      await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, r.nextExpectedRevision);
+      await awaitDirectoryRow(deps, wait, 'motor_blocks', motorBlockId, r.nextExpectedRevision);
       return result;
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
@@ -186,7 +186,7 @@ export async function registerClientCertificate(deps: MtlsCommandDeps, a: Actor,
     notAfter: notAfter.toISOString(),
     registeredAt: now.toISOString(),
   };
-  return decideOnBlock(deps, a, motorBlockId, (s) =>
+  return decideOnBlock(deps, 'block.register_client_certificate', a, motorBlockId, (s) =>
     // The same certificate again: nothing to record.
     s.certificate?.fingerprint256 === data.fingerprint256
       ? { event: null, result: dto(s) }
@@ -201,7 +201,7 @@ export async function changeAuthMethod(deps: MtlsCommandDeps, a: Actor, motorBlo
     throw invalid(`authMethod must be one of ${AUTH_METHODS.join(', ')}`, 'authMethod');
   }
   const authMethod = method as AuthMethod;
-  return decideOnBlock(deps, a, motorBlockId, (s) => {
+  return decideOnBlock(deps, 'block.change_smtp_auth_method', a, motorBlockId, (s) => {
     if (s.authMethod === authMethod) return { event: null, result: dto(s) };
     if (authMethod === 'mtls' && !s.certificate) {
       throw fail('client_certificate_missing', 409, 'Register the block\'s client certificate before switching it to mTLS', {

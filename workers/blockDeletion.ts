@@ -6,7 +6,7 @@ import { toEventData, type EmailOpened, type MessageAccepted, type MotorBlockDel
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
-import { awaitDirectoryRow, pollUntil } from '../commands/readYourWrites';
+import { directoryRowShows, pollUntil } from '../commands/readYourWrites';
 import { DIRECTORY_CACHE_TTL_MS } from '../commands/directoryCache';
 import { bullConnection } from '../infra/redis';
 import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
@@ -107,7 +107,8 @@ export async function awaitFollowers(deps: BlockDeletionDeps, position: GlobalPo
  */
 async function awaitDirectorySettled(deps: BlockDeletionDeps, motorBlockId: string, requested: RecordedEvent): Promise<void> {
   const { timeoutMs = 60_000 } = deps.followers ?? {};
-  if (!(await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, requested.revision, timeoutMs))) {
+  // Not a read-your-writes wait (nothing answers a caller here): it fails the job instead of reporting a give-up.
+  if (!(await pollUntil(() => directoryRowShows(deps.db, 'motor_blocks', motorBlockId, requested.revision), timeoutMs))) {
     throw new FollowersBehindError(['directory'], requested.position);
   }
   const ttlMs = deps.directoryCacheTtlMs ?? DIRECTORY_CACHE_TTL_MS;

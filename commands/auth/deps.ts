@@ -8,7 +8,8 @@ const cache = new WeakMap<HttpContext, AuthDeps>();
 export function authDepsOf(ctx: HttpContext): AuthDeps {
   let d = cache.get(ctx);
   if (!d) {
-    d = { store: ctx.store, db: ctx.db, keys: new KeyStore(ctx.db, ctx.config.keyEncryptionKey), quota: ctx.quota, config: ctx.config, loginTurns: ctx.loginTurns };
+    d = { store: ctx.store, db: ctx.db, keys: new KeyStore(ctx.db, ctx.config.keyEncryptionKey), quota: ctx.quota, config: ctx.config, loginTurns: ctx.loginTurns,
+      logger: ctx.logger, metrics: ctx.metrics };
     cache.set(ctx, d);
   }
   return d;

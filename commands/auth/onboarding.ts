@@ -1,4 +1,3 @@
-import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { fail, type DomainError } from '../../domain/errors';
@@ -20,6 +19,7 @@ import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToke
 import type { LoginTurns } from './loginTurn';
 import { appendEvents, decideAndAppend, load, type Contention } from './streams';
 import { sendSystemMail } from './systemMail';
+import type { ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * Onboarding and session command handlers (SPEC "Onboarding routes"). Every step is an event on
@@ -28,9 +28,9 @@ import { sendSystemMail } from './systemMail';
  * secrets are spent under the stream's expected revision, so two racing requests cannot both win.
  */
 
-export interface AuthDeps {
+/** `logger` and `metrics`: the account routes' read-your-writes waits report there (commands/readYourWrites.ts). */
+export interface AuthDeps extends ReadYourWritesDeps {
   store: EventStore;
-  db: Knex;
   keys: KeyStore;
   quota: SendQuota;
   config: Config;

@@ -8,7 +8,7 @@ import {
 import type { MotorBlock } from '../../domain/motorBlock/motorBlock';
 import { listLiveBlocksOfAccount } from '../../projections/directory/queries';
 import { conflictAfterRetries, decideOnStream, eventsOf, type DecideOptions } from '../decideOnStream';
-import { awaitDirectoryRow } from '../readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { loadBlock } from './grants';
 
 /**
@@ -22,7 +22,7 @@ import { loadBlock } from './grants';
  * that failed between its two appends, not one under way, and is no block.
  */
 
-export interface AccountBlockDeps { store: EventStore; db: Knex }
+export interface AccountBlockDeps extends ReadYourWritesDeps { store: EventStore }
 
 /** Blocks read from the store at once while listing an account's blocks. */
 const READ_CONCURRENCY = 16;
@@ -71,7 +71,7 @@ const directoryUnavailable = () => fail('directory_unavailable', 503,
  */
 async function listOlderAccount(deps: AccountBlockDeps, accountId: string, actor: string, now: Date): Promise<AccountBlocks> {
   const started = await decideOnStream(deps.store, accountStream(accountId), options(actor), (recorded) => decideStartListing(stateOf(recorded), now));
-  if (!(await awaitDirectoryRow(deps.db, 'accounts', accountId, started.revision!, LISTING_WAIT_MS))) throw directoryUnavailable();
+  if (!(await awaitDirectoryRow(deps, 'account_blocks.listing', 'accounts', accountId, started.revision!, LISTING_WAIT_MS))) throw directoryUnavailable();
   const motorBlockIds = (await listLiveBlocksOfAccount(deps.db, accountId)).map((b) => b.id);
   await decideOnStream(deps.store, accountStream(accountId), options(actor), (recorded) => decideList(stateOf(recorded), { motorBlockIds, now }));
   return stateOf(await deps.store.readStream(accountStream(accountId)));

@@ -13,7 +13,7 @@ import { planOf, type Config } from '../../infra/config';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 import { getBlockDeletion, getDomain, type BlockDeletionRecord } from '../../projections/directory/queries';
 import { newSmtpUsername } from '../admin/bootstrap';
-import { awaitDirectoryRow } from '../readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { readAccountBlocks, recordBlockAdded, withBlockNamesLock } from './accountBlockList';
 import { readDomainFacts } from './domainFacts';
 import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './grants';
@@ -25,9 +25,8 @@ import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './
  * the directory reflects the write so the caller's next GET sees it.
  */
 
-export interface BlockDeps {
+export interface BlockDeps extends ReadYourWritesDeps {
   store: EventStore;
-  db: Knex;
   clock: Clock;
   config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'publicBaseUrl'>;
 }
@@ -100,10 +99,10 @@ const withAccountLock = <T>(deps: BlockDeps, accountId: string, fn: (deps: Block
 
 /** decideOnBlock as the caller, then the wait until the directory shows the stream where it now is (read-your-writes). */
 async function run(
-  deps: BlockDeps, caller: Caller, motorBlockId: string,
+  deps: BlockDeps, caller: Caller, motorBlockId: string, wait: string,
   command: (state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
-  return awaitWritten(deps, motorBlockId, await decideOnBlock(deps.store, caller.actor, motorBlockId, command));
+  return awaitWritten(deps, motorBlockId, wait, await decideOnBlock(deps.store, caller.actor, motorBlockId, command));
 }
 
 /**
@@ -113,15 +112,15 @@ async function run(
  * write, so a lagging projector does not hold the lock.
  */
 async function runLocked(
-  deps: BlockDeps, caller: Caller, motorBlockId: string,
+  deps: BlockDeps, caller: Caller, motorBlockId: string, wait: string,
   command: (locked: BlockDeps, state: MotorBlockState) => Promise<MotorBlockCommand>,
 ): Promise<{ before: MotorBlockState; after: MotorBlockState; appended: boolean }> {
   const decided = await withAccountLock(deps, caller.accountId, (locked) => decideOnBlock(deps.store, caller.actor, motorBlockId, (state) => command(locked, state)));
-  return awaitWritten(deps, motorBlockId, decided);
+  return awaitWritten(deps, motorBlockId, wait, decided);
 }
 
-async function awaitWritten(deps: BlockDeps, motorBlockId: string, { revision, ...r }: Awaited<ReturnType<typeof decideOnBlock>>) {
-  if (revision !== null) await awaitDirectoryRow(deps.db, 'motor_blocks', motorBlockId, revision);
+async function awaitWritten(deps: BlockDeps, motorBlockId: string, wait: string, { revision, ...r }: Awaited<ReturnType<typeof decideOnBlock>>) {
+  if (revision !== null) await awaitDirectoryRow(deps, wait, 'motor_blocks', motorBlockId, revision);
   return r;
 }
 
@@ -179,8 +178,8 @@ export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateB
   const retryCommand: MotorBlockCommand = { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false } };
   // A retry of a key already used needs no lock; a new block is decided under the account's lock.
   const r = (await loadBlock(deps.store, motorBlockId)).state !== null
-    ? await run(deps, caller, motorBlockId, async () => retryCommand)
-    : await runLocked(deps, caller, motorBlockId, async (locked, state) => {
+    ? await run(deps, caller, motorBlockId, 'block.create', async () => retryCommand)
+    : await runLocked(deps, caller, motorBlockId, 'block.create', async (locked, state) => {
       if (state !== null) return retryCommand;
       const [domain, account] = await Promise.all([
         readDomainFacts(deps.store, domainId), readAccountBlocks(locked, caller.accountId, caller.actor, now),
@@ -204,7 +203,7 @@ export async function renameBlock(deps: BlockDeps, caller: Caller, id: string, b
   await assertGrantCovers(deps.store, caller, id);
   const name = checkBlockName(body?.name);
   const now = deps.clock.now();
-  const r = await runLocked(deps, caller, id, async (locked) => ({
+  const r = await runLocked(deps, caller, id, 'block.rename', async (locked) => ({
     type: 'RenameMotorBlock', data: { name, now },
     context: { nameTaken: nameTaken((await readAccountBlocks(locked, caller.accountId, caller.actor, now)).blocks, name, id) },
   }));
@@ -214,14 +213,14 @@ export async function renameBlock(deps: BlockDeps, caller: Caller, id: string, b
 export async function changeBlockType(deps: BlockDeps, caller: Caller, id: string, body: { type?: unknown; confirm?: unknown }): Promise<MotorBlockDto> {
   await assertGrantCovers(deps.store, caller, id);
   const type = checkBlockType(body?.type);
-  const r = await run(deps, caller, id, async () => ({ type: 'ChangeMotorBlockType', data: { blockType: type, confirm: confirmed(body.confirm), now: deps.clock.now() } }));
+  const r = await run(deps, caller, id, 'block.change_type', async () => ({ type: 'ChangeMotorBlockType', data: { blockType: type, confirm: confirmed(body.confirm), now: deps.clock.now() } }));
   return dto(deps, r.after!);
 }
 
 export async function assignBlockDomain(deps: BlockDeps, caller: Caller, id: string, body: { domainId?: unknown; confirm?: unknown }): Promise<MotorBlockDto> {
   await assertGrantCovers(deps.store, caller, id);
   const domainId = checkDomainId(body?.domainId);
-  const r = await run(deps, caller, id, async () => ({
+  const r = await run(deps, caller, id, 'block.assign_domain', async () => ({
     type: 'AssignMotorBlockDomain', data: { domainId, confirm: confirmed(body.confirm), now: deps.clock.now() },
     context: { domain: await readDomainFacts(deps.store, domainId) },
   }));
@@ -230,13 +229,13 @@ export async function assignBlockDomain(deps: BlockDeps, caller: Caller, id: str
 
 export async function deactivateBlock(deps: BlockDeps, caller: Caller, id: string, body: { confirm?: unknown }): Promise<MotorBlockDto> {
   await assertGrantCovers(deps.store, caller, id);
-  const r = await run(deps, caller, id, async () => ({ type: 'DeactivateMotorBlock', data: { confirm: confirmed(body?.confirm), now: deps.clock.now() } }));
+  const r = await run(deps, caller, id, 'block.deactivate', async () => ({ type: 'DeactivateMotorBlock', data: { confirm: confirmed(body?.confirm), now: deps.clock.now() } }));
   return dto(deps, r.after!);
 }
 
 export async function reactivateBlock(deps: BlockDeps, caller: Caller, id: string): Promise<MotorBlockDto> {
   await assertGrantCovers(deps.store, caller, id);
-  const r = await run(deps, caller, id, async (state) => ({
+  const r = await run(deps, caller, id, 'block.reactivate', async (state) => ({
     type: 'ReactivateMotorBlock', data: { now: deps.clock.now() },
     context: { domain: state ? await readDomainFacts(deps.store, state.domainId) : null },
   }));
@@ -256,7 +255,7 @@ export async function deleteBlock(deps: BlockDeps, caller: Caller, id: string, b
   const jobId = newId();
   // Also asked of a block whose deletion is queued: after a failed job a new DELETE queues again,
   // and its deleteHistory false meets the same rule (the failed job may have left the history).
-  const r = await run(deps, caller, id, async (state) => ({
+  const r = await run(deps, caller, id, 'block.delete', async (state) => ({
     type: 'DeleteMotorBlock', data: { confirm: confirmed(body.confirm), deleteHistory, jobId, now: deps.clock.now() },
     context: {
       historyPresent: state !== null && (state.status === 'inactive' || state.status === 'deletion_queued') && !deleteHistory ? await historyPresent(deps.db, id) : false,

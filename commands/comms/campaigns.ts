@@ -13,7 +13,7 @@ import { getContactList } from '../../projections/contactLists/queries';
 import type { BlockRecord } from '../../projections/directory/queries';
 import type { DirectoryCache } from '../directoryCache';
 import { decideOnStream } from '../decideOnStream';
-import { awaitRow } from '../readYourWrites';
+import { awaitRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { assertBlockActive, checkSenderDomain } from '../send/sendMessage';
 import { getTemplate } from '../templates/templates';
 
@@ -26,13 +26,13 @@ import { getTemplate } from '../templates/templates';
  * The sending itself is the worker's (workers/campaigns.ts), fed by CampaignSendStarted in the log.
  */
 
-export interface CampaignDeps { store: EventStore; db: Knex; clock: Clock; directory: DirectoryCache }
+export interface CampaignDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock; directory: DirectoryCache }
 
 export const campaignStream = (id: string) => streamName('campaign', id);
 const MAX_ATTEMPTS = 12;
 
 /** The tenant's block (else 404, deleted ones too) of a campaign type (409). */
-async function campaignBlock(deps: CampaignDeps, tenantId: string, motorBlockId: string): Promise<BlockRecord> {
+async function campaignBlock(deps: Pick<CampaignDeps, 'directory'>, tenantId: string, motorBlockId: string): Promise<BlockRecord> {
   const block = await deps.directory.block(motorBlockId);
   if (!block || block.accountId !== tenantId || block.status === 'deleted' || block.status === 'deletion_queued') {
     throw fail('motor_block_not_found', 404, 'No such Motor Block for this tenant');
@@ -68,7 +68,7 @@ export async function createCampaign(deps: CampaignDeps, tenantId: string, actor
       from: f.from, fromName: f.fromName, trackOpens: f.trackOpens, trackClicks: f.trackClicks, createdAt: now,
     },
   }, { actor })], { expectedRevision: 'no_stream' });
-  await awaitRow(deps.db, CAMPAIGNS_SCHEMA, 'campaigns', campaignId, r.nextExpectedRevision);
+  await awaitRow(deps, 'campaign.create', { schema: CAMPAIGNS_SCHEMA, table: 'campaigns', id: campaignId, revision: r.nextExpectedRevision });
   return (await findCampaign(deps.db, tenantId, campaignId)) ?? {
     id: campaignId, name: f.name, status: 'draft', template_id: f.templateId, list_id: f.listId, motor_block_id: f.motorBlockId, from: f.from,
     from_name: f.fromName, track_opens: f.trackOpens, track_clicks: f.trackClicks, counts: { recipients: 0, accepted: 0, skipped_suppressed: 0, failed: 0 },
@@ -101,7 +101,7 @@ const notFound = () => fail('campaign_not_found', 404, 'No such campaign for thi
  * nothing appended. Returns the campaign's (lower-case) id once the read model shows the append.
  */
 async function decideAndAppend(
-  deps: CampaignDeps, actor: string, id: string,
+  deps: CampaignDeps, wait: string, actor: string, id: string,
   decide: (state: CampaignState) => Promise<CampaignEvent[]>,
 ): Promise<string> {
   if (!isUuid(id)) throw fail('invalid_id', 400, 'Campaign id must be a uuid');
@@ -114,7 +114,7 @@ async function decideAndAppend(
     if (recorded.length === 0) throw notFound();
     return decide(campaignOf(recorded));
   });
-  if (d.appended.length > 0) await awaitRow(deps.db, CAMPAIGNS_SCHEMA, 'campaigns', campaignId, d.revision!);
+  if (d.appended.length > 0) await awaitRow(deps, wait, { schema: CAMPAIGNS_SCHEMA, table: 'campaigns', id: campaignId, revision: d.revision! });
   return campaignId;
 }
 
@@ -134,7 +134,7 @@ async function viewAfter(db: Knex, tenantId: string, campaignId: string): Promis
  */
 export async function sendCampaign(deps: CampaignDeps, tenantId: string, actor: string, campaignId: string, body?: unknown): Promise<CampaignView> {
   const scheduledAt = scheduleTime(body, deps.clock.now());
-  const id = await decideAndAppend(deps, actor, campaignId, async (state) => {
+  const id = await decideAndAppend(deps, 'campaign.send', actor, campaignId, async (state) => {
     const c = notStartedOf(state, tenantId, scheduledAt ? 'scheduled' : 'sent').created;
     const template = await getTemplate(deps.db, tenantId, c.templateId);
     await requireCampaignList(deps.db, tenantId, c.listId);
@@ -150,7 +150,7 @@ export async function sendCampaign(deps: CampaignDeps, tenantId: string, actor: 
 
 /** Cancels a draft, a scheduled or a sending campaign; the sender stops before its next message, a scheduled one never starts. */
 export async function cancelCampaign(deps: CampaignDeps, tenantId: string, actor: string, campaignId: string): Promise<CampaignView> {
-  const id = await decideAndAppend(deps, actor, campaignId, async (state) => decideCancel(state, { tenantId, now: deps.clock.now() }));
+  const id = await decideAndAppend(deps, 'campaign.cancel', actor, campaignId, async (state) => decideCancel(state, { tenantId, now: deps.clock.now() }));
   return viewAfter(deps.db, tenantId, id);
 }
 
@@ -161,7 +161,7 @@ export async function cancelCampaign(deps: CampaignDeps, tenantId: string, actor
  */
 export async function updateCampaign(deps: CampaignDeps, tenantId: string, actor: string, campaignId: string, body: unknown): Promise<CampaignView> {
   const changes = campaignChanges(body);
-  const id = await decideAndAppend(deps, actor, campaignId, async (state) => {
+  const id = await decideAndAppend(deps, 'campaign.update', actor, campaignId, async (state) => {
     const c = draftOf(state, tenantId, 'edited').created;
     if (changes.templateId !== undefined) await getTemplate(deps.db, tenantId, changes.templateId);
     if (changes.listId !== undefined) await requireCampaignList(deps.db, tenantId, changes.listId);
@@ -175,7 +175,7 @@ export async function updateCampaign(deps: CampaignDeps, tenantId: string, actor
 
 /** Deletes a draft, sent or cancelled campaign; afterwards every route answers 404 for it. The messages it sent stay. */
 export async function deleteCampaign(deps: CampaignDeps, tenantId: string, actor: string, campaignId: string): Promise<{ id: string; deleted: true }> {
-  const id = await decideAndAppend(deps, actor, campaignId, async (state) => decideDelete(state, { tenantId, now: deps.clock.now() }));
+  const id = await decideAndAppend(deps, 'campaign.delete', actor, campaignId, async (state) => decideDelete(state, { tenantId, now: deps.clock.now() }));
   return { id, deleted: true };
 }
 
@@ -193,7 +193,7 @@ const DUE_START_FATAL = new Set(['template_not_found', 'list_not_found', 'motor_
  * CampaignScheduledStartFailed when a check fails for good. Appended at `revision` (the event the
  * job came from) under a stable event id, so a second run of the job appends nothing twice.
  */
-export async function startDueCampaign(deps: CampaignDeps, state: CampaignState, revision: bigint): Promise<'started' | 'failed' | 'stale'> {
+export async function startDueCampaign(deps: Pick<CampaignDeps, 'store' | 'db' | 'clock' | 'directory'>, state: CampaignState, revision: bigint): Promise<'started' | 'failed' | 'stale'> {
   const c = state.created;
   if (state.status !== 'scheduled' || c === null) return 'stale';
   const now = deps.clock.now();

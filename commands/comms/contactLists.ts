@@ -11,7 +11,7 @@ import { CONTACT_LISTS_SCHEMA } from '../../projections/contactLists/projection'
 import { getContactList, type ContactListView } from '../../projections/contactLists/queries';
 import { contactCount } from '../../projections/contacts/queries';
 import { decideOnStream, eventsOf } from '../decideOnStream';
-import { awaitRow } from '../readYourWrites';
+import { awaitRow, type ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * Creating, renaming and deleting contact lists (docs/COMMUNICATIONS.md "Lists"). Each decision is
@@ -22,7 +22,7 @@ import { awaitRow } from '../readYourWrites';
  * next GET does.
  */
 
-export interface ContactListDeps { store: EventStore; db: Knex; clock: Clock }
+export interface ContactListDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock }
 
 const stream = (tenantId: string) => streamName('contactLists', tenantId);
 /** Concurrent writes of one tenant retry; each retry sees at least one more event, so this bounds the wait, not the outcome. */
@@ -51,7 +51,7 @@ export function listIdGiven(id: string): string {
  * decision and what was appended (nothing: no append, no wait).
  */
 async function decideAndAppend(
-  deps: ContactListDeps, tenantId: string, actor: string, listId: string,
+  deps: ContactListDeps, wait: string, tenantId: string, actor: string, listId: string,
   decide: (state: ContactListsState, now: Date) => Promise<ContactListEvent[]> | ContactListEvent[],
 ): Promise<{ state: ContactListsState; appended: ContactListEvent[] }> {
   let state = fold([]);
@@ -63,7 +63,7 @@ async function decideAndAppend(
     return decide(state, deps.clock.now());
   });
   if (d.appended.length === 0) return { state, appended: [] };
-  await awaitRow(deps.db, CONTACT_LISTS_SCHEMA, 'lists', listId, d.revision!);
+  await awaitRow(deps, wait, { schema: CONTACT_LISTS_SCHEMA, table: 'lists', id: listId, revision: d.revision! });
   return { state: d.appended.reduce(evolve, state), appended: d.appended };
 }
 
@@ -76,7 +76,7 @@ function recordOf(state: ContactListsState, listId: string, contactCount: number
 export async function createContactList(deps: ContactListDeps, tenantId: string, actor: string, body: unknown): Promise<ContactListView> {
   const { name, description } = contactListFields(body);
   const listId = newId();
-  const { state } = await decideAndAppend(deps, tenantId, actor, listId, (s, now) => decideCreate(s, { listId, tenantId, name, description, now }));
+  const { state } = await decideAndAppend(deps, 'list.create', tenantId, actor, listId, (s, now) => decideCreate(s, { listId, tenantId, name, description, now }));
   return recordOf(state, listId, 0);
 }
 
@@ -91,7 +91,7 @@ export async function readContactList(db: Knex, tenantId: string, id: string): P
 export async function updateContactList(deps: ContactListDeps, tenantId: string, actor: string, id: string, body: unknown): Promise<ContactListView> {
   const listId = listIdGiven(id);
   const changes = contactListChanges(body);
-  const { state } = await decideAndAppend(deps, tenantId, actor, listId, (s, now) => decideUpdate(s, { ...changes, listId, tenantId, now }));
+  const { state } = await decideAndAppend(deps, 'list.update', tenantId, actor, listId, (s, now) => decideUpdate(s, { ...changes, listId, tenantId, now }));
   return recordOf(state, listId, await contactCount(deps.db, listId));
 }
 
@@ -101,7 +101,7 @@ export async function updateContactList(deps: ContactListDeps, tenantId: string,
  */
 export async function deleteContactList(deps: ContactListDeps, tenantId: string, actor: string, id: string): Promise<{ id: string; deleted: true }> {
   const listId = listIdGiven(id);
-  await decideAndAppend(deps, tenantId, actor, listId, async (s, now) => {
+  await decideAndAppend(deps, 'list.delete', tenantId, actor, listId, async (s, now) => {
     liveList(s, listId); // 404 before the campaigns are read
     const campaignsUnderWay = await campaignsUnderWayOnList(deps.db, tenantId, listId);
     return decideDelete(s, { listId, tenantId, campaignsUnderWay, now });

@@ -1,4 +1,3 @@
-import type { Knex } from 'knex';
 import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { DomainError, fail } from '../../domain/errors';
 import { isUuid, type Clock } from '../../domain/ids';
@@ -12,7 +11,7 @@ import type { UnsubscribeTarget } from '../../domain/comms/unsubscribe';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { contactCount, getContact, type ContactView } from '../../projections/contacts/queries';
 import { decideOnStream, eventsOf } from '../decideOnStream';
-import { awaitRow, awaitRows } from '../readYourWrites';
+import { awaitRow, awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 import { eachLimited } from './batch';
 import { listIdGiven, loadContactLists } from './contactLists';
 
@@ -24,7 +23,7 @@ import { listIdGiven, loadContactLists } from './contactLists';
  * wait until the `contacts` read model shows the change, so the caller's next GET sees it.
  */
 
-export interface ContactDeps { store: EventStore; db: Knex; clock: Clock }
+export interface ContactDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock }
 
 const stream = (contactId: string) => streamName('contact', contactId);
 /**
@@ -51,13 +50,14 @@ export async function requireList(store: EventStore, tenantId: string, listId: s
 
 /**
  * Decides on the contact's stream and appends at the revision decided on (deciding again after a
- * conflict, up to `attempts` times), then waits for the read model, unless `awaitReadModel` is false (a batch waits for all
- * its rows at once). `revision`: what the stream is at after the append (null: nothing appended).
+ * conflict, up to `attempts` times), then waits for the read model (the read-your-writes `wait`),
+ * unless `wait` is null (a batch waits for all its rows at once). `revision`: what the stream is at
+ * after the append (null: nothing appended).
  */
 async function decideAndAppend(
-  deps: ContactDeps, contactId: string, actor: string,
+  deps: ContactDeps, wait: string | null, contactId: string, actor: string,
   decide: (events: ContactEvent[], now: Date) => ContactEvent[],
-  { awaitReadModel = true, attempts = MAX_ATTEMPTS }: { awaitReadModel?: boolean; attempts?: number } = {},
+  { attempts = MAX_ATTEMPTS }: { attempts?: number } = {},
 ): Promise<{ appended: ContactEvent[]; now: Date; revision: bigint | null }> {
   let now = deps.clock.now();
   const d = await decideOnStream(deps.store, stream(contactId), {
@@ -68,7 +68,7 @@ async function decideAndAppend(
     return decide(contactEvents(recorded), now);
   });
   if (d.appended.length === 0) return { appended: [], now, revision: null };
-  if (awaitReadModel) await awaitRow(deps.db, CONTACTS_SCHEMA, 'contacts', contactId, d.revision!);
+  if (wait !== null) await awaitRow(deps, wait, { schema: CONTACTS_SCHEMA, table: 'contacts', id: contactId, revision: d.revision! });
   return { appended: d.appended, now, revision: d.revision };
 }
 
@@ -81,7 +81,7 @@ export async function addContact(deps: ContactDeps, tenantId: string, actor: str
   if (await contactCount(deps.db, listId) >= CONTACT_LIMITS.perList && !fold(contactEvents(await deps.store.readStream(stream(contactId)))).present) {
     throw fail('contact_limit_reached', 409, `A list can have at most ${CONTACT_LIMITS.perList} contacts`, { details: { limit: CONTACT_LIMITS.perList } });
   }
-  const { now } = await decideAndAppend(deps, contactId, actor, (events, at) => decideAdd(fold(events), { contactId, tenantId, listId, ...f, now: at }));
+  const { now } = await decideAndAppend(deps, 'contact.add', contactId, actor, (events, at) => decideAdd(fold(events), { contactId, tenantId, listId, ...f, now: at }));
   const at = now.toISOString();
   return { id: contactId, list_id: listId, email: f.email, name: f.name, fields: f.fields, status: 'subscribed', unsubscribed_at: null, created_at: at, updated_at: at };
 }
@@ -134,7 +134,7 @@ export async function addContactsBatch(
   await eachLimited(toAdd, CONTACT_BATCH_LIMITS.parallelAppends, async (p) => {
     const contactId = idOf(p.email);
     try {
-      const { revision } = await decideAndAppend(deps, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.item, now }), { awaitReadModel: false });
+      const { revision } = await decideAndAppend(deps, null, contactId, actor, (events, now) => decideAdd(fold(events), { contactId, tenantId, listId, ...p.item, now }));
       if (revision !== null) written.set(contactId, revision);
       outcome.set(p.index, 'added');
     } catch (err) {
@@ -142,7 +142,7 @@ export async function addContactsBatch(
       outcome.set(p.index, 'exists');
     }
   });
-  await awaitRows(deps.db, CONTACTS_SCHEMA, 'contacts', written);
+  await awaitRows(deps, 'contact.add_batch', { schema: CONTACTS_SCHEMA, table: 'contacts', rows: written });
 
   const items = plan.map((p): ContactBatchItem => {
     if (p.kind === 'invalid') return { index: p.index, email: p.email, status: 'invalid', error: p.error };
@@ -164,7 +164,7 @@ function contactIdGiven(id: string): string {
 export async function removeContact(deps: ContactDeps, tenantId: string, actor: string, listIdAsGiven: string, id: string): Promise<{ id: string; deleted: true }> {
   const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   const contactId = contactIdGiven(id);
-  await decideAndAppend(deps, contactId, actor, (events, now) => decideRemove(fold(events), { contactId, tenantId, listId, now }));
+  await decideAndAppend(deps, 'contact.remove', contactId, actor, (events, now) => decideRemove(fold(events), { contactId, tenantId, listId, now }));
   return { id: contactId, deleted: true };
 }
 
@@ -176,7 +176,7 @@ export async function updateContact(deps: ContactDeps, tenantId: string, actor: 
   const listId = await requireList(deps.store, tenantId, listIdAsGiven);
   const contactId = contactIdGiven(id);
   const update = contactUpdate(body);
-  await decideAndAppend(deps, contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }), { attempts: MAX_UPDATE_ATTEMPTS });
+  await decideAndAppend(deps, 'contact.update', contactId, actor, (events, now) => decideUpdate(fold(events), { ...update, contactId, tenantId, listId, now }), { attempts: MAX_UPDATE_ATTEMPTS });
   return getContact(deps.db, tenantId, listId, contactId);
 }
 
@@ -186,7 +186,7 @@ export async function updateContact(deps: ContactDeps, tenantId: string, actor: 
  */
 export async function unsubscribeContact(deps: ContactDeps, t: UnsubscribeTarget, via: 'one_click' | 'page'): Promise<UnsubscribePage> {
   let page: UnsubscribePage = { kind: 'invalid' };
-  await decideAndAppend(deps, t.contactId, 'contact', (events, now) => {
+  await decideAndAppend(deps, 'contact.unsubscribe', t.contactId, 'contact', (events, now) => {
     const state = fold(events);
     const decided = decideUnsubscribe(state, { ...t, via, now });
     page = decided === null || state.email === null ? { kind: 'invalid' } : { kind: 'unsubscribed', email: state.email };

@@ -1,4 +1,3 @@
-import type { Knex } from 'knex';
 import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { toEventData, type SuppressionAdded } from '../../domain/events';
@@ -11,7 +10,7 @@ import type { BatchItemError, BatchPlanItem } from '../../domain/comms/batch';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { getSuppression, type SuppressionView } from '../../projections/commSuppressions/queries';
 import { decideOnStream, eventsOf } from '../decideOnStream';
-import { pollUntil } from '../readYourWrites';
+import { awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 import { eachLimited } from './batch';
 
 /**
@@ -25,7 +24,7 @@ import { eachLimited } from './batch';
  *   unsubscribes are the recipient's own decision and are never lifted: 409 suppression_not_liftable.
  */
 
-export interface SuppressionDeps { store: EventStore; db: Knex; clock: Clock }
+export interface SuppressionDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock }
 
 /** How long the answer waits for the read model to show the change (the write is committed either way). */
 const READ_MODEL_WAIT_MS = 3000;
@@ -44,7 +43,7 @@ const streamEvents = (recorded: RecordedEvent[]): SuppressionStreamEvent[] =>
  */
 export async function addManualSuppression(deps: SuppressionDeps, tenantId: string, actor: string, body: unknown): Promise<{ created: boolean; suppression: SuppressionView }> {
   const { created, add } = await decideAndAppendAdd(deps, tenantId, actor, manualSuppressionFields(body));
-  return { created, suppression: await recordOnceShown(deps.db, add.id, add.data) };
+  return { created, suppression: await recordOnceShown(deps, add.id, add.data) };
 }
 
 export interface SuppressionBatchItem {
@@ -79,7 +78,7 @@ export async function addManualSuppressionsBatch(deps: SuppressionDeps, tenantId
     active.push(add.id);
     outcome.set(p.index, created ? 'created' : 'exists');
   });
-  await awaitManualAdds(deps.db, active, BATCH_READ_MODEL_WAIT_MS);
+  await awaitManualAdds(deps, 'suppression.add_batch', active, BATCH_READ_MODEL_WAIT_MS);
 
   const items = plan.map((p): SuppressionBatchItem => {
     if (p.kind === 'invalid') return { index: p.index, email: p.email, status: 'invalid', error: p.error };
@@ -116,10 +115,10 @@ async function decideAndAppendAdd(
  * `manual_adds`). A projector that did not get there in time: the record the add alone makes
  * (the write is committed; the next GET shows the whole row once the projector catches up).
  */
-async function recordOnceShown(db: Knex, eventId: string, added: SuppressionAdded): Promise<SuppressionView> {
-  const shown = await awaitManualAdds(db, [eventId], READ_MODEL_WAIT_MS);
+async function recordOnceShown(deps: ReadYourWritesDeps, eventId: string, added: SuppressionAdded): Promise<SuppressionView> {
+  const shown = await awaitManualAdds(deps, 'suppression.add', [eventId], READ_MODEL_WAIT_MS);
   // Not shown yet: a row there is from before the add (a hard bounce's, say), not what the add made.
-  return (shown ? await getSuppression(db, added.tenantId, added.suppressionId) : null) ?? {
+  return (shown ? await getSuppression(deps.db, added.tenantId, added.suppressionId) : null) ?? {
     id: added.suppressionId, email: added.email, reason: 'manual', count: 1, first_at: added.addedAt, last_at: added.addedAt,
     last_message_id: null, last_motor_block_id: null, smtp_code: null, enhanced_code: null, note: added.note,
   };
@@ -130,14 +129,8 @@ async function recordOnceShown(db: Knex, eventId: string, added: SuppressionAdde
  * `suppressions` rows are recomputed in the same transaction). One query per poll for the adds
  * not shown yet, never a query per add. False when `timeoutMs` passed first.
  */
-function awaitManualAdds(db: Knex, eventIds: readonly string[], timeoutMs: number): Promise<boolean> {
-  const pending = new Set(eventIds);
-  return pollUntil(async () => {
-    if (pending.size === 0) return true;
-    const rows = (await db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').whereIn('event_id', [...pending]).select('event_id')) as Array<{ event_id: string }>;
-    for (const row of rows) pending.delete(row.event_id);
-    return pending.size === 0;
-  }, timeoutMs);
+function awaitManualAdds(deps: ReadYourWritesDeps, wait: string, eventIds: readonly string[], timeoutMs: number): Promise<boolean> {
+  return awaitRows(deps, wait, { schema: SUPPRESSIONS_SCHEMA, table: 'manual_adds', key: 'event_id', rows: new Map(eventIds.map((id) => [id, null])) }, timeoutMs);
 }
 
 export async function liftSuppression(deps: SuppressionDeps, tenantId: string, actor: string, givenId: string): Promise<{ id: string; email: string; lifted: true }> {
@@ -154,11 +147,11 @@ export async function liftSuppression(deps: SuppressionDeps, tenantId: string, a
   await deps.store.append(streamName('suppression', id), [toEventData(eventId, {
     type: 'SuppressionLifted', data: { suppressionId: id, tenantId, email: current.email, liftedAt: deps.clock.now().toISOString() },
   }, { actor })], { expectedRevision: 'any' });
-  await awaitLift(deps.db, eventId);
+  await awaitLift(deps, eventId);
   return { id, email: current.email, lifted: true };
 }
 
 /** Read-your-writes: until the projection has applied the lift (its row in `lifts`), so the next GET no longer lists the address. */
-function awaitLift(db: Knex, eventId: string): Promise<boolean> {
-  return pollUntil(async () => (await db.withSchema(SUPPRESSIONS_SCHEMA).table('lifts').where({ event_id: eventId }).first('event_id')) !== undefined, READ_MODEL_WAIT_MS);
+function awaitLift(deps: ReadYourWritesDeps, eventId: string): Promise<boolean> {
+  return awaitRows(deps, 'suppression.lift', { schema: SUPPRESSIONS_SCHEMA, table: 'lifts', key: 'event_id', rows: new Map([[eventId, null]]) }, READ_MODEL_WAIT_MS);
 }

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
@@ -18,7 +17,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimSelectorFor } from '../admin/bootstrap';
 import { load } from '../auth/streams';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
-import { awaitDirectoryRow } from '../readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { checkDomainDns } from './dnsCheck';
 
 /**
@@ -28,8 +27,8 @@ import { checkDomainDns } from './dnsCheck';
  * docs/DOMAINS.md.
  */
 
-export interface DomainDeps {
-  store: EventStore; db: Knex; keys: KeyStore; resolver: DnsResolver; clock: Clock;
+export interface DomainDeps extends ReadYourWritesDeps {
+  store: EventStore; keys: KeyStore; resolver: DnsResolver; clock: Clock;
   config: Pick<Config, 'serviceDomain' | 'domainChecks'>;
 }
 
@@ -137,7 +136,7 @@ async function loadDomain(store: EventStore, id: string) {
  * state after it.
  */
 async function decideOnDomain(
-  deps: DomainDeps, a: DomainActor, id: string,
+  deps: DomainDeps, wait: string, a: DomainActor, id: string,
   decide: (d: SendingDomain, since: SendingDomainEvent[]) => SendingDomainEvent[],
   since: bigint | null = null,
 ): Promise<SendingDomain> {
@@ -150,7 +149,7 @@ async function decideOnDomain(
     return decide(domain, eventsOf<SendingDomainEvent>(recorded.filter((e) => since === null || e.revision > since), SENDING_DOMAIN_EVENTS));
   });
   // Nothing appended: another request's write may be what answers; the caller's next read shows it too.
-  if (d.revision !== null) await awaitDirectoryRow(deps.db, 'domains', id, d.revision);
+  if (d.revision !== null) await awaitDirectoryRow(deps, wait, 'domains', id, d.revision);
   return d.appended.reduce(evolve, domain as ReturnType<typeof fold>) as SendingDomain;
 }
 
@@ -219,7 +218,7 @@ export async function addDomain(deps: DomainDeps, a: DomainActor, body: AddDomai
     if (err instanceof WrongExpectedRevisionError) throw conflict(id);
     throw err;
   }
-  await awaitDirectoryRow(deps.db, 'domains', id, revision);
+  await awaitDirectoryRow(deps, 'domain.add', 'domains', id, revision);
   const added = fold(events) as SendingDomain;
   return resourceOf(viewOfState(added), deps.config.serviceDomain);
 }
@@ -240,7 +239,7 @@ export async function verifyDomain(deps: DomainDeps, a: DomainActor, id: string)
   const records = await live(deps, before);
   const now = deps.clock.now();
   const ownershipFound = records.some((r) => r.purpose === 'ownership' && r.status === 'ok');
-  const after = await decideOnDomain(deps, a, id, (d, since) =>
+  const after = await decideOnDomain(deps, 'domain.verify', a, id, (d, since) =>
     ((d.ownershipVerified || !ownershipFound) && answeredBy(since, records) ? [] : decideVerify(d, { records, now })), revision);
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
@@ -254,7 +253,7 @@ export async function checkDns(deps: DomainDeps, a: DomainActor, id: string, opt
   if (before.sandbox) return resourceOf(viewOfState(before), deps.config.serviceDomain);
   const records = await live(deps, before, opts.timeoutMs);
   const now = deps.clock.now();
-  const after = await decideOnDomain(deps, a, id, (d, since) => (answeredBy(since, records) ? [] : recordDnsCheck(d, { records, now })), revision);
+  const after = await decideOnDomain(deps, 'domain.check_dns', a, id, (d, since) => (answeredBy(since, records) ? [] : recordDnsCheck(d, { records, now })), revision);
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
 
@@ -267,7 +266,7 @@ export async function rotateDkim(deps: DomainDeps, a: DomainActor, id: string): 
   const keyId = newId();
   await deps.keys.put(keyId, before.dkim.algorithm, key.privateKeyPem);
   const now = deps.clock.now();
-  const after = await decideOnDomain(deps, a, id, (d) => rotateDkimKey(d, { key: { algorithm: d.dkim.algorithm, publicKey: key.publicKeyDnsValue, keyId }, now }));
+  const after = await decideOnDomain(deps, 'domain.rotate_dkim', a, id, (d) => rotateDkimKey(d, { key: { algorithm: d.dkim.algorithm, publicKey: key.publicKeyDnsValue, keyId }, now }));
   return resourceOf(viewOfState(after), deps.config.serviceDomain);
 }
 

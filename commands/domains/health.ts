@@ -22,9 +22,8 @@ export interface DomainHealth {
   domain: DomainResource;
 }
 
-export interface HealthDeps extends DomainDeps {
-  logger?: { warn(obj: object, msg: string): void };
-}
+/** The domain handlers' dependencies; their logger also takes a background re-check's failure. */
+export type HealthDeps = DomainDeps;
 
 /** In-flight background re-checks, per process, by domain id. */
 export class DomainHealthRefresher {
@@ -36,7 +35,7 @@ export class DomainHealthRefresher {
   schedule(deps: HealthDeps, accountId: string, domainId: string): boolean {
     if (this.running.has(domainId)) return false;
     const job = checkDns(deps, { accountId, actor: 'system:domain-health' }, domainId)
-      .then(() => undefined, (err: unknown) => { deps.logger?.warn({ err, domainId }, 'domain health refresh failed'); })
+      .then(() => undefined, (err: unknown) => { deps.logger.warn({ err, domainId }, 'domain health refresh failed'); })
       .finally(() => { this.running.delete(domainId); });
     this.running.set(domainId, job);
     return true;

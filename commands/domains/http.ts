@@ -6,7 +6,7 @@ import type { HealthDeps } from './health';
 
 /** What the domain handlers need, taken from the HTTP context. */
 export const domainDeps = (ctx: HttpContext): HealthDeps => ({
-  store: ctx.store, db: ctx.db, keys: ctx.keys, resolver: ctx.resolver, clock: ctx.clock, config: ctx.config, logger: ctx.logger,
+  store: ctx.store, db: ctx.db, keys: ctx.keys, resolver: ctx.resolver, clock: ctx.clock, config: ctx.config, logger: ctx.logger, metrics: ctx.metrics,
 });
 
 /** Public bearer tokens act on their account (whatever block they are bound to); dashboard users on theirs. */

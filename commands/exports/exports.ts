@@ -6,7 +6,7 @@ import { isUuid, newId, type Clock } from '../../domain/ids';
 import { searchLogs } from '../../projections/messages';
 import { EXPORTS_SCHEMA } from '../../projections/exports/projection';
 import { maskEmailsInText } from '../../projections/messages/pii';
-import { appendAndAwaitRow } from '../readYourWrites';
+import { appendAndAwaitRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { assertBlockTakesWrites } from '../blocks/deletionGuard';
 import { withSetupLock } from '../../infra/db';
 
@@ -17,7 +17,7 @@ import { withSetupLock } from '../../infra/db';
  * fetched with a 15-minute download token, never with the bearer token itself.
  */
 
-export interface ExportDeps { store: EventStore; db: Knex; clock: Clock }
+export interface ExportDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock }
 export interface ExportCaller { accountId: string; motorBlockId: string; actor: string }
 export interface ExportRequest { from: Date; to: Date | null; query: string | null; status: string | null; includePII: boolean }
 export interface DownloadTokenSettings { secret: string; issuer: string; publicBaseUrl: string }
@@ -48,7 +48,7 @@ export async function requestExport(deps: ExportDeps, caller: ExportCaller, requ
   await assertBlockTakesWrites(deps.store, caller.motorBlockId);
   const jobId = newId();
   const now = deps.clock.now();
-  await appendAndAwaitRow(deps, { streamId: streamName('export', jobId), schema: EXPORTS_SCHEMA, table: 'jobs', id: jobId, what: 'export' }, {
+  await appendAndAwaitRow(deps, { streamId: streamName('export', jobId), schema: EXPORTS_SCHEMA, table: 'jobs', id: jobId, what: 'export', wait: 'export.request' }, {
     type: 'ExportRequested',
     data: {
       jobId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, jobType: 'logs',

@@ -13,7 +13,7 @@ import { listFreeRecipients as listRows } from '../../projections/directory/quer
 import type { RequestLimiter } from '../quota/requestLimiter';
 import { sendSystemMail, type SystemMailDeps } from '../auth/systemMail';
 import { decideAndAppend, load, type Contention } from '../auth/streams';
-import { awaitDirectoryRow } from '../readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * Free recipients (SPEC "Free recipients", docs/SANDBOX.md): GET/POST/DELETE
@@ -25,7 +25,7 @@ import { awaitDirectoryRow } from '../readYourWrites';
  * account's stream, where only its SHA-256 is recorded, so the page decides on the stream itself.
  */
 
-export interface FreeRecipientDeps extends SystemMailDeps { limiter: RequestLimiter }
+export interface FreeRecipientDeps extends SystemMailDeps, ReadYourWritesDeps { limiter: RequestLimiter }
 
 /** Every try lost to other changes of the account's list (docs/ERRORS.md "Any route: concurrent changes"). */
 const LIST_CONTENTION: Contention = { code: 'free_recipients_conflict', subject: 'The free-recipient list' };
@@ -83,9 +83,9 @@ async function ownEmail(store: EventStore, accountId: string): Promise<string> {
   return first.data.email;
 }
 
-async function awaitList(deps: Pick<FreeRecipientDeps, 'db' | 'store'>, accountId: string): Promise<void> {
+async function awaitList(deps: Pick<FreeRecipientDeps, 'db' | 'store' | 'logger' | 'metrics'>, wait: string, accountId: string): Promise<void> {
   const events = await deps.store.readStream(stream(accountId));
-  if (events.length > 0) await awaitDirectoryRow(deps.db, 'free_recipient_lists', accountId, events[events.length - 1].revision);
+  if (events.length > 0) await awaitDirectoryRow(deps, wait, 'free_recipient_lists', accountId, events[events.length - 1].revision);
 }
 
 const limiters = new WeakMap<RequestLimiter, RequestLimiter>();
@@ -142,23 +142,23 @@ export async function requestFreeRecipient(
       await decideAndAppend(deps.store, stream(a.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => ({
         events: mailFailed(s, { accountId: a.accountId, recipientId: decision.recipient.recipientId, tokenHash, now }), result: undefined,
       }), a.actor, LIST_CONTENTION);
-      await awaitList(deps, a.accountId);
+      await awaitList(deps, 'free_recipient.request', a.accountId);
       throw err;
     }
   }
-  await awaitList(deps, a.accountId);
+  await awaitList(deps, 'free_recipient.request', a.accountId);
   return { email: decision.recipient.email, status: decision.recipient.status };
 }
 
 export async function removeFreeRecipient(
-  deps: Pick<FreeRecipientDeps, 'db' | 'store'>, a: { accountId: string; actor: string }, id: string, now: Date,
+  deps: Pick<FreeRecipientDeps, 'db' | 'store' | 'logger' | 'metrics'>, a: { accountId: string; actor: string }, id: string, now: Date,
 ): Promise<{ id: string; email: string; removed: true }> {
   if (!isUuid(id)) throw fail('invalid_id', 400, 'The free-recipient id must be a uuid from the list', { nextAction: 'GET /api/public/v1/account/free-recipients' });
   const email = await decideAndAppend(deps.store, stream(a.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => {
     const events = decideRemove(s, { accountId: a.accountId, recipientId: id.toLowerCase(), now });
     return { events, result: events[0].type === 'FreeRecipientRemoved' ? events[0].data.email : '' };
   }, a.actor, LIST_CONTENTION);
-  await awaitList(deps, a.accountId);
+  await awaitList(deps, 'free_recipient.remove', a.accountId);
   return { id: id.toLowerCase(), email, removed: true };
 }
 
@@ -180,7 +180,7 @@ export async function inspectConfirmation(store: EventStore, token: unknown, now
 }
 
 /** The page's form POST: confirms, once, with the token from the emailed link. */
-export async function confirmFreeRecipient(deps: Pick<FreeRecipientDeps, 'db' | 'store'>, token: unknown, now: Date): Promise<ConfirmPage> {
+export async function confirmFreeRecipient(deps: Pick<FreeRecipientDeps, 'db' | 'store' | 'logger' | 'metrics'>, token: unknown, now: Date): Promise<ConfirmPage> {
   const t = parseConfirmationToken(token);
   if (!t) return { kind: 'invalid' };
   const outcome = await decideAndAppend(deps.store, stream(t.accountId), FREE_RECIPIENT_EVENTS, fold, (s) => {
@@ -188,7 +188,7 @@ export async function confirmFreeRecipient(deps: Pick<FreeRecipientDeps, 'db' | 
     return { events: o.kind === 'confirmed' ? o.events : [], result: o };
   }, 'recipient', LIST_CONTENTION);
   if (outcome.kind === 'confirmed') {
-    await awaitList(deps, t.accountId);
+    await awaitList(deps, 'free_recipient.confirm', t.accountId);
     return { kind: 'confirmed', email: outcome.recipient.email };
   }
   if (outcome.kind === 'already_used') return { kind: 'already_used', email: outcome.recipient.email };

@@ -61,7 +61,7 @@ export class CommUnsubscribeController extends Controller {
     const form = await formBody(req);
     const oneClick = form['List-Unsubscribe'] === 'One-Click';
     const t = verifyUnsubscribeToken(unsubscribeSecret(ctx.config.tokenSecret), token);
-    const p: UnsubscribePage = t === null ? { kind: 'invalid' } : await unsubscribeContact({ store: ctx.store, db: ctx.db, clock: ctx.clock }, t, oneClick ? 'one_click' : 'page');
+    const p: UnsubscribePage = t === null ? { kind: 'invalid' } : await unsubscribeContact({ store: ctx.store, db: ctx.db, clock: ctx.clock, logger: ctx.logger, metrics: ctx.metrics }, t, oneClick ? 'one_click' : 'page');
     protectPage(res);
     res.status(p.kind === 'invalid' ? 404 : 200);
     if (oneClick) res.type('text/plain').send(p.kind === 'invalid' ? 'Invalid unsubscribe link\n' : 'Unsubscribed\n');

@@ -71,5 +71,5 @@ export class SmtpAuthController extends Controller {
 
 function mtlsDeps(req: ExpressRequest) {
   const ctx = ctxOf(req);
-  return { store: ctx.store, db: ctx.db, clientCaPath: ctx.config.smtp.clientCaPath };
+  return { store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, clientCaPath: ctx.config.smtp.clientCaPath };
 }

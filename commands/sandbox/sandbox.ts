@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { EventStore, RecordedEvent } from '../../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
@@ -21,7 +20,7 @@ import { blocksCountedByPlan, nameTaken } from '../../domain/account/blocks';
 import { readAccountBlocks, withBlockNamesLock } from '../blocks/accountBlockList';
 import { decideAndAppend, load, type Contention } from '../auth/streams';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
-import { awaitDirectoryRow } from '../readYourWrites';
+import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * The account sandbox (SPEC "Account sandbox", docs/SANDBOX.md), one handler module for both route
@@ -33,7 +32,7 @@ import { awaitDirectoryRow } from '../readYourWrites';
 /** Every try lost to other changes of the sandbox's streams (docs/ERRORS.md "Any route: concurrent changes"). */
 const SANDBOX_CONTENTION: Contention = { code: 'sandbox_conflict', subject: 'The sandbox' };
 
-export interface SandboxDeps { store: EventStore; db: Knex; keys: KeyStore; config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback'> }
+export interface SandboxDeps extends ReadYourWritesDeps { store: EventStore; keys: KeyStore; config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback'> }
 export interface SandboxActor { accountId: string; /** Event metadata actor, e.g. `user:<id>` or `token:<id>`. */ actor: string }
 
 export interface SandboxStatus {
@@ -161,7 +160,7 @@ async function ensureSandboxBlock(deps: SandboxDeps, s: SandboxProvisioned, acto
   const existing = await deps.store.readStream(stream);
   if (existing.length > 0) return existing[existing.length - 1].revision;
   return withBlockNamesLock(deps.db, s.accountId, async (db) => {
-    const { blocks } = await readAccountBlocks({ store: deps.store, db }, s.accountId, actor, now);
+    const { blocks } = await readAccountBlocks({ ...deps, db }, s.accountId, actor, now);
     return createStreamOnce(deps.store, stream, async () => [{
       type: 'MotorBlockCreated',
       data: {
@@ -209,9 +208,9 @@ export async function provisionSandbox(deps: SandboxDeps, a: SandboxActor, body:
   }
   const revisions = await ensureSandboxResources(deps, sandbox!, a.actor, now);
   await Promise.all([
-    awaitDirectoryRow(deps.db, 'domains', sandbox!.domainId, revisions.domainRevision),
-    awaitDirectoryRow(deps.db, 'motor_blocks', sandbox!.motorBlockId, revisions.blockRevision),
-    typeof accountRevision === 'bigint' ? awaitDirectoryRow(deps.db, 'accounts', a.accountId, accountRevision) : Promise.resolve(true),
+    awaitDirectoryRow(deps, 'sandbox.provision', 'domains', sandbox!.domainId, revisions.domainRevision),
+    awaitDirectoryRow(deps, 'sandbox.provision', 'motor_blocks', sandbox!.motorBlockId, revisions.blockRevision),
+    typeof accountRevision === 'bigint' ? awaitDirectoryRow(deps, 'sandbox.provision', 'accounts', a.accountId, accountRevision) : Promise.resolve(true),
   ]);
   return { created, status: await sandboxStatus(deps, a.accountId) };
 }
@@ -234,7 +233,7 @@ export async function setOutboundAllowlist(deps: SandboxDeps, a: SandboxActor, b
   await decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock,
     (s) => ({ events: decideSetAllowlist(s, { accountId: a.accountId, addresses, now }), result: undefined }), a.actor, SANDBOX_CONTENTION);
   const last = await deps.store.readStream(stream);
-  await awaitDirectoryRow(deps.db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
+  await awaitDirectoryRow(deps, 'sandbox.set_allowlist', 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
   return sandboxStatus(deps, a.accountId);
 }
 
@@ -294,7 +293,7 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   // creates (and renames) check them, so a create and a conversion racing cannot both take the last
   // slot or the same name, however far behind the directory is.
   const event = await withBlockNamesLock(deps.db, a.accountId, async (db) => {
-    const { plan, blocks } = await readAccountBlocks({ store: deps.store, db }, a.accountId, a.actor, now);
+    const { plan, blocks } = await readAccountBlocks({ ...deps, db }, a.accountId, a.actor, now);
     const maxBlocks = planOf(deps.config, plan).plan.maxBlocks;
     return decideAndAppend(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock, (s) => {
       const events = decideConvert(s, {
@@ -305,7 +304,7 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
     }, a.actor, SANDBOX_CONTENTION);
   });
   const last = await deps.store.readStream(stream);
-  await awaitDirectoryRow(deps.db, 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
+  await awaitDirectoryRow(deps, 'sandbox.convert', 'motor_blocks', sandbox.motorBlockId, last[last.length - 1].revision);
   return {
     motorBlockId: event.motorBlockId, name: event.name, type: event.type, domain: { id: target.domainId, name: target.name },
     previousSmtpUsername: event.previousSmtpUsername, smtpUsername: event.smtpUsername,

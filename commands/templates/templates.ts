@@ -5,7 +5,7 @@ import type { DomainEvent, TemplateContentData } from '../../domain/events';
 import { isUuid, newId, type Clock } from '../../domain/ids';
 import { sampleDataOf, templateFields, validateTemplate, type TemplateIssue, type TemplateValidation } from '../../domain/templates/templates';
 import { TEMPLATES_SCHEMA } from '../../projections/templates/projection';
-import { appendAndAwaitRow } from '../readYourWrites';
+import { appendAndAwaitRow, type ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * Communications templates (SPEC "Communications templates", docs/TEMPLATES.md): create, read,
@@ -14,7 +14,7 @@ import { appendAndAwaitRow } from '../readYourWrites';
  * error), warnings are returned with the stored template.
  */
 
-export interface TemplateDeps { store: EventStore; db: Knex; clock: Clock }
+export interface TemplateDeps extends ReadYourWritesDeps { store: EventStore; clock: Clock }
 export interface TemplateView extends TemplateContentData { id: string; created_at: string; updated_at: string }
 
 const stream = (id: string) => streamName('template', id);
@@ -49,8 +49,8 @@ async function loadOwn(deps: TemplateDeps, tenantId: string, id: string) {
   return { state, revision: events[events.length - 1].revision };
 }
 
-const appendAndAwait = (deps: { store: EventStore; db: Knex }, id: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
-  appendAndAwaitRow(deps, { streamId: stream(id), schema: TEMPLATES_SCHEMA, table: 'templates', id: id, what: 'template' }, event, expected, actor);
+const appendAndAwait = (deps: { store: EventStore } & ReadYourWritesDeps, wait: string, id: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
+  appendAndAwaitRow(deps, { streamId: stream(id), schema: TEMPLATES_SCHEMA, table: 'templates', id: id, what: 'template', wait }, event, expected, actor);
 
 const contentOf = (f: Partial<TemplateContentData>): TemplateContentData => ({
   name: f.name ?? '', subject: f.subject ?? '', type: f.type as TemplateContentData['type'], body_html: f.body_html ?? null, body_text: f.body_text ?? null,
@@ -68,7 +68,7 @@ export async function createTemplate(deps: TemplateDeps, tenantId: string, actor
   if (!v.valid) refuseInvalid(v);
   const id = newId();
   const now = deps.clock.now().toISOString();
-  await appendAndAwait(deps, id, { type: 'TemplateCreated', data: { templateId: id, tenantId, content, createdAt: now } }, 'no_stream', actor);
+  await appendAndAwait(deps, 'template.create', id, { type: 'TemplateCreated', data: { templateId: id, tenantId, content, createdAt: now } }, 'no_stream', actor);
   return { template: { id, ...content, created_at: now, updated_at: now }, warnings: v.warnings };
 }
 
@@ -78,13 +78,13 @@ export async function updateTemplate(deps: TemplateDeps, tenantId: string, actor
   const content = { ...state.content, ...changes };
   const v = validateTemplate(content);
   if (!v.valid) refuseInvalid(v);
-  await appendAndAwait(deps, id, { type: 'TemplateUpdated', data: { templateId: id, tenantId, content, updatedAt: deps.clock.now().toISOString() } }, revision, actor);
+  await appendAndAwait(deps, 'template.update', id, { type: 'TemplateUpdated', data: { templateId: id, tenantId, content, updatedAt: deps.clock.now().toISOString() } }, revision, actor);
   return { template: await getTemplate(deps.db, tenantId, id), warnings: v.warnings };
 }
 
 export async function deleteTemplate(deps: TemplateDeps, tenantId: string, actor: string, id: string): Promise<{ id: string; deleted: true }> {
   const { revision } = await loadOwn(deps, tenantId, id);
-  await appendAndAwait(deps, id, { type: 'TemplateDeleted', data: { templateId: id, tenantId, deletedAt: deps.clock.now().toISOString() } }, revision, actor);
+  await appendAndAwait(deps, 'template.delete', id, { type: 'TemplateDeleted', data: { templateId: id, tenantId, deletedAt: deps.clock.now().toISOString() } }, revision, actor);
   return { id, deleted: true };
 }
 

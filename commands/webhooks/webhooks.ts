@@ -11,7 +11,7 @@ import {
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../infra/outboundAddress';
-import { appendAndAwaitRow, pollUntil } from '../readYourWrites';
+import { appendAndAwaitRow, awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 import { requireSpanInsideRetention, windowStartOf } from '../../read-api/http/retention';
 import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard';
 
@@ -27,8 +27,8 @@ import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard
  * queued after the deletion job's scan would outlive the block's history (docs/BLOCKS.md).
  */
 
-export interface WebhookDeps {
-  store: EventStore; db: Knex; keys: KeyStore; clock: Clock;
+export interface WebhookDeps extends ReadYourWritesDeps {
+  store: EventStore; keys: KeyStore; clock: Clock;
   /** WEBHOOK_ALLOW_PRIVATE_URLS: when false a URL naming a non-public address is refused at once. */
   allowPrivateAddresses: boolean;
 }
@@ -81,8 +81,8 @@ async function loadOwn(deps: WebhookDeps, caller: WebhookCaller, webhookId: stri
   return { state, revision: events[events.length - 1].revision };
 }
 
-const appendAndAwait = (deps: { store: EventStore; db: Knex }, webhookId: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
-  appendAndAwaitRow(deps, { streamId: stream(webhookId), schema: WEBHOOKS_SCHEMA, table: 'endpoints', id: webhookId, what: 'webhook' }, event, expected, actor);
+const appendAndAwait = (deps: { store: EventStore } & ReadYourWritesDeps, wait: string, webhookId: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
+  appendAndAwaitRow(deps, { streamId: stream(webhookId), schema: WEBHOOKS_SCHEMA, table: 'endpoints', id: webhookId, what: 'webhook', wait }, event, expected, actor);
 
 function objectBody(body: unknown): Record<string, unknown> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw fail('validation_error', 400, 'The body must be a JSON object');
@@ -113,7 +113,7 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
     if (await full(trx)) return limitReached();
     const gone = await deletionRefusal(deps.store, caller.motorBlockId);
     if (gone) return gone;
-    await appendAndAwait({ store: deps.store, db: trx }, webhookId, {
+    await appendAndAwait({ ...deps, db: trx }, 'webhook.create', webhookId, {
       type: 'WebhookCreated',
       data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
     }, 'no_stream', caller.actor);
@@ -138,7 +138,7 @@ export async function updateWebhook(deps: WebhookDeps, caller: WebhookCaller, we
   const { state, revision } = await loadOwn(deps, caller, webhookId);
   const next = { url: url ?? state.url, events: events ?? state.events, enabled: (b.enabled as boolean | undefined) ?? state.enabled };
   await assertBlockTakesWrites(deps.store, caller.motorBlockId);
-  await appendAndAwait(deps, webhookId, {
+  await appendAndAwait(deps, 'webhook.update', webhookId, {
     type: 'WebhookUpdated', data: { webhookId, motorBlockId: caller.motorBlockId, ...next, updatedAt: deps.clock.now().toISOString() },
   }, revision, caller.actor);
   return (await listWebhooks(deps.db, caller.motorBlockId, webhookId))[0];
@@ -147,7 +147,7 @@ export async function updateWebhook(deps: WebhookDeps, caller: WebhookCaller, we
 export async function deleteWebhook(deps: WebhookDeps, caller: WebhookCaller, webhookId: string): Promise<{ id: string; deleted: true }> {
   const { revision } = await loadOwn(deps, caller, webhookId);
   await assertBlockTakesWrites(deps.store, caller.motorBlockId);
-  await appendAndAwait(deps, webhookId, {
+  await appendAndAwait(deps, 'webhook.delete', webhookId, {
     type: 'WebhookDeleted', data: { webhookId, motorBlockId: caller.motorBlockId, deletedAt: deps.clock.now().toISOString() },
   }, revision, caller.actor);
   return { id: webhookId, deleted: true };
@@ -164,7 +164,7 @@ export async function testWebhook(deps: WebhookDeps, caller: WebhookCaller, webh
     data: { deliveryId, webhookId, motorBlockId: caller.motorBlockId, event: 'webhook.test', messageId: null, payload: testEventPayload(deliveryId, caller.motorBlockId, webhookId, at), queuedAt: at },
   }, { actor: caller.actor })], { expectedRevision: 'no_stream' });
   // As every route here: answered once the read model shows it (the caller's next GET .../deliveries lists it).
-  await pollUntil(async () => (await deps.db.withSchema(WEBHOOKS_SCHEMA).table('deliveries').where({ id: deliveryId }).first('id')) !== undefined, 3000);
+  await awaitRows(deps, 'webhook.test', { schema: WEBHOOKS_SCHEMA, table: 'deliveries', rows: new Map([[deliveryId, null]]) }, 3000);
   return { deliveryId, status: 'queued' };
 }
 

@@ -36,7 +36,7 @@ function callerOf(req: ExpressRequest): { deps: BlockDeps; caller: Caller } {
   const ctx = ctxOf(req);
   const p = principalOf<PrincipalOf<'publicBearer'>>(req);
   return {
-    deps: { store: ctx.store, db: ctx.db, clock: ctx.clock, config: ctx.config },
+    deps: { store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, clock: ctx.clock, config: ctx.config },
     caller: { accountId: p.accountId, actor: `token:${p.tokenId}` },
   };
 }

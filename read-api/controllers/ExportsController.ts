@@ -81,7 +81,7 @@ export class ExportsController extends Controller {
     const includePII = piiAllowed(p, body?.includePII);
     const range = retentionRange({ from: body?.from, to: body?.to }, await retentionDaysOfAccount(ctx, p.accountId), ctx.clock.now());
     const queued = await requestExport(
-      { store: ctx.store, db: ctx.db, clock: ctx.clock },
+      { store: ctx.store, db: ctx.db, clock: ctx.clock, logger: ctx.logger, metrics: ctx.metrics },
       { accountId: p.accountId, motorBlockId: id, actor: `token:${p.tokenId}` },
       { from: range.from, to: range.to, query: body?.query ?? null, status: body?.status ?? null, includePII },
     );

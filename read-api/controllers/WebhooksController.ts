@@ -42,7 +42,7 @@ function callerOf(req: ExpressRequest, motorBlockId: string) {
   requireBlock(p, motorBlockId);
   return {
     ctx,
-    deps: { store: ctx.store, db: ctx.db, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
+    deps: { store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
     caller: { accountId: p.accountId, motorBlockId, actor: `token:${p.tokenId}` },
   };
 }

@@ -5,7 +5,7 @@ import type { PrincipalOf } from './principal';
 
 /** A communications request's tenant and what its handler may use. */
 export interface Tenant {
-  deps: { store: HttpContext['store']; db: HttpContext['db']; clock: HttpContext['clock'] };
+  deps: Pick<HttpContext, 'store' | 'db' | 'clock' | 'logger' | 'metrics'>;
   tenantId: string;
   /** `user:<id>`: the actor recorded on the events the request appends. */
   actor: string;
@@ -23,5 +23,5 @@ export function tenantOf(req: Request, header: string | undefined): Tenant {
   if (header === undefined || header.trim() === '') throw fail('tenant_required', 400, 'The X-Tenant-Id header is required', { nextAction: 'Send X-Tenant-Id: <your account id>' });
   // An account id is a uuid: written in capitals it names the same account (as every id of these routes).
   if (header.trim().toLowerCase() !== p.accountId.toLowerCase()) throw fail('tenant_forbidden', 403, 'This credential does not act for that tenant');
-  return { deps: { store: ctx.store, db: ctx.db, clock: ctx.clock }, tenantId: p.accountId, actor: `user:${p.userId}` };
+  return { deps: { store: ctx.store, db: ctx.db, clock: ctx.clock, logger: ctx.logger, metrics: ctx.metrics }, tenantId: p.accountId, actor: `user:${p.userId}` };
 }

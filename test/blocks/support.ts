@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { awaitDirectoryRow } from '../../commands/readYourWrites';
+import { directoryRowShows } from '../../commands/readYourWrites';
 import { generateApiKey } from '../../domain/credentials/apiKeys';
 import { streamName } from '../../domain/eventStore';
 import { toEventData, type DomainEvent } from '../../domain/events';
@@ -45,7 +45,7 @@ export async function addDomain(motor: TestMotor, accountId: string, opts: { ver
     events.push({ type: 'DomainDnsChecked', data: { domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } });
   }
   const res = await append(motor, streamName('sendingDomain', domainId), events);
-  await awaitDirectoryRow(motor.rt.db, 'domains', domainId, res.nextExpectedRevision, 10_000);
+  await eventually(() => directoryRowShows(motor.rt.db, 'domains', domainId, res.nextExpectedRevision));
   return domainId;
 }
 

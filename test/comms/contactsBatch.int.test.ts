@@ -169,7 +169,7 @@ describe('communications contacts: batch import (int)', function () {
 
   it('the cap: a batch that would pass it is 409 contact_limit_reached (limit, remaining) and writes nothing; addresses already there do not count', async () => {
     const list = await mkList(a, 'Capped');
-    const deps = { store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock };
+    const deps = { store: motor.rt.store, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics };
     const run = (emails: string[]) => addContactsBatch(deps, a.accountId, `user:test`, list, { contacts: emails.map((email) => ({ email })) }, { perList: 5 });
     expect((await run(['c1@example.com', 'c2@example.com', 'c3@example.com'])).added).to.equal(3);
 
@@ -201,7 +201,7 @@ describe('communications contacts: batch import (int)', function () {
     // The event store goes away after 40 appends (as a crash of this process would leave them).
     const failing = storeFailingAfter(motor.rt.store, 40);
     const contacts = Array.from({ length: 100 }, (_, i) => ({ email: `crash${i}@example.com` }));
-    const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock };
+    const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics };
     const err = await addContactsBatch(deps, a.accountId, 'user:test', list, { contacts }).then(() => null, (e: unknown) => e);
     expect((err as Error)?.message).to.equal('event store gone');
     const written = (await Promise.all(contacts.map(async (c) => (await motor.rt.store.readStream(`contact-${contactIdOf(a.accountId, list, c.email)}`)).length))).filter((n) => n > 0);

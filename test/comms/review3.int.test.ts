@@ -138,7 +138,7 @@ describe('communications: importing suppressions, review (int)', function () {
       const shown = async () => ((await bare.rt.db.withSchema(SUPPRESSIONS_SCHEMA).table('manual_adds').whereIn('event_id', eventIds).select('event_id')) as unknown[]).length;
 
       let shownAtAnswer = -1;
-      const deps = { store: bare.rt.store, db: bare.rt.db, clock: bare.rt.clock };
+      const deps = { store: bare.rt.store, db: bare.rt.db, clock: bare.rt.clock, logger: bare.rt.logger, metrics: bare.rt.metrics };
       const call = addManualSuppressionsBatch(deps, tenantId, 'user:test', { suppressions: emails.map((email) => ({ email })) })
         .then(async (r) => { shownAtAnswer = await shown(); return r; });
       await new Promise((res) => setTimeout(res, 500));

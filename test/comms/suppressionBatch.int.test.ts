@@ -216,7 +216,7 @@ describe('communications: importing suppressions (int)', function () {
     // The event store goes away after 30 appends (as a crash of this process would leave them).
     const failing = storeFailingAfter(motor.rt.store, 30);
     const suppressions = Array.from({ length: 80 }, (_, i) => ({ email: `crash${i}@midway.test` }));
-    const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock };
+    const deps = { store: failing, db: motor.rt.db, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics };
     const err = await addManualSuppressionsBatch(deps, a.accountId, 'user:test', { suppressions }).then(() => null, (e: unknown) => e);
     expect((err as Error)?.message).to.equal('event store gone');
     const written = (await Promise.all(suppressions.map(async (s) => (await streamOf(s.email)).length))).filter((n) => n > 0);

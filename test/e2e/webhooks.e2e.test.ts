@@ -227,7 +227,7 @@ describe('webhooks (e2e)', function () {
     });
 
     it('with the SSRF guard on, refuses at once a URL that names a loopback or private address', async () => {
-      const deps = { store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: false };
+      const deps = { store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: false };
       const caller = { accountId: block.accountId, motorBlockId: block.motorBlockId, actor: 'test' };
       for (const url of ['http://127.0.0.1:9/x', 'https://[::1]/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest', 'http://localhost:8080/', 'http://a.localhost/', 'http://[::ffff:127.0.0.1]/']) {
         const err = await createWebhook(deps, caller, { url }).then(() => null, (e: { code: string }) => e);

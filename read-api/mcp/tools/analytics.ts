@@ -17,7 +17,7 @@ import { defineTool, ownBlock, type ToolEnv } from '../tool';
 
 const HOUR_MS = 3_600_000;
 
-const blockDeps = ({ ctx }: ToolEnv) => ({ store: ctx.store, db: ctx.db, clock: ctx.clock, config: ctx.config });
+const blockDeps = ({ ctx }: ToolEnv) => ({ store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, clock: ctx.clock, config: ctx.config });
 
 /** The block (the grant's account's) and from/to as whole hours inside the plan's retention window, as the REST analytics routes take them. */
 async function scopedRange(env: ToolEnv, motorBlockId: string, from: string | undefined, to: string | undefined): Promise<{ range: HourRange; retentionDays: number }> {

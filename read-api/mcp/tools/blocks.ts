@@ -11,7 +11,7 @@ import { defineTool, type ToolEnv } from '../tool';
  */
 
 const callerOf = ({ ctx, agent }: ToolEnv): { deps: BlockDeps; caller: Caller } => ({
-  deps: { store: ctx.store, db: ctx.db, clock: ctx.clock, config: ctx.config },
+  deps: { store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, clock: ctx.clock, config: ctx.config },
   caller: { accountId: agent.accountId, actor: agent.actor },
 });
 

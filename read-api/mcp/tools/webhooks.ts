@@ -16,7 +16,7 @@ async function callerOf(env: ToolEnv, motorBlockId: string): Promise<{ deps: Web
   await ownBlock(env, motorBlockId);
   const { ctx, agent } = env;
   return {
-    deps: { store: ctx.store, db: ctx.db, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
+    deps: { store: ctx.store, db: ctx.db, logger: ctx.logger, metrics: ctx.metrics, keys: ctx.keys, clock: ctx.clock, allowPrivateAddresses: ctx.config.webhooks.allowPrivateAddresses },
     caller: { accountId: agent.accountId, motorBlockId, actor: agent.actor },
   };
 }

@@ -61,7 +61,7 @@ describe('block deletion and webhooks: races (int)', function () {
     await motor?.close();
   });
 
-  const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
+  const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
   const workerDeps = (): WebhookWorkerDeps => ({
     store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
     settings: { retrySchedule: [60], timeoutSeconds: 30, concurrency: 1, allowPrivateAddresses: true },
