@@ -91,6 +91,10 @@ export interface GreetingPolicy {
  * So would a transaction that repeats one `RCPT TO` (each one 250, and a directory lookup):
  * past `rcptLimit` RCPT TO commands in a transaction each one more is refused unrun, a 452 that
  * is an error, as Postfix counts the recipients it refuses past smtpd_recipient_overshoot_limit.
+ * Stricter than Postfix, by choice: Postfix counts only accepted recipients, and its overshoot
+ * only once smtpd_recipient_limit is reached; here every RCPT TO command counts (accepted,
+ * repeated or refused), since a repeated address is no new recipient and only a count of commands
+ * bounds it.
  */
 export interface ErrorPolicy {
   /** From this many errors on, every command waits `sleepMs` before it is answered. */
@@ -103,7 +107,8 @@ export interface ErrorPolicy {
   /**
    * RCPT TO commands of one transaction, repeated addresses and refused ones included, before
    * each one more is answered `452 4.5.3` without being run (no RCPT hook, no directory lookup)
-   * and counted as an error (Postfix's smtpd_recipient_limit + smtpd_recipient_overshoot_limit).
+   * and counted as an error (after Postfix's smtpd_recipient_limit + smtpd_recipient_overshoot_limit,
+   * which count accepted recipients only).
    */
   rcptLimit: number;
   /** Told of each session closed at the hard limit (for the log). */
