@@ -51,7 +51,7 @@ export async function pollUntil(caughtUp: () => Promise<boolean>, timeoutMs: num
 /**
  * The read-your-writes wait every route uses: until every row of `target` is shown (one query per
  * poll for the rows not there yet, never a query per row), or `timeoutMs`. `wait` names it in the
- * warning and the counter (`<resource>.<action>`, e.g. `contacts.batch`): one of a fixed set, never
+ * warning and the counter (`<resource>.<action>`, e.g. `contact.add_batch`): one of a fixed set, never
  * an id, as it is a metric label.
  */
 export async function awaitRows(deps: ReadYourWritesDeps, wait: string, target: AwaitedRows, timeoutMs = 10_000): Promise<boolean> {

@@ -185,7 +185,7 @@ export interface SmtpConfig {
   hardErrorLimit: number;
   errorSleepMs: number;
   /**
-   * NOOP, RSET, VRFY and HELP allowed per session before each one more counts as an error
+   * HELO, EHLO, NOOP, RSET, VRFY and HELP allowed per session before each one more counts as an error
    * toward those limits (Postfix's smtpd_junk_command_limit); a message accepted resets the count.
    */
   junkCommandLimit: number;

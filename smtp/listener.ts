@@ -70,7 +70,7 @@ export interface SmtpSettings {
   softErrorLimit?: number;
   hardErrorLimit?: number;
   errorSleepMs?: number;
-  /** NOOP, RSET, VRFY and HELP of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
+  /** HELO, EHLO, NOOP, RSET, VRFY and HELP of a session before each one more is an error (Postfix's smtpd_junk_command_limit). */
   junkCommandLimit?: number;
   /**
    * RCPT TO commands a transaction may send beyond `maxRecipients` (repeated addresses and refused

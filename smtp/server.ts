@@ -91,6 +91,10 @@ export interface GreetingPolicy {
  * So would a transaction that repeats one `RCPT TO` (each one 250, and a directory lookup):
  * past `rcptLimit` RCPT TO commands in a transaction each one more is refused unrun, a 452 that
  * is an error, as Postfix counts the recipients it refuses past smtpd_recipient_overshoot_limit.
+ * Stricter than Postfix, by choice: Postfix counts only accepted recipients, and its overshoot
+ * only once smtpd_recipient_limit is reached; here every RCPT TO command counts (accepted,
+ * repeated or refused), since a repeated address is no new recipient and only a count of commands
+ * bounds it.
  */
 export interface ErrorPolicy {
   /** From this many errors on, every command waits `sleepMs` before it is answered. */
@@ -98,12 +102,13 @@ export interface ErrorPolicy {
   /** At this many errors the session is told `421 4.7.0 <host> Error: too many errors` and closed. */
   hardLimit: number;
   sleepMs: number;
-  /** NOOP, RSET, VRFY and HELP allowed before each one more is an error. */
+  /** HELO, EHLO, NOOP, RSET, VRFY and HELP allowed before each one more is an error. */
   junkLimit: number;
   /**
    * RCPT TO commands of one transaction, repeated addresses and refused ones included, before
    * each one more is answered `452 4.5.3` without being run (no RCPT hook, no directory lookup)
-   * and counted as an error (Postfix's smtpd_recipient_limit + smtpd_recipient_overshoot_limit).
+   * and counted as an error (after Postfix's smtpd_recipient_limit + smtpd_recipient_overshoot_limit,
+   * which count accepted recipients only).
    */
   rcptLimit: number;
   /** Told of each session closed at the hard limit (for the log). */
@@ -113,14 +118,15 @@ export interface ErrorPolicy {
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 /**
- * Postfix's junk commands that smtp-server has (NOOP, RSET, VRFY; it has no ETRN), and HELP, which
- * it answers 214 where Postfix does not have it at all (and refuses it, an error each). Not HELO
- * and EHLO, which Postfix counts too: every client sends EHLO twice (before and after STARTTLS),
- * and SMTP_JUNK_COMMAND_LIMIT says how many commands it may send besides those. Not sendmail's
- * WIZ, SHELL and KILL either: the listener disables them (NOT_IMPLEMENTED), so they are unknown
- * commands.
+ * Postfix's junk commands that smtp-server has (HELO, EHLO, NOOP, RSET, VRFY; it has no ETRN), and
+ * HELP, which it answers 214 where Postfix does not have it at all (and refuses it, an error each).
+ * HELO and EHLO count as in Postfix: each one is answered 250, is never an error and starts a new
+ * transaction (so a new RCPT TO count), so uncounted an EHLO loop would hold the session for ever
+ * and `MAIL FROM, RCPT TO × rcptLimit, EHLO` would repeat its directory lookups without end. A
+ * STARTTLS client's two EHLOs are 2 of the limit. Not sendmail's WIZ, SHELL and KILL: the listener
+ * disables them (NOT_IMPLEMENTED), so they are unknown commands.
  */
-const JUNK_COMMANDS = ['NOOP', 'RSET', 'VRFY', 'HELP'] as const;
+const JUNK_COMMANDS = ['HELO', 'EHLO', 'NOOP', 'RSET', 'VRFY', 'HELP'] as const;
 
 /**
  * Commands smtp-server answers although no submission server has them: sendmail's WIZ ("wizard

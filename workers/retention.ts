@@ -18,8 +18,11 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  *   an interval later. Two unlocked sweeps did not delete a row twice nor fail (tried), but they
  *   contend for the same rows, a sweep leaves a table when a batch comes back short, as it does
  *   when the other took the rows (so neither sweep alone was complete), and the database work
- *   doubles. PostgreSQL releases the lock when the session ends, so a worker killed mid-sweep
- *   does not block the next one.
+ *   doubles. So a sweep keeps one pooled connection from its start to its end, the pauses between
+ *   batches included. PostgreSQL releases the lock when the session ends, so a worker killed
+ *   mid-sweep does not block the next one; a host lost without closing its connections keeps the
+ *   lock until PostgreSQL finds the connection dead (TCP keepalive), and the other workers skip
+ *   their sweeps until then.
  * - Cutoff per account: the start of the UTC day containing `now − retentionDays − 5 min` (the API's
  *   clock-skew grace), so nothing a route may still be asked for is deleted; a row goes when its
  *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
@@ -206,7 +209,9 @@ export class RetentionSweeper {
    */
   async sweepOnce(now = new Date(), signal?: AbortSignal): Promise<SweepReport> {
     const started = performance.now();
-    // The lock's own connection runs the statements too: a sweep takes one connection, as before.
+    // A session lock lives on its connection, so the sweep keeps this one throughout, pauses
+    // included (before the lock it borrowed one per statement), and runs its statements on it:
+    // sending them through the pool would not give this connection back, only take a second one.
     const conn = (await this.db.client.acquireConnection()) as PgConnection;
     try {
       const { rows } = await conn.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [SWEEP_LOCK]);

@@ -153,13 +153,14 @@ describe('SMTP error limits (int)', function () {
   });
 
   // Junk commands past SMTP_JUNK_COMMAND_LIMIT (Postfix's smtpd_junk_command_limit; the default 100 here).
+  // rawSession's two EHLOs (before and after STARTTLS) are junk commands too: 98 are left after them.
   const timed = async (c: RawClient, line: string) => {
     const t = Date.now();
     const r = await c.command(line);
     return { r, ms: Date.now() - t };
   };
   const junk = async (c: RawClient, lines: string[]) => {
-    for (const line of lines) expect(await c.command(line), line).to.match(/^2\d\d /);
+    for (const line of lines) expect(await c.command(line), line).to.match(/^2\d\d[ -]/);
   };
   const noops = (n: number) => Array.from({ length: n }, () => 'NOOP');
   const expectClosedForErrors = async (c: RawClient) => {
@@ -168,10 +169,10 @@ describe('SMTP error limits (int)', function () {
     expect(await c.closedWithin(2000)).to.equal(true);
   };
 
-  it('100 NOOPs are fine; each one after them is an error: slowed from the soft limit on, 421 4.7.0 and closed at the hard limit', async () => {
+  it('the two EHLOs and 98 NOOPs are fine; each one after them is an error: slowed from the soft limit on, 421 4.7.0 and closed at the hard limit', async () => {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
-    await junk(c, noops(100));
+    await junk(c, noops(98));
     // The 101st to 103rd: errors 1 to 3, answered at once.
     for (let i = 0; i < 3; i++) {
       const n = await timed(c, 'NOOP');
@@ -193,10 +194,27 @@ describe('SMTP error limits (int)', function () {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
     const cycle = ['RSET', 'VRFY user@rcpt.test', 'HELP', 'NOOP'];
-    await junk(c, Array.from({ length: 100 }, (_, i) => cycle[i % cycle.length]));
+    await junk(c, Array.from({ length: 98 }, (_, i) => cycle[i % cycle.length]));
     expect(await c.command('VRFY')).to.match(/^501 /); // error 1
     await junk(c, ['RSET', 'HELP', 'VRFY user@rcpt.test']); // errors 2 to 4
     expect(await c.command('HELP')).to.match(/^214 /); // error 5
+    await expectClosedForErrors(c);
+  });
+
+  it('EHLO and HELO count with NOOP (as in Postfix): an authenticated session that loops on EHLO is slowed, then closed with 421 4.7.0', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    // With the two EHLOs of rawSession: 100.
+    await junk(c, Array.from({ length: 98 }, (_, i) => (i % 7 ? 'EHLO client.test' : 'HELO client.test')));
+    for (let i = 0; i < 3; i++) {
+      const e = await timed(c, 'EHLO client.test'); // errors 1 to 3
+      expect(e.r).to.match(/^250-localhost /);
+      expect(e.ms).to.be.below(250);
+    }
+    const slowed = await timed(c, 'EHLO client.test'); // error 4, past the soft limit
+    expect(slowed.r).to.match(/^250-/);
+    expect(slowed.ms).to.be.at.least(280);
+    expect(await c.command('HELO client.test')).to.match(/^250 /); // error 5
     await expectClosedForErrors(c);
   });
 
@@ -215,10 +233,10 @@ describe('SMTP error limits (int)', function () {
     await expectClosedForErrors(c);
   });
 
-  it('a message accepted resets the junk count, as it forgives the errors: 100 + 2 NOOPs, a message, 100 NOOPs fine, the 5th after them closes', async () => {
+  it('a message accepted resets the junk count, as it forgives the errors: 2 EHLOs + 98 + 2 NOOPs, a message, 100 NOOPs fine, the 5th after them closes', async () => {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
-    await junk(c, noops(102)); // errors 1 and 2
+    await junk(c, noops(100)); // errors 1 and 2
     expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
     expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
     expect(await c.command('DATA')).to.match(/^354 /);
@@ -265,20 +283,53 @@ describe('SMTP junk command limit set by SMTP_JUNK_COMMAND_LIMIT (int)', functio
   this.timeout(60_000);
   let h: SmtpHarness;
   before(async () => {
-    h = await startSmtpHarness({ env: { SMTP_JUNK_COMMAND_LIMIT: '2', SMTP_HARD_ERROR_LIMIT: '2', SMTP_ERROR_SLEEP_MS: '0' } });
+    h = await startSmtpHarness({ env: { SMTP_JUNK_COMMAND_LIMIT: '4', SMTP_HARD_ERROR_LIMIT: '2', SMTP_ERROR_SLEEP_MS: '0' } });
   });
   after(async () => {
     await h?.close();
   });
 
-  it('SMTP_JUNK_COMMAND_LIMIT=2: two NOOPs are fine, the 3rd and 4th are errors and the 4th closes the session', async () => {
+  const expectClosedForErrors = async (c: RawClient) => {
+    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
+    expect(await c.closedWithin(2000)).to.equal(true);
+  };
+
+  it('SMTP_JUNK_COMMAND_LIMIT=4: two EHLOs and two NOOPs are fine, the 3rd and 4th NOOP are errors and the 4th closes the session', async () => {
     const b = await h.newBlock();
     const c = await rawSession(h, b);
     for (let i = 0; i < 3; i++) expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
     expect(c.closed).to.equal(false);
     expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
-    expect(await c.reply()).to.equal('421 4.7.0 localhost Error: too many errors');
-    expect(await c.closedWithin(2000)).to.equal(true);
+    await expectClosedForErrors(c);
+  });
+
+  it('a transaction restarted by EHLO or HELO (which resets its RCPT TO count) is bounded by the junk limit: MAIL FROM, RCPT TO, EHLO repeated is closed at the 4th round', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    const round = async (greeting: string) => {
+      expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+      expect(await c.command('RCPT TO:<user@rcpt.test>')).to.match(/^250 /);
+      return c.command(greeting);
+    };
+    expect(await round('EHLO client.test')).to.match(/^250-/); // junk 3
+    expect(await round('HELO client.test')).to.match(/^250 /); // junk 4
+    expect(await round('EHLO client.test')).to.match(/^250-/); // error 1
+    expect(c.closed).to.equal(false);
+    expect(await round('HELO client.test')).to.match(/^250 /); // error 2
+    await expectClosedForErrors(c);
+  });
+
+  it('a line of an AUTH exchange that reads NOOP is no junk command', async () => {
+    const b = await h.newBlock();
+    const c = await rawTlsSession(h); // two EHLOs: junk 2
+    expect(await c.command('AUTH PLAIN')).to.match(/^334/);
+    // Read as the credentials (base64 of no authzid/authcid/password triple): refused, error 1.
+    expect(await c.command('NOOP')).to.match(/^501 /);
+    expect(await c.authPlain(b.smtpUsername, b.smtpPassword)).to.match(/^235 /);
+    // Junk 3 and 4. Had the AUTH line counted, the second would be error 2 and close the session.
+    for (let i = 0; i < 2; i++) expect(await c.command('NOOP')).to.equal('250 2.0.0 OK');
+    expect(await c.command('NOOP')).to.equal('250 2.0.0 OK'); // error 2
+    await expectClosedForErrors(c);
   });
 });
 
@@ -362,6 +413,21 @@ describe('SMTP session limits with room under the hard error limit (int)', funct
     expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
     await rcpt(c, Array.from({ length: 7 }, () => 'dup-c'), /^250 /);
     await rcpt(c, ['dup-c'], /^452 4\.5\.3 /);
+    c.end();
+  });
+
+  it('EHLO and HELO end the transaction, and its RCPT TO count with it: 7 more commands after each', async () => {
+    const b = await h.newBlock();
+    const c = await rawSession(h, b);
+    for (const greeting of ['EHLO client.test', 'HELO client.test']) {
+      expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+      await rcpt(c, Array.from({ length: 7 }, () => 'dup-a'), /^250 /);
+      await rcpt(c, ['dup-a'], /^452 4\.5\.3 /);
+      expect(await c.command(greeting)).to.match(/^250[- ]/);
+    }
+    expect(await c.command(`MAIL FROM:<app@${b.domain}>`)).to.match(/^250 /);
+    await rcpt(c, Array.from({ length: 7 }, () => 'dup-a'), /^250 /);
+    await rcpt(c, ['dup-a'], /^452 4\.5\.3 /);
     c.end();
   });
 

@@ -150,4 +150,52 @@ describe('retention sweeper: first sweep and concurrent sweeps (int)', function 
       await other.destroy();
     }
   });
+
+  // Who holds the sweep lock in this database (pg_locks is the cluster's: other test databases sweep too).
+  const lockHolders = async (): Promise<number[]> => (await motor.rt.db.raw(
+    `select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1
+       and database = (select oid from pg_database where datname = current_database())
+       and ((classid::bigint << 32) | objid::bigint) = hashtextextended('motor.retention-sweep', 0)`)).rows.map((r: { pid: number }) => r.pid);
+  // A second process's pool: a lock left on a connection of the first would let the first sweep again
+  // (session advisory locks are re-entrant), never the second.
+  const sweepsAfter = async (first: RetentionSweeper) => {
+    const other = createDb((motor.rt.db.client.config.connection as { connectionString: string }).connectionString);
+    try {
+      expect(await lockHolders(), 'no session holds the lock').to.deep.equal([]);
+      const report = await new RetentionSweeper(other, motor.config, silent, { intervalMs: 3_600_000, batchSize: 100, pauseMs: 0 }).sweepOnce(NOW);
+      expect(report.skipped, 'another process sweeps after it').to.equal(undefined);
+      expect((await first.sweepOnce(NOW)).skipped, 'and so does the same one').to.equal(undefined);
+    } finally {
+      await other.destroy();
+    }
+  };
+
+  it('a sweep that fails mid-way releases the lock: the error comes out, and later sweeps of every process run', async () => {
+    await seedExpired(10);
+    const states = async () => (await expired())['rm_analytics.recipient_stats'];
+    const before = await states();
+    const sweeper = new RetentionSweeper(motor.rt.db, motor.config, silent, { intervalMs: 3_600_000, batchSize: 3, pauseMs: 0 });
+    // Fails between two batches, after some rows went (the signal is read before each batch).
+    let reads = 0;
+    const failing = { get aborted() { if (++reads > 4) throw new Error('failed mid-sweep'); return false; } } as AbortSignal;
+    const result = await sweeper.sweepOnce(NOW, failing).then(() => null, (err: Error) => err.message);
+    expect(result).to.equal('failed mid-sweep');
+    // Four batches of the first table, then the error.
+    expect(before - await states(), 'stopped mid-way').to.equal(12);
+    await sweepsAfter(sweeper);
+    expect(Object.values(await expired()).every((n) => n === 0)).to.equal(true);
+  });
+
+  it('a sweep whose connection is killed mid-way (pg_terminate_backend) fails, and the lock goes with the session', async () => {
+    await seedExpired(30);
+    const sweeper = new RetentionSweeper(motor.rt.db, motor.config, silent, { intervalMs: 3_600_000, batchSize: 3, pauseMs: 200 });
+    const sweeping = sweeper.sweepOnce(NOW).then(() => null, (err: Error) => err);
+    let holders: number[] = [];
+    expect(await waitFor(async () => (holders = await lockHolders()).length > 0, 10_000), 'the sweep holds the lock').to.equal(true);
+    await motor.rt.db.raw('select pg_terminate_backend(?)', [holders[0]]);
+    expect(await sweeping, 'the sweep failed').to.be.instanceOf(Error);
+    expect(await expiredMessages(), 'stopped mid-way').to.be.above(0);
+    await sweepsAfter(sweeper);
+    expect(Object.values(await expired()).every((n) => n === 0)).to.equal(true);
+  });
 });
