@@ -12,26 +12,35 @@ import { TtlCache } from '../infra/ttlCache';
 export const DIRECTORY_CACHE_TTL_MS = 2000;
 
 export class DirectoryCache {
-  private readonly entries: TtlCache<unknown>;
+  // One cache per kind of entry, keyed by the id itself: a key built per look-up ("b:" + id) is a
+  // new string to hash on every hit, and every send looks up five entries.
+  private readonly caches: Array<TtlCache<unknown>> = [];
+  readonly apiKeyByPrefix: (prefix: string) => Promise<q.ApiKeyRecord | null>;
+  readonly apiKey: (id: string) => Promise<q.ApiKeyRecord | null>;
+  readonly block: (id: string) => Promise<q.BlockRecord | null>;
+  readonly domain: (id: string) => Promise<q.DomainRecord | null>;
+  readonly blockBySmtpUsername: (username: string) => Promise<q.BlockRecord | null>;
+  readonly account: (id: string) => Promise<Awaited<ReturnType<typeof q.getAccount>>>;
+  /** Sandbox and Free-plan recipient rules of the send path (docs/SANDBOX.md). */
+  readonly sandboxAllowlist: (motorBlockId: string) => Promise<string[] | null>;
+  readonly confirmedFreeRecipients: (accountId: string) => Promise<string[]>;
 
   constructor(readonly db: Knex, readonly ttlMs = DIRECTORY_CACHE_TTL_MS, now: () => number = Date.now) {
-    this.entries = new TtlCache(ttlMs, now);
+    const cached = <T>(load: (key: string) => Promise<T>): ((key: string) => Promise<T>) => {
+      const cache = new TtlCache<T>(ttlMs, now);
+      this.caches.push(cache as TtlCache<unknown>);
+      return (key) => cache.get(key, load);
+    };
+    this.apiKeyByPrefix = cached((prefix) => q.findApiKeyByPrefix(db, prefix));
+    this.apiKey = cached((id) => q.getApiKey(db, id));
+    this.block = cached((id) => q.getBlock(db, id));
+    this.domain = cached((id) => q.getDomain(db, id));
+    this.blockBySmtpUsername = cached((username) => q.findBlockBySmtpUsername(db, username));
+    this.account = cached((id) => q.getAccount(db, id));
+    this.sandboxAllowlist = cached((motorBlockId) => q.getSandboxAllowlist(db, motorBlockId));
+    this.confirmedFreeRecipients = cached((accountId) => q.confirmedFreeRecipients(db, accountId));
   }
-
-  private cached<T>(key: string, load: () => Promise<T>): Promise<T> {
-    return this.entries.get(key, load) as Promise<T>;
-  }
-
-  apiKeyByPrefix(prefix: string) { return this.cached(`k:${prefix}`, () => q.findApiKeyByPrefix(this.db, prefix)); }
-  apiKey(id: string) { return this.cached(`ki:${id}`, () => q.getApiKey(this.db, id)); }
-  block(id: string) { return this.cached(`b:${id}`, () => q.getBlock(this.db, id)); }
-  domain(id: string) { return this.cached(`d:${id}`, () => q.getDomain(this.db, id)); }
-  blockBySmtpUsername(username: string) { return this.cached(`u:${username}`, () => q.findBlockBySmtpUsername(this.db, username)); }
-  account(id: string) { return this.cached(`a:${id}`, () => q.getAccount(this.db, id)); }
-  /** Sandbox and Free-plan recipient rules of the send path (docs/SANDBOX.md). */
-  sandboxAllowlist(motorBlockId: string) { return this.cached(`sa:${motorBlockId}`, () => q.getSandboxAllowlist(this.db, motorBlockId)); }
-  confirmedFreeRecipients(accountId: string) { return this.cached(`fr:${accountId}`, () => q.confirmedFreeRecipients(this.db, accountId)); }
 
   /** Forget everything (tests and the CLI call it after writing). */
-  clear(): void { this.entries.clear(); }
+  clear(): void { for (const cache of this.caches) cache.clear(); }
 }

@@ -8,25 +8,26 @@
  * not kept.
  */
 export class TtlCache<V> {
-  private readonly entries = new Map<string, { at: number; value: V }>();
+  /** `settled` is the value as a resolved promise, made once: a hit hands it out (no promise per hit). */
+  private readonly entries = new Map<string, { at: number; settled: Promise<V> }>();
   private readonly loading = new Map<string, Promise<V>>();
   private generation = 0;
 
   constructor(private readonly ttlMs: number, private readonly now: () => number = Date.now, private readonly maxEntries = 50_000) {}
 
-  get(key: string, load: () => Promise<V>): Promise<V> {
+  get(key: string, load: (key: string) => Promise<V>): Promise<V> {
     const t = this.now();
     const hit = this.entries.get(key);
-    if (hit && t - hit.at < this.ttlMs) return Promise.resolve(hit.value);
-    if (this.ttlMs <= 0) return load();
+    if (hit && t - hit.at < this.ttlMs) return hit.settled;
+    if (this.ttlMs <= 0) return load(key);
     const inFlight = this.loading.get(key);
     if (inFlight) return inFlight;
     const generation = this.generation;
-    const loaded = load()
+    const loaded = load(key)
       .then((value) => {
         if (generation === this.generation) {
           if (this.entries.size >= this.maxEntries) this.entries.clear();
-          this.entries.set(key, { at: t, value });
+          this.entries.set(key, { at: t, settled: Promise.resolve(value) });
         }
         return value;
       })

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import express, { type Express, type RequestHandler } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
@@ -31,31 +31,22 @@ export function createApp(ctx: HttpContext): Express {
   app.locals.ctx = ctx;
   const openapi = loadOpenApi();
 
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const incoming = req.headers['x-request-id'];
-    req.id = typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
-    res.setHeader('X-Request-Id', req.id);
-    const started = process.hrtime.bigint();
-    res.on('finish', () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = (req.route?.path as string | undefined) ?? 'unmatched';
-      ctx.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
-      if (res.statusCode >= 500) ctx.logger.error({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request failed');
-      else ctx.logger.debug({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request');
-    });
-    next();
-  });
-
-  app.use(requireHostHeader);
-  // Before the parsers: a body they would not parse is refused, never read as no body.
-  app.use(refuseUnreadBody);
-  // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
-  app.use(['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'], express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
-  app.use(express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }));
-  // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
-  // More than 20 fields is refused (400 invalid_request): no request of these endpoints has half as many.
-  app.use(['/api/oauth2/token', '/api/oauth2/revoke'], express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
-  app.use(refuseUnstorableInput);
+  // Every request's checks and body parsing, run in order as one router layer (`inSequence`):
+  // Express's router costs each layer it enters a match, closures and a trip through `next`,
+  // paid on every request, POST /v1/send's included (docs/PERFORMANCE.md, 2026-11-28).
+  app.use(inSequence([
+    requestLog(ctx),
+    requireHostHeader,
+    // Before the parsers: a body they would not parse is refused, never read as no body.
+    refuseUnreadBody,
+    // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
+    mountedAt(ACCOUNT_BODY_PATHS, express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 })),
+    express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }),
+    // OAuth clients (agents' SDKs among them) post token requests as forms (RFC 6749 §4.1.3); JSON is accepted too (SPEC).
+    // More than 20 fields is refused (400 invalid_request): no request of these endpoints has half as many.
+    mountedAt(OAUTH_FORM_PATHS, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 })),
+    refuseUnstorableInput,
+  ]));
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });
   app.get('/readyz', async (_req, res) => {
@@ -78,4 +69,70 @@ export function createApp(ctx: HttpContext): Express {
   app.use(notFoundMiddleware);
   app.use(errorMiddleware);
   return app;
+}
+
+const ACCOUNT_BODY_PATHS = ['/api/auth', '/api/account', '/api/motor-blocks', '/api/email'];
+const OAUTH_FORM_PATHS = ['/api/oauth2/token', '/api/oauth2/revoke'];
+
+/** Request id, and on finish the duration metric and the log line. */
+function requestLog(ctx: HttpContext): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.headers['x-request-id'];
+    req.id = typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    res.setHeader('X-Request-Id', req.id);
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (req.route?.path as string | undefined) ?? 'unmatched';
+      ctx.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
+      if (res.statusCode >= 500) ctx.logger.error({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request failed');
+      else if (ctx.logger.isLevelEnabled('debug')) ctx.logger.debug({ reqId: req.id, method: req.method, path: req.path, status: res.statusCode, ms: seconds * 1000 }, 'request');
+    });
+    next();
+  };
+}
+
+/**
+ * The handlers run one after the other, as consecutive `app.use` layers would: a handler that
+ * calls `next(err)` or throws hands the error to the router (its error middleware), one that
+ * answers and does not call `next` ends the request.
+ */
+export function inSequence(handlers: RequestHandler[]): RequestHandler {
+  return (req, res, next) => {
+    let i = 0;
+    const step = (err?: unknown): void => {
+      if (err !== undefined && err !== null) {
+        next(err);
+        return;
+      }
+      const handler = handlers[i++];
+      if (handler === undefined) {
+        next();
+        return;
+      }
+      try {
+        const ret: unknown = handler(req, res, step);
+        // A handler returning a promise (Express 5 style) is awaited for its rejection, as the router does.
+        if (ret instanceof Promise) ret.catch((e: unknown) => step(e ?? new Error('Rejected promise')));
+      } catch (e) {
+        next(e);
+      }
+    };
+    step();
+  };
+}
+
+/**
+ * `handler` for requests whose path is one of `paths` or below it (Express's mount matching: case
+ * insensitive, on a segment boundary); the others pass by.
+ */
+export function mountedAt(paths: string[], handler: RequestHandler): RequestHandler {
+  const prefixes = paths.map((p) => p.toLowerCase());
+  return (req, res, next) => {
+    const path = req.path.toLowerCase();
+    for (const prefix of prefixes) {
+      if (path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === '/')) return handler(req, res, next);
+    }
+    next();
+  };
 }

@@ -353,8 +353,8 @@ describe('SMTP session limits with room under the hard error limit (int)', funct
       },
     });
     const directory = h.motor.rt.directory;
-    const block = directory.block.bind(directory);
-    directory.block = (id: string) => {
+    const block = directory.block;
+    (directory as { block: typeof block }).block = (id: string) => {
       lookups.set(id, (lookups.get(id) ?? 0) + 1);
       return block(id);
     };
