@@ -256,7 +256,8 @@ async function main(): Promise<void> {
       process.stderr.write(`${err.message}\n`);
       process.exitCode = 2;
     } else if (isDomainError(e)) {
-      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message })}\n`);
+      // The fields a refusal names (account_exists: the accountId) come after the code and the message.
+      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message, ...e.details })}\n`);
       else process.stderr.write(`${e.code}: ${e.message}\n`);
       process.exitCode = 1;
     } else if (e instanceof EventStoreUnavailableError) {
