@@ -20,7 +20,7 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { MAX_BLOCK_LIMIT, bootstrap, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
+import { MAX_BLOCK_LIMIT, bootstrap, refuseSecondAccount, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getAccount, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
@@ -39,6 +39,8 @@ const USAGE = `Usage: npm run cli -- <command>
   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
+      Each run makes a new account: an email that has one already (any case; a dashboard account
+      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId.
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
@@ -115,6 +117,9 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     if (!values.email || !values.domain) throw new UsageError('bootstrap needs --email and --domain');
     if (values.dkim !== 'rsa' && values.dkim !== 'ed25519') throw new UsageError('--dkim is rsa or ed25519');
     return withServices(config, async (s) => {
+      // Before anything is stored: the directory must show every account made so far.
+      await s.catchUp();
+      await refuseSecondAccount(s.db, values.email!, config.systemMailFrom);
       const result = await bootstrap(s.store, s.keys, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
         blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
@@ -256,7 +261,8 @@ async function main(): Promise<void> {
       process.stderr.write(`${err.message}\n`);
       process.exitCode = 2;
     } else if (isDomainError(e)) {
-      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message })}\n`);
+      // The fields a refusal names (account_exists: the accountId) come after the code and the message.
+      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message, ...e.details })}\n`);
       else process.stderr.write(`${e.code}: ${e.message}\n`);
       process.exitCode = 1;
     } else if (e instanceof EventStoreUnavailableError) {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { decideOnBlock } from '../blocks/grants';
@@ -16,6 +17,8 @@ import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
 import { newAccountBlocks } from '../../domain/account/blocks';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
+import { findAccountByEmail } from '../../projections/directory/queries';
+import { systemIds } from '../auth/systemMail';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -65,6 +68,28 @@ export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string,
 }
 
 export const newSmtpUsername = (): string => `mb_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
+
+/**
+ * bootstrap() makes a new account each time; tests and benchmarks rely on that (one email, many
+ * fresh databases). The CLI calls this first, on a directory it has caught up, so that an operator
+ * who reruns the quick start does not give one owner a second account: an email that has one
+ * (from an earlier bootstrap, a dashboard sign-up, or SYSTEM_MAIL_FROM's system account, provisioned
+ * or not yet) is refused with 409 account_exists and that account's id (details.accountId).
+ * Two bootstraps of one email at the same moment can both pass: it guards against a rerun, not a race.
+ */
+export async function refuseSecondAccount(db: Knex, email: string, systemMailFrom: string): Promise<void> {
+  const wanted = email.trim().toLowerCase();
+  if (wanted === systemMailFrom.trim().toLowerCase()) {
+    const accountId = systemIds(systemMailFrom).accountId;
+    throw fail('account_exists', 409, `${wanted} is SYSTEM_MAIL_FROM, the sender of the service's own mail (system account ${accountId}); bootstrap an account with another address`, { details: { accountId } });
+  }
+  const existing = await findAccountByEmail(db, wanted);
+  if (existing) {
+    throw fail('account_exists', 409, `An account with email ${existing.email} exists already: ${existing.id}. bootstrap creates a new account each time; `
+      + `manage that account's blocks and keys with the other commands instead: npm run cli -- block list, key revoke <key or prefix>, account set-plan ${existing.id} <plan>`,
+    { details: { accountId: existing.id } });
+  }
+}
 
 export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim();

@@ -78,6 +78,15 @@ export async function getAccount(db: Knex, id: string): Promise<{ id: string; em
   const r = await tbl(db, 'accounts').where({ id }).first();
   return r ? { id: r.id, email: r.email, plan: r.plan } : null;
 }
+/**
+ * The oldest account whose email is `email`, compared trimmed and case-insensitively: bootstrap
+ * keeps the case it was given, dashboard sign-up stores lower case. A scan of the accounts, for the
+ * operator's bootstrap only (no request path looks an account up by its email).
+ */
+export async function findAccountByEmail(db: Knex, email: string): Promise<{ id: string; email: string } | null> {
+  const r = await tbl(db, 'accounts').whereRaw('lower(btrim(email)) = lower(btrim(?))', [email]).orderBy('created_at').orderBy('id').first('id', 'email');
+  return r ? { id: r.id, email: r.email } : null;
+}
 export async function findDomainOfAccountByName(db: Knex, accountId: string, name: string): Promise<DomainRecord | null> {
   const r = await tbl(db, 'domains').where({ account_id: accountId, name: name.toLowerCase() }).first();
   return r ? toDomain(r) : null;

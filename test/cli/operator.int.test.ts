@@ -11,6 +11,8 @@ import { call } from '../blocks/support';
 import { directoryProjection } from '../../projections/directory/projection';
 import { rebuild } from '../../projections/runner';
 import { dumpTables } from '../projections/fixtures';
+import { systemIds } from '../../commands/auth/systemMail';
+import { startAuthHarness, type AuthHarness } from '../auth/harness';
 
 const run = promisify(execFile);
 
@@ -236,6 +238,73 @@ describe('CLI arguments (int)', function () {
       expect(stderr).not.to.match(/\n\s+at /);
     });
   }
+});
+
+/** `npm run cli -- bootstrap` makes a new account each time: a second one for an owner who has one is refused. */
+describe('CLI bootstrap (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+
+  // No worker role: nothing but the CLI appends, so the whole log's length shows what it wrote.
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'] }); });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+  const count = async (sql: string) => (await motor.rt.db.raw(`select count(*)::int as n from ${sql}`)).rows[0].n as number;
+  const written = async () => ({ events: await count('events'), keys: await count('motor_keys.private_keys') });
+
+  it('the same email again, in another case and padded: exit 1 account_exists with the first accountId, nothing appended, no key stored', async () => {
+    const first = await cli('bootstrap', '--email', 'owner@boot.example.test', '--domain', 'one.boot.example.test', '--trust-dns');
+    expect(first.code).to.equal(0);
+    const before = await written();
+
+    const second = await cli('bootstrap', '--email', ' Owner@BOOT.Example.test ', '--domain', 'two.boot.example.test', '--trust-dns');
+    expect(second.code).to.equal(1);
+    expect(second.out).to.include({ error: 'account_exists', accountId: first.out.accountId });
+    expect(await written(), 'nothing appended, no DKIM key stored').to.deep.equal(before);
+
+    // Without --json: one line on stderr with the code and the account to manage instead.
+    const plain = await cliStderr(['bootstrap', '--email', 'OWNER@boot.example.test', '--domain', 'three.boot.example.test'], { DATABASE_URL: motor.rt.databaseUrl });
+    expect(plain.code).to.equal(1);
+    expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
+    expect(plain.stderr).to.match(/^account_exists: /).and.include(first.out.accountId);
+    expect(await written()).to.deep.equal(before);
+
+    const other = await cli('bootstrap', '--email', 'someone-else@boot.example.test', '--domain', 'four.boot.example.test', '--trust-dns');
+    expect(other.code, 'another owner is not refused').to.equal(0);
+    expect(other.out.accountId).to.not.equal(first.out.accountId);
+  });
+});
+
+/** The same refusal for the owner of a dashboard account and for the service's own sender (the system account). */
+describe('CLI bootstrap of a dashboard or system address (int)', function () {
+  this.timeout(120_000);
+  let h: AuthHarness;
+  before(async () => { h = await startAuthHarness(); });
+  after(async () => { await h?.close(); });
+
+  // The Motor here delivers mail in the background: count only what a bootstrap would append.
+  const bootstrapEvents = async () => (await h.motor.rt.db.raw(
+    `select count(*)::int as n from events where type = any(?)`, [['AccountCreated', 'DomainAdded', 'MotorBlockCreated', 'ApiKeyCreated']],
+  )).rows[0].n as number;
+  const cli = (...args: string[]) => runCli(h.motor, args, { SYSTEM_MAIL_FROM: 'no-reply@motor.test' });
+
+  it('SYSTEM_MAIL_FROM, even before the system account is provisioned: account_exists with the system account id', async () => {
+    const before = await bootstrapEvents();
+    const r = await cli('bootstrap', '--email', 'No-Reply@Motor.test', '--domain', 'sys.boot.example.test', '--trust-dns');
+    expect(r.code).to.equal(1);
+    expect(r.out).to.include({ error: 'account_exists', accountId: systemIds('no-reply@motor.test').accountId });
+    expect(await bootstrapEvents()).to.equal(before);
+  });
+
+  it('the address of a dashboard account: account_exists with that account', async () => {
+    const { accountId } = await h.signUp('dash@rcpt.test');
+    const before = await bootstrapEvents();
+    const r = await cli('bootstrap', '--email', 'Dash@RCPT.test', '--domain', 'dash.boot.example.test', '--trust-dns');
+    expect(r.code).to.equal(1);
+    expect(r.out).to.include({ error: 'account_exists', accountId });
+    expect(await bootstrapEvents()).to.equal(before);
+  });
 });
 
 /** `npm run cli -- block set-limits`: the block's configured send limits. */
