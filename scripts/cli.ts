@@ -43,7 +43,8 @@ const USAGE = `Usage: npm run cli -- <command>
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
       Each run makes a new account: an email that has one already (any case; a dashboard account
-      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId.
+      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId (new keys
+      for it: key create).
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
