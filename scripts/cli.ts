@@ -1,6 +1,7 @@
 /**
  * Operator CLI: `npm run cli -- <command>`. Uses DATABASE_URL (or the embedded PostgreSQL of
- * `npm start`) and EVENTSTORE_URL like the service. Every command prints JSON with --json.
+ * `npm start`) and EVENTSTORE_URL like the service. Every command prints JSON with --json; key
+ * create prints a short human form without it (the key on a line of its own).
  *
  *   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
@@ -10,6 +11,8 @@
  *   oauth-client create --account <accountId> --name <name> --redirect-uri <uri> [--redirect-uri <uri> ...] [--json]
  *   oauth rotate-signing-key [--json]
  *   dns managed-dkim [--json]
+ *   key create --block <motorBlockId> [--json]
+ *   key create --account <accountId> [--scopes a,b,...] [--json]
  *   key revoke <apiKey | mk_live_<prefix> | prefix> [--json]
  *   status [--json]
  */
@@ -27,7 +30,7 @@ import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
-import { revokeKeyAsOperator } from '../commands/auth/credentials';
+import { createAccountKeyAsOperator, createBlockKeyAsOperator, revokeKeyAsOperator, type OperatorKey } from '../commands/auth/credentials';
 import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
@@ -40,7 +43,8 @@ const USAGE = `Usage: npm run cli -- <command>
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
       Each run makes a new account: an email that has one already (any case; a dashboard account
-      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId.
+      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId (new keys
+      for it: key create).
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
@@ -65,6 +69,14 @@ const USAGE = `Usage: npm run cli -- <command>
   dns managed-dkim [--json]
       Prints the DKIM TXT records the service's own DNS must serve for cname_managed domains
       (docs/DOMAINS.md), as records and as zone-file lines. Re-run after every key rotation.
+  key create --block <motorBlockId> [--json]
+  key create --account <accountId> [--scopes a,b,...] [--json]
+      Issues a new Motor Block API key (mk_live_..., for POST /v1/send) or account API key
+      (ak_live_..., for minting public bearer tokens), e.g. to replace a key lost after bootstrap
+      or to rotate one: create, move the app over, then key revoke the old one. --scopes: the
+      scopes the account key may grant (default all, as bootstrap gives). The key is printed this
+      once (only its hash is stored). An unknown or deleted block: exit 1, motor_block_not_found;
+      an unknown account: exit 1, not_found; an unknown scope: exit 1, validation_error.
   key revoke <apiKey | mk_live_<prefix> | ak_live_<prefix> | prefix> [--json]
       Revokes an API key of any account (e.g. one reported leaked), named by the whole key or its
       prefix. Requests with it are refused (401) from then on. Prints the key's id, account and block.
@@ -75,6 +87,11 @@ const USAGE = `Usage: npm run cli -- <command>
 `;
 
 class UsageError extends Error {}
+
+/** A result with a short human form, printed when --json is not given (other results print as JSON either way). */
+class Described {
+  constructor(readonly value: unknown, readonly text: string) {}
+}
 
 async function withServices<T>(config: Config, fn: (s: Services) => Promise<T>): Promise<T> {
   const { db, store, close } = await openStorage(config, 'motor-cli');
@@ -210,6 +227,34 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       return { records: records.map((r) => ({ type: 'TXT', name: r.name, value: r.value })), zone: zoneLines(records) };
     });
   }
+  if (command === 'key' && sub === 'create') {
+    const { values } = parseArgs({
+      args: rest,
+      options: { block: { type: 'string' }, account: { type: 'string' }, scopes: { type: 'string' }, json: { type: 'boolean', default: false } },
+      strict: true,
+    });
+    if ((values.block === undefined) === (values.account === undefined)) throw new UsageError('key create needs either --block <motorBlockId> or --account <accountId>');
+    if (values.block !== undefined && !isUuid(values.block)) throw new UsageError('key create --block needs a Motor Block id (uuid)');
+    if (values.account !== undefined && !isUuid(values.account)) throw new UsageError('key create --account needs an account id (uuid)');
+    if (values.block !== undefined && values.scopes !== undefined) throw new UsageError('--scopes is for account keys: a block key sends, it grants no scopes');
+    // An empty list reaches the route's check and is refused there, as an empty scopes array is.
+    const scopes = values.scopes?.split(',').map((x) => x.trim()).filter(Boolean);
+    return withServices(config, async (s) => {
+      const now = new Date();
+      // The block's and the account's streams decide (no directory lag); the directory is waited for
+      // after, so that the API and key revoke know the key once it is printed.
+      const key: OperatorKey = values.block !== undefined
+        ? await createBlockKeyAsOperator(s.store, values.block.toLowerCase(), now)
+        : await createAccountKeyAsOperator(s.store, values.account!.toLowerCase(), scopes === undefined ? {} : { scopes }, now);
+      await s.until(async () => (await findApiKeyByPrefix(s.db, key.prefix)) !== null);
+      const { accountId } = key;
+      const out = key.kind === 'block'
+        ? { keyId: key.id, apiKey: key.key, kind: key.kind, motorBlockId: key.motorBlockId, accountId }
+        : { keyId: key.id, apiKey: key.key, kind: key.kind, accountId, scopes: key.scopes };
+      const of = key.kind === 'block' ? `Motor Block ${key.motorBlockId} (account ${accountId})` : `account ${accountId}, scopes ${key.scopes.join(',')}`;
+      return new Described(out, `New ${key.kind} API key ${key.id} for ${of}; shown this once, only its hash is stored:\n${key.key}`);
+    });
+  }
   if (command === 'key' && sub === 'revoke') {
     const { positionals } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
     const given = positionals[0] ?? '';
@@ -249,8 +294,9 @@ async function main(): Promise<void> {
   try {
     const config = loadConfig(process.env);
     const result = await run(argv, config);
-    // Output is JSON either way; --json is accepted so scripts can say what they rely on.
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    // Output is JSON either way but for a Described result; --json is accepted so scripts can say what they rely on.
+    if (result instanceof Described && !json) process.stdout.write(`${result.text}\n`);
+    else process.stdout.write(`${JSON.stringify(result instanceof Described ? result.value : result, null, 2)}\n`);
   } catch (e) {
     const err = e as Error;
     // parseArgs' own refusals (unknown option, missing value, stray argument) are usage errors too.

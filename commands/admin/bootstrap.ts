@@ -86,7 +86,8 @@ export async function refuseSecondAccount(db: Knex, email: string, systemMailFro
   const existing = await findAccountByEmail(db, wanted);
   if (existing) {
     throw fail('account_exists', 409, `An account with email ${existing.email} exists already: ${existing.id}. bootstrap creates a new account each time; `
-      + `manage that account's blocks and keys with the other commands instead: npm run cli -- block list, key revoke <key or prefix>, account set-plan ${existing.id} <plan>`,
+      + `for new keys of that account (lost or rotated) use npm run cli -- key create --account ${existing.id}, or key create --block <motorBlockId> (block list shows them), `
+      + `then key revoke <old key or prefix>; its plan: account set-plan ${existing.id} <plan>`,
     { details: { accountId: existing.id } });
   }
 }

@@ -13,7 +13,8 @@ import { appendEvents } from './streams';
  * Credential management for a signed-in dashboard user (docs/AUTH.md): account API keys, a
  * block's API keys, the block's SMTP password. Secrets are returned once and only their SHA-256
  * enters the log. Ownership is read from the streams themselves (no projection lag), and anything
- * outside the caller's account answers 404, so ids of other accounts do not leak.
+ * outside the caller's account answers 404, so ids of other accounts do not leak. The operator's
+ * `key create` and `key revoke` (npm run cli) go through the same functions, for any account.
  */
 
 const validation = (message: string, field: string) => fail('validation_error', 400, message, { details: { field } });
@@ -40,10 +41,15 @@ export function checkScopes(scopes: unknown): string[] {
  * SMTP username after a sandbox conversion, the status).
  */
 export async function ownedBlock(store: EventStore, accountId: string, motorBlockId: string): Promise<{ created: MotorBlockCreated; block: MotorBlock; revision: bigint }> {
+  return existingBlock(store, motorBlockId, accountId);
+}
+
+/** ownedBlock's reading and refusals, for whatever account the block is on when `accountId` is not given (the operator's). */
+async function existingBlock(store: EventStore, motorBlockId: string, accountId?: string): Promise<{ created: MotorBlockCreated; block: MotorBlock; revision: bigint }> {
   if (!isUuid(motorBlockId)) throw fail('invalid_id', 400, 'Motor Block id must be a uuid');
   const events = await store.readStream(streamName('motorBlock', motorBlockId));
   const first = events[0] ? asDomainEvent(events[0]) : null;
-  if (!first || first.type !== 'MotorBlockCreated' || first.data.accountId !== accountId) throw blockNotFound();
+  if (!first || first.type !== 'MotorBlockCreated' || (accountId !== undefined && first.data.accountId !== accountId)) throw blockNotFound();
   const block = foldBlock(eventsOf<MotorBlockEvent>(events, MOTOR_BLOCK_EVENTS));
   if (!block || block.status === 'deleted') throw blockNotFound();
   return { created: first.data, block, revision: events[events.length - 1].revision };
@@ -79,9 +85,13 @@ export interface Actor { userId: string; accountId: string }
 const actorOf = (a: Actor) => `user:${a.userId}`;
 
 export async function createAccountKey(store: EventStore, a: Actor, body: { name?: unknown; scopes?: unknown }, now: Date): Promise<CreatedKey> {
+  return newAccountKey(store, actorOf(a), a.accountId, body, now);
+}
+
+function newAccountKey(store: EventStore, actor: string, accountId: string, body: { name?: unknown; scopes?: unknown }, now: Date): Promise<CreatedKey> {
   const name = checkName(body.name);
   const scopes = checkScopes(body.scopes);
-  return createKey(store, actorOf(a), { kind: 'account', accountId: a.accountId, scopes, ...(name ? { name } : {}), createdAt: now.toISOString() });
+  return createKey(store, actor, { kind: 'account', accountId, scopes, ...(name ? { name } : {}), createdAt: now.toISOString() });
 }
 
 export async function revokeAccountKey(store: EventStore, a: Actor, keyId: string, now: Date): Promise<{ id: string; revokedAt: string }> {
@@ -108,9 +118,36 @@ export async function revokeKeyAsOperator(store: EventStore, keyId: string, now:
 }
 
 export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: string, body: { name?: unknown }, now: Date): Promise<CreatedKey> {
+  return (await newBlockKey(store, actorOf(a), motorBlockId, a.accountId, body, now)).key;
+}
+
+/** `accountId` undefined: the operator's, for the account the block is on. */
+async function newBlockKey(store: EventStore, actor: string, motorBlockId: string, accountId: string | undefined, body: { name?: unknown }, now: Date): Promise<{ key: CreatedKey; accountId: string }> {
   const name = checkName(body?.name);
-  await ownedBlock(store, a.accountId, motorBlockId);
-  return createKey(store, actorOf(a), { kind: 'block', accountId: a.accountId, motorBlockId, scopes: [], ...(name ? { name } : {}), createdAt: now.toISOString() });
+  const { created } = await existingBlock(store, motorBlockId, accountId);
+  const key = await createKey(store, actor, { kind: 'block', accountId: created.accountId, motorBlockId, scopes: [], ...(name ? { name } : {}), createdAt: now.toISOString() });
+  return { key, accountId: created.accountId };
+}
+
+/** What the operator is told: the dashboard's answer (whose account is the caller's) and the account. */
+export type OperatorKey = CreatedKey & { accountId: string };
+
+/**
+ * The service's operator issues a key (`npm run cli -- key create`), e.g. to replace a key lost
+ * after bootstrap or to rotate one (create, move the app over, `key revoke` the old one) without a
+ * dashboard login. The dashboard routes' own path and rules, with actor `cli`: a block key for a
+ * block that is unknown or deleted is 404 motor_block_not_found; account key scopes are checked
+ * as the route checks them (default all). An unknown account: the CLI's not_found.
+ */
+export async function createBlockKeyAsOperator(store: EventStore, motorBlockId: string, now: Date): Promise<OperatorKey> {
+  const { key, accountId } = await newBlockKey(store, 'cli', motorBlockId, undefined, {}, now);
+  return { ...key, accountId };
+}
+
+export async function createAccountKeyAsOperator(store: EventStore, accountId: string, body: { scopes?: unknown }, now: Date): Promise<OperatorKey> {
+  const first = (await store.readStream(streamName('account', accountId)))[0];
+  if (first?.type !== 'AccountCreated') throw fail('not_found', 404, `No account ${accountId}`);
+  return { ...await newAccountKey(store, 'cli', accountId, body, now), accountId };
 }
 
 export async function revokeBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date) {

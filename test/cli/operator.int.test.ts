@@ -13,6 +13,8 @@ import { rebuild } from '../../projections/runner';
 import { dumpTables } from '../projections/fixtures';
 import { systemIds } from '../../commands/auth/systemMail';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
+import { hashSecret, parseApiKey } from '../../domain/credentials/apiKeys';
+import { SCOPES } from '../../domain/credentials/scopes';
 
 const run = promisify(execFile);
 
@@ -206,6 +208,117 @@ describe('CLI key revoke (int)', function () {
   });
 });
 
+/** `npm run cli -- key create`: an operator issues a block or account key (a lost one, a rotation) without a dashboard login. */
+describe('CLI key create (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let block: Awaited<ReturnType<TestMotor['bootstrap']>>;
+
+  // The worker role too: the deleted block's deletion job runs.
+  before(async () => {
+    motor = await startTestMotor();
+    block = await motor.bootstrap({ email: 'rotate@example.test', domain: 'rotate.example.test' });
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+  const send = async (apiKey: string) => (await fetch(`${motor.baseUrl}/v1/send`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify({ from: 'app@rotate.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
+  })).status;
+  const mint = async (accountApiKey: string, scopes: string[]) => {
+    const res = await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${accountApiKey}` }, body: JSON.stringify({ motorBlockId: block.motorBlockId, scopes }),
+    });
+    const body = (await res.json()) as { code?: string; data?: { scopes: string[] } };
+    return { status: res.status, code: body.code ?? null, scopes: body.data?.scopes ?? null };
+  };
+  const keysCreated = async () => (await motor.rt.db.raw(`select count(*)::int as n from events where type = 'ApiKeyCreated'`)).rows[0].n as number;
+  /** The key's stream: one ApiKeyCreated by the CLI holding the secret's hash, and nowhere the secret itself. */
+  const expectOnlyHashStored = async (keyId: string, apiKey: string) => {
+    const { secret, prefix } = parseApiKey(apiKey)!;
+    const events = await motor.rt.store.readStream(`apiKey-${keyId}`);
+    expect(events.map((e) => [e.type, e.metadata?.actor])).to.deep.equal([['ApiKeyCreated', 'cli']]);
+    expect(events[0].data).to.include({ keyId, prefix, secretHash: hashSecret(secret) });
+    expect(JSON.stringify([events[0].data, events[0].metadata])).not.to.include(secret);
+    const logged = await motor.rt.db.raw(`select count(*)::int as n from events where data::text like ? or metadata::text like ?`, [`%${secret}%`, `%${secret}%`]);
+    expect(logged.rows[0].n, 'the secret is nowhere in the log').to.equal(0);
+  };
+
+  it('--block: a new mk_live key that sends, only its hash stored; the bootstrap key keeps working until key revoke', async () => {
+    const r = await cli('key', 'create', '--block', block.motorBlockId.toUpperCase());
+    expect(r.code).to.equal(0);
+    expect(r.out).to.deep.equal({ keyId: r.out.keyId, apiKey: r.out.apiKey, kind: 'block', motorBlockId: block.motorBlockId, accountId: block.accountId });
+    expect(parseApiKey(r.out.apiKey)?.kind).to.equal('block');
+    expect(r.out.apiKey).not.to.equal(block.apiKey);
+    await expectOnlyHashStored(r.out.keyId, r.out.apiKey);
+
+    expect(await send(r.out.apiKey), 'the new key sends at once').to.equal(200);
+    expect(await send(block.apiKey), 'the old one too, until it is revoked').to.equal(200);
+    const revoked = await cli('key', 'revoke', block.apiKey);
+    expect(revoked.out).to.include({ kind: 'block', changed: true });
+    expect(await send(block.apiKey)).to.equal(401);
+    expect(await send(r.out.apiKey), 'the app moved over keeps sending').to.equal(200);
+
+    const own = await cli('key', 'revoke', r.out.apiKey);
+    expect(own.out).to.include({ id: r.out.keyId, kind: 'block', motorBlockId: block.motorBlockId, changed: true });
+    expect(await send(r.out.apiKey)).to.equal(401);
+  });
+
+  it('--account --scopes: mints a token with a scope it has, refused one it lacks; without --scopes: every scope, as bootstrap gives', async () => {
+    const r = await cli('key', 'create', '--account', block.accountId, '--scopes', 'usage.read, logs.read');
+    expect(r.code).to.equal(0);
+    expect(r.out).to.deep.equal({ keyId: r.out.keyId, apiKey: r.out.apiKey, kind: 'account', accountId: block.accountId, scopes: ['logs.read', 'usage.read'] });
+    expect(parseApiKey(r.out.apiKey)?.kind).to.equal('account');
+    await expectOnlyHashStored(r.out.keyId, r.out.apiKey);
+    expect(await mint(r.out.apiKey, ['logs.read'])).to.deep.equal({ status: 200, code: null, scopes: ['logs.read'] });
+    expect(await mint(r.out.apiKey, ['config.manage'])).to.deep.equal({ status: 422, code: 'validation_error', scopes: null });
+
+    const all = await cli('key', 'create', '--account', block.accountId);
+    expect(all.out.scopes, 'the route\'s default, which is bootstrap\'s').to.deep.equal([...SCOPES]);
+    expect((await mint(all.out.apiKey, ['config.manage'])).status).to.equal(200);
+
+    const revoked = await cli('key', 'revoke', r.out.apiKey);
+    expect(revoked.out).to.include({ id: r.out.keyId, kind: 'account', accountId: block.accountId, changed: true });
+    expect((await mint(r.out.apiKey, ['logs.read'])).status).to.equal(401);
+    expect((await mint(all.out.apiKey, ['logs.read'])).status, 'another key of the account is untouched').to.equal(200);
+  });
+
+  it('refusals, nothing appended: unknown or deleted block → motor_block_not_found (the route\'s code), unknown account → not_found, unknown scope → validation_error', async () => {
+    // An account's only block, deleted as the account deletes it.
+    const gone = await motor.bootstrap({ email: 'gone@example.test', domain: 'gone.example.test' });
+    const t = await motor.token(gone, ['config.manage']);
+    expect((await call(motor, 'POST', `/account/motor-blocks/${gone.motorBlockId}/deactivate`, t, { confirm: true })).status).to.equal(200);
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${gone.motorBlockId}`, t, { confirm: true, deleteHistory: false });
+    expect(del.status).to.equal(202);
+    await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t)).body.data?.status === 'completed' || null, 30_000);
+
+    const before = await keysCreated();
+    for (const id of ['0193a5f0-0000-7000-8000-00000000beef', gone.motorBlockId]) {
+      const r = await cli('key', 'create', '--block', id);
+      expect([r.code, r.out?.error], id).to.deep.equal([1, 'motor_block_not_found']);
+    }
+    const account = await cli('key', 'create', '--account', '0193a5f0-0000-7000-8000-00000000beef');
+    expect([account.code, account.out?.error]).to.deep.equal([1, 'not_found']);
+    const scope = await cli('key', 'create', '--account', block.accountId, '--scopes', 'logs.read,logs.write');
+    expect([scope.code, scope.out?.error, scope.out?.field]).to.deep.equal([1, 'validation_error', 'scopes']);
+    expect((await cli('key', 'create', '--account', block.accountId, '--scopes', ',')).out?.error, 'an empty list').to.equal('validation_error');
+    expect(await keysCreated(), 'no key created').to.equal(before);
+  });
+
+  it('without --json: one line naming the key, then the key alone on a line', async () => {
+    const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', 'key', 'create', '--block', block.motorBlockId], {
+      env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, REDIS_URL: motor.rt.redisUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
+    });
+    const lines = stdout.trimEnd().split('\n');
+    expect(lines).to.have.length(2);
+    expect(lines[0]).to.include(block.motorBlockId).and.include('shown this once');
+    expect(parseApiKey(lines[1])?.kind).to.equal('block');
+    expect(await send(lines[1])).to.equal(200);
+  });
+});
+
 /** Exit code and stderr of `npm run cli -- <args>` (for refusals, which print no JSON). */
 async function cliStderr(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
   try {
@@ -230,6 +343,11 @@ describe('CLI arguments (int)', function () {
     ['oauth-client', 'create', '--account'],
     ['dns', 'managed-dkim', 'stray'],
     ['status', 'stray'],
+    ['key', 'create'],
+    ['key', 'create', '--block', 'nope'],
+    ['key', 'create', '--account', 'nope'],
+    ['key', 'create', '--block', '0193a5f0-0000-7000-8000-00000000beef', '--account', '0193a5f0-0000-7000-8000-00000000beef'],
+    ['key', 'create', '--block', '0193a5f0-0000-7000-8000-00000000beef', '--scopes', 'logs.read'],
   ]) {
     it(`${args.join(' ')}: exit 2 with the reason and the usage, no stack trace`, async () => {
       const { code, stderr } = await cliStderr(args, { DATABASE_URL: 'postgres://127.0.0.1:1/none' });
