@@ -31,6 +31,16 @@ async function runCli(motor: TestMotor, args: string[], env: Record<string, stri
   }
 }
 
+/** A dry-run POST /v1/send from the block's domain with `apiKey`: its status (200 when the key works). */
+async function dryRunSend(motor: TestMotor, apiKey: string, domain: string): Promise<number> {
+  const res = await fetch(`${motor.baseUrl}/v1/send`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify({ from: `app@${domain}`, to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
+  });
+  return res.status;
+}
+
 /** `npm run cli -- status` (scripts/status.ts) against a running Motor: store, read models, queues; Redis down. */
 describe('CLI status (int)', function () {
   this.timeout(120_000);
@@ -173,11 +183,7 @@ describe('CLI key revoke (int)', function () {
   after(async () => { await motor?.close(); });
 
   const cli = (...args: string[]) => runCli(motor, args);
-  const send = async (apiKey: string) => (await fetch(`${motor.baseUrl}/v1/send`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    body: JSON.stringify({ from: 'app@leak.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
-  })).status;
+  const send = (apiKey: string) => dryRunSend(motor, apiKey, 'leak.example.test');
 
   it('the whole block key: revoked (401 from then on), the account key untouched; again: unchanged', async () => {
     expect(await send(block.apiKey)).to.equal(200);
@@ -222,11 +228,7 @@ describe('CLI key create (int)', function () {
   after(async () => { await motor?.close(); });
 
   const cli = (...args: string[]) => runCli(motor, args);
-  const send = async (apiKey: string) => (await fetch(`${motor.baseUrl}/v1/send`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    body: JSON.stringify({ from: 'app@rotate.example.test', to: 'someone@example.com', subject: 'Hi', text: 'Hello', dryRun: true }),
-  })).status;
+  const send = (apiKey: string) => dryRunSend(motor, apiKey, 'rotate.example.test');
   const mint = async (accountApiKey: string, scopes: string[]) => {
     const res = await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
       method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${accountApiKey}` }, body: JSON.stringify({ motorBlockId: block.motorBlockId, scopes }),
