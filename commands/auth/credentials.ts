@@ -5,7 +5,7 @@ import { SCOPES, isScope } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, type ApiKeyCreated, type MotorBlockCreated } from '../../domain/events';
 import { isUuid, newId } from '../../domain/ids';
-import { MOTOR_BLOCK_EVENTS, fold as foldBlock, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
+import { MOTOR_BLOCK_EVENTS, errors as blockErrors, fold as foldBlock, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
 import { eventsOf } from '../decideOnStream';
 import { appendEvents } from './streams';
 
@@ -42,6 +42,18 @@ export function checkScopes(scopes: unknown): string[] {
  */
 export async function ownedBlock(store: EventStore, accountId: string, motorBlockId: string): Promise<{ created: MotorBlockCreated; block: MotorBlock; revision: bigint }> {
   return existingBlock(store, motorBlockId, accountId);
+}
+
+/**
+ * ownedBlock for a credential change: a new key (created or rotated) or SMTP password of a block
+ * whose deletion is queued is 409 motor_block_delete_in_progress, as every change of the block is
+ * (docs/BLOCKS.md): a new `apiKey-<id>` stream made after the deletion job's scan would outlive the
+ * block. Revoking stays allowed: it only takes access away.
+ */
+async function blockTakingCredentials(store: EventStore, motorBlockId: string, accountId?: string): Promise<{ created: MotorBlockCreated; block: MotorBlock; revision: bigint }> {
+  const found = await existingBlock(store, motorBlockId, accountId);
+  if (found.block.status === 'deletion_queued') throw blockErrors.deleteInProgress();
+  return found;
 }
 
 /** ownedBlock's reading and refusals, for whatever account the block is on when `accountId` is not given (the operator's). */
@@ -124,7 +136,7 @@ export async function createBlockKey(store: EventStore, a: Actor, motorBlockId: 
 /** `accountId` undefined: the operator's, for the account the block is on. */
 async function newBlockKey(store: EventStore, actor: string, motorBlockId: string, accountId: string | undefined, body: { name?: unknown }, now: Date): Promise<{ key: CreatedKey; accountId: string }> {
   const name = checkName(body?.name);
-  const { created } = await existingBlock(store, motorBlockId, accountId);
+  const { created } = await blockTakingCredentials(store, motorBlockId, accountId);
   const key = await createKey(store, actor, { kind: 'block', accountId: created.accountId, motorBlockId, scopes: [], ...(name ? { name } : {}), createdAt: now.toISOString() });
   return { key, accountId: created.accountId };
 }
@@ -157,7 +169,7 @@ export async function revokeBlockKey(store: EventStore, a: Actor, motorBlockId: 
 
 /** A new key replaces the old one: created first, then the old one revoked (a crash in between leaves two valid keys, never none). */
 export async function rotateBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date): Promise<CreatedKey & { replaces: string }> {
-  await ownedBlock(store, a.accountId, motorBlockId);
+  await blockTakingCredentials(store, motorBlockId, a.accountId);
   const old = await ownedKey(store, a.accountId, keyId, 'block', motorBlockId);
   if (old.revokedAt) throw fail('api_key_revoked', 409, 'This key is revoked; create a new one instead');
   const created = await createKey(store, actorOf(a), { kind: 'block', accountId: a.accountId, motorBlockId, scopes: [], ...(old.created.name ? { name: old.created.name } : {}), createdAt: now.toISOString() });
@@ -167,7 +179,7 @@ export async function rotateBlockKey(store: EventStore, a: Actor, motorBlockId: 
 
 /** Generates the block's SMTP password (shown once; replaces the previous one at once). */
 export async function resetSmtpPassword(store: EventStore, a: Actor, motorBlockId: string, now: Date) {
-  const { block } = await ownedBlock(store, a.accountId, motorBlockId);
+  const { block } = await blockTakingCredentials(store, motorBlockId, a.accountId);
   const smtp = generateSmtpPassword();
   const setAt = now.toISOString();
   await appendEvents(store, streamName('motorBlock', motorBlockId), [{ type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt } }], 'any', actorOf(a));

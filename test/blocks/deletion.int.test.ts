@@ -4,7 +4,10 @@ import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { streamName } from '../../domain/eventStore';
 import { toEventData, type MessageAccepted, type MotorBlockDeleted } from '../../domain/events';
 import { newId } from '../../domain/ids';
-import { getBlock } from '../../projections/directory/queries';
+import { findApiKeyByPrefix, getBlock } from '../../projections/directory/queries';
+import { createBlockKey, createBlockKeyAsOperator, resetSmtpPassword, revokeBlockKey, rotateBlockKey } from '../../commands/auth/credentials';
+import { parseApiKey } from '../../domain/credentials/apiKeys';
+import { isDomainError } from '../../domain/errors';
 import { DirectoryCache } from '../../commands/directoryCache';
 import { authDepsOf, authenticate } from '../../smtp/auth';
 import { findHistoryStreams, processBlockDeletion } from '../../workers/blockDeletion';
@@ -250,6 +253,25 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     expect([status.status, status.body.data.status]).to.deep.equal([200, 'queued']);
     const list = await call(motor, 'GET', '/account/motor-blocks', t);
     expect(list.body.data[0].status).to.equal('deletion_queued');
+  });
+
+  it('credentials of a block whose deletion is queued: a new block key (dashboard create and rotate, the CLI\'s key create) or SMTP password → 409 motor_block_delete_in_progress, nothing appended; a key can still be revoked', async () => {
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    const key = await eventually(() => findApiKeyByPrefix(motor.rt.db, parseApiKey(a.apiKey)!.prefix));
+    await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+    expect((await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: true })).status).to.equal(202);
+    const owner = { userId: 'owner', accountId: a.accountId };
+    const now = new Date();
+    const codeOf = (p: Promise<unknown>) => p.then(() => 'done', (err: unknown) => (isDomainError(err) ? err.code : String(err)));
+    const logLength = async () => (await motor.rt.store.readAll({ maxCount: 1_000_000 })).length;
+    const before = await logLength();
+    expect(await codeOf(createBlockKey(motor.rt.store, owner, a.motorBlockId, {}, now))).to.equal('motor_block_delete_in_progress');
+    expect(await codeOf(createBlockKeyAsOperator(motor.rt.store, a.motorBlockId, now))).to.equal('motor_block_delete_in_progress');
+    expect(await codeOf(rotateBlockKey(motor.rt.store, owner, a.motorBlockId, key.id, now))).to.equal('motor_block_delete_in_progress');
+    expect(await codeOf(resetSmtpPassword(motor.rt.store, owner, a.motorBlockId, now))).to.equal('motor_block_delete_in_progress');
+    expect(await logLength(), 'nothing appended').to.equal(before);
+    expect(await codeOf(revokeBlockKey(motor.rt.store, owner, a.motorBlockId, key.id, now))).to.equal('done');
   });
 
   it('after a failed deletion, a new DELETE with deleteHistory false is still refused while the block has history (409 motor_block_history_present)', async () => {
