@@ -112,7 +112,7 @@ childMain(async () => {
     if (queries) console.error(`[diag ${spec.roles.join(',')}] ${queries()}`);
     if (diag) {
       const b = rt.redisBatch.stats;
-      console.error(`[diag ${spec.roles.join(',')}] request-path Redis commands: ${b.commands} in ${b.pipelines} pipelines (${(b.commands / Math.max(1, b.pipelines)).toFixed(2)} per write)`);
+      console.error(`[diag ${spec.roles.join(',')}] request-path Redis operations: ${b.operations} in ${b.calls} script calls (${(b.operations / Math.max(1, b.calls)).toFixed(2)} per call)`);
     }
     process.exit(0);
   };

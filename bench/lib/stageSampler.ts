@@ -2,7 +2,7 @@
  * BENCH_STAGES=1 (bench/lib/motorChild.ts): where the requests are while the event loop has nothing
  * to do. A 1 ms timer samples, only when it fires on time (the loop was free), how many HTTP
  * requests are open, how many appends are queued for a group commit or in one, how many group
- * commits are running, and how many Redis commands await their reply. Printed (stderr) at stop,
+ * commits are running, and how many Redis operations await their reply. Printed (stderr) at stop,
  * most frequent first. Samples with every count at 0 are the process idling between loads.
  *
  * How the group-commit finding of 2026-11-25 was made (docs/PERFORMANCE.md): most idle samples
@@ -12,7 +12,7 @@
 import http from 'node:http';
 
 interface StoreInternals { queue: unknown[]; inFlightBatches: number; append: (...a: unknown[]) => Promise<unknown> }
-interface RedisBatchInternals { call: (queue: unknown) => Promise<unknown> }
+interface RedisBatchInternals { run: (name: string, keys: unknown, args: unknown) => Promise<unknown> }
 
 const bucket = (n: number): number => Math.round(n / 5) * 5;
 
@@ -38,7 +38,7 @@ export function stageSampler(store: unknown, redisBatch: unknown): () => string 
   };
   let redisAwaiting = 0;
   let appendsOpen = 0;
-  rb.call = counted(rb.call.bind(rb), (d) => { redisAwaiting += d; });
+  rb.run = counted(rb.run.bind(rb), (d) => { redisAwaiting += d; });
   s.append = counted(s.append.bind(s), (d) => { appendsOpen += d; });
 
   const histogram = new Map<string, number>();

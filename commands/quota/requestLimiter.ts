@@ -11,20 +11,21 @@ export type RequestLimitReading =
   | { kind: 'ok' | 'exceeded'; limit: number; remaining: number; resetSeconds: number }
   | { kind: 'unavailable'; limit: number };
 
-const HIT = `
-local v = redis.call('INCR', KEYS[1])
-if v == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
-return v
-`;
-
-/** The script as an ioredis command (defineCommand below), on a pipeline of the batch. */
-interface HitCommand { motorRequestHit(key: string, ttl: number): unknown }
+/** K: the window's counter; A: its time to live. Runs in the batch's script (infra/redisBatch.ts). */
+const HIT = {
+  keys: 1,
+  args: 1,
+  lua: `
+local v = redis.call('INCR', K[1])
+if v == 1 then redis.call('EXPIRE', K[1], tonumber(A[1])) end
+return {v}
+`,
+};
 
 export class RequestLimiter {
   /** `batch`: hits go out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the send quota. */
   constructor(private readonly redis: Redis, readonly limitPerMinute: number, private readonly batch = new RedisBatch(redis)) {
-    // Sent once, then run by SHA.
-    redis.defineCommand('motorRequestHit', { numberOfKeys: 1, lua: HIT });
+    batch.define('requestHit', HIT);
   }
 
   /** The same counters with another limit (client-IP limiting of routes without a credential). */
@@ -35,7 +36,7 @@ export class RequestLimiter {
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
     try {
       const key = `reqlimit:{${credentialId}}:${window}`;
-      const count = Number(await this.batch.call<number>((p) => (p as unknown as HitCommand).motorRequestHit(key, 120)));
+      const [count] = await this.batch.run('requestHit', [key], [120]);
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
       return { kind: 'unavailable', limit: this.limitPerMinute };

@@ -78,18 +78,21 @@ export function quotaKeys(motorBlockId: string, accountId: string, now: Date, do
   return keys;
 }
 
-// KEYS: burst, hourly, daily, acctHourly, acctDaily, domainDaily
-// ARGV: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay, warmupCap (-1: none)
-// Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used, index, used, ...} for every
+// K: burst, hourly, daily, acctHourly, acctDaily, domainDaily
+// A: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay, warmupCap (-1: none)
+// Runs in the batch's script (infra/redisBatch.ts). Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used, index, used, ...} for every
 // ceiling that refuses (the caller picks the binding one): a client told only of the first would
 // retry when it resets and be refused by the next.
-const CONSUME = `
-local n = tonumber(ARGV[1])
+const CONSUME = {
+  keys: 6,
+  args: 11,
+  lua: `
+local n = tonumber(A[1])
 local used = {}
-for i = 1, 6 do used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
-local cap = tonumber(ARGV[11])
-local limit = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), cap}
-local checked = {true, true, true, ARGV[7] == '1', ARGV[7] == '1', cap >= 0}
+for i = 1, 6 do used[i] = tonumber(redis.call('GET', K[i]) or '0') end
+local cap = tonumber(A[11])
+local limit = {tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5]), tonumber(A[6]), cap}
+local checked = {true, true, true, A[7] == '1', A[7] == '1', cap >= 0}
 local refused = {0}
 for i = 1, 6 do
   if checked[i] and used[i] + n > limit[i] then
@@ -98,13 +101,14 @@ for i = 1, 6 do
   end
 end
 if #refused > 1 then return refused end
-local ttl = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[10])}
+local ttl = {tonumber(A[8]), tonumber(A[9]), tonumber(A[10]), tonumber(A[9]), tonumber(A[10]), tonumber(A[10])}
 for i = 1, 6 do
-  used[i] = redis.call('INCRBY', KEYS[i], n)
-  if used[i] == n then redis.call('EXPIRE', KEYS[i], ttl[i]) end
+  used[i] = redis.call('INCRBY', K[i], n)
+  if used[i] == n then redis.call('EXPIRE', K[i], ttl[i]) end
 end
 return {1, used[1], used[2], used[3], used[4], used[5], used[6]}
-`;
+`,
+};
 
 const REFUND = `
 for i = 1, #KEYS do
@@ -159,7 +163,6 @@ export function recipientCeiling(block: Ceiling, account: AccountCeiling, enforc
 
 /** The scripts as ioredis commands: sent once, then run by SHA (EVALSHA, reloaded if Redis forgot them). */
 interface QuotaCommands {
-  motorQuotaConsume(...args: (string | number)[]): Promise<number[]>;
   motorQuotaRefund(...args: (string | number)[]): Promise<number>;
   motorQuotaRead(...args: (string | number)[]): Promise<number[]>;
 }
@@ -169,7 +172,7 @@ export class SendQuota {
 
   /** `batch`: consume() goes out with the other request-path commands of the loop turn (infra/redisBatch.ts); shared with the request limiter. */
   constructor(redis: Redis, private readonly batch = new RedisBatch(redis)) {
-    redis.defineCommand('motorQuotaConsume', { numberOfKeys: 6, lua: CONSUME });
+    batch.define('quotaConsume', CONSUME);
     redis.defineCommand('motorQuotaRefund', { numberOfKeys: 6, lua: REFUND });
     redis.defineCommand('motorQuotaRead', { numberOfKeys: 6, lua: READ });
     this.commands = redis as unknown as QuotaCommands;
@@ -179,14 +182,13 @@ export class SendQuota {
     const keys = quotaKeys(req.motorBlockId, req.accountId, req.now, req.domainId);
     let reply: number[];
     try {
-      reply = await this.batch.call<number[]>((p) => (p as unknown as QuotaCommands).motorQuotaConsume(
-        ...keys,
+      reply = await this.batch.run('quotaConsume', keys, [
         req.count, req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily,
         req.enforceAccount ? '1' : '0',
         // TTLs outlive their window a little so a reader near the boundary still sees the count.
         WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
         req.warmupCap ?? -1,
-      ));
+      ]);
     } catch {
       return { kind: 'unavailable' };
     }
