@@ -21,9 +21,10 @@ import type { Redis } from 'ioredis';
  * one that fails (a key of the wrong type) fails only its own caller, as a command of its own would.
  * If the script cannot be run (Redis down, no offline queue), every operation of it fails.
  *
- * Keys are passed as the script's KEYS. The keys of one batch are of different blocks and
- * credentials, so the script is not for Redis Cluster, as the send quota's script was not (its keys
- * are of a block, an account and a domain).
+ * An operation's declared keys are passed as the script's KEYS; an operation may also build key
+ * names from its arguments (the send quota does: fewer, shorter arguments). The keys of one batch
+ * are of different blocks and credentials, so the script is not for Redis Cluster, as the send
+ * quota's script never was (its keys are of a block, an account and a domain).
  */
 
 export interface BatchOperation {

@@ -11,13 +11,13 @@ export type RequestLimitReading =
   | { kind: 'ok' | 'exceeded'; limit: number; remaining: number; resetSeconds: number }
   | { kind: 'unavailable'; limit: number };
 
-/** K: the window's counter; A: its time to live. Runs in the batch's script (infra/redisBatch.ts). */
+/** K: the window's counter, kept two minutes. Runs in the batch's script (infra/redisBatch.ts). */
 const HIT = {
   keys: 1,
-  args: 1,
+  args: 0,
   lua: `
 local v = redis.call('INCR', K[1])
-if v == 1 then redis.call('EXPIRE', K[1], tonumber(A[1])) end
+if v == 1 then redis.call('EXPIRE', K[1], 120) end
 return {v}
 `,
 };
@@ -36,7 +36,7 @@ export class RequestLimiter {
     const resetSeconds = Math.max(1, (window + 1) * 60 - Math.floor(now.getTime() / 1000));
     try {
       const key = `reqlimit:{${credentialId}}:${window}`;
-      const [count] = await this.batch.run('requestHit', [key], [120]);
+      const [count] = await this.batch.run('requestHit', [key], []);
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
       return { kind: 'unavailable', limit: this.limitPerMinute };

@@ -63,7 +63,10 @@ export function resetIn(now: Date, seconds: number): number {
   return Math.max(1, windowStart(now, seconds) + seconds - Math.floor(now.getTime() / 1000));
 }
 
-/** Block minute/hour/day, account hour/day, and (with a domain id) the domain's UTC-day counter. */
+/**
+ * Block minute/hour/day, account hour/day, and (with a domain id) the domain's UTC-day counter.
+ * CONSUME builds the same names in Lua: change both together (test/infra/redisBatch.int.test.ts reads a charge back through these).
+ */
 export function quotaKeys(motorBlockId: string, accountId: string, now: Date, domainId?: string): string[] {
   const b = `quota:block:{${motorBlockId}}`;
   const a = `quota:acct:{${accountId}}`;
@@ -78,21 +81,31 @@ export function quotaKeys(motorBlockId: string, accountId: string, now: Date, do
   return keys;
 }
 
-// K: burst, hourly, daily, acctHourly, acctDaily, domainDaily
-// A: n, burstLimit, hourlyLimit, dailyLimit, acctHourlyLimit, acctDailyLimit, enforceAccount, ttlBurst, ttlHour, ttlDay, warmupCap (-1: none)
-// Runs in the batch's script (infra/redisBatch.ts). Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used, index, used, ...} for every
+/** The counters' times to live: a little past their window, so a reader near the boundary still sees the count. */
+const TTL = { burst: WINDOWS.burst + 60, hourly: WINDOWS.hourly + 300, daily: WINDOWS.daily + 3600 };
+
+// Runs in the batch's script (infra/redisBatch.ts). The keys are those of quotaKeys(), built in Lua
+// from the ids and the time: twelve short arguments cost the client less than six keys and eleven.
+// A: blockId, accountId, domainId, now (Unix seconds), n, burstLimit, hourlyLimit, dailyLimit,
+//    acctHourlyLimit, acctDailyLimit, enforceAccount, warmupCap (-1: none)
+// Returns {1, b, h, d, ah, ad, dd} after charging, or {0, index, used, index, used, ...} for every
 // ceiling that refuses (the caller picks the binding one): a client told only of the first would
 // retry when it resets and be refused by the next.
 const CONSUME = {
-  keys: 6,
-  args: 11,
+  keys: 0,
+  args: 12,
   lua: `
-local n = tonumber(A[1])
+local now = tonumber(A[4])
+local function at(seconds) return string.format('%d', now - now % seconds) end
+local b, a = 'quota:block:{' .. A[1] .. '}', 'quota:acct:{' .. A[2] .. '}'
+local day = at(86400)
+local K = {b .. ':m:' .. at(60), b .. ':h:' .. at(3600), b .. ':d:' .. day, a .. ':h:' .. at(3600), a .. ':d:' .. day, 'quota:domain:{' .. A[3] .. '}:d:' .. day}
+local n = tonumber(A[5])
 local used = {}
 for i = 1, 6 do used[i] = tonumber(redis.call('GET', K[i]) or '0') end
-local cap = tonumber(A[11])
-local limit = {tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5]), tonumber(A[6]), cap}
-local checked = {true, true, true, A[7] == '1', A[7] == '1', cap >= 0}
+local cap = tonumber(A[12])
+local limit = {tonumber(A[6]), tonumber(A[7]), tonumber(A[8]), tonumber(A[9]), tonumber(A[10]), cap}
+local checked = {true, true, true, A[11] == '1', A[11] == '1', cap >= 0}
 local refused = {0}
 for i = 1, 6 do
   if checked[i] and used[i] + n > limit[i] then
@@ -101,7 +114,7 @@ for i = 1, 6 do
   end
 end
 if #refused > 1 then return refused end
-local ttl = {tonumber(A[8]), tonumber(A[9]), tonumber(A[10]), tonumber(A[9]), tonumber(A[10]), tonumber(A[10])}
+local ttl = {${TTL.burst}, ${TTL.hourly}, ${TTL.daily}, ${TTL.hourly}, ${TTL.daily}, ${TTL.daily}}
 for i = 1, 6 do
   used[i] = redis.call('INCRBY', K[i], n)
   if used[i] == n then redis.call('EXPIRE', K[i], ttl[i]) end
@@ -179,15 +192,12 @@ export class SendQuota {
   }
 
   async consume(req: QuotaRequest): Promise<QuotaDecision> {
-    const keys = quotaKeys(req.motorBlockId, req.accountId, req.now, req.domainId);
     let reply: number[];
     try {
-      reply = await this.batch.run('quotaConsume', keys, [
+      reply = await this.batch.run('quotaConsume', [], [
+        req.motorBlockId, req.accountId, req.domainId, Math.floor(req.now.getTime() / 1000),
         req.count, req.block.burst, req.block.hourly, req.block.daily, req.account.hourly, req.account.daily,
-        req.enforceAccount ? '1' : '0',
-        // TTLs outlive their window a little so a reader near the boundary still sees the count.
-        WINDOWS.burst + 60, WINDOWS.hourly + 300, WINDOWS.daily + 3600,
-        req.warmupCap ?? -1,
+        req.enforceAccount ? '1' : '0', req.warmupCap ?? -1,
       ]);
     } catch {
       return { kind: 'unavailable' };

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { createFastRedis } from '../../infra/redis';
 import { MAX_OPERATIONS_PER_CALL, RedisBatch } from '../../infra/redisBatch';
 import { RequestLimiter } from '../../commands/quota/requestLimiter';
-import { SendQuota } from '../../commands/quota/sendQuota';
+import { quotaKeys, SendQuota } from '../../commands/quota/sendQuota';
 import { useTestRedis } from '../support/db';
 
 const INCRBY = { keys: 1, args: 1, lua: `return {redis.call('INCRBY', K[1], tonumber(A[1]))}` };
@@ -92,6 +92,16 @@ describe('RedisBatch: the request path\'s operations of one loop turn in one scr
     expect(decisions.filter((d) => d.kind === 'denied' && d.dimension === 'burst' && d.used === 25)).to.have.length(5);
     expect(decisions.map((d) => (d.kind === 'allowed' ? d.block.burst.used : 0)).sort((a, b) => b - a)[0]).to.equal(25);
     expect(batch.stats).to.deep.equal({ calls: 1, operations: 70 });
+    // The script names the counters as quotaKeys() does: read() and refund() find the charges.
+    const counters = await quota.read(`${prefix}-block`, `${prefix}-acct`, now, `${prefix}-dom`);
+    expect(counters).to.deep.equal({ burst: 25, hourly: 25, daily: 25, acctHourly: 25, acctDaily: 25, domainDaily: 25 });
+    await quota.refund(`${prefix}-block`, `${prefix}-acct`, 5, now, `${prefix}-dom`);
+    expect(await quota.read(`${prefix}-block`, `${prefix}-acct`, now, `${prefix}-dom`)).to.deep.equal({ burst: 20, hourly: 20, daily: 20, acctHourly: 20, acctDaily: 20, domainDaily: 20 });
+    const ttls = await Promise.all(quotaKeys(`${prefix}-block`, `${prefix}-acct`, now, `${prefix}-dom`).map((k) => t.redis.ttl(k)));
+    expect(ttls[0]).to.be.within(61, 120);
+    expect(ttls[1]).to.be.within(301, 3900);
+    expect(ttls[2]).to.be.within(3601, 90000);
+    expect(await t.redis.ttl(`reqlimit:{${id}}:${Math.floor(now.getTime() / 60000)}`)).to.be.within(61, 120);
     await t.redis.del(...(await t.redis.keys(`reqlimit:{${id}}:*`)), ...(await t.redis.keys(`quota:*{${prefix}-*`)));
   });
 
