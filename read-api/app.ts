@@ -34,6 +34,7 @@ export function createApp(ctx: HttpContext): Express {
   // Every request's checks and body parsing, run in order as one router layer (`inSequence`):
   // Express's router costs each layer it enters a match, closures and a trip through `next`,
   // paid on every request, POST /v1/send's included (docs/PERFORMANCE.md, 2026-11-28).
+  const direct = directRoute('post', '/v1/send');
   app.use(inSequence([
     requestLog(ctx),
     requireHostHeader,
@@ -46,6 +47,8 @@ export function createApp(ctx: HttpContext): Express {
     // More than 20 fields is refused (400 invalid_request): no request of these endpoints has half as many.
     mountedAt(OAUTH_FORM_PATHS, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 })),
     refuseUnstorableInput,
+    // Last: POST /v1/send goes straight to its route (filled in below, once tsoa has registered it).
+    direct.handler,
   ]));
 
   app.get('/healthz', (_req, res) => { res.json({ ok: true }); });
@@ -63,6 +66,7 @@ export function createApp(ctx: HttpContext): Express {
   // Ids in paths are uuids compared as stored (lower case): read-api/http/params.ts, docs/ARCHITECTURE.md "Ids in paths".
   app.param([...UUID_PATH_PARAMS], lowerCaseUuidParam);
   RegisterRoutes(app);
+  direct.resolve(app);
   // After the tsoa routes: the hot routes (POST /v1/send) never walk the MCP router's layers.
   app.use(mcpRouter(ctx));
 
@@ -119,6 +123,40 @@ export function inSequence(handlers: RequestHandler[]): RequestHandler {
       }
     };
     step();
+  };
+}
+
+interface DispatchableRoute { path: string; methods: Record<string, boolean | undefined>; dispatch: (req: unknown, res: unknown, done: (err?: unknown) => void) => void }
+
+/**
+ * The hot route's request handed straight to its route: a request whose method and URL are exactly
+ * `method` and `path` (no query, no trailing slash, as written) skips the router's walk over the
+ * layers before it (the router's per-request closures, match objects and one `next` trip per layer;
+ * docs/PERFORMANCE.md, 2026-11-28). Every other request, spelled differently or not, takes the
+ * router as before, to the same route. The route's handlers are tsoa's, unchanged: authentication,
+ * validation, the controller; an error they pass on goes to the error middleware as from the
+ * router. They always answer or fail: one that passed the request on without answering would be a
+ * bug, reported as a 500 rather than dispatched a second time.
+ */
+export function directRoute(method: string, path: string): { handler: RequestHandler; resolve: (app: Express) => void } {
+  const upper = method.toUpperCase();
+  let route: DispatchableRoute | undefined;
+  return {
+    handler: (req, res, next) => {
+      if (route === undefined || req.method !== upper || req.url !== path) {
+        next();
+        return;
+      }
+      req.params = {};
+      route.dispatch(req, res, (err?: unknown) => {
+        next(err ?? new Error(`${upper} ${path} passed the request on without answering`));
+      });
+    },
+    resolve: (app) => {
+      const layers = (app.router as unknown as { stack: { route?: DispatchableRoute }[] }).stack;
+      route = layers.find((l) => l.route?.path === path && l.route.methods[method] === true)?.route;
+      if (route === undefined) throw new Error(`No ${upper} ${path} route to dispatch directly`);
+    },
   };
 }
 
