@@ -23,7 +23,7 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { MAX_BLOCK_LIMIT, bootstrap, refuseSecondAccount, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
+import { MAX_BLOCK_LIMIT, bootstrapOwner, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getAccount, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
@@ -136,10 +136,9 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     return withServices(config, async (s) => {
       // Before anything is stored: the directory must show every account made so far.
       await s.catchUp();
-      await refuseSecondAccount(s.db, values.email!, config.systemMailFrom);
-      const result = await bootstrap(s.store, s.keys, {
+      const result = await bootstrapOwner(s, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
-        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
+        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom, now: new Date(),
       });
       const prefix = parseApiKey(result.accountApiKey)!.prefix;
       await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);

@@ -92,6 +92,17 @@ export async function refuseSecondAccount(db: Knex, email: string, systemMailFro
   }
 }
 
+/**
+ * `npm run cli -- bootstrap`: a new account for an owner who has none (refuseSecondAccount), on a
+ * directory the caller has caught up.
+ */
+export async function bootstrapOwner(
+  deps: { store: EventStore; keys: KeyStore; db: Knex }, input: BootstrapInput & { systemMailFrom: string },
+): Promise<BootstrapResult> {
+  await refuseSecondAccount(deps.db, input.email, input.systemMailFrom);
+  return bootstrap(deps.store, deps.keys, input);
+}
+
 export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim();
   const domain = input.domain.trim().toLowerCase().replace(/\.$/, '');
