@@ -42,9 +42,10 @@ const USAGE = `Usage: npm run cli -- <command>
   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
-      Each run makes a new account: an email that has one already (any case; a dashboard account
-      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId (new keys
-      for it: key create).
+      Once per owner: an email that has an account already (any case; a dashboard account, one
+      being bootstrapped at the same moment, or SYSTEM_MAIL_FROM too) is refused with exit 1,
+      account_exists and that accountId (new keys for it: key create). The owner signs in to the
+      dashboard by signing up with the same email.
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
