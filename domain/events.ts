@@ -14,6 +14,15 @@ export interface AccountCreated { accountId: string; email: string; plan: string
  */
 export interface AccountPlanChanged { accountId: string; plan: string; previousPlan: string; changedAt: Iso }
 
+// ---------------------------------------------------------------- accountEmail-<v5(address)> (docs/AUTH.md "One account per email")
+/**
+ * The address (trimmed, lower case) belongs to this account: the stream's first and only event,
+ * appended with expectedRevision no_stream before the account is made (bootstrap, the first
+ * dashboard password), or for an account made before claims existed when its address is next
+ * claimed. The account's own AccountCreated may follow it (or, for an older account, precede it).
+ */
+export interface AccountEmailClaimed { email: string; accountId: string; claimedAt: Iso }
+
 // ---------------------------------------------------------------- sendingDomain-<uuid>
 export type DkimAlgorithm = 'rsa-sha256' | 'ed25519-sha256';
 export interface DomainAdded {
@@ -467,6 +476,7 @@ export interface CampaignDeleted { campaignId: string; tenantId: string; at: Iso
 export interface EventCatalogue {
   AccountCreated: AccountCreated;
   AccountPlanChanged: AccountPlanChanged;
+  AccountEmailClaimed: AccountEmailClaimed;
   AccountBlockListingStarted: AccountBlockListingStarted;
   AccountBlocksListed: AccountBlocksListed;
   AccountBlockAdded: AccountBlockAdded;
@@ -569,6 +579,7 @@ export type EventType = keyof EventCatalogue;
 export const EVENT_TYPES: { [T in EventType]: { category: string; version: number } } = {
   AccountCreated: { category: 'account', version: 1 },
   AccountPlanChanged: { category: 'account', version: 1 },
+  AccountEmailClaimed: { category: 'accountEmail', version: 1 },
   AccountBlockListingStarted: { category: 'account', version: 1 },
   AccountBlocksListed: { category: 'account', version: 1 },
   AccountBlockAdded: { category: 'account', version: 1 },

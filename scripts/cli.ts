@@ -23,7 +23,7 @@ import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
 import { isUuid } from '../domain/ids';
-import { MAX_BLOCK_LIMIT, bootstrap, refuseSecondAccount, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
+import { MAX_BLOCK_LIMIT, bootstrapOwner, setAccountPlan, setBlockActive, setBlockLimits } from '../commands/admin/bootstrap';
 import { directoryProjection } from '../projections/directory/projection';
 import { DIRECTORY_SCHEMA, findApiKeyByPrefix, getAccount, getBlock, managedDkimRecords } from '../projections/directory/queries';
 import { zoneLines } from '../commands/domains/serviceZone';
@@ -42,9 +42,10 @@ const USAGE = `Usage: npm run cli -- <command>
   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
-      Each run makes a new account: an email that has one already (any case; a dashboard account
-      or SYSTEM_MAIL_FROM too) is refused with exit 1, account_exists and that accountId (new keys
-      for it: key create).
+      Once per owner: an email that has an account already (any case; a dashboard account, one
+      being bootstrapped at the same moment, or SYSTEM_MAIL_FROM too) is refused with exit 1,
+      account_exists and that accountId (new keys for it: key create). The owner signs in to the
+      dashboard by signing up with the same email.
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
@@ -136,10 +137,9 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     return withServices(config, async (s) => {
       // Before anything is stored: the directory must show every account made so far.
       await s.catchUp();
-      await refuseSecondAccount(s.db, values.email!, config.systemMailFrom);
-      const result = await bootstrap(s.store, s.keys, {
+      const result = await bootstrapOwner(s, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
-        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
+        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom, now: new Date(),
       });
       const prefix = parseApiKey(result.accountApiKey)!.prefix;
       await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
-import { streamName } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
 import { decideOnBlock } from '../blocks/grants';
 import type { MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
@@ -17,8 +17,9 @@ import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
 import { newAccountBlocks } from '../../domain/account/blocks';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
-import { findAccountByEmail } from '../../projections/directory/queries';
 import { systemIds } from '../auth/systemMail';
+import { claimAccountEmail } from '../auth/accountEmail';
+import { accountEmailKey } from '../../domain/account/emailClaim';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -69,39 +70,77 @@ export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string,
 
 export const newSmtpUsername = (): string => `mb_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
 
-/**
- * bootstrap() makes a new account each time; tests and benchmarks rely on that (one email, many
- * fresh databases). The CLI calls this first, on a directory it has caught up, so that an operator
- * who reruns the quick start does not give one owner a second account: an email that has one
- * (from an earlier bootstrap, a dashboard sign-up, or SYSTEM_MAIL_FROM's system account, provisioned
- * or not yet) is refused with 409 account_exists and that account's id (details.accountId).
- * Two bootstraps of one email at the same moment can both pass: it guards against a rerun, not a race.
- */
-export async function refuseSecondAccount(db: Knex, email: string, systemMailFrom: string): Promise<void> {
-  const wanted = email.trim().toLowerCase();
-  if (wanted === systemMailFrom.trim().toLowerCase()) {
-    const accountId = systemIds(systemMailFrom).accountId;
-    throw fail('account_exists', 409, `${wanted} is SYSTEM_MAIL_FROM, the sender of the service's own mail (system account ${accountId}); bootstrap an account with another address`, { details: { accountId } });
-  }
-  const existing = await findAccountByEmail(db, wanted);
-  if (existing) {
-    throw fail('account_exists', 409, `An account with email ${existing.email} exists already: ${existing.id}. bootstrap creates a new account each time; `
-      + `for new keys of that account (lost or rotated) use npm run cli -- key create --account ${existing.id}, or key create --block <motorBlockId> (block list shows them), `
-      + `then key revoke <old key or prefix>; its plan: account set-plan ${existing.id} <plan>`,
-    { details: { accountId: existing.id } });
-  }
-}
+/** The answer to a bootstrap for an owner who has an account: manage that one instead. */
+const accountExists = (email: string, accountId: string) => fail('account_exists', 409,
+  `An account with email ${email} exists already: ${accountId}. bootstrap creates a new account for an owner who has none; `
+  + `for new keys of that account (lost or rotated) use npm run cli -- key create --account ${accountId}, or key create --block <motorBlockId> (block list shows them), `
+  + `then key revoke <old key or prefix>; its plan: account set-plan ${accountId} <plan>`,
+{ details: { accountId } });
 
-export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput): Promise<BootstrapResult> {
+const systemAddress = (email: string, accountId: string) => fail('account_exists', 409,
+  `${email} is the sender of the service's own mail (system account ${accountId}); bootstrap an account with another address`, { details: { accountId } });
+
+/** The input's address and domain as bootstrap stores them; refused before anything is claimed, stored or appended. */
+function checkInput(input: BootstrapInput): { email: string; domain: string } {
   const email = input.email.trim();
   const domain = input.domain.trim().toLowerCase().replace(/\.$/, '');
   if (!isValidAddress(email)) throw fail('invalid_email', 400, `Not a valid email address: ${input.email}`);
   if (!DOMAIN_RE.test(domain) || domain.length > MAX_DOMAIN_NAME_LENGTH) throw fail('invalid_domain', 400, `Not a valid domain name of at most ${MAX_DOMAIN_NAME_LENGTH} characters: ${input.domain}`);
+  return { email, domain };
+}
 
+/**
+ * `npm run cli -- bootstrap`: a new account for an owner who has none, so that an operator who
+ * reruns the quick start, or two operators at the same moment, do not give one owner a second
+ * account. The owner's address is claimed first (commands/auth/accountEmail.ts): an address that
+ * belongs to an account (an earlier bootstrap's, a dashboard sign-up's, one made by an older
+ * release) is refused with 409 account_exists and that account's id (details.accountId), as is
+ * SYSTEM_MAIL_FROM, the system account's, provisioned or not. Of bootstraps racing for one address,
+ * the one whose AccountCreated lands on the claimed account's stream makes it; the others are
+ * refused the same way. An older release's accounts are looked up in the directory: the caller
+ * catches it up first.
+ */
+export async function bootstrapOwner(
+  deps: { store: EventStore; keys: KeyStore; db: Knex }, input: BootstrapInput & { systemMailFrom: string },
+): Promise<BootstrapResult> {
+  const { email } = checkInput(input);
+  const system = systemIds(input.systemMailFrom).accountId;
+  if (accountEmailKey(email) === accountEmailKey(input.systemMailFrom)) throw systemAddress(accountEmailKey(email), system);
+  const accountId = await claimAccountEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now });
+  // An earlier SYSTEM_MAIL_FROM: the directory showed the system account with it, and the claim is the system account's.
+  if (accountId === system) throw systemAddress(accountEmailKey(email), system);
+  // The claimed account is made here unless it exists: when the claim is another bootstrap's (one
+  // racing this, or one that stopped between its claim and its account), the first AccountCreated
+  // on that account's stream wins and the other bootstrap is refused.
+  return bootstrap(deps.store, deps.keys, { ...input, accountId });
+}
+
+/**
+ * A new account with its domain, block and keys. It claims no address: tests and benchmarks rely
+ * on making a new account each time (one email, many accounts); the CLI goes through
+ * bootstrapOwner. With `input.accountId` (the account the owner's address was claimed for) an
+ * account that exists already is refused (409 account_exists) before any key is stored or anything
+ * else appended.
+ */
+export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
+  const { email, domain } = checkInput(input);
   const at = input.now.toISOString();
-  const accountId = newId();
+  const accountId = input.accountId ?? newId();
   const domainId = newId();
   const motorBlockId = newId();
+
+  const append = (stream: string, events: DomainEvent[]) =>
+    store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+
+  // The account's list of its blocks starts with it, the block made below on it (docs/BLOCKS.md "Plan limit").
+  try {
+    await append(streamName('account', accountId), [
+      { type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }, ...newAccountBlocks(accountId, [motorBlockId], input.now),
+    ]);
+  } catch (err) {
+    if (err instanceof WrongExpectedRevisionError) throw accountExists(accountEmailKey(email), accountId);
+    throw err;
+  }
   const dkim = await generateDkimKey(input.dkimAlgorithm);
   const dkimKeyId = newId();
   await keys.put(dkimKeyId, input.dkimAlgorithm, dkim.privateKeyPem);
@@ -112,13 +151,6 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
   const blockKeyId = newId();
   const accountKeyId = newId();
 
-  const append = (stream: string, events: DomainEvent[]) =>
-    store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
-
-  // The account's list of its blocks starts with it, the block made below on it (docs/BLOCKS.md "Plan limit").
-  await append(streamName('account', accountId), [
-    { type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }, ...newAccountBlocks(accountId, [motorBlockId], input.now),
-  ]);
   const domainEvents: DomainEvent[] = [{
     type: 'DomainAdded',
     data: {

@@ -18,7 +18,8 @@ import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPass
 import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
 import type { LoginTurns } from './loginTurn';
 import { appendEvents, decideAndAppend, load, type Contention } from './streams';
-import { sendSystemMail } from './systemMail';
+import { sendSystemMail, systemIds } from './systemMail';
+import { claimAccountEmail, emailReserved, refuseReservedEmail } from './accountEmail';
 import type { ReadYourWritesDeps } from '../readYourWrites';
 
 /**
@@ -65,6 +66,8 @@ export function normalizeEmail(raw: unknown): string {
 // ------------------------------------------------------------------------------ register
 export async function register(deps: AuthDeps, rawEmail: unknown, now: Date): Promise<{ email: string; expiresInSeconds: number }> {
   const email = normalizeEmail(rawEmail);
+  // Before a code is mailed from that address to itself.
+  refuseReservedEmail(deps.config, email);
   const userId = userIdOf(email);
   const code = generateCode();
   const issued = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
@@ -155,24 +158,44 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
   const { state } = await load(deps.store, userStream(email), USER_TYPES, foldUser);
   checkSetupToken(state, { setupTokenHash: presented, now });
   const passwordHash = await hashPassword(password);
-  // The account exists in the directory from the first password on (an unverified address never makes one).
-  if (state.passwordHash === null && state.accountId) {
-    try {
-      const created: DomainEvent[] = [
-        { type: 'AccountCreated', data: { accountId: state.accountId, email, plan: deps.config.defaultPlan.name, createdAt: now.toISOString() } },
-        // An account without blocks: its list of them starts empty (docs/BLOCKS.md "Plan limit").
-        ...newAccountBlocks(state.accountId, [], now),
-      ];
-      await deps.store.append(streamName('account', state.accountId), created.map((e) => toEventData(newId(), e, { actor: `user:${state.userId}` })), { expectedRevision: 'no_stream' });
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-    }
-  }
-  const user = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => ({
-    events: decideSetPassword(s, { setupTokenHash: presented, passwordHash, channel, now }),
-    result: { userId: s.userId!, accountId: s.accountId! },
-  }), `user:${state.userId}`, USER_CONTENTION);
+  const accountId = state.passwordHash === null && state.userId && state.accountId
+    ? await accountOfFirstPassword(deps, email, { userId: state.userId, accountId: state.accountId }, now)
+    : undefined;
+  const user = await decideAndAppend(deps.store, userStream(email), USER_TYPES, foldUser, (s) => {
+    const events = decideSetPassword(s, { setupTokenHash: presented, passwordHash, channel, accountId, now });
+    return { events, result: { userId: s.userId!, accountId: events[0].data.accountId } };
+  }, `user:${state.userId}`, USER_CONTENTION);
   return openSession(deps, user, channel, now);
+}
+
+/**
+ * The account a user's first password opens (an unverified address never makes one): the one the
+ * address belongs to (docs/AUTH.md "One account per email"). A free address is claimed for the
+ * account registered with it, which is made now; an address that has an account already (a
+ * bootstrap made it for this owner, or an older release did) gives the user that account, since the
+ * code mailed to the address proves the same ownership a password reset does. The service's own
+ * sender address opens none (400 email_reserved).
+ */
+async function accountOfFirstPassword(deps: AuthDeps, email: string, user: { userId: string; accountId: string }, now: Date): Promise<string> {
+  refuseReservedEmail(deps.config, email);
+  const actor = `user:${user.userId}`;
+  const accountId = await claimAccountEmail(deps, { email, accountId: user.accountId, actor, now });
+  // An earlier SYSTEM_MAIL_FROM: the directory showed the system account with it, and the claim is the system account's.
+  if (accountId === systemIds(deps.config.systemMailFrom).accountId) throw emailReserved();
+  // Made unless it exists. A claim whose account is not there yet (a bootstrap between its claim
+  // and its account, or one that stopped there) gets it here: the first AccountCreated wins, and
+  // a bootstrap that loses is refused (account_exists).
+  try {
+    const created: DomainEvent[] = [
+      { type: 'AccountCreated', data: { accountId, email, plan: deps.config.defaultPlan.name, createdAt: now.toISOString() } },
+      // An account without blocks: its list of them starts empty (docs/BLOCKS.md "Plan limit").
+      ...newAccountBlocks(accountId, [], now),
+    ];
+    await deps.store.append(streamName('account', accountId), created.map((e) => toEventData(newId(), e, { actor })), { expectedRevision: 'no_stream' });
+  } catch (err) {
+    if (!(err instanceof WrongExpectedRevisionError)) throw err;
+  }
+  return accountId;
 }
 
 // ------------------------------------------------------------------------------ login

@@ -40,7 +40,7 @@ export interface WebHandoffRedeemResponse { success: true; data: SessionTokens &
 /** Onboarding and dashboard sessions (SPEC "Onboarding routes"; docs/AUTH.md). */
 @Route('api/auth')
 @Tags('Onboarding')
-@Response<ErrorResponse>(400, 'validation_error, invalid_email, invalid_code, code_expired, weak_password')
+@Response<ErrorResponse>(400, 'validation_error, invalid_email, email_reserved (SYSTEM_MAIL_FROM: register, set-password), invalid_code, code_expired, weak_password')
 @Response<ErrorResponse>(429, 'rate_limited (per client IP), too_many_attempts, verification_locked, login_throttled')
 export class AuthController extends Controller {
   /** Mails a 6-digit verification code (10 minutes, single use, at most 5 per hour per address) from SYSTEM_MAIL_FROM. */
@@ -61,7 +61,11 @@ export class AuthController extends Controller {
     return { success: true, data: await verifyCode(authDepsOf(ctx), body, ctx.clock.now()) };
   }
 
-  /** Sets the password (scrypt) with the setup token and signs in. */
+  /**
+   * Sets the password (scrypt) with the setup token and signs in. The first password makes the
+   * user's account, or gives the user the account the address has already (one made by the
+   * operator's bootstrap): one account per email (docs/AUTH.md).
+   */
   @Post('set-password')
   @Response<ErrorResponse>(401, 'invalid_setup_token, setup_token_expired')
   public async setPassword(@Request() req: ExpressRequest, @Body() body: SetPasswordRequest): Promise<SessionResponse> {

@@ -151,7 +151,15 @@ const verificationLocked = () => fail('verification_locked', 429, 'Too many wron
 });
 
 // ------------------------------------------------------------------------------ set-password
-export interface SetPassword { setupTokenHash: string; passwordHash: string; channel: string; now: Date }
+export interface SetPassword {
+  setupTokenHash: string; passwordHash: string; channel: string; now: Date;
+  /**
+   * The account a first password gives the user: the one the address belongs to (its claim,
+   * domain/account/emailClaim.ts), which is not the registered one when the address had an account
+   * already (a bootstrap's). Absent: the user's account stays as it is.
+   */
+  accountId?: string;
+}
 
 /**
  * Whether the presented setup token may set a password now (it is the pending one and has not
@@ -169,9 +177,9 @@ export function checkSetupToken(s: UserState, c: { setupTokenHash: string; now: 
   return { userId: s.userId, accountId: s.accountId };
 }
 
-export function setPassword(s: UserState, c: SetPassword): UserEvent[] {
+export function setPassword(s: UserState, c: SetPassword): Extract<UserEvent, { type: 'PasswordSet' }>[] {
   const { userId, accountId } = checkSetupToken(s, c);
-  return [{ type: 'PasswordSet', data: { userId, accountId, passwordHash: c.passwordHash, channel: c.channel, setAt: c.now.toISOString() } }];
+  return [{ type: 'PasswordSet', data: { userId, accountId: c.accountId ?? accountId, passwordHash: c.passwordHash, channel: c.channel, setAt: c.now.toISOString() } }];
 }
 
 // ------------------------------------------------------------------------------ login

@@ -73,7 +73,10 @@ async function apply(trx: Knex.Transaction, schema: string, event: DomainEvent):
       await t('users').where({ id: event.data.userId }).update({ verified_at: event.data.verifiedAt, status: trx.raw(`case when status = 'pending' then 'verified' else status end`) });
       return;
     case 'PasswordSet':
-      await t('users').where({ id: event.data.userId }).update({ status: 'active', password_set_at: event.data.setAt, channel: trx.raw('coalesce(channel, ?)', [event.data.channel]), locked_until: null });
+      // The first password may give the user the account its address had already (a bootstrap's), not the registered one.
+      await t('users').where({ id: event.data.userId }).update({
+        status: 'active', account_id: event.data.accountId, password_set_at: event.data.setAt, channel: trx.raw('coalesce(channel, ?)', [event.data.channel]), locked_until: null,
+      });
       return;
     case 'LoginSucceeded':
       await t('users').where({ id: event.data.userId }).update({ last_login_at: event.data.at });

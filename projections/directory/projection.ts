@@ -181,6 +181,14 @@ export const DIRECTORY_MIGRATIONS = [
       });
     },
   },
+  {
+    // The first claim of an address looks for an older account with it (findAccountByEmail), on
+    // the dashboard's sign-up too: an index instead of a scan of every account.
+    name: '008_account_email',
+    async up(knex: Knex, schema: string) {
+      await knex.raw('create index accounts_email_idx on ??.accounts (lower(btrim(email)))', [schema]);
+    },
+  },
 ];
 
 export const DIRECTORY_EVENTS = [

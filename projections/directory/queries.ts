@@ -80,8 +80,9 @@ export async function getAccount(db: Knex, id: string): Promise<{ id: string; em
 }
 /**
  * The oldest account whose email is `email`, compared trimmed and case-insensitively: bootstrap
- * keeps the case it was given, dashboard sign-up stores lower case. A scan of the accounts, for the
- * operator's bootstrap only (no request path looks an account up by its email).
+ * keeps the case it was given, dashboard sign-up stores lower case. Asked only when an address is
+ * claimed for the first time (commands/auth/accountEmail.ts: an account of an older release has no
+ * claim), through the index of migration 008.
  */
 export async function findAccountByEmail(db: Knex, email: string): Promise<{ id: string; email: string } | null> {
   const r = await tbl(db, 'accounts').whereRaw('lower(btrim(email)) = lower(btrim(?))', [email]).orderBy('created_at').orderBy('id').first('id', 'email');

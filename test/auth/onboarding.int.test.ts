@@ -7,9 +7,13 @@ import { userIdOf } from '../../commands/auth/onboarding';
 import { USER_RULES } from '../../domain/account/user';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { newId } from '../../domain/ids';
-import { setupToken } from '../../commands/auth/secrets';
+import { setupToken, sha256Hex } from '../../commands/auth/secrets';
 import { systemIds } from '../../commands/auth/systemMail';
-import { getJson } from '../support/motor';
+import { bootstrapOwner } from '../../commands/admin/bootstrap';
+import { parseApiKey } from '../../domain/credentials/apiKeys';
+import { getAccount } from '../../projections/directory/queries';
+import { findUserByEmail } from '../../projections/accounts/queries';
+import { eventually, getJson } from '../support/motor';
 import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
 
 describe('onboarding: register → verify-code → set-password → login → refresh → web-handoff (int)', function () {
@@ -317,5 +321,92 @@ describe('onboarding: register → verify-code → set-password → login → re
     const w = await h.post('/api/auth/web-handoff', {}, { authorization: `Bearer ${publicToken}` });
     expect(w.status).to.equal(401);
     expect(w.body.code).to.equal('invalid_token');
+  });
+
+  /** One email, one account (docs/AUTH.md "One account per email"), whichever of sign-up and the CLI's bootstrap comes first. */
+  describe('with the CLI\'s bootstrap of the same address', () => {
+    /** The accounts made for `email` (trimmed, any case): its AccountCreated events, whoever appended them. */
+    const accountsOf = async (email: string) => (await h.motor.rt.db.raw(
+      `select data->>'accountId' as id from events where type = 'AccountCreated' and lower(btrim(data->>'email')) = ? order by global_position`, [email],
+    )).rows.map((r: { id: string }) => r.id) as string[];
+    const bootstrapAs = (email: string) => bootstrapOwner(h.motor.rt, {
+      email, domain: `b${randomBytes(4).toString('hex')}.example.test`, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: h.motor.config.defaultPlan.name,
+      serviceDomain: h.motor.config.serviceDomain, systemMailFrom: h.motor.config.systemMailFrom, now: new Date(),
+    });
+
+    it('bootstrap first: the owner\'s sign-up is a login to the account bootstrap made (its keys listed), not a second account', async () => {
+      const b = await bootstrapAs('Boot-Owner@RCPT.test');
+      const s = await h.signUp('boot-owner@rcpt.test');
+      expect(s.accountId).to.equal(b.accountId);
+      expect(await accountsOf('boot-owner@rcpt.test')).to.deep.equal([b.accountId]);
+      // The accounts read model's user follows PasswordSet, not the account registered with the address.
+      await eventually(async () => (await findUserByEmail(h.motor.rt.db, 'boot-owner@rcpt.test'))?.accountId === b.accountId);
+
+      const login = await h.post('/api/auth/login', { email: 'boot-owner@rcpt.test', password: PASSWORD });
+      expect(login.status).to.equal(200);
+      expect(login.body.data.accountId).to.equal(b.accountId);
+      const prefix = parseApiKey(b.accountApiKey)!.prefix;
+      await eventually(async () => {
+        const keys = await getJson(`${h.motor.baseUrl}/api/account/api-keys`, { authorization: `Bearer ${login.body.data.token}` });
+        return keys.status === 200 && keys.body.data.some((k: { prefix: string }) => k.prefix === prefix);
+      });
+
+      await bootstrapAs('boot-owner@rcpt.test').then(
+        () => expect.fail('a second bootstrap made an account'),
+        (err) => expect(err).to.include({ code: 'account_exists' }).and.to.have.deep.property('details', { accountId: b.accountId }),
+      );
+    });
+
+    it('set-password and a bootstrap of one address at the same moment: one account, and the new login is to it', async () => {
+      const email = 'both-at-once@rcpt.test';
+      const before = h.mx.messages.length;
+      expect((await h.post('/api/auth/register', { email })).status).to.equal(200);
+      const v = await h.post('/api/auth/verify-code', { email, code: await h.codeFor(email, before) });
+      expect(v.status).to.equal(200);
+
+      const [set, boot] = await Promise.allSettled([
+        h.post('/api/auth/set-password', { email, password: PASSWORD, setupToken: v.body.data.setupToken }),
+        bootstrapAs(email),
+      ]);
+      const accounts = await accountsOf(email);
+      expect(accounts, 'one AccountCreated for the address').to.have.length(1);
+      expect(set.status === 'fulfilled' && set.value.status).to.equal(200);
+      if (set.status === 'fulfilled') expect(set.value.body.data.accountId).to.equal(accounts[0]);
+      if (boot.status === 'fulfilled') expect(boot.value.accountId).to.equal(accounts[0]);
+      else expect(boot.reason).to.include({ code: 'account_exists' }).and.to.have.deep.property('details', { accountId: accounts[0] });
+    });
+
+    it('an address whose account an older release made (an AccountCreated and no claim): sign-up is a login to that account', async () => {
+      const accountId = newId();
+      await h.motor.rt.store.append(streamName('account', accountId), [toEventData(newId(), {
+        type: 'AccountCreated', data: { accountId, email: 'Older@rcpt.test', plan: h.motor.config.defaultPlan.name, createdAt: new Date().toISOString() },
+      }, { actor: 'cli' })], { expectedRevision: 'no_stream' });
+      await eventually(async () => getAccount(h.motor.rt.db, accountId));
+
+      const s = await h.signUp('older@rcpt.test');
+      expect(s.accountId).to.equal(accountId);
+      expect(await accountsOf('older@rcpt.test')).to.deep.equal([accountId]);
+    });
+
+    it('SYSTEM_MAIL_FROM has no dashboard login: register is 400 email_reserved and mails nothing; a registration from before is refused at set-password', async () => {
+      const r = await h.post('/api/auth/register', { email: 'No-Reply@Motor.test' });
+      expect(r.status).to.equal(400);
+      expect(r.body).to.include({ code: 'email_reserved', field: 'email' });
+      expect(await h.motor.rt.store.readStream(streamName('user', userIdOf('no-reply@motor.test'))), 'no code issued').to.deep.equal([]);
+
+      // A code verified before the address was reserved (or before SYSTEM_MAIL_FROM became this address).
+      const userId = userIdOf('no-reply@motor.test');
+      const token = setupToken();
+      const at = new Date();
+      await h.motor.rt.store.append(streamName('user', userId), [
+        { type: 'AccountRegistered', data: { userId, accountId: newId(), email: 'no-reply@motor.test', registeredAt: at.toISOString() } },
+        { type: 'EmailVerified', data: { userId, setupTokenHash: sha256Hex(token), setupTokenExpiresAt: new Date(at.getTime() + 60_000).toISOString(), verifiedAt: at.toISOString() } },
+      ].map((e) => toEventData(newId(), e as DomainEvent, { actor: 'test' })), { expectedRevision: 'no_stream' });
+      const set = await h.post('/api/auth/set-password', { email: 'no-reply@motor.test', password: PASSWORD, setupToken: token });
+      expect(set.status).to.equal(400);
+      expect(set.body.code).to.equal('email_reserved');
+      // Only the system account has the address (once the first code mail provisioned it).
+      for (const id of await accountsOf('no-reply@motor.test')) expect(id).to.equal(systemIds('no-reply@motor.test').accountId);
+    });
   });
 });

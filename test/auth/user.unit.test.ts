@@ -60,6 +60,15 @@ describe('user aggregate (unit)', () => {
     expect(codeOf(() => setPassword(foldUser([...verified, ...set]), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', now: at(2000) }))).to.equal('invalid_setup_token');
   });
 
+  it('set-password: a first password gives the account the address belongs to when the handler names one (a bootstrap\'s), else the registered one', () => {
+    const verified = [...registered(), ...verifyCode(foldUser(registered()), { codeHash: HASH('123456'), setupTokenHash: HASH('st'), now: T0 }).events];
+    const B = '33333333-3333-4333-8333-333333333333';
+    const joined = setPassword(foldUser(verified), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', accountId: B, now: T0 });
+    expect(joined[0].data.accountId).to.equal(B);
+    expect(foldUser([...verified, ...joined]).accountId, 'logins and sessions follow PasswordSet').to.equal(B);
+    expect(setPassword(foldUser(verified), { setupTokenHash: HASH('st'), passwordHash: 'p', channel: 'web', now: T0 })[0].data.accountId).to.equal(A);
+  });
+
   it('checkSetupToken (asked before the password is hashed) refuses as set-password does and returns the owner', () => {
     const verified = [...registered(), ...verifyCode(foldUser(registered()), { codeHash: HASH('123456'), setupTokenHash: HASH('st'), now: T0 }).events];
     expect(codeOf(() => checkSetupToken(foldUser(registered()), { setupTokenHash: HASH('st'), now: T0 }))).to.equal('invalid_setup_token');

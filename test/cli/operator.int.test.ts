@@ -15,6 +15,10 @@ import { systemIds } from '../../commands/auth/systemMail';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
 import { hashSecret, parseApiKey } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
+import { bootstrapOwner } from '../../commands/admin/bootstrap';
+import { toEventData } from '../../domain/events';
+import { newId } from '../../domain/ids';
+import { accountEmailId } from '../../domain/account/emailClaim';
 
 const run = promisify(execFile);
 
@@ -393,6 +397,69 @@ describe('CLI bootstrap (int)', function () {
     const other = await cli('bootstrap', '--email', 'someone-else@boot.example.test', '--domain', 'four.boot.example.test', '--trust-dns');
     expect(other.code, 'another owner is not refused').to.equal(0);
     expect(other.out.accountId).to.not.equal(first.out.accountId);
+  });
+
+  /** The accounts made for `email` (trimmed, any case): its AccountCreated events, whoever appended them. */
+  const accountsOf = async (email: string) => (await motor.rt.db.raw(
+    `select data->>'accountId' as id from events where type = 'AccountCreated' and lower(btrim(data->>'email')) = ? order by global_position`, [email],
+  )).rows.map((r: { id: string }) => r.id) as string[];
+  const bootstrapAs = (email: string, domain: string) => bootstrapOwner(motor.rt, {
+    email, domain, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: motor.config.defaultPlan.name, serviceDomain: motor.config.serviceDomain,
+    systemMailFrom: motor.config.systemMailFrom, now: new Date(),
+  });
+
+  it('five bootstraps of one email at once (the CLI\'s command, as five operators would run it): one account, the other four account_exists with its id', async () => {
+    const spellings = ['race@boot.example.test', ' Race@boot.example.test', 'RACE@BOOT.EXAMPLE.TEST', 'race@Boot.Example.Test ', 'race@boot.example.test'];
+    const domains = spellings.map((_, i) => `race${i}.boot.example.test`);
+    const settled = await Promise.allSettled(spellings.map((email, i) => bootstrapAs(email, domains[i])));
+    const won = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    expect(won, 'exactly one bootstrap made an account').to.have.length(1);
+    expect(await accountsOf('race@boot.example.test')).to.deep.equal([won[0].accountId]);
+    for (const r of settled) {
+      if (r.status === 'fulfilled') continue;
+      expect(r.reason).to.include({ code: 'account_exists' });
+      expect(r.reason.details).to.deep.equal({ accountId: won[0].accountId });
+    }
+    // The winner's keys are the account's: its block key sends.
+    const winnerDomain = domains[settled.findIndex((r) => r.status === 'fulfilled')];
+    await eventually(async () => (await dryRunSend(motor, won[0].apiKey, winnerDomain)) === 200);
+
+    const again = await cli('bootstrap', '--email', 'race@boot.example.test', '--domain', 'race9.boot.example.test', '--trust-dns');
+    expect(again.code).to.equal(1);
+    expect(again.out).to.include({ error: 'account_exists', accountId: won[0].accountId });
+  });
+
+  it('an email whose account was made before accounts claimed their email (an AccountCreated alone in the log): account_exists with that account, also for bootstraps at once', async () => {
+    const accountId = randomUUID();
+    await motor.rt.store.append(`account-${accountId}`, [toEventData(newId(), {
+      type: 'AccountCreated', data: { accountId, email: 'Legacy@Boot.example.test', plan: motor.config.defaultPlan.name, createdAt: new Date().toISOString() },
+    }, { actor: 'cli' })], { expectedRevision: 'no_stream' });
+
+    // The CLI catches the directory up before it decides, as it always did.
+    const first = await cli('bootstrap', '--email', 'legacy@boot.example.test', '--domain', 'legacy.boot.example.test', '--trust-dns');
+    expect(first.code).to.equal(1);
+    expect(first.out).to.include({ error: 'account_exists', accountId });
+
+    const settled = await Promise.allSettled([1, 2, 3].map((i) => bootstrapAs('LEGACY@boot.example.test', `legacy${i}.boot.example.test`)));
+    for (const r of settled) {
+      expect(r.status).to.equal('rejected');
+      if (r.status === 'rejected') expect(r.reason).to.include({ code: 'account_exists' }).and.to.have.deep.property('details', { accountId });
+    }
+    expect(await accountsOf('legacy@boot.example.test')).to.deep.equal([accountId]);
+  });
+
+  it('a claim whose account never came (a bootstrap stopped between its two appends): the next bootstrap makes that account instead of being refused for good', async () => {
+    const accountId = randomUUID();
+    await motor.rt.store.append(`accountEmail-${accountEmailId('stopped@boot.example.test')}`, [toEventData(newId(), {
+      type: 'AccountEmailClaimed', data: { email: 'stopped@boot.example.test', accountId, claimedAt: new Date().toISOString() },
+    }, { actor: 'cli' })], { expectedRevision: 'no_stream' });
+
+    const r = await cli('bootstrap', '--email', 'Stopped@boot.example.test', '--domain', 'stopped.boot.example.test', '--trust-dns');
+    expect(r.code).to.equal(0);
+    expect(r.out.accountId).to.equal(accountId);
+    expect(await accountsOf('stopped@boot.example.test')).to.deep.equal([accountId]);
+    const again = await cli('bootstrap', '--email', 'stopped@boot.example.test', '--domain', 'stopped2.boot.example.test');
+    expect(again.out).to.include({ error: 'account_exists', accountId });
   });
 });
 
