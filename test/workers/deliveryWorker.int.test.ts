@@ -272,7 +272,7 @@ describe('delivery round (int)', function () {
     const deferred = events.filter((e) => e.type === 'DeliveryDeferred').map((e) => e.data as DeliveryDeferred);
     expect(deferred).to.have.length(1);
     expect(deferred[0]).to.include({ recipient: 'nobody@unanswered.test', smtpCode: null, enhancedCode: null });
-    expect(deferred[0].smtpResponse).to.equal('ETIMEDOUT: Connection timeout');
+    expect(deferred[0].smtpResponse).to.equal(`ETIMEDOUT: Connection timeout: 127.0.0.3:${sink.port} did not answer within 500 ms`);
     expect(Date.parse(deferred[0].nextAttemptAt)).to.be.above(Date.parse(deferred[0].at));
   });
 

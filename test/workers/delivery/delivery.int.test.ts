@@ -343,7 +343,7 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       expect(results.map((r) => r.recipient)).to.deep.equal(recipients);
       for (const r of results) {
         expect(r).to.include({ outcome: 'deferred', smtpCode: null, enhancedCode: null, smtpResponse: null, mx: 'mx.unanswered.test' });
-        expect(r.detail).to.equal('ETIMEDOUT: Connection timeout');
+        expect(r.detail).to.equal(`ETIMEDOUT: Connection timeout: 127.0.0.1:${mx.port} did not answer within 600 ms`);
       }
     } finally {
       await mx.close();
