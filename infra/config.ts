@@ -197,6 +197,13 @@ export interface SmtpConfig {
   recipientOvershootLimit: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
+  /**
+   * Log lines a client can multiply (refusals, failed AUTHs, sessions closed for errors, connection
+   * errors), per listener process and kind of line: at most `perKey` per client address (per block
+   * for submission refusals) and `perKind` for every key together per window, the rest counted and
+   * summed up in one line when the window ends (infra/logLimiter.ts).
+   */
+  logLines: { perKey: number; perKind: number; windowSeconds: number };
 }
 
 export class ConfigError extends Error {
@@ -386,6 +393,11 @@ export function loadConfig(env: Env = process.env): Config {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),
       },
+      logLines: {
+        perKey: int('SMTP_LOG_LINE_LIMIT', 10, 1, 100_000),
+        perKind: int('SMTP_LOG_LINE_KIND_LIMIT', 1000, 1, 100_000),
+        windowSeconds: int('SMTP_LOG_WINDOW_SECONDS', 60, 1, 3600),
+      },
     },
     domainChecks: {
       lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),
@@ -406,6 +418,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
   if (config.smtp.softErrorLimit > config.smtp.hardErrorLimit) problems.push('SMTP_SOFT_ERROR_LIMIT must not exceed SMTP_HARD_ERROR_LIMIT');
+  // One address's allowance is part of the kind's: a larger one could never be used.
+  if (config.smtp.logLines.perKey > config.smtp.logLines.perKind) problems.push('SMTP_LOG_LINE_LIMIT must not exceed SMTP_LOG_LINE_KIND_LIMIT');
   // The headers are part of the request (Node refuses a server whose headers timeout is the longer).
   if (config.http.headersTimeoutSeconds > config.http.requestTimeoutSeconds) problems.push('HTTP_HEADERS_TIMEOUT_SECONDS must not exceed HTTP_REQUEST_TIMEOUT_SECONDS');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);

@@ -38,6 +38,7 @@ import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
 import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { RefusalEventBudget } from '../smtp/refusalBudget';
+import { LogLimiter } from '../infra/logLimiter';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
@@ -67,6 +68,8 @@ export interface Runtime {
   smtpAuthLimiter: AuthLimiter;
   /** The bound on SMTP refusal events (per block, per client address), shared the same way. */
   smtpRefusals: RefusalEventBudget;
+  /** This process's cap on the SMTP log lines a client can multiply (SMTP_LOG_*): the listeners' and the refusal budget's. */
+  smtpLogLines: LogLimiter;
   http: HttpContext;
   close(): Promise<void>;
 }
@@ -131,7 +134,9 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
 
   const streams = new EventStreams(db, store, redis, logger, config.eventStreamKeepaliveSeconds);
   const smtpAuthLimiter = new AuthLimiter(redis, DEFAULT_AUTH_LIMITS, `${queuePrefix}:smtp:authfail`);
-  const smtpRefusals = new RefusalEventBudget(redis, config.smtp.refusalEvents, logger.child({ component: 'smtp' }), `${queuePrefix}:smtp:refusals`);
+  const { perKey, perKind, windowSeconds } = config.smtp.logLines;
+  const smtpLogLines = new LogLimiter({ perKey, perKind, windowMs: windowSeconds * 1000 });
+  const smtpRefusals = new RefusalEventBudget(redis, config.smtp.refusalEvents, logger.child({ component: 'smtp' }), `${queuePrefix}:smtp:refusals`, smtpLogLines);
   const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter, smtpRefusals);
   const http: HttpContext = {
     config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams,
@@ -140,10 +145,12 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
-    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter, smtpRefusals,
+    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter, smtpRefusals, smtpLogLines,
     async close() {
       // The summaries of refusals counted in windows not yet over: appended now, while the store is open.
       await smtpRefusals.flush();
+      // And the log lines left out so far: said now, not lost with the process.
+      smtpLogLines.flush();
       await queue.close().catch(() => {});
       redis.disconnect();
       await store.close().catch(() => {});
@@ -316,7 +323,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       : await startSmtpListeners(
         {
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
-          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals,
+          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals, logLines: rt.smtpLogLines,
         },
         {
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,

@@ -6,6 +6,7 @@ import type { Clock } from '../domain/ids';
 import type { SendDeps } from '../commands/send/sendMessage';
 import type { DirectoryCache } from '../commands/directoryCache';
 import type { Logger } from '../infra/logger';
+import type { LogLimiter } from '../infra/logLimiter';
 import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
@@ -42,6 +43,8 @@ export interface SmtpDeps {
   authLimiter: AuthLimiter;
   /** Refusal events recorded per block and per client address (Redis), shared with the test-email check. */
   refusals: RefusalEventBudget;
+  /** The process's cap on the log lines a client can multiply (SMTP_LOG_*), shared with `refusals`. */
+  logLines: LogLimiter;
 }
 
 export interface SmtpSettings {
@@ -129,6 +132,18 @@ function within<T>(ms: number, p: Promise<T>): Promise<T> {
 
 export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings): Promise<SmtpListeners> {
   const log = deps.logger.child({ component: 'smtp' });
+  // The lines a client can multiply, one per refusal, failed AUTH, session or connection: capped per
+  // client address (per block for a logged-in client's refusals) and per kind, the rest summed up
+  // (infra/logLimiter.ts). Connection caps (421 to the 51st connection of an address, smtp-server's
+  // maxClients) and the replies to junk, unknown or too long commands write no line at all.
+  const capped = (level: 'debug' | 'info' | 'warn' | 'error', msg: string, key: 'remoteAddress' | 'motorBlockId') => deps.logLines.kind(log, level, msg, key);
+  const logSubmissionFailed = capped('error', 'SMTP submission failed', 'motorBlockId');
+  const logSubmissionRefused = capped('info', 'SMTP submission refused', 'motorBlockId');
+  const logRefusalNotRecorded = capped('warn', 'could not record SmtpSubmissionRefused', 'motorBlockId');
+  const logAuthRefused = capped('info', 'SMTP AUTH refused', 'remoteAddress');
+  const logAuthFailed = capped('error', 'SMTP AUTH failed', 'remoteAddress');
+  const logClosedForErrors = capped('info', 'SMTP session closed: too many errors', 'remoteAddress');
+  const logConnectionError = capped('debug', 'SMTP connection error', 'remoteAddress');
   const limiter = deps.authLimiter;
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
@@ -149,8 +164,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const refuse = (command: 'MAIL' | 'RCPT' | 'DATA', session: SMTPServerSession, envelopeFrom: string, recipientCount: number, err: unknown, cb: (e: Error) => void) => {
     const r = replyFor(err, command);
     const user = userOf(session);
-    if (!isDomainError(err)) log.error({ err, session: session.id }, 'SMTP submission failed');
-    else log.info({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId }, 'SMTP submission refused');
+    if (!isDomainError(err)) logSubmissionFailed({ err, session: session.id, motorBlockId: user?.motorBlockId });
+    else logSubmissionRefused({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId });
     const code = isDomainError(err) ? err.code : 'internal_error';
     if (user && isDomainError(err)) {
       const motorBlockId = user.motorBlockId;
@@ -164,7 +179,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         .then((record) => record && recordRefusal(deps.send, {
           motorBlockId, code, reply: r, envelopeFrom, recipientCount, remoteAddress: addressOf(session), at,
         }))
-        .catch((e) => log.warn({ err: e }, 'could not record SmtpSubmissionRefused'));
+        .catch((e) => logRefusalNotRecorded({ err: e, motorBlockId }));
     }
     cb(asError(r));
   };
@@ -209,7 +224,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         }
         const failures = (authFailures.get(session.id) ?? 0) + 1;
         authFailures.set(session.id, failures);
-        log.info({ session: session.id, reason: outcome.reason, remoteAddress: addressOf(session) }, 'SMTP AUTH refused');
+        logAuthRefused({ session: session.id, reason: outcome.reason, remoteAddress: addressOf(session) });
         const r = failures >= maxAuthFailures ? reply(421, '4.7.0', `${outcome.reply.text}; too many failed authentications, closing`) : outcome.reply;
         // XOAUTH2 (as Gmail): a 334 with the error JSON, the client's empty line, then 535. The
         // lock-out and closing replies are sent as they are.
@@ -217,7 +232,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         if (mechanism === 'XOAUTH2') return cb(asError(r));
         cb(null, { message: `${r.enhanced} ${r.text}`, responseCode: r.code });
       }, (err) => {
-        log.error({ err }, 'SMTP AUTH failed');
+        logAuthFailed({ err, session: session.id, remoteAddress: addressOf(session) });
         cb(asError(reply(454, '4.7.0', 'Temporary authentication failure')));
       });
     },
@@ -319,12 +334,13 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     sleepMs: settings.errorSleepMs ?? 1000,
     junkLimit: settings.junkCommandLimit ?? 100,
     rcptLimit: settings.maxRecipients + (settings.recipientOvershootLimit ?? 1000),
-    onLimit: (c) => log.info({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId },
-      'SMTP session closed: too many errors'),
+    onLimit: (c) => logClosedForErrors({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId }),
   };
   const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors);
   const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors);
-  for (const s of [starttls, implicit]) s.on('error', (err) => log.debug({ err: err.message }, 'SMTP connection error'));
+  // A connection's errors carry its address; a failed implicit TLS handshake has it in `meta`.
+  const errorAddress = (err: Error & { remoteAddress?: string; meta?: { remoteAddress?: string } }) => normalizeAddress(err.remoteAddress ?? err.meta?.remoteAddress);
+  for (const s of [starttls, implicit]) s.on('error', (err) => logConnectionError({ err: err.message, remoteAddress: errorAddress(err) }));
 
   const listen = (s: SubmissionServer, port: number) => new Promise<number>((resolve, reject) => {
     s.server.once('error', reject);

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger';
+import type { LogLimiter } from '../infra/logLimiter';
 
 /**
  * Bounds the events SMTP refusals append, across sessions and listener processes (Redis).
@@ -12,7 +13,8 @@ import type { Logger } from '../infra/logger';
  * Per scope (a Motor Block for submission refusals, a client address for AUTH failures) and fixed
  * window of `windowSeconds` from the scope's first refusal, the first `limit` refusals are recorded
  * as before, one event each, so the start of a burst reads as it always did. Past that, refusals
- * are still answered and still logged, but only counted. The first refusal counted in a window
+ * are still answered and logged (the log has limits of its own: infra/logLimiter.ts), but only
+ * counted. The first refusal counted in a window
  * arranges one summary at the window's end: the caller's `summarise(count)` appends one event with
  * the number counted. The counter and the tally are Redis keys changed by one script, so however
  * many processes answer the scope's sessions, exactly one of them summarises each window.
@@ -63,20 +65,32 @@ interface BudgetCommands {
   motorSmtpRefusalTake(tally: string): Promise<number>;
 }
 
+type Line = (fields: Record<string, unknown>) => void;
+
 export class RefusalEventBudget {
   private readonly commands: BudgetCommands;
   /** Summaries waiting for the end of their window. */
   private readonly pending = new Set<{ timer: NodeJS.Timeout; run: () => Promise<void> }>();
+  // One line per scope and window each, but a client that varies its address opens a scope per
+  // address: with `lines` (the process's SMTP log limiter) they are capped as the listener's are.
+  private readonly overLimit: Line;
+  private readonly summarised: Line;
+  private readonly notSummarised: Line;
 
   constructor(
     redis: Redis,
     readonly settings: RefusalEventSettings,
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly prefix = 'motor:smtp:refusals',
+    lines?: LogLimiter,
   ) {
     redis.defineCommand('motorSmtpRefusalAdmit', { numberOfKeys: 2, lua: ADMIT });
     redis.defineCommand('motorSmtpRefusalTake', { numberOfKeys: 1, lua: TAKE });
     this.commands = redis as unknown as BudgetCommands;
+    const line = (level: 'info' | 'warn', msg: string): Line => (lines ? lines.kind(logger, level, msg, 'scope') : (fields) => logger[level](fields, msg));
+    this.overLimit = line('warn', 'SMTP refusals over the event limit: answered and counted, not recorded one by one, until the window ends');
+    this.summarised = line('info', 'SMTP refusals counted, not recorded one by one: summarised');
+    this.notSummarised = line('warn', 'could not summarise the SMTP refusals counted');
   }
 
   /**
@@ -96,8 +110,7 @@ export class RefusalEventBudget {
     }
     if (verdict === 0) return true;
     if (verdict === 1) {
-      this.logger.warn({ scope, limit: this.settings.limit, windowSeconds: this.settings.windowSeconds },
-        'SMTP refusals over the event limit: answered and counted, not recorded one by one, until the window ends');
+      this.overLimit({ scope, limit: this.settings.limit, windowSeconds: this.settings.windowSeconds });
       this.schedule(scope, left, summarise);
     }
     return false;
@@ -116,9 +129,9 @@ export class RefusalEventBudget {
         // Zero when an earlier window's late summary took this one's count too.
         if (counted === 0) return;
         await summarise(counted);
-        this.logger.info({ scope, counted }, 'SMTP refusals counted, not recorded one by one: summarised');
+        this.summarised({ scope, counted });
       } catch (err) {
-        this.logger.warn({ err, scope }, 'could not summarise the SMTP refusals counted');
+        this.notSummarised({ err, scope });
       }
     };
     const entry = {

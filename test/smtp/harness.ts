@@ -34,7 +34,8 @@ export function testCertPaths(): { cert: string; key: string } {
   return { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem') };
 }
 
-export async function startSmtpHarness(opts: { env?: Record<string, string>; smtp?: StartOptions['smtp'] } = {}): Promise<SmtpHarness> {
+/** `logLines` collects every log line (trace level) instead of the silent default. */
+export async function startSmtpHarness(opts: { env?: Record<string, string>; smtp?: StartOptions['smtp']; logLines?: string[] } = {}): Promise<SmtpHarness> {
   const dns = await startDnsServer({
     'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
     'mx.rcpt.test': { A: ['127.0.0.1'] },
@@ -46,6 +47,7 @@ export async function startSmtpHarness(opts: { env?: Record<string, string>; smt
       DNS_SERVERS: dns.address, MX_PORT: String(mx.port), DELIVERY_RETRY_SCHEDULE: '1,1,1',
       SMTP_TLS_CERT: paths.cert, SMTP_TLS_KEY: paths.key, MOTOR_HOSTNAME: 'localhost', ...opts.env,
     },
+    logLines: opts.logLines,
   });
   const smtp = await startRoles(motor.rt, ['smtp'], {
     // Free ports, unless the test configures SMTP_PORT / SMTPS_PORT: then the listeners bind those, as in production.
@@ -112,10 +114,11 @@ export class RawClient {
     for (const f of w) f();
   }
 
-  static async connect(port: number, secure = false, ca?: Buffer): Promise<RawClient> {
+  /** `localAddress`: another loopback address to come from (127.0.0.2...), as a second client would. */
+  static async connect(port: number, secure = false, ca?: Buffer, localAddress?: string): Promise<RawClient> {
     const socket = secure
-      ? tlsConnect({ host: '127.0.0.1', port, ca: ca ? [ca] : undefined, servername: 'localhost' })
-      : netConnect({ host: '127.0.0.1', port });
+      ? tlsConnect({ host: '127.0.0.1', port, ca: ca ? [ca] : undefined, servername: 'localhost', ...(localAddress ? { socket: netConnect({ host: '127.0.0.1', port, localAddress }) } : {}) })
+      : netConnect({ host: '127.0.0.1', port, localAddress });
     await new Promise<void>((resolve, reject) => {
       socket.once(secure ? 'secureConnect' : 'connect', () => resolve());
       socket.once('error', reject);
@@ -187,9 +190,9 @@ const expectReply = async (p: Promise<string | null>, re: RegExp) => {
   if (!r || !re.test(r)) throw new Error(`unexpected reply ${JSON.stringify(r)} (wanted ${re})`);
 };
 
-/** A raw session past STARTTLS and the second EHLO, not authenticated. */
-export async function rawTlsSession(h: SmtpHarness): Promise<RawClient> {
-  const c = await RawClient.connect(h.port, false, h.ca);
+/** A raw session past STARTTLS and the second EHLO, not authenticated (from `localAddress`, default 127.0.0.1). */
+export async function rawTlsSession(h: SmtpHarness, localAddress?: string): Promise<RawClient> {
+  const c = await RawClient.connect(h.port, false, h.ca, localAddress);
   await expectReply(c.reply(), /^220 /);
   await expectReply(c.command('EHLO client.test'), /^250/);
   await expectReply(c.command('STARTTLS'), /^220 /);

@@ -32,6 +32,7 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(c.smtp).to.deep.equal({
       port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
       softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000, refusalEvents: { limit: 100, windowSeconds: 60 },
+      logLines: { perKey: 10, perKind: 1000, windowSeconds: 60 },
     });
     expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
     // A hard limit under the default soft one takes it down with it; a soft limit set above the hard one is refused.
@@ -67,6 +68,14 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     }
     expect(problems({ SMTP_REFUSAL_EVENT_LIMIT: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_LIMIT');
     expect(problems({ SMTP_REFUSAL_EVENT_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_WINDOW_SECONDS');
+    expect(loadConfig({ SMTP_LOG_LINE_LIMIT: '1', SMTP_LOG_LINE_KIND_LIMIT: '1', SMTP_LOG_WINDOW_SECONDS: '3600' }).smtp.logLines).to.deep.equal({ perKey: 1, perKind: 1, windowSeconds: 3600 });
+    for (const bad of ['0', '100001', '2.5', 'none']) {
+      expect(problems({ SMTP_LOG_LINE_LIMIT: bad })).to.deep.equal([`SMTP_LOG_LINE_LIMIT must be an integer between 1 and 100000 (got "${bad}")`]);
+      expect(problems({ SMTP_LOG_LINE_KIND_LIMIT: bad })).to.deep.equal([`SMTP_LOG_LINE_KIND_LIMIT must be an integer between 1 and 100000 (got "${bad}")`]);
+    }
+    expect(problems({ SMTP_LOG_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_LOG_WINDOW_SECONDS');
+    expect(problems({ SMTP_LOG_WINDOW_SECONDS: '3601' }).join()).to.include('SMTP_LOG_WINDOW_SECONDS');
+    expect(problems({ SMTP_LOG_LINE_LIMIT: '50', SMTP_LOG_LINE_KIND_LIMIT: '20' })).to.deep.equal(['SMTP_LOG_LINE_LIMIT must not exceed SMTP_LOG_LINE_KIND_LIMIT']);
     expect(problems({ SMTP_PROCESSES: 'two' }).join()).to.include('SMTP_PROCESSES');
     expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
     expect(problems({ SMTP_CLIENT_CA: '/no/such-ca.pem' }).join()).to.include('SMTP_CLIENT_CA names a file that does not exist');

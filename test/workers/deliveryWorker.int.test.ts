@@ -17,6 +17,7 @@ import { createEventStore } from '../../infra/eventstore/index.js';
 import type { EventStore } from '../../domain/eventStore.js';
 import { createTestDatabase } from '../support/db.js';
 import { startSmtpSink, type SinkReply, type SmtpSink } from '../support/smtpSink.js';
+import { startUnansweredListener, type UnansweredListener } from '../support/unansweredListener.js';
 
 /** deliverRound (workers/deliveryWorker.ts) on the PostgreSQL event store, against a loopback DNS server and SMTP sink. */
 describe('delivery round (int)', function () {
@@ -34,6 +35,8 @@ describe('delivery round (int)', function () {
   /** An MX on 127.0.0.2 (same port as the sink) that accepts connections and never greets. */
   let silent: Server;
   const silentSockets = new Set<Socket>();
+  /** An MX on 127.0.0.3 (same port as the sink) where the TCP handshake never completes. */
+  let unanswered: UnansweredListener;
 
   before(async () => {
     const t = await createTestDatabase('deliveryround');
@@ -42,6 +45,7 @@ describe('delivery round (int)', function () {
     dns = await startDnsServer({
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] },
       'slow.test': { MX: [{ exchange: 'mx.slow.test', priority: 10 }] }, 'mx.slow.test': { A: ['127.0.0.2'] },
+      'unanswered.test': { MX: [{ exchange: 'mx.unanswered.test', priority: 10 }] }, 'mx.unanswered.test': { A: ['127.0.0.3'] },
     });
     sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r), data: (m) => dataReply(m.envelope.rcptTo) });
     silent = createServer((socket) => {
@@ -50,6 +54,7 @@ describe('delivery round (int)', function () {
       socket.on('error', () => undefined);
     });
     await new Promise<void>((resolve) => silent.listen(sink.port, '127.0.0.2', resolve));
+    unanswered = await startUnansweredListener({ host: '127.0.0.3', port: sink.port });
     const key = await generateDkimKey('rsa-sha256');
     const directory = { domain: async () => ({ name: 'sender.test', dkimSelector: 's1', dkimAlgorithm: 'rsa-sha256', dkimKeyId: 'k1' }) } as unknown as DirectoryCache;
     const keys = { get: async () => ({ id: 'k1', algorithm: 'rsa-sha256', privateKeyPem: key.privateKeyPem }) } as unknown as KeyStore;
@@ -66,6 +71,7 @@ describe('delivery round (int)', function () {
   after(async () => {
     for (const socket of silentSockets) socket.destroy();
     await new Promise((r) => silent.close(r));
+    await unanswered?.close();
     await sink.close();
     await dns.close();
     await store.close();
@@ -252,6 +258,22 @@ describe('delivery round (int)', function () {
     expect(events.map((e) => `${e.type} ${(e.data as { attempt?: number }).attempt ?? ''}`.trim())).to.deep.equal([
       'MessageAccepted', 'DeliveryStarted 1', 'DeliveryStarted 2', 'DeliveryDeferred 2',
     ]);
+  });
+
+  it('an MX that never completes the TCP handshake: the recipient deferred at the connect timeout, the reason in its smtpResponse', async () => {
+    clock = new Date();
+    const messageId = await accept(['nobody@unanswered.test']);
+    const settings = { ...deps.settings, timeouts: { connectMs: 500, greetingMs: 15_000, socketMs: 15_000 } };
+    const started = Date.now();
+    expect(await deliverRound({ ...deps, now: () => new Date(), settings }, messageId)).to.deep.equal({ kind: 'attempted' });
+    expect(Date.now() - started, 'the round ended at the connect timeout').to.be.below(3000);
+
+    const events = await store.readStream(streamName('message', messageId));
+    const deferred = events.filter((e) => e.type === 'DeliveryDeferred').map((e) => e.data as DeliveryDeferred);
+    expect(deferred).to.have.length(1);
+    expect(deferred[0]).to.include({ recipient: 'nobody@unanswered.test', smtpCode: null, enhancedCode: null });
+    expect(deferred[0].smtpResponse).to.equal(`ETIMEDOUT: Connection timeout: 127.0.0.3:${sink.port} did not answer within 500 ms`);
+    expect(Date.parse(deferred[0].nextAttemptAt)).to.be.above(Date.parse(deferred[0].at));
   });
 
   it('the attempt deadline ends a round whose MX hosts stall: every recipient without a verdict deferred, long before the SMTP timeouts', async () => {

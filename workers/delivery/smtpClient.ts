@@ -405,10 +405,14 @@ function connectTcp(o: SessionOptions, connectMs: number): Promise<{ socket: Soc
       if ('error' in result) socket.destroy();
       resolve(result);
     };
-    // Worded as nodemailer words its own (ESOCKET, ETIMEDOUT): the details recorded stay the same.
+    // Coded as nodemailer codes its own (ESOCKET, ETIMEDOUT). Node's error names the address it
+    // could not reach (`connect ECONNREFUSED 192.0.2.1:25`); the timeout, which is Motor's, says
+    // the same and how long it waited: the detail becomes the recipient's recorded smtpResponse.
     const onError = (err: Error): void => finish({ error: Object.assign(err, { code: 'ESOCKET' }) });
     const onAbort = (): void => finish({ error: deadlineError() });
-    const timer = setTimeout(() => finish({ error: Object.assign(new Error('Connection timeout'), { code: 'ETIMEDOUT' }) }), connectMs);
+    const timer = setTimeout(() => finish({
+      error: Object.assign(new Error(`Connection timeout: ${hostPort(o.host, o.port)} did not answer within ${connectMs} ms`), { code: 'ETIMEDOUT' }),
+    }), connectMs);
     // nodemailer's handlers take over once it has the socket; this one catches anything in between.
     socket.on('error', () => undefined);
     socket.once('error', onError);
@@ -417,6 +421,9 @@ function connectTcp(o: SessionOptions, connectMs: number): Promise<{ socket: Soc
     else o.signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** `192.0.2.1:25`, `[2001:db8::1]:25`. */
+const hostPort = (host: string, port: number): string => (isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
 
 /** Connect, EHLO, STARTTLS, AUTH (relay). */
 async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMTPConnection } | Extract<SessionResult, { kind: 'host_failed' }>> {

@@ -4,6 +4,7 @@ import { authenticate } from 'mailauth';
 import { simpleParser } from 'mailparser';
 import { startDnsServer, type TestDnsServer } from '../../support/dnsServer.js';
 import { startSmtpSink, testCertificate, type SmtpSink, type SmtpSinkOptions } from '../../support/smtpSink.js';
+import { startUnansweredListener } from '../../support/unansweredListener.js';
 import { createResolver, mailauthResolver, type DnsResolver } from '../../../workers/delivery/dns.js';
 import { generateDkimKey, signMessage, type DkimAlgorithm, type DkimKey } from '../../../workers/delivery/dkim.js';
 import { buildMime } from '../../../workers/delivery/mime.js';
@@ -52,6 +53,9 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       'up.failover.test': { A: ['127.0.0.1'] },
       'alldown.test': { MX: [{ exchange: 'down.failover.test', priority: 10 }] },
       'ghostmx.test': { MX: [{ exchange: 'ghost.ghostmx.test', priority: 10 }] },
+      // Its MX port is one where the TCP handshake never completes (test/support/unansweredListener.ts).
+      'unanswered.test': { MX: [{ exchange: 'mx.unanswered.test', priority: 10 }] },
+      'mx.unanswered.test': { A: ['127.0.0.1'] },
       'relay.test': { A: ['127.0.0.1'] },
       'rsa._domainkey.sender.test': { TXT: [keys['rsa-sha256'].dnsTxtValue] },
       'ed._domainkey.sender.test': { TXT: [keys['ed25519-sha256'].dnsTxtValue] },
@@ -322,6 +326,29 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       await new Promise((resolve) => server.close(resolve));
     }
   };
+
+  it('defers after connectMs when the MX never completes the TCP handshake (connect timeout)', async () => {
+    const mx = await startUnansweredListener();
+    try {
+      const recipients = ['a@unanswered.test', 'b@unanswered.test'];
+      const started = Date.now();
+      const results = await deliverToDomain({
+        domain: 'unanswered.test', recipients, raw: await signedMessage({ to: recipients }), envelopeFrom: `bounces@${SENDER_DOMAIN}`,
+        resolver, mxPort: mx.port, allowPrivateAddresses: true, hostname: HOSTNAME,
+        // The greeting and reply timeouts are far longer: only the connect timeout can end this.
+        timeouts: { connectMs: 600, greetingMs: 15_000, socketMs: 15_000 },
+      });
+      const waited = Date.now() - started;
+      expect(waited, 'gave up at the connect timeout').to.be.at.least(590).and.below(3000);
+      expect(results.map((r) => r.recipient)).to.deep.equal(recipients);
+      for (const r of results) {
+        expect(r).to.include({ outcome: 'deferred', smtpCode: null, enhancedCode: null, smtpResponse: null, mx: 'mx.unanswered.test' });
+        expect(r.detail).to.equal(`ETIMEDOUT: Connection timeout: 127.0.0.1:${mx.port} did not answer within 600 ms`);
+      }
+    } finally {
+      await mx.close();
+    }
+  });
 
   it('defers when the MX accepts the connection but never greets (greeting timeout)', async () => {
     const started = Date.now();
