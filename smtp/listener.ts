@@ -134,8 +134,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const log = deps.logger.child({ component: 'smtp' });
   // The lines a client can multiply, one per refusal, failed AUTH, session or connection: capped per
   // client address (per block for a logged-in client's refusals) and per kind, the rest summed up
-  // (infra/logLimiter.ts). Connection caps (421 to the 51st connection of an address, smtp-server's
-  // maxClients) and the replies to junk, unknown or too long commands write no line at all.
+  // (infra/logLimiter.ts). The replies to junk, unknown or too long commands write no line at all.
   const capped = (level: 'debug' | 'info' | 'warn' | 'error', msg: string, key: 'remoteAddress' | 'motorBlockId') => deps.logLines.kind(log, level, msg, key);
   const logSubmissionFailed = capped('error', 'SMTP submission failed', 'motorBlockId');
   const logSubmissionRefused = capped('info', 'SMTP submission refused', 'motorBlockId');
@@ -144,6 +143,9 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const logAuthFailed = capped('error', 'SMTP AUTH failed', 'remoteAddress');
   const logClosedForErrors = capped('info', 'SMTP session closed: too many errors', 'remoteAddress');
   const logConnectionError = capped('debug', 'SMTP connection error', 'remoteAddress');
+  // A client over its address's cap is the client's doing; the listener full is the operator's to see.
+  const logAddressCap = capped('info', 'SMTP connection refused: too many connections from the address', 'remoteAddress');
+  const logClientCap = capped('warn', 'SMTP connection refused: too many clients', 'remoteAddress');
   const limiter = deps.authLimiter;
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
@@ -155,6 +157,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   // The smallest send quota ceiling of the transaction, by session id, from MAIL FROM (each MAIL FROM replaces it).
   const ceilings = new Map<string, RecipientCeiling>();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 50;
+  const maxClients = settings.maxClients ?? 1_000;
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
@@ -190,7 +193,10 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       const n = (perAddress.get(a) ?? 0) + 1;
       perAddress.set(a, n);
       counted.add(session.id);
-      if (n > maxPerAddress) return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
+      if (n > maxPerAddress) {
+        logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
+        return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
+      }
       cb();
     },
     onSecure(socket, session, cb: Callback) {
@@ -317,7 +323,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     maxCommandLength: settings.maxCommandLength ?? 2048,
     socketTimeout: settings.idleTimeoutMs ?? 60_000,
     closeTimeout: settings.closeTimeoutMs ?? 5_000,
-    maxClients: settings.maxClients ?? 1_000,
+    maxClients,
     disableReverseLookup: true,
     hideENHANCEDSTATUSCODES: false,
     hideSMTPUTF8: true,
@@ -336,8 +342,9 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     rcptLimit: settings.maxRecipients + (settings.recipientOvershootLimit ?? 1000),
     onLimit: (c) => logClosedForErrors({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId }),
   };
-  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors);
-  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors);
+  const tooManyClients = (port: 'starttls' | 'implicit') => (remoteAddress: string) => logClientCap({ remoteAddress, port, limit: maxClients });
+  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors, tooManyClients('starttls'));
+  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors, tooManyClients('implicit'));
   // A connection's errors carry its address; a failed implicit TLS handshake has it in `meta`.
   const errorAddress = (err: Error & { remoteAddress?: string; meta?: { remoteAddress?: string } }) => normalizeAddress(err.remoteAddress ?? err.meta?.remoteAddress);
   for (const s of [starttls, implicit]) s.on('error', (err) => logConnectionError({ err: err.message, remoteAddress: errorAddress(err) }));

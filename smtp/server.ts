@@ -136,15 +136,32 @@ const JUNK_COMMANDS = ['HELO', 'EHLO', 'NOOP', 'RSET', 'VRFY', 'HELP'] as const;
  */
 export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 
+/** Told of each connection smtp-server's `maxClients` turns away (for the log): the library writes nothing. */
+export type OnTooManyClients = (remoteAddress: string) => void;
+
 export class SubmissionServer extends SMTPServer {
-  constructor(options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy) {
+  constructor(
+    options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy,
+    private readonly onTooManyClients: OnTooManyClients = () => {},
+  ) {
     super(options);
+  }
+
+  /** An implicit TLS socket is dropped here, before its handshake, when `maxClients` handshakes are pending. */
+  override _acceptSocket(socket: net.Socket, handshake: boolean): (() => void) | false {
+    // Read first: a dropped socket has no address left.
+    const remoteAddress = normalizeAddress(socket.remoteAddress);
+    const release = super._acceptSocket(socket, handshake);
+    if (!release) this.onTooManyClients(remoteAddress);
+    return release;
   }
 
   override connect(socket: net.Socket | tls.TLSSocket, socketOptions?: SMTPConnectionOptions | null): void {
     // As SMTPServer.connect does, then the adjustments before init().
     const connection = new SMTPConnection(this, socket, socketOptions);
     this.connections.add(connection);
+    // init() answers 421 "Too many connected clients" on this very test, at once (no needsUpgrade here).
+    if (this.options.maxClients && this.connections.size > this.options.maxClients) this.onTooManyClients(normalizeAddress(socket.remoteAddress));
     connection.on('error', (err: Error) => this._onError(err));
     connection.on('connect', (data) => this._onClientConnect(data));
     adjustReplies(connection);

@@ -1,25 +1,30 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
-import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName, type RecordedEvent } from '../../domain/eventStore';
 import { decideOnBlock } from '../blocks/grants';
 import type { MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
-import { toEventData, type DkimAlgorithm, type DomainEvent, type RateLimits } from '../../domain/events';
+import { asDomainEvent, toEventData, type DkimAlgorithm, type DomainEvent, type RateLimits } from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { isValidAddress } from '../../domain/message/sendRules';
 import type { KeyStore } from '../../infra/keys/keyStore';
-import { generateDkimKey } from '../../workers/delivery/dkim';
+import { dkimTxtValue, generateDkimKey } from '../../workers/delivery/dkim';
 import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
-import { MAX_DOMAIN_NAME_LENGTH } from '../../domain/sendingDomain/sendingDomain';
+import {
+  MAX_DOMAIN_NAME_LENGTH, SENDING_DOMAIN_EVENTS, domainIdFor, evolve as evolveSendingDomain, fold as foldSendingDomain,
+  type SendingDomain, type SendingDomainEvent, type SendingDomainState,
+} from '../../domain/sendingDomain/sendingDomain';
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
 import { newAccountBlocks } from '../../domain/account/blocks';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 import { systemIds } from '../auth/systemMail';
 import { claimAccountEmail } from '../auth/accountEmail';
 import { accountEmailKey } from '../../domain/account/emailClaim';
+import { findDomainOfAccountByName } from '../../projections/directory/queries';
+import { revokeKeyAsOperator } from '../auth/credentials';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -99,6 +104,9 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * the one whose AccountCreated lands on the claimed account's stream makes it; the others are
  * refused the same way. An older release's accounts are looked up in the directory: the caller
  * catches it up first.
+ *
+ * The one account that is not refused is one an earlier bootstrap made and did not finish (it
+ * stopped after AccountCreated, before its block): this bootstrap finishes it (see `bootstrap`).
  */
 export async function bootstrapOwner(
   deps: { store: EventStore; keys: KeyStore; db: Knex }, input: BootstrapInput & { systemMailFrom: string },
@@ -111,8 +119,9 @@ export async function bootstrapOwner(
   if (accountId === system) throw systemAddress(accountEmailKey(email), system);
   // The claimed account is made here unless it exists: when the claim is another bootstrap's (one
   // racing this, or one that stopped between its claim and its account), the first AccountCreated
-  // on that account's stream wins and the other bootstrap is refused.
-  return bootstrap(deps.store, deps.keys, { ...input, accountId });
+  // on that account's stream wins and the other bootstrap is refused, or finishes the account when
+  // the bootstrap that made it has not.
+  return finishBootstrap(deps, { ...input, accountId });
 }
 
 /**
@@ -120,73 +129,165 @@ export async function bootstrapOwner(
  * on making a new account each time (one email, many accounts); the CLI goes through
  * bootstrapOwner. With `input.accountId` (the account the owner's address was claimed for) an
  * account that exists already is refused (409 account_exists) before any key is stored or anything
- * else appended.
+ * else appended, unless an unfinished bootstrap made it (`unfinishedBootstrapBlock`): then this one
+ * finishes it.
  */
 export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
+  return finishBootstrap({ store, keys }, input);
+}
+
+/**
+ * The steps, each safe to run again after a bootstrap that stopped anywhere, and beside another
+ * bootstrap finishing the same account:
+ *
+ * 1. `account-<id>`: AccountCreated and its list of blocks naming the block to come (no_stream).
+ *    On an account there already: the block its unfinished bootstrap named, or account_exists.
+ * 2. `sendingDomain-<domainIdFor(account, name)>`: the domain, its DKIM key stored first. The id
+ *    is the dashboard's, derived from the account and the name, so every bootstrap of the account
+ *    and that name meets on one stream: the first DomainAdded wins and the others use it (their
+ *    key, unused, is removed). --trust-dns marks what is not marked yet.
+ * 3. `apiKey-<new id>` twice: the block key and the account key, new each run (a secret is shown
+ *    once: an earlier run's never was).
+ * 4. `motorBlock-<the id named in step 1>` (no_stream): the block with its SMTP password, last.
+ *    Its stream existing is what "finished" means: of two bootstraps finishing one account, one
+ *    append lands; the other revokes the keys it made and is refused with account_exists.
+ */
+async function finishBootstrap(deps: { store: EventStore; keys: KeyStore; db?: Knex }, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
+  const { store, keys } = deps;
   const { email, domain } = checkInput(input);
   const at = input.now.toISOString();
   const accountId = input.accountId ?? newId();
-  const domainId = newId();
-  const motorBlockId = newId();
 
-  const append = (stream: string, events: DomainEvent[]) =>
-    store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+  const motorBlockId = await openAccount(store, { accountId, email, plan: input.plan, now: input.now });
+  const sending = await bootstrapDomain(deps, { accountId, domain, trustDns: input.trustDns, dkimAlgorithm: input.dkimAlgorithm, now: input.now });
 
-  // The account's list of its blocks starts with it, the block made below on it (docs/BLOCKS.md "Plan limit").
-  try {
-    await append(streamName('account', accountId), [
-      { type: 'AccountCreated', data: { accountId, email, plan: input.plan, createdAt: at } }, ...newAccountBlocks(accountId, [motorBlockId], input.now),
-    ]);
-  } catch (err) {
-    if (err instanceof WrongExpectedRevisionError) throw accountExists(accountEmailKey(email), accountId);
-    throw err;
-  }
-  const dkim = await generateDkimKey(input.dkimAlgorithm);
-  const dkimKeyId = newId();
-  await keys.put(dkimKeyId, input.dkimAlgorithm, dkim.privateKeyPem);
-  const selector = dkimSelectorFor(input.now);
-  const ownershipToken = randomBytes(16).toString('hex');
   const blockKey = generateApiKey('block');
   const accountKey = generateApiKey('account');
   const blockKeyId = newId();
   const accountKeyId = newId();
-
-  const domainEvents: DomainEvent[] = [{
-    type: 'DomainAdded',
-    data: {
-      domainId, accountId, name: domain, dkimSelector: selector, dkimAlgorithm: input.dkimAlgorithm, dkimPublicKey: dkim.publicKeyDnsValue, dkimKeyId,
-      ownershipToken, dkimMode: 'txt', addedAt: at,
-    },
-  }];
-  if (input.trustDns) {
-    domainEvents.push(
-      { type: 'DomainOwnershipVerified', data: { domainId, method: 'trusted', verifiedAt: at } },
-      { type: 'DomainDnsChecked', data: { domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } },
-    );
-  }
-  await append(streamName('sendingDomain', domainId), domainEvents);
-  const smtpUsername = newSmtpUsername();
-  const smtp = generateSmtpPassword();
-  await append(streamName('motorBlock', motorBlockId), [
-    {
-      type: 'MotorBlockCreated',
-      data: { motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId, smtpUsername, authMethod: 'smtp_password', createdAt: at },
-    },
-    { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt: at } },
-  ]);
-  await append(streamName('apiKey', blockKeyId), [{
+  await appendNew(store, streamName('apiKey', blockKeyId), [{
     type: 'ApiKeyCreated',
     data: { keyId: blockKeyId, kind: 'block', accountId, motorBlockId, prefix: blockKey.prefix, secretHash: blockKey.secretHash, scopes: [], createdAt: at },
   }]);
-  await append(streamName('apiKey', accountKeyId), [{
+  await appendNew(store, streamName('apiKey', accountKeyId), [{
     type: 'ApiKeyCreated',
     data: { keyId: accountKeyId, kind: 'account', accountId, prefix: accountKey.prefix, secretHash: accountKey.secretHash, scopes: [...SCOPES], createdAt: at },
   }]);
 
+  const smtpUsername = newSmtpUsername();
+  const smtp = generateSmtpPassword();
+  try {
+    await appendNew(store, streamName('motorBlock', motorBlockId), [
+      {
+        type: 'MotorBlockCreated',
+        data: { motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId: sending.domainId, smtpUsername, authMethod: 'smtp_password', createdAt: at },
+      },
+      { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt: at } },
+    ]);
+  } catch (err) {
+    if (!(err instanceof WrongExpectedRevisionError)) throw err;
+    // Another bootstrap finished the account first: its keys are the ones printed, these two are
+    // shown to no one.
+    for (const keyId of [blockKeyId, accountKeyId]) await revokeKeyAsOperator(store, keyId, input.now);
+    throw accountExists(accountEmailKey(email), accountId);
+  }
+
   return {
-    accountId, domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
-    dnsRecords: dnsRecordsFor(domain, selector, dkim.dnsTxtValue, input.serviceDomain, ownershipToken),
+    accountId, domainId: sending.domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
+    dnsRecords: dnsRecordsFor(sending.name, sending.dkim.selector, dkimTxtValue(sending.dkim.algorithm, sending.dkim.publicKey), input.serviceDomain, sending.ownershipToken ?? undefined),
   };
+}
+
+const appendNew = (store: EventStore, stream: string, events: DomainEvent[]) =>
+  store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+
+/**
+ * Step 1: the account, or the one an unfinished bootstrap made. Answers the id of the block to
+ * make. The account's list of its blocks starts with it (docs/BLOCKS.md "Plan limit").
+ */
+async function openAccount(store: EventStore, cmd: { accountId: string; email: string; plan: string; now: Date }): Promise<string> {
+  const { accountId, email, now } = cmd;
+  const motorBlockId = newId();
+  try {
+    await appendNew(store, streamName('account', accountId), [
+      { type: 'AccountCreated', data: { accountId, email, plan: cmd.plan, createdAt: now.toISOString() } }, ...newAccountBlocks(accountId, [motorBlockId], now),
+    ]);
+    return motorBlockId;
+  } catch (err) {
+    if (!(err instanceof WrongExpectedRevisionError)) throw err;
+  }
+  const unfinished = bootstrapBlockOf(await store.readStream(streamName('account', accountId), { maxCount: 3 }));
+  if (unfinished && (await store.readStream(streamName('motorBlock', unfinished), { maxCount: 1 })).length === 0) return unfinished;
+  throw accountExists(accountEmailKey(email), accountId);
+}
+
+/**
+ * The block a bootstrap named when it made this account, or null when a bootstrap did not make
+ * it. A bootstrap's account stream begins with the one append of step 1, by the CLI:
+ * AccountCreated, AccountBlocksListed with no blocks, AccountBlockAdded, all three at the same
+ * instant (this release and the ones before it wrote the same). A dashboard account begins with
+ * AccountCreated and an empty list appended by `user:<id>`, and its blocks are added later by
+ * other actors; the system account's is appended by `system`; an account of an older release has
+ * no list. None of those is taken for a bootstrap's, whatever blocks were added since.
+ */
+export function bootstrapBlockOf(recorded: readonly RecordedEvent[]): string | null {
+  const [created, listed, added] = recorded.map(asDomainEvent);
+  if (recorded.length < 3 || recorded.slice(0, 3).some((e) => e.metadata?.actor !== 'cli')) return null;
+  if (created?.type !== 'AccountCreated' || listed?.type !== 'AccountBlocksListed' || added?.type !== 'AccountBlockAdded') return null;
+  const at = created.data.createdAt;
+  if (listed.data.motorBlockIds.length > 0 || listed.data.listedAt !== at || added.data.addedAt !== at) return null;
+  return added.data.motorBlockId;
+}
+
+/**
+ * Step 2: the account's domain of that name, added unless it is there. An account made by a
+ * release that gave bootstrap domains random ids may have it under another id: the directory
+ * (caught up by the CLI before) names it.
+ */
+async function bootstrapDomain(
+  deps: { store: EventStore; keys: KeyStore; db?: Knex }, cmd: { accountId: string; domain: string; trustDns: boolean; dkimAlgorithm: DkimAlgorithm; now: Date },
+): Promise<SendingDomain> {
+  const { store, keys } = deps;
+  const at = cmd.now.toISOString();
+  const older = deps.db ? await findDomainOfAccountByName(deps.db, cmd.accountId, cmd.domain) : null;
+  const domainId = older?.id ?? domainIdFor(cmd.accountId, cmd.domain);
+  const stream = streamName('sendingDomain', domainId);
+  const foldDomain = (recorded: readonly RecordedEvent[]) => foldSendingDomain(eventsOf<SendingDomainEvent>(recorded, SENDING_DOMAIN_EVENTS));
+
+  // The key is stored before the domain that names it, so that a DomainAdded never names a missing key.
+  let fresh: { keyId: string; publicKey: string } | null = null;
+  if (!foldDomain(await store.readStream(stream)).exists) {
+    const dkim = await generateDkimKey(cmd.dkimAlgorithm);
+    fresh = { keyId: newId(), publicKey: dkim.publicKeyDnsValue };
+    await keys.put(fresh.keyId, cmd.dkimAlgorithm, dkim.privateKeyPem);
+  }
+  const { recorded, appended } = await decideOnStream<SendingDomainEvent>(store, stream, {
+    actor: 'cli', attempts: 5, exhausted: conflictAfterRetries('domain_conflict', `The domain ${cmd.domain}`),
+  }, (recorded) => {
+    const state = foldDomain(recorded);
+    const events: SendingDomainEvent[] = [];
+    if (!state.exists) {
+      // Seen without its DomainAdded above (a stream does not lose one), so a key was stored for it.
+      if (!fresh) throw new Error(`sendingDomain-${domainId} lost its DomainAdded`);
+      events.push({
+        type: 'DomainAdded',
+        data: {
+          domainId, accountId: cmd.accountId, name: cmd.domain, dkimSelector: dkimSelectorFor(cmd.now), dkimAlgorithm: cmd.dkimAlgorithm,
+          dkimPublicKey: fresh.publicKey, dkimKeyId: fresh.keyId, ownershipToken: randomBytes(16).toString('hex'), dkimMode: 'txt', addedAt: at,
+        },
+      });
+    }
+    if (cmd.trustDns && !(state.exists && state.ownershipVerified)) events.push({ type: 'DomainOwnershipVerified', data: { domainId, method: 'trusted', verifiedAt: at } });
+    if (cmd.trustDns && !(state.exists && state.spfConfigured && state.dkimConfigured && state.dmarcConfigured)) {
+      events.push({ type: 'DomainDnsChecked', data: { domainId, method: 'trusted', spfConfigured: true, dkimConfigured: true, dmarcConfigured: true, checkedAt: at } });
+    }
+    return events;
+  });
+  const state = [...eventsOf<SendingDomainEvent>(recorded, SENDING_DOMAIN_EVENTS), ...appended].reduce(evolveSendingDomain, { exists: false } as SendingDomainState);
+  if (!state.exists || state.accountId !== cmd.accountId) throw new Error(`sendingDomain-${domainId} is not a domain of account ${cmd.accountId}`);
+  // Another bootstrap added the domain first: the key stored here is named by nothing.
+  if (fresh && state.dkim.keyId !== fresh.keyId) await keys.remove(fresh.keyId);
+  return state;
 }
 
 /** The largest configured limit: the directory stores limits as PostgreSQL integers. */

@@ -15,8 +15,11 @@ import { systemIds } from '../../commands/auth/systemMail';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
 import { hashSecret, parseApiKey } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
-import { bootstrapOwner } from '../../commands/admin/bootstrap';
-import { toEventData } from '../../domain/events';
+import { bootstrapOwner, type DnsRecord } from '../../commands/admin/bootstrap';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import type { EventData, EventStore, ExpectedRevision } from '../../domain/eventStore';
+import type { KeyStore } from '../../infra/keys/keyStore';
+import { generateDkimKey } from '../../workers/delivery/dkim';
 import { newId } from '../../domain/ids';
 import { accountEmailId } from '../../domain/account/emailClaim';
 
@@ -460,6 +463,209 @@ describe('CLI bootstrap (int)', function () {
     expect(await accountsOf('stopped@boot.example.test')).to.deep.equal([accountId]);
     const again = await cli('bootstrap', '--email', 'stopped@boot.example.test', '--domain', 'stopped2.boot.example.test');
     expect(again.out).to.include({ error: 'account_exists', accountId });
+  });
+});
+
+/** A bootstrap that stopped after AccountCreated (the process died, the store failed): the next one finishes that account. */
+describe('CLI bootstrap after one that stopped midway (int)', function () {
+  this.timeout(180_000);
+  let motor: TestMotor;
+
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'] }); });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+
+  /** The store, with the `nth` append to a stream matching `stream` failing as a store that went away would (nothing of it appended). */
+  const storeFailingAt = (stream: RegExp, nth = 1): EventStore => {
+    let seen = 0;
+    return new Proxy(motor.rt.store, {
+      get(target, prop) {
+        if (prop === 'append') {
+          return async (streamId: string, events: EventData[], options?: { expectedRevision?: ExpectedRevision }) => {
+            if (stream.test(streamId) && ++seen === nth) throw new Error(`cut before ${streamId}`);
+            return target.append(streamId, events, options);
+          };
+        }
+        const v = Reflect.get(target, prop);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+  };
+  const keysFailing = (): KeyStore => new Proxy(motor.rt.keys, {
+    get(target, prop) {
+      if (prop === 'put') return async () => { throw new Error('cut before the DKIM key'); };
+      const v = Reflect.get(target, prop);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  /** The CLI's bootstrap, through the same code, with a store or key store that fails at one step. */
+  const bootstrapCut = (email: string, domain: string, deps: { store?: EventStore; keys?: KeyStore }) => bootstrapOwner(
+    { db: motor.rt.db, store: deps.store ?? motor.rt.store, keys: deps.keys ?? motor.rt.keys },
+    {
+      email, domain, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: motor.config.defaultPlan.name, serviceDomain: motor.config.serviceDomain,
+      systemMailFrom: motor.config.systemMailFrom, now: new Date(),
+    },
+  );
+  const accountOf = async (email: string) => (await motor.rt.db.raw(
+    `select data->>'accountId' as id from events where type = 'AccountCreated' and lower(btrim(data->>'email')) = ?`, [email],
+  )).rows.map((r: { id: string }) => r.id) as string[];
+  /** The blocks the account's list names (its AccountBlockAdded events). */
+  const listedBlocks = async (accountId: string) => (await motor.rt.store.readStream(`account-${accountId}`))
+    .filter((e) => e.type === 'AccountBlockAdded').map((e) => (e.data as { motorBlockId: string }).motorBlockId);
+  const blockCreations = async (motorBlockId: string) => (await motor.rt.store.readStream(`motorBlock-${motorBlockId}`)).filter((e) => e.type === 'MotorBlockCreated').length;
+
+  /** The rerun finished the account: the same one, the block its list named, printed keys that work, the block listed. */
+  const expectFinished = async (out: any, accountId: string, domain: string) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+    const blocks = await listedBlocks(accountId);
+    expect(blocks, 'the account still names one block').to.have.length(1);
+    expect(out).to.include({ accountId, motorBlockId: blocks[0] });
+    expect(out.apiKey).to.match(/^mk_live_/);
+    expect(out.accountApiKey).to.match(/^ak_live_/);
+    expect(out.smtpUsername).to.be.a('string');
+    expect(out.smtpPassword).to.be.a('string');
+    expect(out.dnsRecords.map((r: DnsRecord) => r.purpose)).to.deep.equal(['dkim', 'spf', 'dmarc', 'ownership']);
+    expect(await blockCreations(blocks[0])).to.equal(1);
+    await eventually(async () => (await dryRunSend(motor, out.apiKey, domain)) === 200, 10_000);
+    const token = await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${out.accountApiKey}` }, body: JSON.stringify({ motorBlockId: blocks[0] }),
+    });
+    expect(token.status, 'the account key mints tokens for the block').to.equal(200);
+    const list = await cli('block', 'list');
+    expect(list.out.filter((b: { motorBlockId: string }) => b.motorBlockId === blocks[0])).to.deep.equal([{
+      motorBlockId: blocks[0], accountId, name: domain, type: 'general_purpose', status: 'active', domain,
+      limits: { burst: motor.config.defaultPlan.burst, hourly: motor.config.defaultPlan.hourly, daily: motor.config.defaultPlan.daily },
+    }]);
+  };
+
+  const cuts: Array<{ step: string; deps: () => { store?: EventStore; keys?: KeyStore } }> = [
+    { step: 'the DKIM key (account made, nothing else)', deps: () => ({ keys: keysFailing() }) },
+    { step: 'the domain (its key stored)', deps: () => ({ store: storeFailingAt(/^sendingDomain-/) }) },
+    { step: 'the block key (domain added)', deps: () => ({ store: storeFailingAt(/^apiKey-/) }) },
+    { step: 'the account key (block key added)', deps: () => ({ store: storeFailingAt(/^apiKey-/, 2) }) },
+    { step: 'the block (both keys added)', deps: () => ({ store: storeFailingAt(/^motorBlock-/) }) },
+  ];
+  cuts.forEach(({ step, deps }, i) => {
+    it(`stopped before ${step}: a rerun finishes the account and prints working keys; a bootstrap after that is account_exists`, async () => {
+      const email = `cut${i}@resume.example.test`;
+      const domain = `cut${i}.resume.example.test`;
+      const cut = await bootstrapCut(email, domain, deps()).then(() => null, (err: Error) => err);
+      expect(cut?.message).to.match(/^cut before/);
+      const [accountId] = await accountOf(email);
+      expect(accountId, 'the cut bootstrap made the account').to.be.a('string');
+
+      const r = await cli('bootstrap', '--email', email.toUpperCase(), '--domain', domain, '--trust-dns');
+      expect(r.code, JSON.stringify(r.out)).to.equal(0);
+      await expectFinished(r.out, accountId, domain);
+      const domains = (await motor.rt.db.raw(`select count(*)::int as n from events where type = 'DomainAdded' and data->>'accountId' = ?`, [accountId])).rows[0].n;
+      expect(domains, 'one domain, whichever run added it').to.equal(1);
+
+      const again = await cli('bootstrap', '--email', email, '--domain', domain, '--trust-dns');
+      expect(again.code).to.equal(1);
+      expect(again.out).to.include({ error: 'account_exists', accountId });
+      expect(await accountOf(email)).to.deep.equal([accountId]);
+    });
+  });
+
+  it('stopped by an older release after its domain (a random domain id): the rerun uses that domain, given again; another domain given instead is added and used', async () => {
+    const email = 'older@resume.example.test';
+    const accountId = randomUUID();
+    const motorBlockId = randomUUID();
+    const domainId = randomUUID();
+    const at = new Date().toISOString();
+    await motor.rt.store.append(`accountEmail-${accountEmailId(email)}`, [toEventData(newId(), {
+      type: 'AccountEmailClaimed', data: { email, accountId, claimedAt: at },
+    }, { actor: 'cli' })], { expectedRevision: 'no_stream' });
+    // What the steps before the block appended, as that release wrote them.
+    await motor.rt.store.append(`account-${accountId}`, [
+      { type: 'AccountCreated', data: { accountId, email, plan: motor.config.defaultPlan.name, createdAt: at } },
+      { type: 'AccountBlocksListed', data: { accountId, motorBlockIds: [], listedAt: at } },
+      { type: 'AccountBlockAdded', data: { accountId, motorBlockId, addedAt: at } },
+    ].map((e) => toEventData(newId(), e as DomainEvent, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+    const dkimKeyId = randomUUID();
+    await motor.rt.keys.put(dkimKeyId, 'rsa-sha256', (await generateDkimKey('rsa-sha256')).privateKeyPem);
+    await motor.rt.store.append(`sendingDomain-${domainId}`, [toEventData(newId(), {
+      type: 'DomainAdded', data: {
+        domainId, accountId, name: 'older.resume.example.test', dkimSelector: 'motor20260101', dkimAlgorithm: 'rsa-sha256', dkimPublicKey: 'cHVibGlj', dkimKeyId,
+        ownershipToken: 'a'.repeat(32), dkimMode: 'txt', addedAt: at,
+      },
+    }, { actor: 'cli' })], { expectedRevision: 'no_stream' });
+
+    const r = await cli('bootstrap', '--email', email, '--domain', 'Older.resume.example.test.', '--trust-dns');
+    expect(r.code, JSON.stringify(r.out)).to.equal(0);
+    expect(r.out).to.include({ accountId, motorBlockId, domainId });
+    expect(r.out.dnsRecords[0]).to.deep.equal({ type: 'TXT', name: 'motor20260101._domainkey.older.resume.example.test', value: 'v=DKIM1; k=rsa; p=cHVibGlj', purpose: 'dkim' });
+    await expectFinished(r.out, accountId, 'older.resume.example.test');
+
+    // Another owner whose bootstrap stopped after its domain, rerun with another domain: the block is on the one given now.
+    const cut = await bootstrapCut('switch@resume.example.test', 'first.resume.example.test', { store: storeFailingAt(/^apiKey-/) }).then(() => null, (err: Error) => err);
+    expect(cut?.message).to.match(/^cut before/);
+    const [switched] = await accountOf('switch@resume.example.test');
+    const s = await cli('bootstrap', '--email', 'switch@resume.example.test', '--domain', 'second.resume.example.test', '--trust-dns');
+    expect(s.code, JSON.stringify(s.out)).to.equal(0);
+    await expectFinished(s.out, switched, 'second.resume.example.test');
+  });
+
+  it('two reruns at once: one finishes the account, the other is account_exists and the keys it made are revoked', async () => {
+    const email = 'race@resume.example.test';
+    const cut = await bootstrapCut(email, 'race.resume.example.test', { store: storeFailingAt(/^sendingDomain-/) }).then(() => null, (err: Error) => err);
+    expect(cut?.message).to.match(/^cut before/);
+    const [accountId] = await accountOf(email);
+
+    const runs = await Promise.all([1, 2].map(() => cli('bootstrap', '--email', email, '--domain', 'race.resume.example.test', '--trust-dns')));
+    expect(runs.map((x) => x.code).sort()).to.deep.equal([0, 1]);
+    const won = runs.find((x) => x.code === 0)!;
+    const lost = runs.find((x) => x.code === 1)!;
+    expect(lost.out).to.include({ error: 'account_exists', accountId });
+    await expectFinished(won.out, accountId, 'race.resume.example.test');
+    const keys = (await motor.rt.db.raw(
+      `select c.data->>'prefix' as prefix, r.type is not null as revoked from events c left join events r on r.type = 'ApiKeyRevoked' and r.data->>'keyId' = c.data->>'keyId'
+       where c.type = 'ApiKeyCreated' and c.data->>'accountId' = ?`, [accountId],
+    )).rows as Array<{ prefix: string; revoked: boolean }>;
+    const printed = [parseApiKey(won.out.apiKey)!.prefix, parseApiKey(won.out.accountApiKey)!.prefix];
+    for (const k of keys) expect(k.revoked, k.prefix).to.equal(!printed.includes(k.prefix));
+    expect(keys.filter((k) => !k.revoked).map((k) => k.prefix).sort()).to.deep.equal([...printed].sort());
+
+    // Three in one process, where their steps interleave: still one block, one domain, one winner.
+    const email3 = 'race3@resume.example.test';
+    await bootstrapCut(email3, 'race3.resume.example.test', { keys: keysFailing() }).catch(() => null);
+    const [account3] = await accountOf(email3);
+    const settled = await Promise.allSettled([1, 2, 3].map(() => bootstrapCut(email3, 'race3.resume.example.test', {})));
+    const winners = settled.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
+    expect(winners).to.have.length(1);
+    for (const x of settled) if (x.status === 'rejected') expect(x.reason).to.include({ code: 'account_exists' }).and.to.have.deep.property('details', { accountId: account3 });
+    await eventually(async () => (await cli('block', 'list')).out.some((b: { motorBlockId: string }) => b.motorBlockId === winners[0].motorBlockId), 10_000);
+    await expectFinished(winners[0], account3, 'race3.resume.example.test');
+    const domains = (await motor.rt.db.raw(`select count(*)::int as n from events where type = 'DomainAdded' and data->>'accountId' = ?`, [account3])).rows[0].n;
+    expect(domains).to.equal(1);
+  });
+
+  it('not a bootstrap\'s account: one whose list names no block, and one whose block create by its user stopped, are account_exists and are left as they are', async () => {
+    for (const [i, blocks] of [[], [randomUUID()]].entries()) {
+      const email = `dash${i}@resume.example.test`;
+      const accountId = randomUUID();
+      const userId = randomUUID();
+      const at = new Date().toISOString();
+      await motor.rt.store.append(`accountEmail-${accountEmailId(email)}`, [toEventData(newId(), {
+        type: 'AccountEmailClaimed', data: { email, accountId, claimedAt: at },
+      }, { actor: `user:${userId}` })], { expectedRevision: 'no_stream' });
+      // As the first dashboard password makes it (commands/auth/onboarding.ts), then a block create that stopped after recording its id.
+      await motor.rt.store.append(`account-${accountId}`, [
+        { type: 'AccountCreated', data: { accountId, email, plan: motor.config.defaultPlan.name, createdAt: at } },
+        { type: 'AccountBlocksListed', data: { accountId, motorBlockIds: [], listedAt: at } },
+      ].map((e) => toEventData(newId(), e as DomainEvent, { actor: `user:${userId}` })), { expectedRevision: 'no_stream' });
+      for (const motorBlockId of blocks) {
+        await motor.rt.store.append(`account-${accountId}`, [toEventData(newId(), {
+          type: 'AccountBlockAdded', data: { accountId, motorBlockId, addedAt: new Date().toISOString() },
+        }, { actor: `user:${userId}` })], { expectedRevision: 1n });
+      }
+      const before = (await motor.rt.db.raw(`select count(*)::int as n from events`)).rows[0].n;
+      const r = await cli('bootstrap', '--email', email, '--domain', `dash${i}.resume.example.test`, '--trust-dns');
+      expect(r.code).to.equal(1);
+      expect(r.out).to.include({ error: 'account_exists', accountId });
+      expect((await motor.rt.db.raw(`select count(*)::int as n from events`)).rows[0].n, 'nothing appended').to.equal(before);
+      for (const motorBlockId of blocks) expect(await blockCreations(motorBlockId)).to.equal(0);
+    }
   });
 });
 

@@ -20,12 +20,16 @@ export async function generateDkimKey(algorithm: DkimAlgorithm): Promise<DkimKey
   if (algorithm === 'rsa-sha256') {
     const { privateKey, publicKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
     const p = publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
-    return { privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), publicKeyDnsValue: p, dnsTxtValue: `v=DKIM1; k=rsa; p=${p}` };
+    return { privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), publicKeyDnsValue: p, dnsTxtValue: dkimTxtValue(algorithm, p) };
   }
   const { privateKey, publicKey } = await generateKeyPairAsync('ed25519');
   const p = rawEd25519PublicKey(publicKey.export({ type: 'spki', format: 'der' }));
-  return { privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), publicKeyDnsValue: p, dnsTxtValue: `v=DKIM1; k=ed25519; p=${p}` };
+  return { privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), publicKeyDnsValue: p, dnsTxtValue: dkimTxtValue(algorithm, p) };
 }
+
+/** The TXT record value that publishes the key whose `p=` value (as DomainAdded stores it) is `publicKey`. */
+export const dkimTxtValue = (algorithm: DkimAlgorithm, publicKey: string): string =>
+  `v=DKIM1; k=${algorithm === 'ed25519-sha256' ? 'ed25519' : 'rsa'}; p=${publicKey}`;
 
 /** The p= value for an existing private key (e.g. to show the record to publish again). */
 export function dkimPublicKeyDnsValue(privateKeyPem: string): string {
