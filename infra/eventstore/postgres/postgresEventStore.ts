@@ -39,6 +39,14 @@ export interface PostgresEventStoreOptions {
   shareWindows?: boolean;
   /** Group-commit transactions running at once. Default 2: one batch fills while the other commits (measured 2026-11-24 evening: +15 % POST /v1/send at 50 connections, delivery unchanged). */
   maxInFlightBatches?: number;
+  /**
+   * Longest wait for PostgreSQL to answer a group-commit transaction. Default 10 s (a batch of a
+   * thousand events commits in milliseconds). Past it the batch's appends fail as unavailable (503
+   * event_store_unavailable at the edges) and its connection is dropped, instead of the callers
+   * waiting as long as the operating system keeps a connection to a server that stopped answering
+   * (a network black hole, a stopped host): docs/ARCHITECTURE.md "Crash safety".
+   */
+  appendTimeoutMs?: number;
 }
 
 interface Pending {
@@ -188,6 +196,35 @@ const SKIPPED_POSITION_MS = 1000;
 const START: Cursor = { txId: '0', globalPosition: '0' };
 
 /**
+ * A group-commit batch's outcomes on `client`: one round trip for the batch (appendBatch), or, when
+ * PostgreSQL refuses it for one request's sake (bad input, a deadlock), each request alone so that
+ * it does not fail its neighbours. `broken`: the connection failed (it is dropped, not pooled).
+ */
+async function judgeBatch(client: pg.PoolClient, batch: Pending[]): Promise<{ outcomes: AppendOutcome[]; broken?: Error }> {
+  try {
+    return { outcomes: await appendBatch(client, batch.map((p) => p.req)) };
+  } catch (err) {
+    if (isUnavailable(err)) return { outcomes: batch.map(() => singleFailure(err)), broken: err as Error };
+    if (batch.length === 1) return { outcomes: [singleFailure(err)] };
+    const outcomes: AppendOutcome[] = [];
+    let broken: Error | undefined;
+    for (const p of batch) {
+      if (broken) {
+        outcomes.push({ kind: 'failed', error: broken });
+        continue;
+      }
+      try {
+        outcomes.push(...(await executeBatch(client, [p.req])));
+      } catch (e) {
+        if (isUnavailable(e)) broken = e as Error;
+        outcomes.push(singleFailure(e));
+      }
+    }
+    return { outcomes, broken };
+  }
+}
+
+/**
  * The event store on PostgreSQL (table `events`, created by init()). Positions are
  * `<transaction id>:<global position>`; the global log is ordered by both, see READ_ALL_SQL.
  */
@@ -197,6 +234,7 @@ export class PostgresEventStore implements EventStore {
   private readonly groupCommit: boolean;
   private readonly maxBatchEvents: number;
   private readonly maxInFlightBatches: number;
+  private readonly appendTimeoutMs: number;
   private readonly applicationName: string;
 
   private queue: Pending[] = [];
@@ -236,6 +274,7 @@ export class PostgresEventStore implements EventStore {
     this.groupCommit = options.groupCommit ?? true;
     this.maxBatchEvents = options.maxBatchEvents ?? 1000;
     this.maxInFlightBatches = options.maxInFlightBatches ?? 2;
+    this.appendTimeoutMs = options.appendTimeoutMs ?? 10_000;
     this.shareWindows = options.shareWindows ?? true;
     this.pool = new pg.Pool({
       connectionString,
@@ -592,33 +631,26 @@ export class PostgresEventStore implements EventStore {
       for (const p of batch) p.reject(toStoreError(err));
       return;
     }
-    let broken: Error | undefined;
-    let outcomes: AppendOutcome[];
+    let judged: { outcomes: AppendOutcome[]; broken?: Error };
+    let timer: NodeJS.Timeout | undefined;
+    const judging = judgeBatch(client, batch);
     try {
-      outcomes = await appendBatch(client, batch.map((p) => p.req));
+      judged = await Promise.race([judging, new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new EventStoreUnavailableError(
+          `PostgreSQL event store did not answer within ${this.appendTimeoutMs} ms; the outcome of the append is unknown (retry with the same Idempotency-Key)`,
+        )), this.appendTimeoutMs);
+      })]);
     } catch (err) {
-      if (isUnavailable(err) || batch.length === 1) {
-        if (isUnavailable(err)) broken = err as Error;
-        outcomes = batch.map(() => singleFailure(err));
-      } else {
-        // A request PostgreSQL refuses (bad input, deadlock...) must not fail its neighbours.
-        outcomes = [];
-        for (const p of batch) {
-          if (broken) {
-            outcomes.push({ kind: 'failed', error: broken });
-            continue;
-          }
-          try {
-            outcomes.push(...(await executeBatch(client, [p.req])));
-          } catch (e) {
-            if (isUnavailable(e)) broken = e as Error;
-            outcomes.push(singleFailure(e));
-          }
-        }
-      }
+      // Past the deadline: the connection is dropped below (its transaction, if still open, is
+      // rolled back by the server; one that committed meanwhile stays committed), and whatever the
+      // abandoned judging still does on it fails and is ignored.
+      judging.catch(() => undefined);
+      judged = { outcomes: batch.map(() => ({ kind: 'failed', error: err as Error })), broken: err as Error };
     } finally {
-      client.release(broken);
+      clearTimeout(timer);
     }
+    client.release(judged.broken);
+    const { outcomes } = judged;
     batch.forEach((p, i) => {
       const outcome = outcomes[i];
       if (outcome.kind === 'ok') p.resolve(outcome.result);

@@ -10,6 +10,7 @@ import {
 import { DELETE_STREAMS_SQL, PostgresEventStore, READ_STREAMS_SQL, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { CURRENT_SQL, EXISTING_SQL } from '../../../infra/eventstore/postgres/appendBatch.js';
 import { createTestDatabase } from '../../support/db.js';
+import { startPausableProxy } from '../../support/pausableProxy.js';
 import { eventStoreContract, type ContractSubject } from './contract.js';
 
 const HOLD_TRIGGER_SQL = `
@@ -424,6 +425,49 @@ describe('PostgresEventStore', function () {
       }
     } finally {
       await store.close();
+    }
+  });
+
+  it('a group commit PostgreSQL does not answer within appendTimeoutMs fails its appends as unavailable, and the next ones go through', async () => {
+    const store = await open({ appendTimeoutMs: 400 });
+    const c = await rawClient();
+    await c.query(HOLD_TRIGGER_SQL);
+    const started = Date.now();
+    // The insert is held 3 s in the server.
+    const held = await store.append(`hold-${randomUUID()}`, [{ ...ev(), metadata: { holdMs: 3000 } }]).then(() => 'committed', (err: unknown) => err);
+    const waited = Date.now() - started;
+    expect(held).to.be.instanceOf(EventStoreUnavailableError);
+    expect((held as Error).message).to.match(/did not answer within 400 ms; the outcome of the append is unknown/);
+    expect(waited).to.be.within(380, 2000);
+    // The connection still busy with the held batch was dropped, not handed to the next batch.
+    const t = Date.now();
+    await store.append(`after-${randomUUID()}`, [ev()]);
+    expect(Date.now() - t).to.be.below(1000);
+    await c.query('DROP TRIGGER IF EXISTS motor_test_hold ON events');
+  });
+
+  it('a database that stops answering (network black hole): appends fail as unavailable at the deadline, and succeed again once it answers', async () => {
+    const url = new URL(db.url);
+    const proxy = await startPausableProxy({ host: url.hostname, port: Number(url.port || 5432) });
+    try {
+      url.hostname = '127.0.0.1';
+      url.port = String(proxy.port);
+      const store = new PostgresEventStore(url.toString(), { poolSize: 2, appendTimeoutMs: 500 });
+      stores.push(store);
+      await store.init();
+      await store.append(`bh-${randomUUID()}`, [ev()]);
+      proxy.pause();
+      const started = Date.now();
+      const outcome = await store.append(`bh-${randomUUID()}`, [ev()]).then(() => 'committed', (err: unknown) => err);
+      expect(outcome).to.be.instanceOf(EventStoreUnavailableError);
+      expect(Date.now() - started).to.be.within(480, 2500);
+      proxy.resume();
+      // A new connection (the one that hung was dropped): answered as soon as the server is back.
+      const stream = `bh-${randomUUID()}`;
+      await store.append(stream, [ev({ back: true })]);
+      expect((await store.readStream(stream)).map((e) => e.data)).to.deep.equal([{ back: true }]);
+    } finally {
+      await proxy.close();
     }
   });
 

@@ -1,0 +1,54 @@
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy on loopback that can stop answering: `pause()` keeps every connection open but
+ * forwards nothing either way (what a client sees of a server on a host that froze, or behind a
+ * network black hole), `resume()` delivers what was held and goes on. For testing the deadlines of
+ * clients that would otherwise wait as long as the operating system keeps a connection.
+ */
+export interface PausableProxy {
+  port: number;
+  pause(): void;
+  resume(): void;
+  close(): Promise<void>;
+}
+
+export async function startPausableProxy(target: { host: string; port: number }): Promise<PausableProxy> {
+  let paused = false;
+  const links = new Set<{ from: Socket; to: Socket; held: Buffer[] }>();
+  const sockets = new Set<Socket>();
+  const forward = (from: Socket, to: Socket) => {
+    const link = { from, to, held: [] as Buffer[] };
+    links.add(link);
+    from.on('data', (chunk: Buffer) => {
+      if (paused) link.held.push(chunk);
+      else to.write(chunk);
+    });
+    from.on('close', () => { links.delete(link); to.destroy(); });
+    from.on('error', () => to.destroy());
+  };
+  const server = createServer((client) => {
+    const upstream = connect(target.port, target.host);
+    sockets.add(client);
+    sockets.add(upstream);
+    client.on('close', () => sockets.delete(client));
+    upstream.on('close', () => sockets.delete(upstream));
+    forward(client, upstream);
+    forward(upstream, client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    pause: () => { paused = true; },
+    resume: () => {
+      paused = false;
+      for (const link of links) {
+        for (const chunk of link.held.splice(0)) link.to.write(chunk);
+      }
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
