@@ -11,8 +11,8 @@ import { asDomainEvent, toEventData, type DkimAlgorithm, type DomainEvent, type 
 import { newId } from '../../domain/ids';
 import { isValidAddress } from '../../domain/message/sendRules';
 import type { KeyStore } from '../../infra/keys/keyStore';
-import { dkimTxtValue, generateDkimKey } from '../../workers/delivery/dkim';
-import { dkimRecordName, ownershipRecordName, ownershipRecordValue, spfInclude } from '../../domain/sendingDomain/records';
+import { generateDkimKey } from '../../workers/delivery/dkim';
+import { expectedRecords, type RecordInputs, type RecordPurpose } from '../../domain/sendingDomain/records';
 import {
   MAX_DOMAIN_NAME_LENGTH, SENDING_DOMAIN_EVENTS, domainIdFor, evolve as evolveSendingDomain, fold as foldSendingDomain,
   type SendingDomain, type SendingDomainEvent, type SendingDomainState,
@@ -60,17 +60,12 @@ const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,6
 
 export const dkimSelectorFor = (now: Date): string => `motor${now.toISOString().slice(0, 10).replace(/-/g, '')}`;
 
-/**
- * The records to publish, in the order the CLI has always printed them (DKIM, SPF, DMARC), then
- * the ownership record when the domain has a token (docs/DOMAINS.md).
- */
-export function dnsRecordsFor(domain: string, selector: string, dkimTxt: string, serviceDomain: string, ownershipToken?: string): DnsRecord[] {
-  return [
-    { type: 'TXT', name: dkimRecordName(selector, domain), value: dkimTxt, purpose: 'dkim' },
-    { type: 'TXT', name: domain, value: `v=spf1 include:${spfInclude(serviceDomain)} ~all`, purpose: 'spf' },
-    { type: 'TXT', name: `_dmarc.${domain}`, value: `v=DMARC1; p=none; rua=mailto:dmarc-reports@${domain}`, purpose: 'dmarc' },
-    ...(ownershipToken ? [{ type: 'TXT' as const, name: ownershipRecordName(domain), value: ownershipRecordValue(ownershipToken), purpose: 'ownership' as const }] : []),
-  ];
+/** The order the CLI has always printed the records in: DKIM, SPF, DMARC, then ownership (when the domain has a token). */
+const CLI_RECORD_ORDER: RecordPurpose[] = ['dkim', 'spf', 'dmarc', 'ownership'];
+
+/** The records to publish (the domain routes' own, domain/sendingDomain/records.ts), in the CLI's order (docs/DOMAINS.md). */
+export function dnsRecordsFor(d: RecordInputs): DnsRecord[] {
+  return expectedRecords(d).sort((a, b) => CLI_RECORD_ORDER.indexOf(a.purpose) - CLI_RECORD_ORDER.indexOf(b.purpose));
 }
 
 export const newSmtpUsername = (): string => `mb_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
@@ -194,7 +189,9 @@ async function finishBootstrap(deps: { store: EventStore; keys: KeyStore; db?: K
 
   return {
     accountId, domainId: sending.domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
-    dnsRecords: dnsRecordsFor(sending.name, sending.dkim.selector, dkimTxtValue(sending.dkim.algorithm, sending.dkim.publicKey), input.serviceDomain, sending.ownershipToken ?? undefined),
+    dnsRecords: dnsRecordsFor({
+      domainId: sending.domainId, name: sending.name, serviceDomain: input.serviceDomain, ownershipToken: sending.ownershipToken, dkimMode: sending.dkimMode, dkim: sending.dkim,
+    }),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import type { DomainRecordCheck } from '../../domain/events';
+import type { DkimAlgorithm, DomainRecordCheck } from '../../domain/events';
+import { dkimTxtValue, managedDkimTarget } from '../../domain/sendingDomain/records';
 
 /** Rows of the directory read model as the rest of the product sees them (camelCase, no secrets but hashes). */
 
@@ -168,7 +169,7 @@ export async function managedDkimRecords(db: Knex, serviceDomain: string): Promi
   const rows = await tbl(db, 'domains').where({ dkim_mode: 'cname_managed', sandbox: false }).orderBy('id');
   return rows.map((r: { id: string; dkim_selector: string; dkim_algorithm: string; dkim_public_key: string }) => ({
     domainId: r.id,
-    name: `${r.dkim_selector}.${r.id}.dkim.${serviceDomain}`,
-    value: `v=DKIM1; k=${r.dkim_algorithm === 'ed25519-sha256' ? 'ed25519' : 'rsa'}; p=${r.dkim_public_key}`,
+    name: managedDkimTarget(r.dkim_selector, r.id, serviceDomain),
+    value: dkimTxtValue(r.dkim_algorithm as DkimAlgorithm, r.dkim_public_key),
   }));
 }

@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPair, sign as
 import { promisify } from 'node:util';
 import type { DKIMSignOptions } from 'mailauth';
 import { dkimSign } from 'mailauth/lib/dkim/sign';
+import { dkimTxtValue } from '../../domain/sendingDomain/records';
 
 export type DkimAlgorithm = 'rsa-sha256' | 'ed25519-sha256';
 
@@ -26,10 +27,6 @@ export async function generateDkimKey(algorithm: DkimAlgorithm): Promise<DkimKey
   const p = rawEd25519PublicKey(publicKey.export({ type: 'spki', format: 'der' }));
   return { privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), publicKeyDnsValue: p, dnsTxtValue: dkimTxtValue(algorithm, p) };
 }
-
-/** The TXT record value that publishes the key whose `p=` value (as DomainAdded stores it) is `publicKey`. */
-export const dkimTxtValue = (algorithm: DkimAlgorithm, publicKey: string): string =>
-  `v=DKIM1; k=${algorithm === 'ed25519-sha256' ? 'ed25519' : 'rsa'}; p=${publicKey}`;
 
 /** The p= value for an existing private key (e.g. to show the record to publish again). */
 export function dkimPublicKeyDnsValue(privateKeyPem: string): string {
