@@ -39,6 +39,7 @@ import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { RefusalEventBudget } from '../smtp/refusalBudget';
 import { LogLimiter } from '../infra/logLimiter';
+import { within } from '../infra/within';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp';
@@ -88,7 +89,7 @@ export interface RuntimeOptions {
 async function timed(fn: () => Promise<unknown>): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
   const t = Date.now();
   try {
-    await Promise.race([fn(), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000))]);
+    await within(2000, fn(), () => new Error('timeout'));
     return { ok: true, latencyMs: Date.now() - t };
   } catch (e) {
     return { ok: false, latencyMs: Date.now() - t, error: (e as Error).message };

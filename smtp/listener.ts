@@ -7,6 +7,7 @@ import type { SendDeps } from '../commands/send/sendMessage';
 import type { DirectoryCache } from '../commands/directoryCache';
 import type { Logger } from '../infra/logger';
 import type { LogLimiter } from '../infra/logLimiter';
+import { within } from '../infra/within';
 import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
@@ -122,13 +123,7 @@ const ascii = (a: string): string => {
  * times out may still commit later; the client then retries and the message can arrive twice, the
  * duplicate RFC 1047 accepts over a lost one.
  */
-function within<T>(ms: number, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Error(`hook timed out after ${ms} ms`)), ms); }),
-  ]);
-}
+const hookWithin = <T>(ms: number, p: Promise<T>): Promise<T> => within(ms, p, () => new Error(`hook timed out after ${ms} ms`));
 
 export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings): Promise<SmtpListeners> {
   const log = deps.logger.child({ component: 'smtp' });
@@ -216,7 +211,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));
       const mechanism = auth.method;
-      within(hookTimeout + authWaitCap, authenticate(
+      hookWithin(hookTimeout + authWaitCap, authenticate(
         authDeps,
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
@@ -253,7 +248,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       // smtp-server's parser is lenient (`app@localhost` passes): the send rules' address syntax, as at RCPT TO.
       if (!sender.ok || (sender.address !== '' && !isValidAddress(sender.address))) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
       ceilings.delete(session.id);
-      within(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
+      hookWithin(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
         .then((ceiling) => {
           ceilings.set(session.id, ceiling);
           cb();
@@ -277,7 +272,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       // A recipient the block may not reach (sandbox allowlist, Free plan) is refused here, 550
       // 5.7.1, and recorded as at MAIL FROM (one recipient); the others of the transaction go on.
       const envelopeFrom = session.envelope.mailFrom ? ascii(session.envelope.mailFrom.address) : '';
-      within(hookTimeout, checkEnvelopeRecipient(deps.send, user.motorBlockId, recipient.address))
+      hookWithin(hookTimeout, checkEnvelopeRecipient(deps.send, user.motorBlockId, recipient.address))
         .then(() => cb(), (err) => refuse('RCPT', session, envelopeFrom, 1, err, cb));
     },
     onData(stream, session, cb) {
@@ -298,7 +293,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         // Unreachable without AUTH (MAIL FROM requires it), but never answer 250 for nothing.
         if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
         if (stream.sizeExceeded) return cb(asError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
-        within(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: Buffer.concat(chunks), now: deps.clock.now() }))
+        hookWithin(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: Buffer.concat(chunks), now: deps.clock.now() }))
           .then((s) => {
             log.debug({ session: session.id, messageId: s.messageId }, 'SMTP submission accepted');
             cb(null, `OK: queued as ${s.messageId}`);

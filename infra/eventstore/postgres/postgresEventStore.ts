@@ -21,6 +21,7 @@ import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
 import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow, type WindowView } from './sharedWindows.js';
 import { SESSION_OPTIONS } from '../../db.js';
+import { within } from '../../within.js';
 
 export interface PostgresEventStoreOptions {
   /** Connections in the store's own pool. Default 10. */
@@ -632,22 +633,15 @@ export class PostgresEventStore implements EventStore {
       return;
     }
     let judged: { outcomes: AppendOutcome[]; broken?: Error };
-    let timer: NodeJS.Timeout | undefined;
-    const judging = judgeBatch(client, batch);
     try {
-      judged = await Promise.race([judging, new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new EventStoreUnavailableError(
-          `PostgreSQL event store did not answer within ${this.appendTimeoutMs} ms; the outcome of the append is unknown (retry with the same Idempotency-Key)`,
-        )), this.appendTimeoutMs);
-      })]);
+      judged = await within(this.appendTimeoutMs, judgeBatch(client, batch), () => new EventStoreUnavailableError(
+        `PostgreSQL event store did not answer within ${this.appendTimeoutMs} ms; the outcome of the append is unknown (retry with the same Idempotency-Key)`,
+      ));
     } catch (err) {
       // Past the deadline: the connection is dropped below (its transaction, if still open, is
       // rolled back by the server; one that committed meanwhile stays committed), and whatever the
       // abandoned judging still does on it fails and is ignored.
-      judging.catch(() => undefined);
       judged = { outcomes: batch.map(() => ({ kind: 'failed', error: err as Error })), broken: err as Error };
-    } finally {
-      clearTimeout(timer);
     }
     client.release(judged.broken);
     const { outcomes } = judged;
