@@ -21,7 +21,7 @@ import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent 
 import { newAccountBlocks } from '../../domain/account/blocks';
 import { conflictAfterRetries, decideOnStream, eventsOf } from '../decideOnStream';
 import { systemIds } from '../auth/systemMail';
-import { claimAccountEmail } from '../auth/accountEmail';
+import { claimOwnerEmail } from '../auth/accountEmail';
 import { accountEmailKey } from '../../domain/account/emailClaim';
 import { findDomainOfAccountByName } from '../../projections/directory/queries';
 import { revokeKeyAsOperator } from '../auth/credentials';
@@ -107,11 +107,8 @@ export async function bootstrapOwner(
   deps: { store: EventStore; keys: KeyStore; db: Knex }, input: BootstrapInput & { systemMailFrom: string },
 ): Promise<BootstrapResult> {
   const { email } = checkInput(input);
-  const system = systemIds(input.systemMailFrom).accountId;
-  if (accountEmailKey(email) === accountEmailKey(input.systemMailFrom)) throw systemAddress(accountEmailKey(email), system);
-  const accountId = await claimAccountEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now });
-  // An earlier SYSTEM_MAIL_FROM: the directory showed the system account with it, and the claim is the system account's.
-  if (accountId === system) throw systemAddress(accountEmailKey(email), system);
+  const accountId = await claimOwnerEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now }, input.systemMailFrom,
+    () => systemAddress(accountEmailKey(email), systemIds(input.systemMailFrom).accountId));
   // The claimed account is made here unless it exists: when the claim is another bootstrap's (one
   // racing this, or one that stopped between its claim and its account), the first AccountCreated
   // on that account's stream wins and the other bootstrap is refused, or finishes the account when

@@ -4,6 +4,7 @@ import { ACCOUNT_EMAIL_EVENTS, accountEmailId, accountEmailKey, decideClaimAccou
 import { fail } from '../../domain/errors';
 import { findAccountByEmail } from '../../projections/directory/queries';
 import { decideAndAppend } from './streams';
+import { systemIds } from './systemMail';
 
 /**
  * One email, one account (docs/AUTH.md "One account per email"). Whoever is about to make an
@@ -39,7 +40,25 @@ export const emailReserved = () => fail('email_reserved', 400, 'This address is 
   details: { field: 'email' }, nextAction: 'Sign up with another address',
 });
 
-/** Dashboard sign-up of SYSTEM_MAIL_FROM (compared as claims compare addresses): refused. */
+/** Whether `email` is SYSTEM_MAIL_FROM, compared as claims compare addresses. */
+const isSystemAddress = (systemMailFrom: string, email: string): boolean => accountEmailKey(email) === accountEmailKey(systemMailFrom);
+
+/** Dashboard sign-up of SYSTEM_MAIL_FROM: refused. */
 export function refuseReservedEmail(config: { systemMailFrom: string }, email: string): void {
-  if (accountEmailKey(email) === accountEmailKey(config.systemMailFrom)) throw emailReserved();
+  if (isSystemAddress(config.systemMailFrom, email)) throw emailReserved();
+}
+
+/**
+ * claimAccountEmail for a new owner (the CLI's bootstrap, the first dashboard password). The
+ * service's own sender is no owner's: SYSTEM_MAIL_FROM is refused with `reserved()` before anything
+ * is appended, and so is an address whose claim is the system account's (an earlier
+ * SYSTEM_MAIL_FROM, which the directory shows with the system account).
+ */
+export async function claimOwnerEmail(
+  deps: AccountEmailDeps, cmd: { email: string; accountId: string; actor: string; now: Date }, systemMailFrom: string, reserved: () => Error,
+): Promise<string> {
+  if (isSystemAddress(systemMailFrom, cmd.email)) throw reserved();
+  const accountId = await claimAccountEmail(deps, cmd);
+  if (accountId === systemIds(systemMailFrom).accountId) throw reserved();
+  return accountId;
 }

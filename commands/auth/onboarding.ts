@@ -18,8 +18,8 @@ import { PASSWORD_MAX, PASSWORD_MIN, burnPasswordCheck, hashPassword, verifyPass
 import { codeHash, generateCode, isSetupTokenShape, opaqueToken, parseOpaqueToken, randomSecret, setupToken, sha256Hex } from './secrets';
 import type { LoginTurns } from './loginTurn';
 import { appendEvents, decideAndAppend, load, type Contention } from './streams';
-import { sendSystemMail, systemIds } from './systemMail';
-import { claimAccountEmail, emailReserved, refuseReservedEmail } from './accountEmail';
+import { sendSystemMail } from './systemMail';
+import { claimOwnerEmail, emailReserved, refuseReservedEmail } from './accountEmail';
 import type { ReadYourWritesDeps } from '../readYourWrites';
 
 /**
@@ -177,11 +177,8 @@ export async function setPassword(deps: AuthDeps, body: { email?: unknown; passw
  * sender address opens none (400 email_reserved).
  */
 async function accountOfFirstPassword(deps: AuthDeps, email: string, user: { userId: string; accountId: string }, now: Date): Promise<string> {
-  refuseReservedEmail(deps.config, email);
   const actor = `user:${user.userId}`;
-  const accountId = await claimAccountEmail(deps, { email, accountId: user.accountId, actor, now });
-  // An earlier SYSTEM_MAIL_FROM: the directory showed the system account with it, and the claim is the system account's.
-  if (accountId === systemIds(deps.config.systemMailFrom).accountId) throw emailReserved();
+  const accountId = await claimOwnerEmail(deps, { email, accountId: user.accountId, actor, now }, deps.config.systemMailFrom, emailReserved);
   // Made unless it exists. A claim whose account is not there yet (a bootstrap between its claim
   // and its account, or one that stopped there) gets it here: the first AccountCreated wins, and
   // a bootstrap that loses is refused (account_exists).
