@@ -1,4 +1,7 @@
 import knex, { type Knex } from 'knex';
+import PgClient from 'knex/lib/dialects/postgres/index.js';
+import type pg from 'pg';
+import { within } from './within';
 
 /**
  * Startup options of every Motor connection to PostgreSQL: JIT compilation off. Motor's statements
@@ -9,13 +12,103 @@ import knex, { type Knex } from 'knex';
  */
 export const SESSION_OPTIONS = '-c jit=off';
 
-/** One knex pool per process; read models and (by default) the event store share the database. */
-export function createDb(databaseUrl: string, options: { pool?: { min: number; max: number }; applicationName?: string } = {}): Knex {
-  return knex({
-    client: 'pg',
-    connection: { connectionString: databaseUrl, application_name: options.applicationName ?? 'motor', options: SESSION_OPTIONS },
-    pool: options.pool ?? { min: 0, max: 10 },
-  });
+/**
+ * Longest wait, by default, for PostgreSQL to answer one statement, and for a connection to it
+ * (DATABASE_QUERY_TIMEOUT_MS). Motor's statements answer in milliseconds; a server that stops
+ * answering without closing the connection (a frozen host, a network black hole) would otherwise
+ * keep the caller waiting for as long as the operating system keeps the connection: the request,
+ * the loop, and the pooled connection it holds. docs/OPERATIONS.md "Database deadlines".
+ */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/**
+ * The deadline of background statements that are bounded but walk large read models, and may take
+ * far longer than a request's statement on a big or busy database: the retention sweep's deletes
+ * (up to RETENTION_SWEEP_BATCH rows each) and the pages of an export. Cutting one at 10 s would
+ * fail the same statement again on every retry; this only ends a hang.
+ */
+export const LONG_QUERY_TIMEOUT_MS = 30 * 60_000;
+
+/** A knex configuration with the statement deadline of its instance (null: none). */
+interface DeadlineConfig extends Knex.Config {
+  queryTimeoutMs: number | null;
+}
+
+/**
+ * Connections given up at a statement's deadline, with that deadline. node-postgres answers a
+ * connection's statements in order, so one whose statement went unanswered cannot serve another:
+ * it is ended at once (with a statement in flight, node-postgres destroys the socket), the pool
+ * refuses it when it is next lent, and whatever is still sent on it fails at once with the same
+ * error, a transaction's ROLLBACK included.
+ */
+const abandoned = new WeakMap<pg.Client, number>();
+
+/** A statement PostgreSQL did not answer within its deadline; the connection it was sent on was dropped. */
+export class QueryTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`PostgreSQL did not answer within ${timeoutMs} ms; the connection was dropped`);
+    this.name = 'QueryTimeoutError';
+  }
+}
+
+/**
+ * Whether `err` is a wait for PostgreSQL given up: a statement past its deadline, or knex's own
+ * timeouts (no pooled connection came free in time). The edges answer both with 503, as a
+ * connection refused (read-api/http/errors.ts).
+ */
+export function isDatabaseTimeout(err: unknown): boolean {
+  return err instanceof QueryTimeoutError || (err as { name?: unknown } | null)?.name === 'KnexTimeoutError';
+}
+
+/** knex's PostgreSQL client with a deadline on every statement, set per instance (withQueryTimeout). */
+class PgClientWithDeadline extends PgClient {
+  override _query(connection: pg.Client, obj: { sql: string; bindings?: unknown[] }): Promise<unknown> {
+    const given = abandoned.get(connection);
+    if (given !== undefined) return Promise.reject(new QueryTimeoutError(given));
+    const ms = (this.config as DeadlineConfig).queryTimeoutMs;
+    const answer = super._query(connection, obj);
+    if (ms === null) return answer;
+    return within(ms, answer, () => {
+      abandoned.set(connection, ms);
+      connection.end().catch(() => undefined);
+      return new QueryTimeoutError(ms);
+    });
+  }
+}
+
+/**
+ * One knex pool per process; read models and (by default) the event store share the database.
+ * Every statement has `queryTimeoutMs` to be answered (null: no deadline); waiting for a pooled
+ * connection, or for a new one to connect, is bounded the same way (QUERY_TIMEOUT_MS without one).
+ */
+export function createDb(
+  databaseUrl: string,
+  options: { pool?: { min: number; max: number }; applicationName?: string; queryTimeoutMs?: number | null } = {},
+): Knex {
+  const queryTimeoutMs = options.queryTimeoutMs === undefined ? QUERY_TIMEOUT_MS : options.queryTimeoutMs;
+  const waitMs = queryTimeoutMs ?? QUERY_TIMEOUT_MS;
+  const config: DeadlineConfig = {
+    client: PgClientWithDeadline,
+    connection: {
+      connectionString: databaseUrl, application_name: options.applicationName ?? 'motor', options: SESSION_OPTIONS,
+      connectionTimeoutMillis: waitMs,
+    },
+    pool: { ...(options.pool ?? { min: 0, max: 10 }), validate: (connection: pg.Client) => !abandoned.has(connection) },
+    acquireConnectionTimeout: waitMs,
+    queryTimeoutMs,
+  };
+  return knex(config);
+}
+
+/**
+ * `db` with another statement deadline (null: none), on the same pool. For the statements that are
+ * long by nature and must not be cut (start-up set-up: withSetupLock; see LONG_QUERY_TIMEOUT_MS);
+ * waiting for a connection stays bounded by the pool's own wait.
+ */
+export function withQueryTimeout(db: Knex, queryTimeoutMs: number | null): Knex {
+  const other = db.withUserParams({ ...db.userParams });
+  (other.client.config as DeadlineConfig).queryTimeoutMs = queryTimeoutMs;
+  return other;
 }
 
 /**
@@ -25,9 +118,12 @@ export function createDb(databaseUrl: string, options: { pool?: { min: number; m
  * and one fails on a catalogue unique index ("pg_type_typname_nsp_index"). Under the lock the
  * later processes wait, then find everything made; the DDL commits as the lock is released. The
  * event store's schema does the same on its own connection (infra/eventstore/postgres/schema.ts).
+ *
+ * Without a statement deadline: a migration may build an index over millions of rows, and the
+ * processes behind the lock wait for it; cut, it would fail again on every start.
  */
 export function withSetupLock<T>(db: Knex, name: string, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
-  return db.transaction(async (trx) => {
+  return withQueryTimeout(db, null).transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.setup:${name}`]);
     // A backend reads its catalogue caches' invalidations at transaction start and when it first
     // locks a relation, not after waiting for an advisory lock: until then it can still hold a
