@@ -22,10 +22,12 @@ export const SESSION_OPTIONS = '-c jit=off';
 export const QUERY_TIMEOUT_MS = 10_000;
 
 /**
- * The deadline of background statements that are bounded but walk large read models, and may take
- * far longer than a request's statement on a big or busy database: the retention sweep's deletes
- * (up to RETENTION_SWEEP_BATCH rows each) and the pages of an export. Cutting one at 10 s would
- * fail the same statement again on every retry; this only ends a hang.
+ * The deadline of background statements that are bounded but may take far longer than a request's
+ * on a big or busy database: the deletes of a projection batch whose size is the data's, not the
+ * batch's (every row of a deleted block, docs/BLOCKS.md; every contact of a deleted list:
+ * withLongStatements), the retention sweep's deletes (up to RETENTION_SWEEP_BATCH rows each) and
+ * the pages of an export (withQueryTimeout). Cut at 10 s, such a statement would be cut again on
+ * every retry and the work would never get done; this only ends a hang.
  */
 export const LONG_QUERY_TIMEOUT_MS = 30 * 60_000;
 
@@ -42,6 +44,9 @@ interface DeadlineConfig extends Knex.Config {
  * error, a transaction's ROLLBACK included.
  */
 const abandoned = new WeakMap<pg.Client, number>();
+
+/** Connections whose statements have LONG_QUERY_TIMEOUT_MS for now (withLongStatements). */
+const lengthened = new WeakSet<pg.Client>();
 
 /** A statement PostgreSQL did not answer within its deadline; the connection it was sent on was dropped. */
 export class QueryTimeoutError extends Error {
@@ -65,7 +70,8 @@ class PgClientWithDeadline extends PgClient {
   override _query(connection: pg.Client, obj: { sql: string; bindings?: unknown[] }): Promise<unknown> {
     const given = abandoned.get(connection);
     if (given !== undefined) return Promise.reject(new QueryTimeoutError(given));
-    const ms = (this.config as DeadlineConfig).queryTimeoutMs;
+    const own = (this.config as DeadlineConfig).queryTimeoutMs;
+    const ms = own !== null && lengthened.has(connection) ? Math.max(own, LONG_QUERY_TIMEOUT_MS) : own;
     const answer = super._query(connection, obj);
     if (ms === null) return answer;
     return within(ms, answer, () => {
@@ -101,14 +107,30 @@ export function createDb(
 }
 
 /**
- * `db` with another statement deadline (null: none), on the same pool. For the statements that are
- * long by nature and must not be cut (start-up set-up: withSetupLock; see LONG_QUERY_TIMEOUT_MS);
- * waiting for a connection stays bounded by the pool's own wait.
+ * `db` with another statement deadline (null: none), on the same pool, for work whose statements
+ * are long by nature (withSetupLock; see LONG_QUERY_TIMEOUT_MS). Waiting for a connection stays
+ * bounded by the pool's own wait.
  */
 export function withQueryTimeout(db: Knex, queryTimeoutMs: number | null): Knex {
   const other = db.withUserParams({ ...db.userParams });
   (other.client.config as DeadlineConfig).queryTimeoutMs = queryTimeoutMs;
   return other;
+}
+
+/**
+ * Runs `fn` with the statements `trx` sends meanwhile under LONG_QUERY_TIMEOUT_MS (none if its
+ * instance has none). The transaction's BEGIN and COMMIT keep the instance's deadline: a pooled
+ * connection whose server stopped answering (or forgot it) is found at BEGIN within seconds, and
+ * not after the long deadline, when `fn` is what may take long.
+ */
+export async function withLongStatements<T>(trx: Knex.Transaction, fn: () => Promise<T>): Promise<T> {
+  const connection = (await trx.client.acquireConnection()) as pg.Client;
+  lengthened.add(connection);
+  try {
+    return await fn();
+  } finally {
+    lengthened.delete(connection);
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import pg from 'pg';
-import { createDb, isDatabaseTimeout, QueryTimeoutError, withQueryTimeout, withSetupLock } from '../../infra/db.js';
+import { createDb, isDatabaseTimeout, QueryTimeoutError, withLongStatements, withQueryTimeout, withSetupLock } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { TEST_PG_ADMIN_URL } from '../support/db.js';
 import { startPausableProxy, type PausableProxy } from '../support/pausableProxy.js';
@@ -83,6 +83,8 @@ describe('knex statement deadline (int)', function () {
     expect(err).to.be.instanceOf(QueryTimeoutError);
     expect((err as Error).message).to.match(/did not answer within 500 ms/);
     expect(Date.now() - started).to.be.within(DEADLINE - 20, DEADLINE + 1000);
+    // The server answers again, but not on the connections it had.
+    proxy.abandon();
     proxy.resume();
     const t = Date.now();
     const after = await pidOf(db);
@@ -129,5 +131,18 @@ describe('knex statement deadline (int)', function () {
     expect(unbounded.client.pool).to.equal(db.client.pool);
     expect((await unbounded.raw(sleep)).rows).to.have.length(1);
     expect(await failure(db.raw(sleep)), 'and the original is unchanged').to.be.instanceOf(QueryTimeoutError);
+  });
+
+  it('withLongStatements: what a transaction sends meanwhile is not cut at the deadline, its other statements are', async () => {
+    const db = open();
+    const sleep = `select pg_sleep(${(DEADLINE + 700) / 1000}) as slept`;
+    await db.transaction(async (trx) => {
+      await withLongStatements(trx, async () => { await trx.raw(sleep); });
+    });
+    const err = await failure(db.transaction(async (trx) => {
+      await withLongStatements(trx, async () => { await trx.raw('select 1'); });
+      await trx.raw(sleep);
+    }));
+    expect(err).to.be.instanceOf(QueryTimeoutError);
   });
 });
