@@ -299,11 +299,13 @@ export class ProjectionRunner {
    * Follows the log from the checkpoint until the signal aborts; retries after errors. The store
    * sends only the handled event types; past a stretch of other events it hands over a
    * position-only batch now and then (about once a second), which moves the checkpoint alone.
+   * The schema must be migrated (init(); the runtime migrates every projection before it starts
+   * them): migrations have no statement deadline (infra/db.ts withSetupLock), and the loop, which
+   * retries after a database that stopped answering, must not wait on one.
    */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await this.init();
         let after = await this.checkpoint();
         const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles, omitData: this.projection.ignoresData });
         const interval = this.opts.minBatchIntervalMs ?? 0;
