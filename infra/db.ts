@@ -40,8 +40,7 @@ interface DeadlineConfig extends Knex.Config {
  * Connections given up at a statement's deadline, with that deadline. node-postgres answers a
  * connection's statements in order, so one whose statement went unanswered cannot serve another:
  * it is ended at once (with a statement in flight, node-postgres destroys the socket), the pool
- * refuses it when it is next lent, and whatever is still sent on it fails at once with the same
- * error, a transaction's ROLLBACK included.
+ * refuses it when it is next lent, and whatever its transaction still sends on it fails at once.
  */
 const abandoned = new WeakMap<pg.Client, number>();
 
@@ -50,8 +49,11 @@ const lengthened = new WeakSet<pg.Client>();
 
 /** A statement PostgreSQL did not answer within its deadline; the connection it was sent on was dropped. */
 export class QueryTimeoutError extends Error {
-  constructor(readonly timeoutMs: number) {
-    super(`PostgreSQL did not answer within ${timeoutMs} ms; the connection was dropped`);
+  /** `unsent`: this statement was refused because an earlier one on its connection went unanswered. */
+  constructor(readonly timeoutMs: number, unsent = false) {
+    super(unsent
+      ? `Not sent: an earlier statement on its connection went unanswered for ${timeoutMs} ms, and the connection was dropped`
+      : `PostgreSQL did not answer within ${timeoutMs} ms; the connection was dropped`);
     this.name = 'QueryTimeoutError';
   }
 }
@@ -69,7 +71,12 @@ export function isDatabaseTimeout(err: unknown): boolean {
 class PgClientWithDeadline extends PgClient {
   override _query(connection: pg.Client, obj: { sql: string; bindings?: unknown[] }): Promise<unknown> {
     const given = abandoned.get(connection);
-    if (given !== undefined) return Promise.reject(new QueryTimeoutError(given));
+    if (given !== undefined) {
+      // The server rolls back the transaction of a connection that goes: the ROLLBACK is done, and
+      // the transaction fails with the error of the statement that went unanswered, not with this.
+      if (/^ROLLBACK\b/i.test(obj.sql)) return Promise.resolve(obj);
+      return Promise.reject(new QueryTimeoutError(given, true));
+    }
     const own = (this.config as DeadlineConfig).queryTimeoutMs;
     const ms = own !== null && lengthened.has(connection) ? Math.max(own, LONG_QUERY_TIMEOUT_MS) : own;
     const answer = super._query(connection, obj);

@@ -98,11 +98,15 @@ describe('knex statement deadline (int)', function () {
 
   it('a transaction whose statement goes unanswered fails with the timeout at the deadline (its ROLLBACK is not waited for)', async () => {
     const db = open();
-    await pidOf(db);
-    proxy.pause();
-    const started = Date.now();
-    const err = await failure(db.transaction(async (trx) => { await trx.raw('select 1'); }));
+    let started = 0;
+    const err = await failure(db.transaction(async (trx) => {
+      await trx.raw('select 1 as first');
+      proxy.pause();
+      started = Date.now();
+      await trx.raw('select 2 as second');
+    }));
     expect(err).to.be.instanceOf(QueryTimeoutError);
+    expect((err as Error).message, 'the error of the statement that went unanswered').to.match(/^select 2 as second - PostgreSQL did not answer within 500 ms/);
     expect(Date.now() - started).to.be.within(DEADLINE - 20, DEADLINE + 1000);
     proxy.resume();
     expect(await db.transaction(async (trx) => (await trx.raw('select 2 as n')).rows[0].n)).to.equal(2);
