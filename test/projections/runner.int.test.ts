@@ -132,6 +132,24 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     expect(String(rejected.reason)).to.include('Another rebuild of messages is running');
   });
 
+  it('rebuild has no statement deadline, whatever its db has: a swap that waits for the live runners past it is not cut', async () => {
+    await appendTraffic(store, { count: 20, motorBlockId: BLOCK });
+    const bounded = createDb(dbh.url, { queryTimeoutMs: 300 });
+    const holder = await db.client.acquireConnection();
+    try {
+      // The live runners' lock, held as by a batch that takes its time.
+      await db.raw('begin').connection(holder);
+      await db.raw('select pg_advisory_xact_lock(hashtext(?))', ['motor.projection:rm_messages']).connection(holder);
+      const rebuilt = rebuild(bounded, store, messagesProjection);
+      await new Promise((r) => setTimeout(r, 1500));
+      await db.raw('commit').connection(holder);
+      expect((await rebuilt).events).to.be.above(0);
+    } finally {
+      await db.client.releaseConnection(holder);
+      await bounded.destroy();
+    }
+  });
+
   it('run() follows new events through the subscription until aborted', async () => {
     const runner = new ProjectionRunner(db, store, messagesProjection, { batchSize: 50 });
     await runner.init();
