@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { ATTEMPT_DEADLINE_MAX_MS } from '../domain/message/message';
+import { QUERY_TIMEOUT_MS } from './db';
 
 /**
  * Configuration: read once from the environment at an entry point, validated, typed, and passed
@@ -55,6 +56,13 @@ export interface Config {
   redisUrl: string | null;
   /** Set = the KurrentDB/EventStoreDB adapter instead of PostgreSQL. */
   eventstoreUrl: string | null;
+  /**
+   * DATABASE_QUERY_TIMEOUT_MS: longest wait for PostgreSQL to answer a statement (read models, the
+   * PostgreSQL event store's reads and appends) and for a connection to it; past it the statement
+   * fails (503 at the edges) and its connection is dropped. The exceptions are in infra/db.ts
+   * (docs/OPERATIONS.md "Database deadlines").
+   */
+  databaseQueryTimeoutMs: number;
   /** host:port resolvers for every MX/TXT/A lookup; empty = the system's resolvers. */
   dnsServers: string[];
   /** Port used to reach recipient MX hosts (25 in production; tests run an MX on loopback). */
@@ -313,6 +321,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
     redisUrl: url('REDIS_URL', ['redis', 'rediss']),
     eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
+    databaseQueryTimeoutMs: int('DATABASE_QUERY_TIMEOUT_MS', QUERY_TIMEOUT_MS, 100, 600_000),
     dnsServers,
     mxPort: int('MX_PORT', 25, 1, 65535),
     mxAllowPrivateAddresses: bool('MX_ALLOW_PRIVATE_ADDRESSES', false),

@@ -1,4 +1,7 @@
 import knex, { type Knex } from 'knex';
+import PgClient from 'knex/lib/dialects/postgres/index.js';
+import type pg from 'pg';
+import { within } from './within';
 
 /**
  * Startup options of every Motor connection to PostgreSQL: JIT compilation off. Motor's statements
@@ -9,13 +12,132 @@ import knex, { type Knex } from 'knex';
  */
 export const SESSION_OPTIONS = '-c jit=off';
 
-/** One knex pool per process; read models and (by default) the event store share the database. */
-export function createDb(databaseUrl: string, options: { pool?: { min: number; max: number }; applicationName?: string } = {}): Knex {
-  return knex({
-    client: 'pg',
-    connection: { connectionString: databaseUrl, application_name: options.applicationName ?? 'motor', options: SESSION_OPTIONS },
-    pool: options.pool ?? { min: 0, max: 10 },
-  });
+/**
+ * Longest wait, by default, for PostgreSQL to answer one statement, and for a connection to it
+ * (DATABASE_QUERY_TIMEOUT_MS). Motor's statements answer in milliseconds; a server that stops
+ * answering without closing the connection (a frozen host, a network black hole) would otherwise
+ * keep the caller waiting for as long as the operating system keeps the connection: the request,
+ * the loop, and the pooled connection it holds. docs/OPERATIONS.md "Database deadlines".
+ */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/**
+ * The deadline of background statements that are bounded but may take far longer than a request's
+ * on a big or busy database: the deletes of a projection batch whose size is the data's, not the
+ * batch's (every row of a deleted block, docs/BLOCKS.md; every contact of a deleted list:
+ * withLongStatements), the retention sweep's deletes (up to RETENTION_SWEEP_BATCH rows each) and
+ * the pages of an export (withQueryTimeout). Cut at 10 s, such a statement would be cut again on
+ * every retry and the work would never get done; this only ends a hang.
+ */
+export const LONG_QUERY_TIMEOUT_MS = 30 * 60_000;
+
+/** A knex configuration with the statement deadline of its instance (null: none). */
+interface DeadlineConfig extends Knex.Config {
+  queryTimeoutMs: number | null;
+}
+
+/**
+ * Connections given up at a statement's deadline, with that deadline. node-postgres answers a
+ * connection's statements in order, so one whose statement went unanswered cannot serve another:
+ * it is ended at once (with a statement in flight, node-postgres destroys the socket), the pool
+ * refuses it when it is next lent, and whatever its transaction still sends on it fails at once.
+ */
+const abandoned = new WeakMap<pg.Client, number>();
+
+/** Connections whose statements have LONG_QUERY_TIMEOUT_MS for now (withLongStatements). */
+const lengthened = new WeakSet<pg.Client>();
+
+/** A statement PostgreSQL did not answer within its deadline; the connection it was sent on was dropped. */
+export class QueryTimeoutError extends Error {
+  /** `unsent`: this statement was refused because an earlier one on its connection went unanswered. */
+  constructor(readonly timeoutMs: number, unsent = false) {
+    super(unsent
+      ? `Not sent: an earlier statement on its connection went unanswered for ${timeoutMs} ms, and the connection was dropped`
+      : `PostgreSQL did not answer within ${timeoutMs} ms; the connection was dropped`);
+    this.name = 'QueryTimeoutError';
+  }
+}
+
+/**
+ * Whether `err` is a wait for PostgreSQL given up: a statement past its deadline, or knex's own
+ * timeouts (no pooled connection came free in time). The edges answer both with 503, as a
+ * connection refused (read-api/http/errors.ts).
+ */
+export function isDatabaseTimeout(err: unknown): boolean {
+  return err instanceof QueryTimeoutError || (err as { name?: unknown } | null)?.name === 'KnexTimeoutError';
+}
+
+/** knex's PostgreSQL client with a deadline on every statement, set per instance (withQueryTimeout). */
+class PgClientWithDeadline extends PgClient {
+  override _query(connection: pg.Client, obj: { sql: string; bindings?: unknown[] }): Promise<unknown> {
+    const given = abandoned.get(connection);
+    if (given !== undefined) {
+      // The server rolls back the transaction of a connection that goes: the ROLLBACK is done, and
+      // the transaction fails with the error of the statement that went unanswered, not with this.
+      if (/^ROLLBACK\b/i.test(obj.sql)) return Promise.resolve(obj);
+      return Promise.reject(new QueryTimeoutError(given, true));
+    }
+    const own = (this.config as DeadlineConfig).queryTimeoutMs;
+    const ms = own !== null && lengthened.has(connection) ? Math.max(own, LONG_QUERY_TIMEOUT_MS) : own;
+    const answer = super._query(connection, obj);
+    if (ms === null) return answer;
+    return within(ms, answer, () => {
+      abandoned.set(connection, ms);
+      connection.end().catch(() => undefined);
+      return new QueryTimeoutError(ms);
+    });
+  }
+}
+
+/**
+ * One knex pool per process; read models and (by default) the event store share the database.
+ * Every statement has `queryTimeoutMs` to be answered (null: no deadline); waiting for a pooled
+ * connection, or for a new one to connect, is bounded the same way (QUERY_TIMEOUT_MS without one).
+ */
+export function createDb(
+  databaseUrl: string,
+  options: { pool?: { min: number; max: number }; applicationName?: string; queryTimeoutMs?: number | null } = {},
+): Knex {
+  const queryTimeoutMs = options.queryTimeoutMs === undefined ? QUERY_TIMEOUT_MS : options.queryTimeoutMs;
+  const waitMs = queryTimeoutMs ?? QUERY_TIMEOUT_MS;
+  const config: DeadlineConfig = {
+    client: PgClientWithDeadline,
+    connection: {
+      connectionString: databaseUrl, application_name: options.applicationName ?? 'motor', options: SESSION_OPTIONS,
+      connectionTimeoutMillis: waitMs,
+    },
+    pool: { ...(options.pool ?? { min: 0, max: 10 }), validate: (connection: pg.Client) => !abandoned.has(connection) },
+    acquireConnectionTimeout: waitMs,
+    queryTimeoutMs,
+  };
+  return knex(config);
+}
+
+/**
+ * `db` with another statement deadline (null: none), on the same pool, for work whose statements
+ * are long by nature (withSetupLock; see LONG_QUERY_TIMEOUT_MS). Waiting for a connection stays
+ * bounded by the pool's own wait.
+ */
+export function withQueryTimeout(db: Knex, queryTimeoutMs: number | null): Knex {
+  const other = db.withUserParams({ ...db.userParams });
+  (other.client.config as DeadlineConfig).queryTimeoutMs = queryTimeoutMs;
+  return other;
+}
+
+/**
+ * Runs `fn` with the statements `trx` sends meanwhile under LONG_QUERY_TIMEOUT_MS (none if its
+ * instance has none). The transaction's BEGIN and COMMIT keep the instance's deadline: a pooled
+ * connection whose server stopped answering (or forgot it) is found at BEGIN within seconds, and
+ * not after the long deadline, when `fn` is what may take long.
+ */
+export async function withLongStatements<T>(trx: Knex.Transaction, fn: () => Promise<T>): Promise<T> {
+  const connection = (await trx.client.acquireConnection()) as pg.Client;
+  lengthened.add(connection);
+  try {
+    return await fn();
+  } finally {
+    lengthened.delete(connection);
+  }
 }
 
 /**
@@ -25,9 +147,12 @@ export function createDb(databaseUrl: string, options: { pool?: { min: number; m
  * and one fails on a catalogue unique index ("pg_type_typname_nsp_index"). Under the lock the
  * later processes wait, then find everything made; the DDL commits as the lock is released. The
  * event store's schema does the same on its own connection (infra/eventstore/postgres/schema.ts).
+ *
+ * Without a statement deadline: a migration may build an index over millions of rows, and the
+ * processes behind the lock wait for it; cut, it would fail again on every start.
  */
 export function withSetupLock<T>(db: Knex, name: string, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
-  return db.transaction(async (trx) => {
+  return withQueryTimeout(db, null).transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.setup:${name}`]);
     // A backend reads its catalogue caches' invalidations at transaction start and when it first
     // locks a relation, not after waiting for an advisory lock: until then it can still hold a

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../domain/eventStore';
 import type { MotorBlockDeleted } from '../domain/events';
+import { withLongStatements } from '../infra/db';
 
 /**
  * How read models forget a deleted block's history (docs/BLOCKS.md "How the log forgets"). The
@@ -12,6 +13,12 @@ import type { MotorBlockDeleted } from '../domain/events';
  */
 export const TOMBSTONE = 'MotorBlockDeleted';
 
+/**
+ * A projection's batch handler from `apply` and `forget`. `forget` deletes every row of a block in
+ * a statement or a few, millions for a block that sent for years: it runs under the long deadline
+ * (infra/db.ts LONG_QUERY_TIMEOUT_MS), as the request's would cut it again on every retry of the
+ * batch and stop the read model there.
+ */
 export function withTombstones(
   apply: (trx: Knex.Transaction, schema: string, events: RecordedEvent[]) => Promise<void>,
   forget: (trx: Knex.Transaction, schema: string, motorBlockId: string) => Promise<void>,
@@ -22,7 +29,7 @@ export function withTombstones(
       if (events[i].type !== TOMBSTONE) continue;
       if (i > start) await apply(trx, schema, events.slice(start, i));
       const d = events[i].data as MotorBlockDeleted;
-      if (d?.historyDeleted === true && typeof d.motorBlockId === 'string') await forget(trx, schema, d.motorBlockId);
+      if (d?.historyDeleted === true && typeof d.motorBlockId === 'string') await withLongStatements(trx, () => forget(trx, schema, d.motorBlockId));
       start = i + 1;
     }
     if (start === 0) await apply(trx, schema, events);

@@ -23,7 +23,7 @@ import type { Knex } from 'knex';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore.js';
 import { sleep } from '../infra/sleep.js';
 import { awaitBatchInterval } from '../infra/eventstore/followLog.js';
-import { withSetupLock } from '../infra/db.js';
+import { withQueryTimeout, withSetupLock } from '../infra/db.js';
 
 /** One forward-only migration of a projection's schema; `schema` is where to create things. */
 export interface ProjectionMigration {
@@ -299,11 +299,13 @@ export class ProjectionRunner {
    * Follows the log from the checkpoint until the signal aborts; retries after errors. The store
    * sends only the handled event types; past a stretch of other events it hands over a
    * position-only batch now and then (about once a second), which moves the checkpoint alone.
+   * The schema must be migrated (init(); the runtime migrates every projection before it starts
+   * them): migrations have no statement deadline (infra/db.ts withSetupLock), and the loop, which
+   * retries after a database that stopped answering, must not wait on one.
    */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await this.init();
         let after = await this.checkpoint();
         const sub = this.store.subscribeToAll({ after, batchSize: this.batchSize, signal, types: this.projection.handles, omitData: this.projection.ignoresData });
         const interval = this.opts.minBatchIntervalMs ?? 0;
@@ -466,7 +468,11 @@ interface CountableStore {
  * rm_<name> → rm_<name>__old and rm_<name>__next → rm_<name>, and drops the old schema. Readers keep
  * answering from the old schema until that transaction commits (schema renames are transactional).
  */
-export async function rebuild(db: Knex, store: EventStore, projection: Projection, opts: RebuildOptions = {}): Promise<RebuildResult> {
+export async function rebuild(given: Knex, store: EventStore, projection: Projection, opts: RebuildOptions = {}): Promise<RebuildResult> {
+  // Without a statement deadline (docs/OPERATIONS.md "Database deadlines"): index builds over
+  // millions of rows, ANALYZE, and a swap that waits for the live runners' batch; cut, the whole
+  // rebuild would be lost. `npm run replay` takes the store's reads off theirs as well.
+  const db = withQueryTimeout(given, null);
   const live = schemaFor(projection.name);
   const next = `${live}__next`;
   const old = `${live}__old`;

@@ -36,8 +36,8 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel, { role: 'projector', projection: projection.name });
-  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 } });
-  const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const runner = new ProjectionRunner(db, store, projection, { batchSize, logger });
   const abort = new AbortController();
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => abort.abort());

@@ -55,7 +55,10 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const { db, store, close } = await openStorage(config, 'motor-replay', { min: 0, max: 10 });
+  // No statement deadline: a rebuild reads the whole log in batches of thousands of events, builds
+  // indexes over millions of rows and swaps behind the live projectors' lock; its operator watches
+  // it, and cutting one statement would throw away hours of it.
+  const { db, store, close } = await openStorage(config, 'motor-replay', { min: 0, max: 10 }, null);
   const tty = process.stderr.isTTY === true;
   let lastPrint = 0;
   const onProgress = (p: RebuildProgress) => {

@@ -100,8 +100,8 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const logger = opts.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
   const clock = opts.clock ?? systemClock;
-  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 } });
-  const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const redis = createFastRedis(opts.redisUrl);
   redis.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
   const keys = new KeyStore(db, config.keyEncryptionKey);

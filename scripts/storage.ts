@@ -28,13 +28,16 @@ export async function catchUpUntil(runner: { catchUp(): Promise<number> }, done:
 /**
  * The database and event store of an operator command (CLI, replay): DATABASE_URL, or like
  * `npm start` the embedded PostgreSQL under MOTOR_DATA_DIR (shared with a running `npm start`,
- * started and stopped here otherwise). close() releases all of it.
+ * started and stopped here otherwise). close() releases all of it. Statements have
+ * DATABASE_QUERY_TIMEOUT_MS to be answered unless `queryTimeoutMs` says otherwise (null: none).
  */
-export async function openStorage(config: Config, applicationName: string, pool = { min: 0, max: 4 }): Promise<{ db: Knex; store: EventStore; close(): Promise<void> }> {
+export async function openStorage(
+  config: Config, applicationName: string, pool = { min: 0, max: 4 }, queryTimeoutMs: number | null = config.databaseQueryTimeoutMs,
+): Promise<{ db: Knex; store: EventStore; close(): Promise<void> }> {
   const embedded = config.databaseUrl ? null : await startEmbeddedPostgres(config.dataDir, createLogger('warn'));
   const databaseUrl = config.databaseUrl ?? embedded!.url;
-  const db = createDb(databaseUrl, { applicationName, pool });
-  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl });
+  const db = createDb(databaseUrl, { applicationName, pool, queryTimeoutMs });
+  const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs });
   return {
     db, store,
     async close() {

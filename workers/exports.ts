@@ -8,6 +8,7 @@ import { EXPORT_FILES } from '../commands/exports/exports';
 import { searchLogs } from '../projections/messages';
 import { EXPORTS_SCHEMA } from '../projections/exports/projection';
 import { messageDto } from '../read-api/messages/present';
+import { LONG_QUERY_TIMEOUT_MS, withQueryTimeout } from '../infra/db';
 import { bullConnection } from '../infra/redis';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer } from './logEnqueuer';
@@ -92,7 +93,11 @@ export async function processExport(deps: ExportWorkerDeps, jobId: string): Prom
   return 'completed';
 }
 
-export function startExportWorker(deps: ExportWorkerDeps, redisUrl: string, prefix = 'motor'): Worker<ExportJob> {
+export function startExportWorker(given: ExportWorkerDeps, redisUrl: string, prefix = 'motor'): Worker<ExportJob> {
+  // The long deadline (infra/db.ts LONG_QUERY_TIMEOUT_MS): a page of 1,000 messages searched over
+  // a window of months may take far longer than a page of the logs route; cut, it would be cut
+  // again at every attempt.
+  const deps = { ...given, db: withQueryTimeout(given.db, LONG_QUERY_TIMEOUT_MS) };
   const worker = new Worker<ExportJob>(EXPORT_QUEUE, async (job: Job<ExportJob>) => processExport(deps, job.data.jobId), {
     connection: bullConnection(redisUrl), prefix, concurrency: 2, maxStalledCount: 10,
   });

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Config } from '../infra/config';
+import { LONG_QUERY_TIMEOUT_MS, withQueryTimeout } from '../infra/db';
 import type { Logger } from '../infra/logger';
 import { sleep } from '../infra/sleep';
 import { RETENTION_GRACE_MS } from '../read-api/http/retention';
@@ -86,7 +87,6 @@ const SWEEP_LOCK = 'motor.retention-sweep';
 
 /** The pg client of a pooled connection, as far as the lock needs it. */
 interface PgConnection {
-  query(sql: string, params: unknown[]): Promise<{ rows: Array<{ ok: boolean }> }>;
   end(): Promise<void>;
 }
 
@@ -97,12 +97,21 @@ interface Target {
 }
 
 export class RetentionSweeper {
+  /**
+   * `db` for the deletes, with the long deadline (infra/db.ts LONG_QUERY_TIMEOUT_MS): a delete of
+   * `batchSize` rows (up to a million, RETENTION_SWEEP_BATCH) on a big table may take minutes, and
+   * cut, it would be cut again at every sweep while the tables grow. The sweep lock keeps `db`'s.
+   */
+  private readonly deletes: Knex;
+
   constructor(
     private readonly db: Knex,
     private readonly config: RetentionConfig,
     private readonly logger: Logger,
     private readonly opts: RetentionSweeperOptions = { intervalMs: 3_600_000, batchSize: 5000 },
-  ) {}
+  ) {
+    this.deletes = withQueryTimeout(db, LONG_QUERY_TIMEOUT_MS);
+  }
 
   private targets(now: Date): Target[] {
     const plans = Object.values(this.config.plans);
@@ -214,7 +223,8 @@ export class RetentionSweeper {
     // sending them through the pool would not give this connection back, only take a second one.
     const conn = (await this.db.client.acquireConnection()) as PgConnection;
     try {
-      const { rows } = await conn.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [SWEEP_LOCK]);
+      // Through knex, for its deadline: a pooled connection whose server stopped answering is found here.
+      const { rows } = await this.db.raw('select pg_try_advisory_lock(hashtextextended(?, 0)) as ok', [SWEEP_LOCK]).connection(conn);
       if (!rows[0].ok) {
         this.logger.debug('retention sweep skipped: another process is sweeping');
         return { deleted: {}, durationMs: performance.now() - started, skipped: true };
@@ -224,7 +234,7 @@ export class RetentionSweeper {
       } finally {
         // A lock left on a pooled connection would keep every later sweep out: close the session
         // (PostgreSQL then releases its locks) when the unlock does not go through.
-        await conn.query('select pg_advisory_unlock(hashtextextended($1, 0)) as ok', [SWEEP_LOCK]).catch(() => conn.end().catch(() => undefined));
+        await this.db.raw('select pg_advisory_unlock(hashtextextended(?, 0)) as ok', [SWEEP_LOCK]).connection(conn).catch(() => conn.end().catch(() => undefined));
       }
     } finally {
       await this.db.client.releaseConnection(conn);
@@ -232,7 +242,7 @@ export class RetentionSweeper {
   }
 
   private async sweepLocked(conn: PgConnection, now: Date, started: number, signal?: AbortSignal): Promise<SweepReport> {
-    const raw = (sql: string, bindings: readonly Knex.RawBinding[]) => this.db.raw(sql, bindings).connection(conn);
+    const raw = (sql: string, bindings: readonly Knex.RawBinding[]) => this.deletes.raw(sql, bindings).connection(conn);
     const deleted: Record<string, number> = {};
     const present = await this.presentSchemas(raw);
     for (const target of this.targets(now)) {

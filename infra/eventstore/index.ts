@@ -9,6 +9,11 @@ export interface EventStoreOptions {
   eventstoreUrl: string | null;
   /** PostgreSQL pool size. */
   poolSize?: number;
+  /**
+   * PostgreSQL: the deadline of appends and reads (DATABASE_QUERY_TIMEOUT_MS; default
+   * QUERY_TIMEOUT_MS). null: reads have none (`npm run replay`), appends keep the default.
+   */
+  queryTimeoutMs?: number | null;
 }
 
 /**
@@ -19,7 +24,7 @@ export interface EventStoreOptions {
 export async function createEventStore(opts: EventStoreOptions): Promise<EventStore> {
   const store = opts.eventstoreUrl
     ? new (await import('./kurrentdb/kurrentEventStore.js')).KurrentEventStore(opts.eventstoreUrl)
-    : new PostgresEventStore(opts.databaseUrl, { poolSize: opts.poolSize });
+    : new PostgresEventStore(opts.databaseUrl, { poolSize: opts.poolSize, appendTimeoutMs: opts.queryTimeoutMs ?? undefined, readTimeoutMs: opts.queryTimeoutMs });
   try {
     await store.init();
   } catch (err) {

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
 import { asDomainEvent, type ContactListDeleted } from '../../domain/events';
 import { CONTACT_EVENT_TYPES } from '../../domain/comms/contacts';
+import { withLongStatements } from '../../infra/db';
 import type { Projection, ProjectionMigration } from '../runner';
 
 /**
@@ -156,7 +157,8 @@ async function applyContacts(trx: Knex.Transaction, schema: string, events: Reco
  */
 async function deleteList(trx: Knex.Transaction, schema: string, d: ContactListDeleted): Promise<void> {
   await trx.withSchema(schema).table('deleted_lists').insert({ list_id: d.listId, tenant_id: d.tenantId, deleted_at: d.deletedAt }).onConflict('list_id').ignore();
-  await trx.withSchema(schema).table('contacts').where({ list_id: d.listId }).whereNull('removed_at').update({ removed_at: d.deletedAt });
+  // Every contact of the list, hundreds of thousands maybe: under the long deadline (infra/db.ts LONG_QUERY_TIMEOUT_MS).
+  await withLongStatements(trx, () => trx.withSchema(schema).table('contacts').where({ list_id: d.listId }).whereNull('removed_at').update({ removed_at: d.deletedAt }));
   await trx.withSchema(schema).table('list_sizes').where({ list_id: d.listId }).delete();
 }
 

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { RecordedEvent } from '../../domain/eventStore';
 import { asDomainEvent, type MotorBlockDeleted } from '../../domain/events';
+import { withLongStatements } from '../../infra/db';
 import type { Projection } from '../runner';
 import { TOMBSTONE } from '../blockTombstone';
 
@@ -118,9 +119,12 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
       case 'MotorBlockDeleted': {
         const d = event.data as MotorBlockDeleted;
         await t('endpoints').where({ motor_block_id: d.motorBlockId }).whereNull('deleted_at').update({ deleted_at: d.deletedAt, enabled: false });
+        // Every delivery of the block: under the long deadline, as blockTombstone.ts's forget.
         if (d.historyDeleted === true) {
-          await t('deliveries').where({ motor_block_id: d.motorBlockId }).delete();
-          await t('attempts').where({ motor_block_id: d.motorBlockId }).delete();
+          await withLongStatements(trx, async () => {
+            await t('deliveries').where({ motor_block_id: d.motorBlockId }).delete();
+            await t('attempts').where({ motor_block_id: d.motorBlockId }).delete();
+          });
         }
         break;
       }

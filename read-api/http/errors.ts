@@ -6,6 +6,7 @@ import { ValidateError } from '@tsoa/runtime';
 import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { jsonProblem } from '../../domain/storableJson';
 import { isDomainError } from '../../domain/errors';
+import { isDatabaseTimeout } from '../../infra/db';
 import { isUnavailable } from '../../infra/eventstore/postgres/errors';
 import { ctxOf } from './context';
 
@@ -228,11 +229,11 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
     }));
     return;
   }
-  // A PostgreSQL that cannot be reached fails the directory lookup of authentication before the
-  // append is tried: with the default store that database IS the event store, so it is the same
-  // 503 (never a 500, never a 200). With EVENTSTORE_URL only the read models are down.
-  const knexTimeout = (err as { name?: string })?.name === 'KnexTimeoutError';
-  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || knexTimeout) {
+  // A PostgreSQL that cannot be reached, or does not answer in time (infra/db.ts QUERY_TIMEOUT_MS),
+  // fails the directory lookup of authentication before the append is tried: with the default
+  // store that database IS the event store, so it is the same 503 (never a 500, never a 200). With
+  // EVENTSTORE_URL only the read models are down.
+  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || isDatabaseTimeout(err)) {
     const store = err instanceof EventStoreUnavailableError || !ctxOf(req).config.eventstoreUrl;
     const what = store ? 'The event store is unavailable' : 'The database is unavailable';
     res.setHeader('Retry-After', '5');

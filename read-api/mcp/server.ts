@@ -4,6 +4,7 @@ import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisio
 import { isDomainError } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
 import type { McpServerSpec } from '../../domain/oauth/agent';
+import { isDatabaseTimeout } from '../../infra/db';
 import { isUnavailable } from '../../infra/eventstore/postgres/errors';
 import type { AgentTool, ToolEnv } from './tool';
 
@@ -34,7 +35,7 @@ export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
   if (err instanceof WrongExpectedRevisionError) {
     return { error: 'concurrent_update', message: 'What this call changes was changed by another request meanwhile; nothing was written', status: 409, nextAction: 'Read it again and retry the call' };
   }
-  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || (err as { name?: string } | null)?.name === 'KnexTimeoutError') {
+  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || isDatabaseTimeout(err)) {
     const store = err instanceof EventStoreUnavailableError || !env.ctx.config.eventstoreUrl;
     return { error: store ? 'event_store_unavailable' : 'database_unavailable', message: `The ${store ? 'event store' : 'database'} is unavailable; retry shortly`, status: 503 };
   }

@@ -1,7 +1,10 @@
 import { expect } from 'chai';
-import { createDb } from '../../infra/db.js';
+import type { Knex } from 'knex';
+import pg from 'pg';
+import { createDb, isDatabaseTimeout, QueryTimeoutError, withLongStatements, withQueryTimeout, withSetupLock } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { TEST_PG_ADMIN_URL } from '../support/db.js';
+import { startPausableProxy, type PausableProxy } from '../support/pausableProxy.js';
 
 /** Every Motor session runs with JIT off (infra/db.ts SESSION_OPTIONS); DATABASE_URL can say otherwise. */
 describe('PostgreSQL session options', () => {
@@ -29,5 +32,121 @@ describe('PostgreSQL session options', () => {
     const u = new URL(TEST_PG_ADMIN_URL);
     u.searchParams.set('options', '-c jit=on');
     expect(await jitOf(u.toString())).to.equal('on');
+  });
+});
+
+/**
+ * A PostgreSQL that stops answering (test/support/pausableProxy.ts: the connection stays open,
+ * nothing comes back): every statement of a knex instance fails at its deadline instead of waiting
+ * as long as the operating system keeps the connection, and the connection it was sent on is
+ * dropped, not lent again behind the unanswered statement.
+ */
+describe('knex statement deadline (int)', function () {
+  this.timeout(20_000);
+  const DEADLINE = 500;
+  let proxy: PausableProxy;
+  let url: string;
+  let admin: pg.Client;
+  const dbs: Knex[] = [];
+  const open = (options: Parameters<typeof createDb>[1] = {}): Knex => {
+    const db = createDb(url, { queryTimeoutMs: DEADLINE, pool: { min: 0, max: 1 }, ...options });
+    dbs.push(db);
+    return db;
+  };
+  const pidOf = async (db: Knex): Promise<number> => (await db.raw('select pg_backend_pid() as pid')).rows[0].pid as number;
+  const failure = (p: Promise<unknown>): Promise<unknown> => p.then(() => 'answered', (err: unknown) => err);
+
+  before(async () => {
+    const target = new URL(TEST_PG_ADMIN_URL);
+    proxy = await startPausableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    target.hostname = '127.0.0.1';
+    target.port = String(proxy.port);
+    url = target.toString();
+    admin = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
+    await admin.connect();
+  });
+  afterEach(async () => {
+    proxy.resume();
+    await Promise.all(dbs.splice(0).map((db) => db.destroy()));
+  });
+  after(async () => {
+    await admin?.end();
+    await proxy?.close();
+  });
+
+  it('a statement left unanswered fails at the deadline; its connection is dropped, and once the server answers the next statement runs on a new one', async () => {
+    const db = open();
+    const before = await pidOf(db);
+    proxy.pause();
+    const started = Date.now();
+    const err = await failure(db.raw('select 1'));
+    expect(err).to.be.instanceOf(QueryTimeoutError);
+    expect((err as Error).message).to.match(/did not answer within 500 ms/);
+    expect(Date.now() - started).to.be.within(DEADLINE - 20, DEADLINE + 1000);
+    // The server answers again, but not on the connections it had.
+    proxy.abandon();
+    proxy.resume();
+    const t = Date.now();
+    const after = await pidOf(db);
+    expect(Date.now() - t, 'not queued behind the unanswered statement').to.be.below(DEADLINE);
+    expect(after).to.not.equal(before);
+    // The abandoned session is gone from the server, not idling in the pool.
+    const gone = async () => (await admin.query('select count(*)::int as n from pg_stat_activity where pid = $1', [before])).rows[0].n === 0;
+    for (let i = 0; i < 50 && !(await gone()); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await gone()).to.equal(true);
+  });
+
+  it('a transaction whose statement goes unanswered fails with the timeout at the deadline (its ROLLBACK is not waited for)', async () => {
+    const db = open();
+    let started = 0;
+    const err = await failure(db.transaction(async (trx) => {
+      await trx.raw('select 1 as first');
+      proxy.pause();
+      started = Date.now();
+      await trx.raw('select 2 as second');
+    }));
+    expect(err).to.be.instanceOf(QueryTimeoutError);
+    expect((err as Error).message, 'the error of the statement that went unanswered').to.match(/^select 2 as second - PostgreSQL did not answer within 500 ms/);
+    expect(Date.now() - started).to.be.within(DEADLINE - 20, DEADLINE + 1000);
+    proxy.resume();
+    expect(await db.transaction(async (trx) => (await trx.raw('select 2 as n')).rows[0].n)).to.equal(2);
+  });
+
+  it('statements waiting for a connection held by an unanswered one, or for a new connection, give up at the deadline too', async () => {
+    const db = open();
+    await pidOf(db);
+    proxy.pause();
+    const started = Date.now();
+    const errors = await Promise.all([1, 2, 3].map((n) => failure(db.raw('select ?::int as n', [n]))));
+    // The first at its statement's deadline, the others at the pool's wait (knex's KnexTimeoutError).
+    expect(errors[0]).to.be.instanceOf(QueryTimeoutError);
+    for (const err of errors) expect(isDatabaseTimeout(err), String(err)).to.equal(true);
+    expect(Date.now() - started).to.be.below(DEADLINE + 1000);
+    proxy.resume();
+    expect((await db.raw('select 4 as n')).rows[0].n).to.equal(4);
+  });
+
+  it('start-up set-up (withSetupLock) and an instance without a deadline are not cut, on the same pool', async () => {
+    const db = open();
+    const sleep = `select pg_sleep(${(DEADLINE + 700) / 1000}) as slept`;
+    expect(await failure(db.raw(sleep)), 'the instance itself keeps its deadline').to.be.instanceOf(QueryTimeoutError);
+    await withSetupLock(db, 'motor_test_deadline', async (trx) => { await trx.raw(sleep); });
+    const unbounded = withQueryTimeout(db, null);
+    expect(unbounded.client.pool).to.equal(db.client.pool);
+    expect((await unbounded.raw(sleep)).rows).to.have.length(1);
+    expect(await failure(db.raw(sleep)), 'and the original is unchanged').to.be.instanceOf(QueryTimeoutError);
+  });
+
+  it('withLongStatements: what a transaction sends meanwhile is not cut at the deadline, its other statements are', async () => {
+    const db = open();
+    const sleep = `select pg_sleep(${(DEADLINE + 700) / 1000}) as slept`;
+    await db.transaction(async (trx) => {
+      await withLongStatements(trx, async () => { await trx.raw(sleep); });
+    });
+    const err = await failure(db.transaction(async (trx) => {
+      await withLongStatements(trx, async () => { await trx.raw('select 1'); });
+      await trx.raw(sleep);
+    }));
+    expect(err).to.be.instanceOf(QueryTimeoutError);
   });
 });

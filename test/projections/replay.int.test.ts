@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { createDb } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { getMessage } from '../../projections/messages/queries.js';
@@ -51,6 +52,28 @@ describe('npm run replay (scripts/replay.ts)', function () {
     expect(r.stdout).to.match(new RegExp(`^replayed messages: ${eventCount.toLocaleString('en-US')} events \\(`));
     expect(r.stderr).to.include('messages [');
     expect((await getMessage(db, ids[199]))?.id).to.equal(ids[199]);
+  });
+
+  it('has no statement deadline: a swap that waits for the live projectors longer than DATABASE_QUERY_TIMEOUT_MS is not cut', async () => {
+    // The live runners' lock, held from another session (a live batch that takes its time).
+    const holder = new pg.Client({ connectionString: dbh.url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_advisory_xact_lock(hashtext($1))', ['motor.projection:rm_messages']);
+      const running = replay(['messages'], { DATABASE_URL: dbh.url, DATABASE_QUERY_TIMEOUT_MS: '300' });
+      // Held until the swap has waited for it well past the deadline.
+      const waiting = async () => (await holder.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`)).rows[0].n > 0;
+      for (let i = 0; i < 600 && !(await waiting()); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await waiting(), 'the swap waits for the lock').to.equal(true);
+      await new Promise((r) => setTimeout(r, 1000));
+      await holder.query('commit');
+      const r = await running;
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout).to.match(/^replayed messages: /);
+    } finally {
+      await holder.end();
+    }
   });
 
   it('lists the known projections for an unknown name', async () => {

@@ -7,6 +7,7 @@ import { messagesProjection } from '../../projections/messages/projection.js';
 import { getMessage, searchLogs } from '../../projections/messages/queries.js';
 import { ProjectionRunner, rebuild, type Projection } from '../../projections/runner.js';
 import { createTestDatabase } from '../support/db.js';
+import { startPausableProxy } from '../support/pausableProxy.js';
 import { MESSAGE_TABLES, acceptedEvent, appendTraffic, catchUpAll, dumpTables, recipientEvent, waitFor } from './fixtures.js';
 
 const BLOCK = '22222222-2222-4222-8222-222222222222';
@@ -131,17 +132,78 @@ describe('ProjectionRunner (PostgreSQL, real event store)', function () {
     expect(String(rejected.reason)).to.include('Another rebuild of messages is running');
   });
 
+  it('rebuild has no statement deadline, whatever its db has: a swap that waits for the live runners past it is not cut', async () => {
+    await appendTraffic(store, { count: 20, motorBlockId: BLOCK });
+    const bounded = createDb(dbh.url, { queryTimeoutMs: 300 });
+    const holder = await db.client.acquireConnection();
+    try {
+      // The live runners' lock, held as by a batch that takes its time.
+      await db.raw('begin').connection(holder);
+      await db.raw('select pg_advisory_xact_lock(hashtext(?))', ['motor.projection:rm_messages']).connection(holder);
+      const rebuilt = rebuild(bounded, store, messagesProjection);
+      await new Promise((r) => setTimeout(r, 1500));
+      await db.raw('commit').connection(holder);
+      expect((await rebuilt).events).to.be.above(0);
+    } finally {
+      await db.client.releaseConnection(holder);
+      await bounded.destroy();
+    }
+  });
+
   it('run() follows new events through the subscription until aborted', async () => {
     const runner = new ProjectionRunner(db, store, messagesProjection, { batchSize: 50 });
+    await runner.init();
     const ctl = new AbortController();
     const running = runner.run(ctl.signal);
     const mid = randomUUID();
     await store.append(`message-${mid}`, [acceptedEvent(mid, BLOCK, ['a@x.test'], 0)]);
-    await waitFor(async () => (await getMessage(db, mid).catch(() => null))?.currentOutcome === 'queued');
+    await waitFor(async () => (await getMessage(db, mid))?.currentOutcome === 'queued');
     await store.append(`message-${mid}`, [recipientEvent('DeliveryStarted', mid, 'a@x.test', 5), recipientEvent('DeliverySucceeded', mid, 'a@x.test', 9)]);
     await waitFor(async () => (await getMessage(db, mid))?.currentOutcome === 'delivered');
     ctl.abort();
     await running;
+  });
+
+  it('run() through a database that stops answering: its reads and batches fail at their deadlines and are retried, and it catches up once the database answers on new connections', async () => {
+    const target = new URL(dbh.url);
+    const proxy = await startPausableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    target.hostname = '127.0.0.1';
+    target.port = String(proxy.port);
+    const frozenDb = createDb(target.toString(), { queryTimeoutMs: 500 });
+    const frozenStore = new PostgresEventStore(target.toString(), { readTimeoutMs: 500, pollIntervalMs: 100 });
+    const failures: unknown[] = [];
+    const runner = new ProjectionRunner(frozenDb, frozenStore, messagesProjection, {
+      batchSize: 50, retryDelayMs: 100, logger: { info: () => undefined, warn: () => undefined, error: (o) => { failures.push(o); } },
+    });
+    const ctl = new AbortController();
+    let running: Promise<void> | undefined;
+    try {
+      await frozenStore.init();
+      await runner.init();
+      running = runner.run(ctl.signal);
+      const first = randomUUID();
+      await store.append(`message-${first}`, [acceptedEvent(first, BLOCK, ['a@x.test'], 0)]);
+      await waitFor(async () => (await getMessage(db, first))?.currentOutcome === 'queued');
+      proxy.pause();
+      const second = randomUUID();
+      await store.append(`message-${second}`, [acceptedEvent(second, BLOCK, ['b@x.test'], 0)]);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await getMessage(db, second)).to.equal(null);
+      // The server answers again, but not on the connections it had: a client without a deadline
+      // would wait on them for ever.
+      proxy.abandon();
+      proxy.resume();
+      await waitFor(async () => (await getMessage(db, second))?.currentOutcome === 'queued', 10_000);
+      const third = randomUUID();
+      await store.append(`message-${third}`, [acceptedEvent(third, BLOCK, ['c@x.test'], 0)]);
+      await waitFor(async () => (await getMessage(db, third))?.currentOutcome === 'queued', 10_000);
+    } finally {
+      ctl.abort();
+      await running;
+      await frozenStore.close();
+      await frozenDb.destroy();
+      await proxy.close();
+    }
   });
 
   it('a batch without events (a position-only handover) moves the checkpoint by compare-and-set alone', async () => {

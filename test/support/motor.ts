@@ -30,10 +30,19 @@ export interface TestMotor {
 /**
  * `redisUrl` overrides the test Redis (e.g. a port nobody listens on, to test Redis being down);
  * `logLines` collects every log line at trace level instead of the silent default; `port` fixes the
- * HTTP port (for a config that must name Motor's own URL), else an ephemeral one.
+ * HTTP port (for a config that must name Motor's own URL), else an ephemeral one; `databasePort`
+ * has Motor reach its database through that port on 127.0.0.1 (a proxy in front of PostgreSQL:
+ * test/support/pausableProxy.ts).
  */
-export async function startTestMotor(opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[]; port?: number } = {}): Promise<TestMotor> {
+export async function startTestMotor(
+  opts: { env?: Record<string, string>; roles?: Role[]; redisUrl?: string; logLines?: string[]; port?: number; databasePort?: number } = {},
+): Promise<TestMotor> {
   const db = await createTestDatabase('motor');
+  const databaseUrl = new URL(db.url);
+  if (opts.databasePort !== undefined) {
+    databaseUrl.hostname = '127.0.0.1';
+    databaseUrl.port = String(opts.databasePort);
+  }
   // The tests' MX hosts listen on loopback: delivery may connect there (MX_ALLOW_PRIVATE_ADDRESSES).
   const config = loadConfig({ LOG_LEVEL: 'silent', TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', MX_ALLOW_PRIVATE_ADDRESSES: 'true', ...opts.env });
   const lines = opts.logLines;
@@ -41,7 +50,7 @@ export async function startTestMotor(opts: { env?: Record<string, string>; roles
     ? createLogger('trace', {}, { write: (line: string) => { lines.push(line); } })
     : createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const rt = await createRuntime(config, {
-    databaseUrl: db.url, redisUrl: opts.redisUrl ?? process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
+    databaseUrl: databaseUrl.toString(), redisUrl: opts.redisUrl ?? process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
     queuePrefix: `motor-test-${randomBytes(4).toString('hex')}`,
   });
   const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: opts.port ?? 0, host: '127.0.0.1' });

@@ -10,17 +10,25 @@ export interface PausableProxy {
   port: number;
   pause(): void;
   resume(): void;
+  /**
+   * The connections open now never forward anything again, held bytes included, while staying
+   * open: a black hole that outlived their server sessions (the server restarted behind it, a
+   * firewall forgot them). Connections made later are forwarded as usual (held while paused). A
+   * client that waits on an abandoned connection without a deadline waits for ever.
+   */
+  abandon(): void;
   close(): Promise<void>;
 }
 
 export async function startPausableProxy(target: { host: string; port: number }): Promise<PausableProxy> {
   let paused = false;
-  const links = new Set<{ from: Socket; to: Socket; held: Buffer[] }>();
+  const links = new Set<{ from: Socket; to: Socket; held: Buffer[]; lost: boolean }>();
   const sockets = new Set<Socket>();
   const forward = (from: Socket, to: Socket) => {
-    const link = { from, to, held: [] as Buffer[] };
+    const link = { from, to, held: [] as Buffer[], lost: false };
     links.add(link);
     from.on('data', (chunk: Buffer) => {
+      if (link.lost) return;
       if (paused) link.held.push(chunk);
       else to.write(chunk);
     });
@@ -40,6 +48,12 @@ export async function startPausableProxy(target: { host: string; port: number })
   return {
     port: (server.address() as AddressInfo).port,
     pause: () => { paused = true; },
+    abandon: () => {
+      for (const link of links) {
+        link.lost = true;
+        link.held = [];
+      }
+    },
     resume: () => {
       paused = false;
       for (const link of links) {

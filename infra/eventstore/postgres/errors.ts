@@ -5,7 +5,9 @@ const NETWORK_CODES = new Set([
 ]);
 /** SQLSTATEs meaning "the server is not there for us right now" rather than "your request is wrong". */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '53400']);
-const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Cannot use a pool after calling end|Client has encountered a connection error|Client was closed|connection is closed|not queryable/i;
+// `timeout expired`: node-postgres's own connect timeout (connectionTimeoutMillis), as knex's pool,
+// which connects its clients itself, passes it on (pg-pool words it "Connection terminated ...").
+const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|^timeout expired$|Cannot use a pool after calling end|Client has encountered a connection error|Client was closed|connection is closed|not queryable/i;
 
 export function isUnavailable(err: unknown): boolean {
   if (err instanceof EventStoreUnavailableError) return true;

@@ -20,7 +20,7 @@ import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } fro
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
 import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow, type WindowView } from './sharedWindows.js';
-import { SESSION_OPTIONS } from '../../db.js';
+import { QUERY_TIMEOUT_MS, SESSION_OPTIONS } from '../../db.js';
 import { within } from '../../within.js';
 
 export interface PostgresEventStoreOptions {
@@ -41,13 +41,22 @@ export interface PostgresEventStoreOptions {
   /** Group-commit transactions running at once. Default 2: one batch fills while the other commits (measured 2026-11-24 evening: +15 % POST /v1/send at 50 connections, delivery unchanged). */
   maxInFlightBatches?: number;
   /**
-   * Longest wait for PostgreSQL to answer a group-commit transaction. Default 10 s (a batch of a
-   * thousand events commits in milliseconds). Past it the batch's appends fail as unavailable (503
-   * event_store_unavailable at the edges) and its connection is dropped, instead of the callers
-   * waiting as long as the operating system keeps a connection to a server that stopped answering
-   * (a network black hole, a stopped host): docs/ARCHITECTURE.md "Crash safety".
+   * Longest wait for PostgreSQL to answer a group-commit transaction. Default 10 s
+   * (QUERY_TIMEOUT_MS; a batch of a thousand events commits in milliseconds). Past it the batch's
+   * appends fail as unavailable (503 event_store_unavailable at the edges) and its connection is
+   * dropped, instead of the callers waiting as long as the operating system keeps a connection to
+   * a server that stopped answering (a network black hole, a stopped host): docs/ARCHITECTURE.md
+   * "Crash safety".
    */
   appendTimeoutMs?: number;
+  /**
+   * The same for every read (readStream, readAll, countAfter, the subscriptions' reads, ping) and
+   * for connecting (the pool's and the LISTEN connection's). Default 10 s (QUERY_TIMEOUT_MS). Past
+   * it the read fails as unavailable and its connection is dropped (it is still busy with the
+   * statement); a subscription retries. null: reads have no deadline (`npm run replay`, whose reads
+   * of thousands of events on a loaded server must not be cut); connecting keeps 10 s.
+   */
+  readTimeoutMs?: number | null;
 }
 
 interface Pending {
@@ -236,6 +245,8 @@ export class PostgresEventStore implements EventStore {
   private readonly maxBatchEvents: number;
   private readonly maxInFlightBatches: number;
   private readonly appendTimeoutMs: number;
+  private readonly readTimeoutMs: number | null;
+  private readonly connectTimeoutMs: number;
   private readonly applicationName: string;
 
   private queue: Pending[] = [];
@@ -275,14 +286,17 @@ export class PostgresEventStore implements EventStore {
     this.groupCommit = options.groupCommit ?? true;
     this.maxBatchEvents = options.maxBatchEvents ?? 1000;
     this.maxInFlightBatches = options.maxInFlightBatches ?? 2;
-    this.appendTimeoutMs = options.appendTimeoutMs ?? 10_000;
+    this.appendTimeoutMs = options.appendTimeoutMs ?? QUERY_TIMEOUT_MS;
+    this.readTimeoutMs = options.readTimeoutMs === undefined ? QUERY_TIMEOUT_MS : options.readTimeoutMs;
+    this.connectTimeoutMs = this.readTimeoutMs ?? QUERY_TIMEOUT_MS;
     this.shareWindows = options.shareWindows ?? true;
     this.pool = new pg.Pool({
       connectionString,
       max: options.poolSize ?? 10,
       application_name: this.applicationName,
       options: SESSION_OPTIONS,
-      connectionTimeoutMillis: 10_000,
+      // Also the longest wait for a pooled connection when all of them are busy.
+      connectionTimeoutMillis: this.connectTimeoutMs,
     });
     // An idle connection dropped by the server must not crash the process; the next query reports it.
     this.pool.on('error', () => undefined);
@@ -426,6 +440,9 @@ export class PostgresEventStore implements EventStore {
       } catch (err) {
         if (signal.aborted || this.closed) return;
         if (!isUnavailable(err)) throw err;
+        // The LISTEN connection only receives, so it cannot tell that its server stopped answering
+        // or went away meanwhile: replaced, so that wake-ups come back with the database.
+        this.dropListener();
         await this.sleep(me, errorDelay, signal); // a subscription outlives a database restart
         errorDelay = Math.min(errorDelay * 2, 5000);
         continue;
@@ -687,18 +704,41 @@ export class PostgresEventStore implements EventStore {
     };
   }
 
+  /**
+   * One read statement on a pooled connection, within readTimeoutMs. A connection whose statement
+   * went unanswered is dropped, not pooled: node-postgres answers a connection's statements in
+   * order, so the next read lent it would wait behind this one.
+   */
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(name: string | undefined, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    let client: pg.PoolClient;
     try {
-      return await this.pool.query<R>(name ? { name, text, values } : { text, values });
+      client = await this.pool.connect();
     } catch (err) {
       throw toStoreError(err);
     }
+    let broken: Error | undefined;
+    try {
+      const answer = client.query<R>(name ? { name, text, values } : { text, values });
+      if (this.readTimeoutMs === null) return await answer;
+      return await within(this.readTimeoutMs, answer, () => new EventStoreUnavailableError(`PostgreSQL event store did not answer a read within ${this.readTimeoutMs} ms`));
+    } catch (err) {
+      if (isUnavailable(err)) broken = err as Error;
+      throw toStoreError(err);
+    } finally {
+      client.release(broken);
+    }
   }
 
-  /** One LISTEN connection per store, shared by its subscriptions; (re)connected lazily. */
+  /**
+   * One LISTEN connection per store, shared by its subscriptions; (re)connected lazily. Connecting
+   * and LISTEN have the store's connect deadline: a listener that never connects would never be
+   * tried again (and close() would wait for it).
+   */
   private ensureListener(): void {
     if (this.closed || this.listener || this.listenerConnecting || Date.now() < this.listenerRetryAt) return;
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: `${this.applicationName}-listen` });
+    const client = new pg.Client({
+      connectionString: this.connectionString, application_name: `${this.applicationName}-listen`, connectionTimeoutMillis: this.connectTimeoutMs,
+    });
     const drop = (): void => {
       if (this.listener === client) this.listener = null;
       this.listenerRetryAt = Date.now() + 1000;
@@ -709,7 +749,7 @@ export class PostgresEventStore implements EventStore {
     this.listenerConnecting = (async () => {
       try {
         await client.connect();
-        await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+        await within(this.connectTimeoutMs, client.query(`LISTEN ${NOTIFY_CHANNEL}`), () => new Error('LISTEN unanswered'));
         if (this.closed) {
           await client.end();
           return;
@@ -723,6 +763,12 @@ export class PostgresEventStore implements EventStore {
         this.listenerConnecting = null;
       }
     })();
+  }
+
+  private dropListener(): void {
+    const listener = this.listener;
+    this.listener = null;
+    listener?.end().catch(() => undefined);
   }
 
   /** Wakes the subscriptions that want any of `types` (every one when null). */

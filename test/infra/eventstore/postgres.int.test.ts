@@ -10,7 +10,7 @@ import {
 import { DELETE_STREAMS_SQL, PostgresEventStore, READ_STREAMS_SQL, SUBSCRIBE_SQL, type PostgresEventStoreOptions } from '../../../infra/eventstore/postgres/postgresEventStore.js';
 import { CURRENT_SQL, EXISTING_SQL } from '../../../infra/eventstore/postgres/appendBatch.js';
 import { createTestDatabase } from '../../support/db.js';
-import { startPausableProxy } from '../../support/pausableProxy.js';
+import { startPausableProxy, type PausableProxy } from '../../support/pausableProxy.js';
 import { eventStoreContract, type ContractSubject } from './contract.js';
 
 const HOLD_TRIGGER_SQL = `
@@ -322,13 +322,13 @@ describe('PostgresEventStore', function () {
     const store = await open();
     const streams = Array.from({ length: 60 }, () => `message-${randomUUID()}`);
     await Promise.all(streams.map((s, i) => store.append(s, Array.from({ length: 1 + (i % 4) }, () => ev({ s, n: i })))));
-    // Counted at the pool: one statement per group.
+    // Counted at the pool: a read takes a connection for its one statement.
     const pool = (store as unknown as { pool: pg.Pool }).pool;
-    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+    const connect = pool.connect.bind(pool) as (...args: unknown[]) => unknown;
     let statements = 0;
-    (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) => {
       statements++;
-      return query(...args);
+      return connect(...args);
     };
     try {
       const reads = await Promise.all(streams.map((s, i) =>
@@ -346,7 +346,7 @@ describe('PostgresEventStore', function () {
       expect(statements - before).to.equal(1);
       expect(await store.readStream(`message-${randomUUID()}`)).to.deep.equal([]);
     } finally {
-      (pool as unknown as { query: unknown }).query = query;
+      (pool as unknown as { connect: unknown }).connect = connect;
     }
   });
 
@@ -467,6 +467,80 @@ describe('PostgresEventStore', function () {
       await store.append(stream, [ev({ back: true })]);
       expect((await store.readStream(stream)).map((e) => e.data)).to.deep.equal([{ back: true }]);
     } finally {
+      await proxy.close();
+    }
+  });
+
+  /** A store whose connections go through a pausable proxy (closed with the test's `finally`). */
+  const behindProxy = async (options: PostgresEventStoreOptions): Promise<{ store: PostgresEventStore; proxy: PausableProxy }> => {
+    const url = new URL(db.url);
+    const proxy = await startPausableProxy({ host: url.hostname, port: Number(url.port || 5432) });
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+    const store = new PostgresEventStore(url.toString(), options);
+    stores.push(store);
+    await store.init();
+    return { store, proxy };
+  };
+  const backendPid = async (store: PostgresEventStore): Promise<number> =>
+    (await (store as unknown as { pool: pg.Pool }).pool.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+
+  it('a read PostgreSQL does not answer fails as unavailable at readTimeoutMs; its connection is dropped, and reads go through on a new one once it answers', async () => {
+    const { store, proxy } = await behindProxy({ poolSize: 1, readTimeoutMs: 500 });
+    try {
+      const stream = `rd-${randomUUID()}`;
+      await store.append(stream, [ev({ n: 1 })]);
+      const before = await backendPid(store);
+      proxy.pause();
+      const started = Date.now();
+      const outcome = await store.readStream(stream).then(() => 'answered', (err: unknown) => err);
+      expect(outcome).to.be.instanceOf(EventStoreUnavailableError);
+      expect((outcome as Error).message).to.match(/did not answer a read within 500 ms/);
+      expect(Date.now() - started).to.be.within(480, 1500);
+      // Grouped reads and the other reads fail the same way.
+      const others = await Promise.all([
+        store.readStream(stream), store.readStream(`${stream}-x`), store.readAll({ maxCount: 10 }), store.countAfter({ after: null, maxCount: 10 }), store.ping(),
+      ].map((p) => p.then(() => 'answered', (err: unknown) => err)));
+      for (const err of others) expect(err).to.be.instanceOf(EventStoreUnavailableError);
+      // The server comes back, but the connections it had are gone for good.
+      proxy.abandon();
+      proxy.resume();
+      const t = Date.now();
+      expect((await store.readStream(stream)).map((e) => e.data)).to.deep.equal([{ n: 1 }]);
+      expect(Date.now() - t).to.be.below(500);
+      expect(await backendPid(store)).to.not.equal(before);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a subscription whose reads go unanswered catches up once the database answers again, on new connections', async () => {
+    const { store, proxy } = await behindProxy({ poolSize: 2, readTimeoutMs: 500 });
+    const direct = await open();
+    const stream = `sub-${randomUUID()}`;
+    const sub = follow(store, stream);
+    try {
+      await direct.append(stream, [ev({ n: 1 })]);
+      await sub.firstSeen();
+      expect(sub.seen).to.have.length(1);
+      proxy.pause();
+      await direct.append(stream, [ev({ n: 2 }), ev({ n: 3 })]);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(sub.seen, 'nothing read while the database does not answer').to.have.length(1);
+      proxy.abandon();
+      proxy.resume();
+      const t = Date.now();
+      while (sub.seen.length < 3 && Date.now() - t < 10_000) await new Promise((r) => setTimeout(r, 20));
+      expect(sub.seen.map((e) => e.data)).to.deep.equal([{ n: 1 }, { n: 2 }, { n: 3 }]);
+      // And woken by NOTIFY again (a new LISTEN connection), not only by its poll.
+      await new Promise((r) => setTimeout(r, 1500));
+      const woken = Date.now();
+      await direct.append(stream, [ev({ n: 4 })]);
+      while (sub.seen.length < 4 && Date.now() - woken < 5000) await new Promise((r) => setTimeout(r, 5));
+      expect(sub.seen).to.have.length(4);
+      expect(Date.now() - woken, 'woken by NOTIFY, well before the 1 s poll').to.be.below(500);
+    } finally {
+      await sub.stop();
       await proxy.close();
     }
   });
