@@ -101,6 +101,16 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
     expect(failures).to.deep.equal([]);
   });
 
+  it('LHLO (LMTP\'s EHLO) is an unknown command like any other: 500 5.5.2, with its enhanced status code', async () => {
+    // smtp-server left the enhanced code out of any reply to a command named LHLO, as for EHLO,
+    // though RFC 2034 exempts only HELO and EHLO. (Found by fuzz.int.test.ts.)
+    const c = await RawClient.connect(h.securePort, true, h.ca);
+    expect(await c.reply()).to.match(/^220 /);
+    expect(await c.command('EHLO client.test')).to.include('ENHANCEDSTATUSCODES');
+    for (const line of ['LHLO client.test', 'lhlo client.test', 'LHLO', 'XYZZY']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /);
+    c.end();
+  });
+
   it('messages with malformed, oversized or badly encoded headers', async () => {
     const base = { from, to: 'user@rcpt.test' };
     const cases: Array<[string, string]> = [
