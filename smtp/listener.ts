@@ -96,6 +96,8 @@ export interface SmtpListeners {
   processes: number;
   /** The recently authenticated addresses of this process's listeners; null when they run in other processes. */
   known: KnownClients | null;
+  /** Sessions whose state (AUTH failures, client certificate, recipient ceiling) this process's listeners hold; null when they run in other processes. */
+  sessionsHeld(): number | null;
   close(): Promise<void>;
 }
 
@@ -364,6 +366,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   log.info({ port, securePort }, 'SMTP submission listening');
   return {
     port, securePort, processes: 1, known,
+    sessionsHeld: () => new Set([...counted, ...authFailures.keys(), ...peerCertificates.keys(), ...ceilings.keys()]).size,
     async close() {
       await Promise.all([closeOne(starttls), closeOne(implicit)]);
     },
