@@ -121,6 +121,29 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
     expect(await h.motor.rt.smtpAuthLimiter.addressFailures('127.0.0.9')).to.equal(2);
   });
 
+  it('a client that hangs up while its AUTH or MAIL FROM is being checked leaves no session state behind', async () => {
+    // The hooks' verdicts come after the connection is gone (Redis, the directory, the store), and
+    // wrote the session's failed-AUTH count and recipient ceiling back after onClose had deleted
+    // them: an entry a session, for ever. Ten sessions of each.
+    const held = () => h.smtp.smtp!.sessionsHeld();
+    expect(held()).to.equal(0);
+    for (let i = 0; i < 10; i++) {
+      const c = await RawClient.connect(h.securePort, true, h.ca, `127.0.5.${i + 1}`);
+      expect(await c.reply()).to.match(/^220 /);
+      expect(await c.command('EHLO client.test')).to.match(/^250/);
+      c.write(`AUTH PLAIN ${Buffer.from(`\0nobody-${i}\0wrong`).toString('base64')}\r\n`);
+      c.end();
+    }
+    for (let i = 0; i < 10; i++) {
+      const c = await session();
+      c.write(`MAIL FROM:<${from}>\r\n`);
+      c.end();
+    }
+    // Long enough for every hook to answer (to nobody).
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(held()).to.equal(0);
+  });
+
   it('LHLO (LMTP\'s EHLO) is an unknown command like any other: 500 5.5.2, with its enhanced status code', async () => {
     // smtp-server left the enhanced code out of any reply to a command named LHLO, as for EHLO,
     // though RFC 2034 exempts only HELO and EHLO. (Found by fuzz.int.test.ts.)
