@@ -47,6 +47,12 @@ const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 5321;
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 100;
 const MAX_BYTES = 32 * 1024;
 const MAX_RCPTS = 4;
+/**
+ * Block O's burst ceiling (recipients a minute): under SMTP_MAX_RECIPIENTS, so its transactions
+ * meet the quota's recipient cap at RCPT TO (452 4.5.3) and, soon, the quota itself (451 4.7.1).
+ * Block A's ceilings are out of reach: the well-behaved client is A.
+ */
+const O_BURST = 3;
 /** The listener's command line limit (smtp/listener.ts maxCommandLength). */
 const MAX_LINE = 2048;
 /**
@@ -842,6 +848,7 @@ class Session {
           const utf8 = Buffer.from(address, 'latin1').toString('utf8');
           this.txn.rcpts.set(canonical(utf8), utf8);
           if (this.txn.rcpts.size > MAX_RCPTS) this.violation(`RCPT accepted past SMTP_MAX_RECIPIENTS (${MAX_RCPTS}): ${what}`);
+          if (this.user === 'O' && this.txn.rcpts.size > O_BURST) this.violation(`RCPT accepted past the block's burst ceiling (${O_BURST}): ${what}`);
         } else if (r.code < 400) this.violation(`${first} to RCPT`);
         return;
       case 'DATA':
@@ -950,7 +957,7 @@ describe('SMTP listener under random clients: fast-check over real sockets (int)
     expect(token.status, JSON.stringify(token.body)).to.equal(200);
     const big = { burst: 1_000_000, hourly: 1_000_000, daily: 1_000_000 };
     await h.motor.setLimits(block.motorBlockId, big);
-    await h.motor.setLimits(oauth.motorBlockId, big);
+    await h.motor.setLimits(oauth.motorBlockId, { ...big, burst: O_BURST });
     creds = { A: { user: block.smtpUsername, pass: block.smtpPassword }, O: { user: oauth.smtpUsername, token: token.body.access_token }, domain: block.domain };
     blockIds = { A: block.motorBlockId, O: oauth.motorBlockId };
   });
