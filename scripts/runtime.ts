@@ -320,7 +320,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       ? await startRoleProcesses(
         { role: 'smtp', config: c, databaseUrl: rt.databaseUrl, redisUrl: rt.redisUrl, queuePrefix: rt.queuePrefix, host, port, securePort, smtp: opts.smtp },
         c.smtp.processes, rt,
-      ).then((p) => ({ port: p.port, securePort: p.securePort!, processes: p.processes, known: null, close: p.close }))
+      ).then((p) => ({ port: p.port, securePort: p.securePort!, processes: p.processes, known: null, sessionsHeld: () => null, close: p.close }))
       : await startSmtpListeners(
         {
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,

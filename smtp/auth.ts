@@ -2,6 +2,7 @@ import type { EventStore } from '../domain/eventStore';
 import { streamName } from '../domain/eventStore';
 import { toEventData, type SmtpAuthFailureReason } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
+import { storableText } from '../domain/storableJson';
 import { hashSecret, secretMatches } from '../domain/credentials/apiKeys';
 import { findBlockBySmtpUsername, type BlockRecord } from '../projections/directory/queries';
 import { isDeletedOrDeleting } from '../commands/blocks/deletionGuard';
@@ -217,7 +218,9 @@ async function recordFailure(deps: AuthDeps, target: string | null, a: AuthAttem
   await deps.store.append(streamName('smtpAuth', motorBlockId ?? 'unknown'), [toEventData(newId(), {
     type: 'SmtpAuthFailed',
     data: {
-      motorBlockId, username: a.username.slice(0, 128), mechanism: a.mechanism, remoteAddress: a.remoteAddress, reason,
+      // At most 128 UTF-16 units, never half a surrogate pair: the store refuses an unpaired one, and
+      // the failure would go unrecorded (and uncounted, the AUTH answered 454 as if the store were down).
+      motorBlockId, username: storableText(a.username, 128), mechanism: a.mechanism, remoteAddress: a.remoteAddress, reason,
       ...(a.clientCertificate ? { clientCertificateFingerprint256: a.clientCertificate.fingerprint256 } : {}),
       at: at.toISOString(),
     },

@@ -96,10 +96,28 @@ export interface SmtpListeners {
   processes: number;
   /** The recently authenticated addresses of this process's listeners; null when they run in other processes. */
   known: KnownClients | null;
+  /** Sessions whose state (AUTH failures, client certificate, recipient ceiling) this process's listeners hold; null when they run in other processes. */
+  sessionsHeld(): number | null;
   close(): Promise<void>;
 }
 
 type Callback = (err?: Error | null) => void;
+
+/**
+ * What the listener keeps of one session, from onConnect to onClose, in one object: a hook whose
+ * verdict comes after the client hung up writes to that object, which the listener no longer
+ * holds. (Maps by session id, written again by such late verdicts after onClose had cleared them,
+ * kept an entry for every session that hung up during its AUTH or MAIL FROM, for good.)
+ */
+interface SessionState {
+  /** Failed AUTH commands of the session. */
+  authFailures: number;
+  /** The TLS session's client certificate (mTLS), from onSecure. */
+  peerCertificate: PeerCertificate | null;
+  /** The transaction's smallest send quota ceiling, from MAIL FROM (each MAIL FROM replaces it). */
+  ceiling: RecipientCeiling | null;
+}
+
 const userOf = (session: SMTPServerSession): SmtpUser | null => (session.user as SmtpUser | undefined) ?? null;
 const addressOf = (session: SMTPServerSession): string => normalizeAddress(session.remoteAddress);
 const asError = (r: SmtpReply) => smtpError(r);
@@ -145,12 +163,11 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
   const perAddress = new Map<string, number>();
-  const counted = new Set<string>();
-  const authFailures = new Map<string, number>();
-  // The client certificate of each TLS session (mTLS), by session id, from onSecure.
-  const peerCertificates = new Map<string, PeerCertificate | null>();
-  // The smallest send quota ceiling of the transaction, by session id, from MAIL FROM (each MAIL FROM replaces it).
-  const ceilings = new Map<string, RecipientCeiling>();
+  // Each session that reached onConnect (and so counts toward its address's connections), by id.
+  const sessions = new Map<string, SessionState>();
+  // A hook runs only after onConnect, so a session without state is one that closed meanwhile: a
+  // state of its own, kept by no one, takes what the hook writes.
+  const stateOf = (session: SMTPServerSession): SessionState => sessions.get(session.id) ?? { authFailures: 0, peerCertificate: null, ceiling: null };
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 50;
   const maxClients = settings.maxClients ?? 1_000;
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
@@ -187,7 +204,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       const a = addressOf(session);
       const n = (perAddress.get(a) ?? 0) + 1;
       perAddress.set(a, n);
-      counted.add(session.id);
+      sessions.set(session.id, { authFailures: 0, peerCertificate: null, ceiling: null });
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
         return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
@@ -195,14 +212,11 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       cb();
     },
     onSecure(socket, session, cb: Callback) {
-      peerCertificates.set(session.id, settings.tls.clientCa ? peerCertificateOf(socket as TLSSocket) : null);
+      stateOf(session).peerCertificate = settings.tls.clientCa ? peerCertificateOf(socket as TLSSocket) : null;
       cb();
     },
     onClose(session) {
-      authFailures.delete(session.id);
-      peerCertificates.delete(session.id);
-      ceilings.delete(session.id);
-      if (!counted.delete(session.id)) return;
+      if (!sessions.delete(session.id)) return;
       const a = addressOf(session);
       const n = (perAddress.get(a) ?? 1) - 1;
       if (n <= 0) perAddress.delete(a);
@@ -215,7 +229,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         authDeps,
         {
           mechanism, username: auth.username ?? '', password: (mechanism === 'XOAUTH2' ? auth.accessToken : auth.password) ?? '',
-          authzid: auth.authzid, remoteAddress: addressOf(session), clientCertificate: peerCertificates.get(session.id) ?? null,
+          authzid: auth.authzid, remoteAddress: addressOf(session), clientCertificate: stateOf(session).peerCertificate,
         },
       )).then((outcome) => {
         if (outcome.ok) {
@@ -223,8 +237,9 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
           const user: SmtpUser = { motorBlockId: outcome.block.id, username: outcome.block.smtpUsername };
           return cb(null, { user });
         }
-        const failures = (authFailures.get(session.id) ?? 0) + 1;
-        authFailures.set(session.id, failures);
+        const state = stateOf(session);
+        state.authFailures += 1;
+        const failures = state.authFailures;
         logAuthRefused({ session: session.id, reason: outcome.reason, remoteAddress: addressOf(session) });
         const r = failures >= maxAuthFailures ? reply(421, '4.7.0', `${outcome.reply.text}; too many failed authentications, closing`) : outcome.reply;
         // XOAUTH2 (as Gmail): a 334 with the error JSON, the client's empty line, then 535. The
@@ -247,10 +262,11 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       if (!sender.ok && sender.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
       // smtp-server's parser is lenient (`app@localhost` passes): the send rules' address syntax, as at RCPT TO.
       if (!sender.ok || (sender.address !== '' && !isValidAddress(sender.address))) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
-      ceilings.delete(session.id);
+      const state = stateOf(session);
+      state.ceiling = null;
       hookWithin(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
         .then((ceiling) => {
-          ceilings.set(session.id, ceiling);
+          state.ceiling = ceiling;
           cb();
         }, (err) => refuse('MAIL', session, sender.address, 0, err, cb));
     },
@@ -263,7 +279,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       // More recipients than the smallest quota ceiling would be refused at DATA in every window:
       // the client is told now to send the rest in another transaction. A repeated address
       // replaces its entry (as the library counts them), so it never counts twice.
-      const ceiling = ceilings.get(session.id);
+      const ceiling = stateOf(session).ceiling;
       const rcpts = session.envelope.rcptTo;
       if (ceiling && rcpts.length >= ceiling.limit) {
         const key = address.address.toLowerCase();
@@ -364,6 +380,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   log.info({ port, securePort }, 'SMTP submission listening');
   return {
     port, securePort, processes: 1, known,
+    sessionsHeld: () => sessions.size,
     async close() {
       await Promise.all([closeOne(starttls), closeOne(implicit)]);
     },

@@ -22,7 +22,8 @@ import { STARTS_WITH_ENHANCED } from './replies';
  *    it on a cleartext session; the library already refuses the command with 538 5.7.0.
  * 3. Reply texts that carry their own enhanced status code (`4.7.1 Rate limit ...`, from
  *    smtp/replies.ts) are sent as they are; the library would otherwise prepend its generic code
- *    for the reply number (451 → 4.3.0).
+ *    for the reply number (451 → 4.3.0). And LHLO, LMTP's greeting, is an unknown command here:
+ *    its `500` gets its enhanced code like any other's (the library leaves it out, as for EHLO).
  * 4. The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit and
  *    smtpd_error_sleep_time, smtpd_junk_command_limit and smtpd_recipient_overshoot_limit;
  *    ErrorPolicy below).
@@ -185,10 +186,15 @@ export class SubmissionServer extends SMTPServer {
   }
 }
 
+/**
+ * RFC 2034 exempts only the greeting and the replies to HELO and EHLO from carrying an enhanced
+ * status code. smtp-server also leaves it out of any reply whose context is the command name
+ * `LHLO`, which on a listener that is not LMTP is the `500` to an unknown command.
+ */
 function adjustReplies(connection: SMTPConnection): void {
   const send = connection.send.bind(connection);
   connection.send = (code, data, context) =>
-    send(code, data, typeof data === 'string' && STARTS_WITH_ENHANCED.test(data) ? false : context);
+    send(code, data, typeof data === 'string' && STARTS_WITH_ENHANCED.test(data) ? false : context === 'LHLO' ? undefined : context);
 }
 
 function hideAuthBeforeTls(connection: SMTPConnection): void {

@@ -8,6 +8,7 @@ import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, testCertificate, type SmtpSink } from '../support/smtpSink';
 import { startTestMotor, type TestMotor } from '../support/motor';
+import { AuthLimiter, DEFAULT_AUTH_LIMITS, type AuthLimiterSettings } from '../../smtp/authLimiter';
 
 /**
  * A Motor (API, projectors, workers) plus its SMTP listeners on free ports (or on SMTP_PORT /
@@ -34,8 +35,14 @@ export function testCertPaths(): { cert: string; key: string } {
   return { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem') };
 }
 
-/** `logLines` collects every log line (trace level) instead of the silent default. */
-export async function startSmtpHarness(opts: { env?: Record<string, string>; smtp?: StartOptions['smtp']; logLines?: string[] } = {}): Promise<SmtpHarness> {
+/**
+ * `logLines` collects every log line (trace level) instead of the silent default. `authLimits`
+ * replaces some of the failed-AUTH limiter's settings (smtp/authLimiter.ts) for the listeners, for a
+ * test that makes many failed logins and must not sit out the production slowdown after each.
+ */
+export async function startSmtpHarness(opts: {
+  env?: Record<string, string>; smtp?: StartOptions['smtp']; logLines?: string[]; authLimits?: Partial<AuthLimiterSettings>;
+} = {}): Promise<SmtpHarness> {
   const dns = await startDnsServer({
     'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
     'mx.rcpt.test': { A: ['127.0.0.1'] },
@@ -49,6 +56,10 @@ export async function startSmtpHarness(opts: { env?: Record<string, string>; smt
     },
     logLines: opts.logLines,
   });
+  if (opts.authLimits) {
+    // Same Redis and key prefix as the runtime's own limiter (scripts/runtime.ts), other settings.
+    motor.rt.smtpAuthLimiter = new AuthLimiter(motor.rt.redis, { ...DEFAULT_AUTH_LIMITS, ...opts.authLimits }, `${motor.rt.queuePrefix}:smtp:authfail`);
+  }
   const smtp = await startRoles(motor.rt, ['smtp'], {
     // Free ports, unless the test configures SMTP_PORT / SMTPS_PORT: then the listeners bind those, as in production.
     host: '127.0.0.1', smtpPort: opts.env?.SMTP_PORT === undefined ? 0 : undefined, smtpsPort: opts.env?.SMTPS_PORT === undefined ? 0 : undefined,

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { streamName } from '../../domain/eventStore';
+import type { SmtpAuthFailed } from '../../domain/events';
 import { eventually } from '../support/motor';
 import { RawClient, rfc822, startSmtpHarness, type SmtpHarness } from './harness';
 
@@ -99,6 +101,57 @@ describe('SMTP hostile input: a definite reply, never an internal error (int)', 
       c.end();
     }
     expect(failures).to.deep.equal([]);
+  });
+
+  it('a username whose 128th UTF-16 unit is half a surrogate pair: refused 535 5.7.8, recorded cut before the pair, and counted', async () => {
+    // SmtpAuthFailed keeps the first 128 units of the username; cut inside 😀, the event held an
+    // unpaired surrogate, which the store refuses: the AUTH was answered 454 4.7.0, logged as an
+    // error, and neither recorded nor counted by the failed-login limiter. (Found by fuzz.int.test.ts.)
+    const username = `${'u'.repeat(127)}😀tail`;
+    const c = await RawClient.connect(h.securePort, true, h.ca, '127.0.0.9');
+    expect(await c.reply()).to.match(/^220 /);
+    expect(await c.command('EHLO client.test')).to.match(/^250/);
+    expect(await c.authPlain(username, 'whatever')).to.match(/^535 5\.7\.8 /);
+    expect(await c.command(`AUTH LOGIN ${Buffer.from(username).toString('base64')}`)).to.match(/^334 /);
+    expect(await c.command(Buffer.from('whatever').toString('base64'))).to.match(/^535 5\.7\.8 /);
+    c.end();
+    const recorded = (await h.motor.rt.store.readStream(streamName('smtpAuth', 'unknown')))
+      .map((e) => e.data as SmtpAuthFailed).filter((f) => f.remoteAddress === '127.0.0.9');
+    expect(recorded.map((f) => [f.mechanism, f.username])).to.deep.equal([['PLAIN', 'u'.repeat(127)], ['LOGIN', 'u'.repeat(127)]]);
+    expect(await h.motor.rt.smtpAuthLimiter.addressFailures('127.0.0.9')).to.equal(2);
+  });
+
+  it('a client that hangs up while its AUTH or MAIL FROM is being checked leaves no session state behind', async () => {
+    // The hooks' verdicts come after the connection is gone (Redis, the directory, the store), and
+    // wrote the session's failed-AUTH count and recipient ceiling back after onClose had deleted
+    // them: an entry a session, for ever. Ten sessions of each.
+    const held = () => h.smtp.smtp!.sessionsHeld();
+    expect(held()).to.equal(0);
+    for (let i = 0; i < 10; i++) {
+      const c = await RawClient.connect(h.securePort, true, h.ca, `127.0.5.${i + 1}`);
+      expect(await c.reply()).to.match(/^220 /);
+      expect(await c.command('EHLO client.test')).to.match(/^250/);
+      c.write(`AUTH PLAIN ${Buffer.from(`\0nobody-${i}\0wrong`).toString('base64')}\r\n`);
+      c.end();
+    }
+    for (let i = 0; i < 10; i++) {
+      const c = await session();
+      c.write(`MAIL FROM:<${from}>\r\n`);
+      c.end();
+    }
+    // Long enough for every hook to answer (to nobody).
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(held()).to.equal(0);
+  });
+
+  it('LHLO (LMTP\'s EHLO) is an unknown command like any other: 500 5.5.2, with its enhanced status code', async () => {
+    // smtp-server left the enhanced code out of any reply to a command named LHLO, as for EHLO,
+    // though RFC 2034 exempts only HELO and EHLO. (Found by fuzz.int.test.ts.)
+    const c = await RawClient.connect(h.securePort, true, h.ca);
+    expect(await c.reply()).to.match(/^220 /);
+    expect(await c.command('EHLO client.test')).to.include('ENHANCEDSTATUSCODES');
+    for (const line of ['LHLO client.test', 'lhlo client.test', 'LHLO', 'XYZZY']) expect(await c.command(line), line).to.match(/^500 5\.5\.2 /);
+    c.end();
   });
 
   it('messages with malformed, oversized or badly encoded headers', async () => {
