@@ -204,14 +204,19 @@ const dictionary = fc.oneof(
     { 'X-A;B': 'v' }, { Subject: 'x' }, { 'Content-Type': 'text/html' }, { 'X-Service-Id': 'x' }, { plan: 'x'.repeat(257) }, { name: 'reserved' }, { unsubscribe_url: 'x' }),
 );
 
+/** Text at and around the documented lengths (78, 100, 200, 256, 500, 2,048), padded with spaces that trimming removes, or not. */
+const boundaryText = fc.tuple(fc.constantFrom(0, 1, 77, 78, 79, 99, 100, 101, 199, 200, 201, 255, 256, 257, 499, 500, 501), fc.constantFrom('', '  '))
+  .map(([n, pad]) => `${pad}${'a'.repeat(n)}${pad}`);
+
 /** A value of the type a field of this name takes, with hostile content. */
 function valueForKey(key: string): fc.Arbitrary<unknown> | null {
+  if (/^(name|description|note|from_name|fromName|subject)$/.test(key)) return fc.oneof(boundaryText, nastyString, fc.constantFrom('a\r\nb', 'a\u0085b', 'a\u2028b', '\u200b', ' '));
   if (/^(to|emails|addresses|suppressions|contacts)$/.test(key)) {
     const item: fc.Arbitrary<unknown> = key === 'suppressions' || key === 'contacts' ? fc.record({ email: emailish, name: fc.oneof(nastyString, fc.string()), note: nastyString }, { requiredKeys: [] }) : emailish;
     return fc.oneof(fc.array(item, { maxLength: 4 }), fc.constantFrom(26, 1_001).map((n) => Array.from({ length: n }, (_, i) => (key === 'suppressions' || key === 'contacts' ? { email: `u${i}@rcpt.test` } : `u${i}@rcpt.test`))), emailish);
   }
   if (/email|^from$|username/i.test(key)) return emailish;
-  if (/url|uri|redirect|resource|client_id/i.test(key)) return fc.oneof(urlish, fc.array(urlish, { maxLength: 12 }));
+  if (/url|uri|redirect|resource|client_id/i.test(key)) return fc.oneof(urlish, fc.array(urlish, { maxLength: 12 }), fc.constantFrom(2_030, 2_048, 2_049).map((n) => `https://hooks.example.test/${'p'.repeat(n - 27)}`));
   if (/^domain$/.test(key)) return hostnameish;
   if (/^(host)$/.test(key)) return fc.oneof(hostnameish, fc.constant('localhost'));
   if (/handle/.test(key)) return dnsLabelish;

@@ -151,12 +151,33 @@ function isStreamEventId(id: string): boolean {
   const m = /^(\d+):(\d+)(\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/\d{1,6})?$/i.exec(id);
   return m !== null && m[1].length <= 20 && m[2].length <= 19 && BigInt(m[1]) <= 2n ** 64n - 1n && BigInt(m[2]) <= 2n ** 63n - 1n;
 }
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The documented upper bounds of count parameters (SPEC "Endpoints", docs/COMMUNICATIONS.md, docs/SMTP.md, docs/ERRORS.md). */
+const QUERY_MAXIMA: Record<string, number> = {
+  '/api/public/v1/motor-blocks/{id}/webhooks/{webhookId}/deliveries limit': 200,
+  '/api/public/v1/motor-blocks/{id}/webhooks/{webhookId}/stats hours': 168,
+  '/api/public/v1/motor-blocks/{id}/deliverability limit': 200,
+  '/api/public/v1/motor-blocks/{id}/providers limit': 200,
+  '/api/public/v1/motor-blocks/{id}/error-codes limit': 200,
+  '/api/public/v1/motor-blocks/{id}/exports/preview limit': 500,
+  '/api/public/v1/motor-blocks/{id}/smtp-auth-failures limit': 1000,
+  '/api/motor-blocks/{id}/smtp-auth-failures limit': 1000,
+  '/comm-api/api/lists limit': 100,
+  '/comm-api/api/lists/{listId}/contacts limit': 500,
+  '/comm-api/api/suppressions limit': 500,
+  '/comm-api/api/analytics/overview days': 90,
+  '/comm-api/api/tracking/events limit': 500,
+  '/comm-api/api/campaigns limit': 100,
+  '/comm-api/api/campaigns/{id}/messages limit': 500,
+};
+
 /** validator.js isFloat, which tsoa applies to number query parameters. */
 const FLOAT_RE = /^[+-]?(\d+)?(\.\d*)?([eE][+-]?\d+)?$/;
 
 /**
- * Body rules SPEC "Endpoints" states for a route, with the status and code SPEC "Errors" names:
- * what a body that breaks them must get (when nothing before the body refused the request).
+ * Body rules SPEC "Endpoints" and docs/ERRORS.md state for a route, with the code they name: what
+ * a body that breaks them must get (pinned when nothing before the body refused the request).
  */
 const SPEC_BODY_RULES: Partial<Record<string, (b: Record<string, unknown>) => Refusal | null>> = {
   // Send API: "422 Validation error: from, to or subject missing, or neither text nor html"; fromName max 78.
@@ -169,10 +190,78 @@ const SPEC_BODY_RULES: Partial<Record<string, (b: Record<string, unknown>) => Re
 };
 // Token minting: "motorBlockId (uuid, required), ttlSeconds (integer, 60 to 900)"; 422 validation error.
 const mintRule = (b: Record<string, unknown>): Refusal | null => {
-  if (typeof b.motorBlockId !== 'string' || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(b.motorBlockId)) return { why: 'motorBlockId is not a uuid', codes: ['validation_error'] };
+  if (typeof b.motorBlockId !== 'string' || !UUID_RE.test(b.motorBlockId)) return { why: 'motorBlockId is not a uuid', codes: ['validation_error'] };
   if ('ttlSeconds' in b && !(Number.isInteger(b.ttlSeconds) && (b.ttlSeconds as number) >= 60 && (b.ttlSeconds as number) <= 900)) return { why: `ttlSeconds ${JSON.stringify(b.ttlSeconds)} is not an integer from 60 to 900`, codes: ['validation_error'] };
   return null;
 };
+/**
+ * A text field's documented bounds (docs/ERRORS.md, docs/COMMUNICATIONS.md): judged only on
+ * printable ASCII, where characters, code points and UTF-16 units are one count.
+ */
+const textRule = (b: Record<string, unknown>, field: string, o: { required?: boolean; max: number; oneLine?: boolean; noControls?: boolean }, code = 'validation_error'): Refusal | null => {
+  if (!(field in b)) return o.required ? { why: `${field} missing`, codes: [code] } : null;
+  const v = b[field];
+  if (typeof v !== 'string') return v === null && !o.required ? null : { why: `${field} is not a string`, codes: [code] };
+  const t = v.trim();
+  if (o.noControls && /[\x00-\x1f\x7f]/.test(t)) return { why: `${field} holds a control character`, codes: [code] };
+  if (o.oneLine && /[\r\n]/.test(v)) return { why: `${field} holds a line break`, codes: [code] };
+  if (!/^[\x20-\x7e]*$/.test(v)) return null;
+  if (o.required && t.length === 0) return { why: `${field} is empty`, codes: [code] };
+  if (t.length > o.max) return { why: `${field} is ${t.length} characters (at most ${o.max})`, codes: [code] };
+  return null;
+};
+const firstOf = (...rs: Array<Refusal | null>): Refusal | null => rs.find((r) => r !== null) ?? null;
+SPEC_BODY_RULES['/comm-api/api/lists'] = (b) => firstOf(textRule(b, 'name', { required: true, max: 100, noControls: true }), textRule(b, 'description', { max: 500 }));
+SPEC_BODY_RULES['/comm-api/api/suppressions'] = (b) => textRule(b, 'note', { max: 500, noControls: true });
+SPEC_BODY_RULES['/comm-api/api/campaigns'] = (b) => firstOf(
+  textRule(b, 'name', { required: true, max: 200, noControls: true }), textRule(b, 'from_name', { max: 78, oneLine: true }),
+  ...['template_id', 'list_id', 'motor_block_id'].map((f) => (f in b && !(typeof b[f] === 'string' && UUID_RE.test(b[f] as string)) ? { why: `${f} is not a uuid`, codes: ['validation_error'] } : null)),
+  ...['track_opens', 'track_clicks'].map((f) => (f in b && typeof b[f] !== 'boolean' ? { why: `${f} is not a boolean`, codes: ['validation_error'] } : null)),
+);
+// Contacts: "fields not an object, over 20 keys, a key not ^[a-z][a-z0-9_]{0,39}$ or reserved (name, identity_name, unsubscribe_url), a value not a string or over 256 characters".
+const fieldsRule = (b: Record<string, unknown>, patch: boolean): Refusal | null => {
+  if (!('fields' in b)) return null;
+  const f = b.fields;
+  const bad = { why: `fields ${JSON.stringify(f).slice(0, 80)}`, codes: ['validation_error'] };
+  if (patch && f === null) return null;
+  if (typeof f !== 'object' || f === null || Array.isArray(f)) return bad;
+  const entries = Object.entries(f);
+  if (!patch && entries.length > 20) return bad;
+  for (const [k, v] of entries) {
+    if (!/^[a-z][a-z0-9_]{0,39}$/.test(k) || ['name', 'identity_name', 'unsubscribe_url'].includes(k)) return bad;
+    if (patch && v === null) continue;
+    if (typeof v !== 'string' || (/^[\x20-\x7e]*$/.test(v) && v.length > 256)) return bad;
+  }
+  return null;
+};
+SPEC_BODY_RULES['/comm-api/api/lists/{listId}/contacts'] = (b) => firstOf(textRule(b, 'name', { max: 200, noControls: true }), fieldsRule(b, false));
+SPEC_BODY_RULES['/comm-api/api/lists/{listId}/contacts/{contactId}'] = (b) => firstOf(
+  'email' in b ? { why: 'a contact\'s email cannot change', codes: ['validation_error'] } : null, textRule(b, 'name', { max: 200, oneLine: true }), fieldsRule(b, true));
+// PATCH of a list: "the fields given ... name ... null (PATCH), empty, ... over 100 ...; PATCH with neither field".
+SPEC_BODY_RULES['/comm-api/api/lists/{listId}'] = (b) => firstOf(
+  !('name' in b) && !('description' in b) ? { why: 'list PATCH with neither name nor description', codes: ['validation_error'] } : null,
+  'name' in b && b.name === null ? { why: 'list name null', codes: ['validation_error'] } : null,
+  'name' in b ? textRule(b, 'name', { required: true, max: 100, noControls: true }) : null, textRule(b, 'description', { max: 500 }));
+// Batches: "missing, not an array, empty or over 1,000 items".
+const batchRule = (field: string) => (b: Record<string, unknown>): Refusal | null => {
+  const items = b[field];
+  return Array.isArray(items) && items.length >= 1 && items.length <= 1000 ? null : { why: `${field} is not 1 to 1,000 items`, codes: ['validation_error'] };
+};
+SPEC_BODY_RULES['/comm-api/api/suppressions/batch'] = batchRule('suppressions');
+SPEC_BODY_RULES['/comm-api/api/lists/{listId}/contacts/batch'] = batchRule('contacts');
+SPEC_BODY_RULES['/api/public/v1/account/motor-blocks/{id}/name'] = (b) => textRule(b, 'name', { required: true, max: 100 });
+SPEC_BODY_RULES['/api/public/v1/account/motor-blocks'] = (b) => firstOf(textRule(b, 'name', { required: true, max: 100 }), textRule(b, 'description', { max: 500 }));
+// Webhooks (docs/ERRORS.md "Webhooks"): url over 2,048 characters, not http(s), with credentials or a fragment; events not a non-empty array.
+const webhookRule = (create: boolean) => (b: Record<string, unknown>): Refusal | null => {
+  const url = b.url;
+  const codes = ['invalid_webhook_url', 'invalid_webhook_events', 'validation_error'];
+  if (url === undefined) return create ? { why: 'webhook url missing', codes } : null;
+  if (typeof url !== 'string' || url.length > 2048 || !/^https?:\/\//i.test(url) || /#/.test(url) || /^https?:\/\/[^/]*@/i.test(url)) return { why: `webhook url ${JSON.stringify(String(url).slice(0, 60))}`, codes };
+  if ('events' in b && (!Array.isArray(b.events) || b.events.length === 0)) return { why: 'webhook events not a non-empty array', codes };
+  return null;
+};
+SPEC_BODY_RULES['/api/public/v1/motor-blocks/{id}/webhooks'] = webhookRule(true);
+SPEC_BODY_RULES['/api/public/v1/motor-blocks/{id}/webhooks/{webhookId}'] = webhookRule(false);
 SPEC_BODY_RULES['/api/public/token'] = mintRule;
 SPEC_BODY_RULES['/api/public/token/account-key'] = mintRule;
 
@@ -242,7 +331,11 @@ export function mustRefuse(op: Operation, plan: RequestPlan, valid: Knowledge): 
       // Every number the API takes in a query is a whole count from 1 (limit, days, hours; SPEC "Endpoints").
       const n = Number(v);
       if (v === '' || !FLOAT_RE.test(v) || !Number.isInteger(n) || n < 1) return { why: `query ${p.name}=${JSON.stringify(v)} is not a whole number from 1` };
+      const max = QUERY_MAXIMA[`${op.path} ${p.name}`];
+      if (max !== undefined && n > max) return { why: `query ${p.name}=${v} is over ${max}` };
     }
+    // Ids the communications routes take in a query (docs/ERRORS.md "Communications tracking").
+    if ((p.name === 'campaign_id' || p.name === 'message_id') && !UUID_RE.test(v)) return { why: `query ${p.name}=${JSON.stringify(v)} is not a uuid` };
   }
   // Headers the routes require.
   for (const p of op.params.filter((x) => x.in === 'header')) {
