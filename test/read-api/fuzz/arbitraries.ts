@@ -278,6 +278,16 @@ const JSON_TYPES = ['application/json', 'application/json; charset=utf-8', 'appl
 const OTHER_TYPES = ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16',
   'application/json; charset=latin1', 'application/xml', 'application/json, text/plain', 'json', ''];
 
+/** A value's top-level fields as application/x-www-form-urlencoded (a non-string as its JSON text). */
+function formText(v: unknown): string {
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Nest) return jsonText(v) ?? '';
+  return Object.keys(v).map((key) => {
+    const x = (v as Record<string, unknown>)[key];
+    const text = typeof x === 'string' ? x : x instanceof Repeat ? x.toJSON() : jsonText(x) ?? '';
+    return `${encode(key)}=${encode(text)}`;
+  }).join('&');
+}
+
 function bodyPlan(op: Operation, k: Knowledge): fc.Arbitrary<BodyPlan> {
   if (!hasBody(op)) return fc.constant({ kind: 'none' });
   const value = bodyValue(op, k);
@@ -292,6 +302,8 @@ function bodyPlan(op: Operation, k: Knowledge): fc.Arbitrary<BodyPlan> {
     }), weight: 2 },
     { arbitrary: fc.tuple(fc.oneof(fc.constantFrom('', ' ', 'null', '{', '}', '[', '{"a":}', 'NaN', 'undefined', '{"a":NaN}', '{"a":Infinity}', '{"a":1e999}', '{"a":-}', '\u0000', '{"\\ud800":1}', '{"a":"\\u0000"}', 'a=1&b=2'), fc.string({ maxLength: 40 })), fc.constantFrom(...JSON_TYPES))
       .map(([text, contentType]): BodyPlan => ({ kind: 'text', text, contentType })), weight: 2 },
+    // The same fields as a form (what OAuth clients and browsers post; the routes that read forms take it).
+    { arbitrary: value.map((v): BodyPlan => ({ kind: 'text', text: formText(v), contentType: 'application/x-www-form-urlencoded' })), weight: 1 },
     // A body in another media type, or with none.
     { arbitrary: fc.tuple(value, fc.constantFrom(...OTHER_TYPES, null)).map(([v, contentType]): BodyPlan => ({ kind: 'text', text: jsonText(v) ?? '', contentType })), weight: 2 },
     { arbitrary: fc.constant<BodyPlan>({ kind: 'none' }), weight: 1 },

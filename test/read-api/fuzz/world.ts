@@ -38,6 +38,7 @@ export interface World {
   exportJobId: string;
   /** An OAuth client of the account (SMTP access tokens) and the redirect URI it registered. */
   oauthClientId: string;
+  oauthClientSecret: string;
   oauthRedirectUri: string;
   creds: Record<'dashboardJwt' | 'blockApiKey' | 'accountApiKey' | 'publicBearer', Record<string, string>>;
 }
@@ -99,7 +100,7 @@ export async function startWorld(): Promise<World> {
     suppressionId: suppression.id,
     freeRecipientId,
     exportJobId: exportJob.jobId,
-    oauthClientId: oauthClient.clientId, oauthRedirectUri,
+    oauthClientId: oauthClient.clientId, oauthClientSecret: oauthClient.clientSecret, oauthRedirectUri,
     creds,
   };
 }
