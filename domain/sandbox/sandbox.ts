@@ -136,7 +136,9 @@ export function checkAllowlist(addresses: unknown): string[] {
   }
   const invalid = addresses.filter((a) => typeof a !== 'string' || !isValidAddress(a.trim()));
   if (invalid.length > 0) {
-    throw fail('invalid_email', 400, 'Not valid email addresses: ' + invalid.map((a) => String(a)).join(', ').slice(0, 300), { details: { field: 'addresses', invalid } });
+    // JSON for what is not a string: String() of an object from JSON may throw ({"toString": 1}).
+    const shown = invalid.map((a) => (typeof a === 'string' ? a : JSON.stringify(a)));
+    throw fail('invalid_email', 400, 'Not valid email addresses: ' + shown.join(', ').slice(0, 300), { details: { field: 'addresses', invalid } });
   }
   return [...new Set((addresses as string[]).map((a) => a.trim().toLowerCase()))];
 }

@@ -32,7 +32,8 @@ export function webhookUrl(value: unknown): string {
   }
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw refuse('must use http or https');
   if (parsed.username || parsed.password) throw refuse('must not carry credentials (verify the X-Service-Signature header instead)');
-  if (parsed.hash) throw refuse('must not carry a fragment');
+  // An empty fragment ("…#") has no `hash` but is one all the same: href keeps its "#".
+  if (parsed.hash || parsed.href.includes('#')) throw refuse('must not carry a fragment');
   return parsed.toString();
 }
 

@@ -1,4 +1,4 @@
-import { ExpressTemplateService, type TsoaRoute } from '@tsoa/runtime';
+import { ExpressTemplateService, ValidationService, type FieldErrors, type TsoaRoute } from '@tsoa/runtime';
 import type { Request as ExRequest } from 'express';
 
 /**
@@ -195,9 +195,28 @@ function refuses(schema: Schema, v: unknown): boolean {
 }
 
 /**
+ * tsoa's validation, with enums refusing what is not a primitive. tsoa matches an enum member on
+ * String(value): for an object JSON made with a `toString` that is no function (`{"toString": 1}`)
+ * String() throws, and the request was a 500; an array printed as its only member (`["txt"]` as
+ * "txt") and passed where the schema names a string. Such a value is now the field error tsoa gives
+ * any other non-member. (tsoa validates intersections with a ValidationService of its own; no
+ * request body has one.)
+ */
+export class MotorValidationService extends ValidationService {
+  override validateEnum(name: string, value: unknown, fieldErrors: FieldErrors, members?: Array<string | number | boolean | null>, parent = ''): unknown {
+    if (typeof value === 'object' && value !== null) {
+      const listed = (members ?? []).map((m) => (typeof m === 'string' ? `'${m}'` : String(m))).join(',');
+      fieldErrors[parent + name] = { message: `should be one of the following; [${listed}]`, value };
+      return undefined;
+    }
+    return super.validateEnum(name, value, fieldErrors, members, parent);
+  }
+}
+
+/**
  * tsoa's Express template service (used by the routes generated from read-api/http/tsoaRoutes.hbs)
  * with the fast path above: a request whose every argument passes gets its arguments without
- * tsoa's interpretation; any other request is validated by tsoa as before.
+ * tsoa's interpretation; any other request is validated by tsoa (MotorValidationService) as before.
  */
 export class MotorTemplateService extends ExpressTemplateService {
   /** Null when tsoa coerces body values (bodyCoercion): the fast path models validation without coercion only. */
@@ -206,6 +225,7 @@ export class MotorTemplateService extends ExpressTemplateService {
 
   constructor(models: TsoaRoute.Models, config: ConstructorParameters<typeof ExpressTemplateService>[1]) {
     super(models, config);
+    this.validationService = new MotorValidationService(models, config);
     this.fast = config.bodyCoercion === false ? new TsoaFastCheck(models, config.noImplicitAdditionalProperties) : null;
   }
 

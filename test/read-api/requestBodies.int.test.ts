@@ -208,4 +208,23 @@ describe('request bodies and the HTTP layer (int)', function () {
       expect(JSON.parse(r.body)).to.include({ success: false, code: 'bad_request' });
     });
   });
+
+  describe('a body value that is not a string, number, boolean or null where the schema names values', () => {
+    // JSON makes `{"toString": 1}` an object that String() cannot print: tsoa matched enum members on
+    // String(value), threw a TypeError, and the request was a 500. `["txt"]` printed as "txt" and passed.
+    const sendBody = { from: 'app@example.test', to: 'ada@example.test', subject: 's', text: 't', dryRun: true };
+    const cases: Array<[string, string, () => Record<string, string>, string, number]> = [
+      ['an object for an enum (dkimMode)', '/api/domains', () => dashboard, '{"domain":"enum.example.test","dkimMode":{"toString":1}}', 400],
+      ['an array for an enum (dkimMode)', '/api/domains', () => dashboard, '{"domain":"enum.example.test","dkimMode":["txt"]}', 400],
+      ['an object for an enum (test-email method)', '/v1/test-email', () => ({ 'x-api-key': b.apiKey }),
+        JSON.stringify({ method: { toString: 1 }, host: 'localhost', port: 2587, username: 'u', password: 'p', to: 'ada@example.test' }), 422],
+      ['an object for string or null (fromName)', '/v1/send', () => ({ 'x-api-key': b.apiKey }), JSON.stringify({ ...sendBody, fromName: { toString: 1, valueOf: 1 } }), 422],
+    ];
+    for (const [what, path, headers, body, status] of cases) {
+      it(`${what} is ${status} validation_error`, async () => {
+        const r = await post(path, { ...headers(), 'content-type': 'application/json' }, body);
+        expect([r.status, r.json?.code], r.text.slice(0, 200)).to.deep.equal([status, 'validation_error']);
+      });
+    }
+  });
 });

@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'chai';
 import express from 'express';
-import { ExpressTemplateService, ValidationService, type FieldErrors, type TsoaRoute } from '@tsoa/runtime';
+import { ExpressTemplateService, ValidateError, ValidationService, type FieldErrors, type TsoaRoute } from '@tsoa/runtime';
 import { RegisterRoutes, tsoaModels, tsoaRouteArgs, tsoaValidationConfig } from '../../read-api/generated/routes';
 import { MotorTemplateService, TsoaFastCheck } from '../../read-api/http/tsoaArgs';
 
@@ -199,6 +199,21 @@ describe('argument validation fast path (unit)', () => {
     const enumExtras: Schema = { dataType: 'nestedObjectLiteral', nestedProperties: {}, additionalProperties: { dataType: 'enum', enums: ['a'] } };
     expect(check.accepts(enumExtras, JSON.parse('{"constructor": {"toString": 1}}'))).to.equal(false);
     expect(check.accepts(enumExtras, { a: { toString: 1 } })).to.equal(false);
+  });
+
+  it('refuses an object or an array for an enum with a field error, never a TypeError (a 500) or the array taken for its member', () => {
+    const args: Record<string, TsoaRoute.ParameterSchema> = {
+      body: { in: 'body', name: 'body', required: true, dataType: 'nestedObjectLiteral', nestedProperties: { mode: { dataType: 'enum', enums: ['txt', 'cname_managed'] } } },
+    };
+    const motor = new MotorTemplateService({}, tsoaValidationConfig);
+    const validated = (mode: unknown) => motor.getValidatedArgs({ args, request: { body: { mode } } as express.Request, response: {} as express.Response });
+    for (const mode of [JSON.parse('{"toString": 1}'), JSON.parse('{"toString": 1, "valueOf": 1}'), ['txt'], {}]) {
+      let err: unknown;
+      try { validated(mode); } catch (e) { err = e; }
+      expect(err, JSON.stringify(mode)).to.be.instanceOf(ValidateError);
+      expect(Object.keys((err as ValidateError).fields), JSON.stringify(mode)).to.deep.equal(['body.mode']);
+    }
+    expect(validated('txt')).to.deep.equal([{ mode: 'txt' }]);
   });
 
   it('gives every route the arguments tsoa gives it, or tsoa\'s error, and takes the fast path for most', () => {

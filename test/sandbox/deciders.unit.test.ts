@@ -56,6 +56,8 @@ describe('sandbox deciders (unit)', () => {
   it('allowlist: validated and de-duplicated; set on a sandbox block; refused once converted or for another account', () => {
     expect(sb.checkAllowlist(['A@x.test', 'a@x.test', 'b@x.test'])).to.deep.equal(['a@x.test', 'b@x.test']);
     expect(codeOf(() => sb.checkAllowlist(['nope']))).to.equal('invalid_email');
+    // Items of any JSON type, one whose String() throws included (it was a TypeError: a 500).
+    expect(codeOf(() => sb.checkAllowlist([JSON.parse('{"toString": 1}'), 5, null, ['a@x.test']]))).to.equal('invalid_email');
     expect(codeOf(() => sb.checkAllowlist(Array.from({ length: sb.MAX_ALLOWLIST + 1 }, (_, i) => `a${i}@x.test`)))).to.equal('allowlist_too_large');
     expect(codeOf(() => sb.checkAllowlist('a@x.test'))).to.equal('validation_error');
     const set = sb.decideSetAllowlist(block(created), { accountId: ACCOUNT, addresses: ['a@x.test'], now });

@@ -139,6 +139,10 @@ describe('Account sandbox (integration)', function () {
     expect(many.body.code).to.equal('allowlist_too_large');
     const notArray = await h.patch('/api/developer/sandbox/outbound', { addresses: 'a@rcpt.test' }, bearer(user.token));
     expect(notArray.status).to.equal(400);
+    // An item String() cannot print (it was a 500).
+    const unprintable = await h.patch('/api/developer/sandbox/outbound', { addresses: [{ toString: 1 }, 7] }, bearer(user.token));
+    expect([unprintable.status, unprintable.body.code]).to.deep.equal([400, 'invalid_email']);
+    expect(unprintable.body.invalid).to.deep.equal([{ toString: 1 }, 7]);
 
     const ok = await h.patch('/api/developer/sandbox/outbound', { addresses: ['Allowed@rcpt.test', 'second@rcpt.test', user.email] }, bearer(user.token));
     expect(ok.status).to.equal(200);

@@ -180,8 +180,10 @@ export class KurrentEventStore implements EventStore {
     }
   }
 
+  /** `<commit>:<prepare>`, both numbers a position holds (unsigned 64 bits): more cannot be sent to the server. */
   isPosition(value: string): boolean {
-    return /^\d{1,20}:\d{1,20}$/.test(value);
+    const m = /^(\d{1,20}):(\d{1,20})$/.exec(value);
+    return m !== null && BigInt(m[1]) <= UINT64_MAX && BigInt(m[2]) <= UINT64_MAX;
   }
 
   comparePositions(a: GlobalPosition, b: GlobalPosition): number {
@@ -242,6 +244,8 @@ function toRecorded(resolved: ResolvedEvent | AllStreamResolvedEvent, omit?: rea
 const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const formatPosition = (p: Position): GlobalPosition => `${p.commit}:${p.prepare}`;
+
+const UINT64_MAX = 2n ** 64n - 1n;
 
 function parsePosition(position: GlobalPosition): Position {
   const m = /^(\d+):(\d+)$/.exec(position);

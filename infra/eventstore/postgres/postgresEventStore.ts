@@ -539,8 +539,14 @@ export class PostgresEventStore implements EventStore {
     return Number((r.rows[0] as { n: string }).n);
   }
 
+  /**
+   * `<tx_id>:<global_position>` with numbers the columns hold (xid8, bigint): a client's id with
+   * more made the queries that read from it fail (a resumed event stream said `gap` instead of
+   * 400 invalid_last_event_id).
+   */
   isPosition(value: string): boolean {
-    return /^\d{1,20}:\d{1,20}$/.test(value);
+    const m = /^(\d{1,20}):(\d{1,19})$/.exec(value);
+    return m !== null && BigInt(m[1]) <= XID8_MAX && BigInt(m[2]) <= BIGINT_MAX;
   }
 
   /** (transaction id, position) order: the order readAll and subscribeToAll hand events over in. */
@@ -818,6 +824,10 @@ function validateAppend(streamId: string, events: EventData[], expected: Expecte
     throw new TypeError(`Invalid expected revision: ${String(expected)}`);
   }
 }
+
+/** The largest values of the log's position columns: tx_id (xid8, unsigned 64 bits) and global_position (bigint). */
+const XID8_MAX = 2n ** 64n - 1n;
+const BIGINT_MAX = 2n ** 63n - 1n;
 
 function parsePosition(position: GlobalPosition | null | undefined): Cursor {
   if (position === null || position === undefined) return START;

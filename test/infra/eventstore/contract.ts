@@ -334,7 +334,8 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         expect(store.comparePositions(p2, p1)).to.be.above(0);
         expect(store.comparePositions(p1, p1)).to.equal(0);
         for (const p of [p0, p1, p2]) expect(store.isPosition(p)).to.equal(true);
-        for (const junk of ['', 'x', '1:', ':1', '1:2:3', '-1:2', `${p0} `, '9'.repeat(40)]) expect(store.isPosition(junk), junk).to.equal(false);
+        // Past 64 bits no store holds a position: such an id cannot be read from (docs/EVENTS.md "Resuming").
+        for (const junk of ['', 'x', '1:', ':1', '1:2:3', '-1:2', `${p0} `, '9'.repeat(40), '18446744073709551616:1', '1:18446744073709551616']) expect(store.isPosition(junk), junk).to.equal(false);
       });
 
       it('an append result position excludes that append and includes what follows', async () => {

@@ -412,6 +412,18 @@ describe('PostgresEventStore', function () {
     }
   });
 
+  it('isPosition takes the positions its columns hold (tx_id xid8, global_position bigint), and the log reads from every one of them', async () => {
+    const store = await open();
+    for (const p of ['0:0', '18446744073709551615:9223372036854775807']) {
+      expect(store.isPosition(p), p).to.equal(true);
+      expect(await store.readAll({ after: p, maxCount: 1 }), p).to.be.an('array');
+    }
+    // One past either column: a client's id like these made the reads fail (docs/EVENTS.md "Resuming": 400 invalid_last_event_id).
+    for (const p of ['18446744073709551616:1', '1:9223372036854775808', '1:18446744073709551615', '99999999999999999999:99999999999999999999']) {
+      expect(store.isPosition(p), p).to.equal(false);
+    }
+  });
+
   it('maps an unreachable server to EventStoreUnavailableError', async () => {
     const store = new PostgresEventStore('postgres://postgres@127.0.0.1:1/nowhere', { poolSize: 1 });
     try {
