@@ -179,7 +179,7 @@ describe('fuzzing the HTTP surface: a clear 4xx with a documented code, never a 
       const kind = kindOf(op.path, name);
       return [fixtureId(op, name), ...(kind ? created[kind] ?? [] : [])];
     },
-    queryValue(op, param) {
+    queryValue(_op, param) {
       const now = Date.now();
       const s = param.schema ?? {};
       switch (param.name) {
