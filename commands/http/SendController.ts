@@ -1,8 +1,8 @@
 import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Get, Header, Post, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
-import { EventStoreUnavailableError } from '../../domain/eventStore';
 import { fail, isDomainError } from '../../domain/errors';
 import { ctxOf, principalOf } from '../../read-api/http/context';
+import { unavailableCode } from '../../read-api/http/errors';
 import type { PrincipalOf } from '../../read-api/http/principal';
 import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../send/sendMessage';
 import { testEmail, type TestEmailResult } from '../send/testEmail';
@@ -107,7 +107,7 @@ export class SendController extends Controller {
         { motorBlockId: principal.motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now },
       );
     } catch (err) {
-      const code = err instanceof EventStoreUnavailableError ? 'event_store_unavailable' : isDomainError(err) ? err.code : 'internal_error';
+      const code = isDomainError(err) ? err.code : unavailableCode(err, ctx.config.eventstoreUrl) ?? 'internal_error';
       ctx.metrics.sendsRefused.inc({ source: 'http', code });
       throw err;
     }

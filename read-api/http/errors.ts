@@ -66,6 +66,19 @@ const ERROR_TEXT: Record<string, string> = {
   dkim_rotation_not_available: 'Conflict',
 };
 
+/**
+ * The 503 code of an error that says the database or the event store is away or did not answer
+ * in time (infra/db.ts QUERY_TIMEOUT_MS), null for any other. With the default store the database
+ * IS the event store: `event_store_unavailable`; with EVENTSTORE_URL a failure outside the store is
+ * the read models' database: `database_unavailable`. The HTTP and agent-tool edges answer with it,
+ * and the send refusal counters count it.
+ */
+export function unavailableCode(err: unknown, eventstoreUrl: string | null | undefined): 'event_store_unavailable' | 'database_unavailable' | null {
+  if (err instanceof EventStoreUnavailableError) return 'event_store_unavailable';
+  if (!isUnavailable(err) && !isDatabaseTimeout(err)) return null;
+  return eventstoreUrl ? 'database_unavailable' : 'event_store_unavailable';
+}
+
 export function errorBody(code: string, message: string, extra: { nextAction?: string; details?: Record<string, unknown> } = {}) {
   return {
     success: false as const,
@@ -233,11 +246,11 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
   // fails the directory lookup of authentication before the append is tried: with the default
   // store that database IS the event store, so it is the same 503 (never a 500, never a 200). With
   // EVENTSTORE_URL only the read models are down.
-  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || isDatabaseTimeout(err)) {
-    const store = err instanceof EventStoreUnavailableError || !ctxOf(req).config.eventstoreUrl;
-    const what = store ? 'The event store is unavailable' : 'The database is unavailable';
+  const unavailable = unavailableCode(err, ctxOf(req).config.eventstoreUrl);
+  if (unavailable) {
+    const what = unavailable === 'event_store_unavailable' ? 'The event store is unavailable' : 'The database is unavailable';
     res.setHeader('Retry-After', '5');
-    res.status(503).json(errorBody(store ? 'event_store_unavailable' : 'database_unavailable',
+    res.status(503).json(errorBody(unavailable,
       `${what}; ${req.method === 'GET' || req.method === 'HEAD' ? 'retry shortly' : 'nothing was accepted. Retry shortly'}.`));
     return;
   }

@@ -1,11 +1,10 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
+import { InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
 import type { McpServerSpec } from '../../domain/oauth/agent';
-import { isDatabaseTimeout } from '../../infra/db';
-import { isUnavailable } from '../../infra/eventstore/postgres/errors';
+import { unavailableCode } from '../http/errors';
 import type { AgentTool, ToolEnv } from './tool';
 
 /**
@@ -35,9 +34,9 @@ export function toolErrorOf(err: unknown, env: ToolEnv): ToolErrorBody | null {
   if (err instanceof WrongExpectedRevisionError) {
     return { error: 'concurrent_update', message: 'What this call changes was changed by another request meanwhile; nothing was written', status: 409, nextAction: 'Read it again and retry the call' };
   }
-  if (err instanceof EventStoreUnavailableError || isUnavailable(err) || isDatabaseTimeout(err)) {
-    const store = err instanceof EventStoreUnavailableError || !env.ctx.config.eventstoreUrl;
-    return { error: store ? 'event_store_unavailable' : 'database_unavailable', message: `The ${store ? 'event store' : 'database'} is unavailable; retry shortly`, status: 503 };
+  const unavailable = unavailableCode(err, env.ctx.config.eventstoreUrl);
+  if (unavailable) {
+    return { error: unavailable, message: `The ${unavailable === 'event_store_unavailable' ? 'event store' : 'database'} is unavailable; retry shortly`, status: 503 };
   }
   return null;
 }

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import knex from 'knex';
 import type { NextFunction, Request, Response } from 'express';
 import { QueryTimeoutError } from '../../infra/db';
-import { errorMiddleware } from '../../read-api/http/errors';
+import { errorMiddleware, unavailableCode } from '../../read-api/http/errors';
+import { EventStoreUnavailableError } from '../../domain/eventStore';
 import { toolErrorOf } from '../../read-api/mcp/server';
 import type { ToolEnv } from '../../read-api/mcp/tool';
 
@@ -43,10 +44,21 @@ describe('a database that did not answer in time, at the edges (unit)', () => {
       expect(http(make(), 'kurrentdb://store:2113').body).to.include({ code: 'database_unavailable' });
     });
 
+    it(`${what}: the code the send refusal counters count (motor_sends_refused_total), not internal_error`, () => {
+      expect(unavailableCode(make(), null)).to.equal('event_store_unavailable');
+      expect(unavailableCode(make(), 'kurrentdb://store:2113')).to.equal('database_unavailable');
+    });
+
     it(`${what}: the agent-tool result says 503`, () => {
       const env = (eventstoreUrl: string | null) => ({ ctx: { config: { eventstoreUrl } } }) as unknown as ToolEnv;
       expect(toolErrorOf(make(), env(null))).to.include({ error: 'event_store_unavailable', status: 503 });
       expect(toolErrorOf(make(), env('kurrentdb://store:2113'))).to.include({ error: 'database_unavailable', status: 503 });
     });
   }
+
+  it('the store unavailable is the store whatever EVENTSTORE_URL says; any other error is none of these', () => {
+    expect(unavailableCode(new EventStoreUnavailableError('down'), 'kurrentdb://store:2113')).to.equal('event_store_unavailable');
+    expect(unavailableCode(new Error('syntax error at or near "x"'), null)).to.equal(null);
+    expect(unavailableCode(new TypeError('x is undefined'), 'kurrentdb://store:2113')).to.equal(null);
+  });
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isIdempotencyKey, MAX_IDEMPOTENCY_KEY, sendMessage } from '../../../commands/send/sendMessage';
 import { acceptedData, dryRunData } from '../../../commands/send/sendResult';
-import { EventStoreUnavailableError } from '../../../domain/eventStore';
+import { unavailableCode } from '../../http/errors';
 import { fail, isDomainError } from '../../../domain/errors';
 import { defineTool, ownBlock } from '../tool';
 
@@ -47,7 +47,7 @@ export const sendEmail = defineTool({
         { motorBlockId, body, idempotencyKey: idempotencyKey ?? null, source: 'http', now, actor: env.agent.actor },
       );
     } catch (err) {
-      refused(err instanceof EventStoreUnavailableError ? 'event_store_unavailable' : isDomainError(err) ? err.code : 'internal_error');
+      refused(isDomainError(err) ? err.code : unavailableCode(err, ctx.config.eventstoreUrl) ?? 'internal_error');
       throw err;
     }
     switch (result.kind) {
