@@ -484,6 +484,16 @@ class Renderer {
 
 interface Reply { code: number; lines: string[] }
 
+/** Whether a client TLS handshake completes; its errors are swallowed (a failed handshake is an answer here). */
+function handshake(tls: TLSSocket): Promise<boolean> {
+  tls.on('error', () => {});
+  return new Promise<boolean>((resolve) => {
+    tls.once('secureConnect', () => resolve(true));
+    tls.once('error', () => resolve(false));
+    tls.once('close', () => resolve(false));
+  });
+}
+
 class Wire {
   socket: Socket | TLSSocket;
   private buf = '';
@@ -505,13 +515,7 @@ class Wire {
     await new Promise<void>((resolve, reject) => { raw.once('connect', resolve); raw.once('error', reject); });
     if (!secure) return new Wire(raw, violation);
     const tls = tlsConnect({ socket: raw, ca: [ca], servername: 'localhost' });
-    tls.on('error', () => {});
-    const ok = await new Promise<boolean>((resolve) => {
-      tls.once('secureConnect', () => resolve(true));
-      tls.once('error', () => resolve(false));
-      tls.once('close', () => resolve(false));
-    });
-    if (ok) return new Wire(tls, violation);
+    if (await handshake(tls)) return new Wire(tls, violation);
     violation('the implicit TLS handshake failed');
     tls.destroy();
     return null;
@@ -610,13 +614,7 @@ class Wire {
       return false;
     }
     const tls = tlsConnect({ socket: raw, ca: [ca], servername: 'localhost' });
-    tls.on('error', () => {});
-    const ok = await new Promise<boolean>((resolve) => {
-      tls.once('secureConnect', () => resolve(true));
-      tls.once('error', () => resolve(false));
-      tls.once('close', () => resolve(false));
-    });
-    if (!ok) {
+    if (!(await handshake(tls))) {
       this.closed = true;
       tls.destroy();
       return false;
