@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
@@ -7,6 +5,8 @@ import { expect } from 'chai';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { answerText, eventually, postJson } from '../support/motor';
 import { createBlockFor } from '../auth/fixtures';
+import type { Operation } from './fuzz/arbitraries';
+import { operations as allOperations, resolveRef } from './fuzz/openapi';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
 
 /**
@@ -20,26 +20,8 @@ import { startAuthHarness, type AuthHarness } from '../auth/harness';
  */
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-interface Param { name: string; in: string; required?: boolean; schema: Json }
-interface Operation { method: string; path: string; scheme: string | null; params: Param[]; bodySchema: Json | null }
 
-const spec = JSON.parse(readFileSync(join(__dirname, '../../read-api/generated/openapi.json'), 'utf8'));
-const resolveRef = (s: Json): Json => {
-  for (let depth = 0; s?.$ref && depth < 10; depth++) s = spec.components.schemas[s.$ref.split('/').pop()];
-  return s;
-};
-const operations: Operation[] = [];
-for (const [path, ops] of Object.entries(spec.paths as Record<string, Record<string, Json>>)) {
-  for (const [method, op] of Object.entries(ops)) {
-    const sec = (op.security ?? []) as Array<Record<string, string[]>>;
-    operations.push({
-      method: method.toUpperCase(), path,
-      scheme: sec.length ? Object.keys(sec[0])[0] : null,
-      params: (op.parameters ?? []) as Param[],
-      bodySchema: op.requestBody ? resolveRef(op.requestBody.content?.['application/json']?.schema) ?? null : null,
-    });
-  }
-}
+const operations: Operation[] = allOperations();
 // Destructive routes last, so the fixtures stay in place for every other route.
 operations.sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
 
