@@ -57,6 +57,14 @@ export interface PostgresEventStoreOptions {
    * of thousands of events on a loaded server must not be cut); connecting keeps 10 s.
    */
   readTimeoutMs?: number | null;
+  /**
+   * How often the LISTEN connection is asked `SELECT 1` (within the connect deadline). Default 30 s.
+   * That connection only receives: without the check, one silently cut (a NAT or firewall that
+   * forgets idle flows, a server restarted behind a load balancer) would keep every subscription of
+   * the store on its poll, with no error, for as long as the process runs. The check also keeps such
+   * idle flows alive.
+   */
+  listenerCheckMs?: number;
 }
 
 interface Pending {
@@ -259,6 +267,8 @@ export class PostgresEventStore implements EventStore {
   private listener: pg.Client | null = null;
   private listenerConnecting: Promise<void> | null = null;
   private listenerRetryAt = 0;
+  private readonly listenerCheckMs: number;
+  private listenerTimer: NodeJS.Timeout | null = null;
   /** Subscriptions, each with its type filter: a NOTIFY wakes those its payload's types concern. */
   private readonly sleepers = new Set<Sleeper>();
   /** NOTIFYs received (and listener (re)connections): tells whether a window read for others predates one. */
@@ -290,6 +300,7 @@ export class PostgresEventStore implements EventStore {
     this.readTimeoutMs = options.readTimeoutMs === undefined ? QUERY_TIMEOUT_MS : options.readTimeoutMs;
     this.connectTimeoutMs = this.readTimeoutMs ?? QUERY_TIMEOUT_MS;
     this.shareWindows = options.shareWindows ?? true;
+    this.listenerCheckMs = options.listenerCheckMs ?? 30_000;
     this.pool = new pg.Pool({
       connectionString,
       max: options.poolSize ?? 10,
@@ -442,7 +453,7 @@ export class PostgresEventStore implements EventStore {
         if (!isUnavailable(err)) throw err;
         // The LISTEN connection only receives, so it cannot tell that its server stopped answering
         // or went away meanwhile: replaced, so that wake-ups come back with the database.
-        this.dropListener();
+        void this.dropListener();
         await this.sleep(me, errorDelay, signal); // a subscription outlives a database restart
         errorDelay = Math.min(errorDelay * 2, 5000);
         continue;
@@ -570,9 +581,7 @@ export class PostgresEventStore implements EventStore {
           else this.drainWaiters.push(resolve);
         });
         if (this.listenerConnecting) await this.listenerConnecting;
-        const listener = this.listener;
-        this.listener = null;
-        await listener?.end().catch(() => undefined);
+        await this.dropListener();
         await this.pool.end();
       })();
     }
@@ -736,19 +745,26 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * One LISTEN connection per store, shared by its subscriptions; (re)connected lazily. Connecting
-   * and LISTEN have the store's connect deadline: a listener that never connects would never be
-   * tried again (and close() would wait for it).
+   * One LISTEN connection per store, shared by its subscriptions; (re)connected lazily by the
+   * subscriptions' loops, and by itself a second after it is lost. Connecting and LISTEN have the
+   * store's connect deadline: a listener that never connects would never be tried again (and
+   * close() would wait for it). Every listenerCheckMs it must answer `SELECT 1` within that deadline,
+   * else it is replaced: a connection that only receives cannot otherwise tell it was cut.
    */
   private ensureListener(): void {
     if (this.closed || this.listener || this.listenerConnecting || Date.now() < this.listenerRetryAt) return;
     const client = new pg.Client({
       connectionString: this.connectionString, application_name: `${this.applicationName}-listen`, connectionTimeoutMillis: this.connectTimeoutMs,
     });
+    let dropped = false;
     const drop = (): void => {
-      if (this.listener === client) this.listener = null;
+      if (dropped) return;
+      dropped = true;
+      if (this.listener === client) void this.dropListener();
+      else client.end().catch(() => undefined);
       this.listenerRetryAt = Date.now() + 1000;
-      client.end().catch(() => undefined);
+      // The subscriptions may all be asleep on their poll: reconnected without waiting for them.
+      if (!this.closed && this.sleepers.size > 0) setTimeout(() => this.ensureListener(), 1000).unref();
     };
     client.on('error', drop);
     client.on('notification', (n) => this.wake(typesOfPayload(n.payload)));
@@ -762,6 +778,9 @@ export class PostgresEventStore implements EventStore {
         }
         this.listener = client;
         client.on('end', drop);
+        this.listenerTimer = setInterval(() => {
+          within(this.connectTimeoutMs, client.query('SELECT 1'), () => new Error('listener check unanswered')).catch(drop);
+        }, this.listenerCheckMs).unref();
         this.wake(); // appends made while nobody listened
       } catch {
         drop();
@@ -771,10 +790,12 @@ export class PostgresEventStore implements EventStore {
     })();
   }
 
-  private dropListener(): void {
+  private dropListener(): Promise<void> {
     const listener = this.listener;
     this.listener = null;
-    listener?.end().catch(() => undefined);
+    if (this.listenerTimer) clearInterval(this.listenerTimer);
+    this.listenerTimer = null;
+    return listener ? listener.end().catch(() => undefined) : Promise.resolve();
   }
 
   /** Wakes the subscriptions that want any of `types` (every one when null). */

@@ -557,6 +557,37 @@ describe('PostgresEventStore', function () {
     }
   });
 
+  it('a LISTEN connection cut silently (a NAT that forgot it) is found by its check and replaced: wake-ups come back without any read failing first', async () => {
+    const { store, proxy } = await behindProxy({ poolSize: 2, readTimeoutMs: 500, listenerCheckMs: 300, pollIntervalMs: 60_000 });
+    const direct = await open();
+    const stream = `ls-${randomUUID()}`;
+    const sub = follow(store, stream);
+    const appendAndTime = async (n: number): Promise<number> => {
+      const t = Date.now();
+      await direct.append(stream, [ev({ n })]);
+      while (sub.seen.length < n && Date.now() - t < 5000) await new Promise((r) => setTimeout(r, 5));
+      expect(sub.seen, `event ${n} seen`).to.have.length(n);
+      return Date.now() - t;
+    };
+    try {
+      await direct.append(stream, [ev({ n: 1 })]);
+      await sub.firstSeen();
+      await new Promise((r) => setTimeout(r, 200)); // the listener connected
+      expect(await appendAndTime(2), 'woken by NOTIFY').to.be.below(500);
+      // Every connection open now (the listener's and the pool's) goes silent for good; new ones work.
+      proxy.abandon();
+      // The check (300 ms, unanswered for 500 ms), the reconnect a second later, and the second
+      // reconnect after the subscription's read on an abandoned pooled connection fails.
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(await appendAndTime(3), 'woken by NOTIFY on a new LISTEN connection, not by the 60 s poll').to.be.below(1000);
+      expect(await appendAndTime(4)).to.be.below(500);
+      expect(sub.seen.map((e) => e.data)).to.deep.equal([{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
+    } finally {
+      await sub.stop();
+      await proxy.close();
+    }
+  });
+
   it('appends after close() are refused as unavailable', async () => {
     const store = await open();
     await store.close();
