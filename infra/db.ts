@@ -31,6 +31,17 @@ export const QUERY_TIMEOUT_MS = 10_000;
  */
 export const LONG_QUERY_TIMEOUT_MS = 30 * 60_000;
 
+/**
+ * TCP keepalive on every connection to PostgreSQL, first probe after 30 s of silence. The
+ * statements that have no deadline (migrations and set-up, `npm run replay`) would otherwise wait
+ * for ever on a server whose host died or was cut off by the network while they ran; with it, the
+ * kernel ends such a connection once its probes go unanswered (Linux: 9 probes 75 s apart), the
+ * statement fails and its caller reports it. It also keeps idle pooled connections known to the
+ * NAT gateways and firewalls on the way. A server that is frozen but whose kernel still answers is
+ * what the statement deadlines are for.
+ */
+export const TCP_KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: 30_000 } as const;
+
 /** A knex configuration with the statement deadline of its instance (null: none). */
 interface DeadlineConfig extends Knex.Config {
   queryTimeoutMs: number | null;
@@ -104,7 +115,7 @@ export function createDb(
     client: PgClientWithDeadline,
     connection: {
       connectionString: databaseUrl, application_name: options.applicationName ?? 'motor', options: SESSION_OPTIONS,
-      connectionTimeoutMillis: waitMs,
+      connectionTimeoutMillis: waitMs, ...TCP_KEEPALIVE,
     },
     pool: { ...(options.pool ?? { min: 0, max: 10 }), validate: (connection: pg.Client) => !abandoned.has(connection) },
     acquireConnectionTimeout: waitMs,

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { createDb, isDatabaseTimeout, QueryTimeoutError, withLongStatements, withQueryTimeout, withSetupLock } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
-import { TEST_PG_ADMIN_URL } from '../support/db.js';
+import { createTestDatabase, TEST_PG_ADMIN_URL } from '../support/db.js';
 import { startPausableProxy, type PausableProxy } from '../support/pausableProxy.js';
 
 /** Every Motor session runs with JIT off (infra/db.ts SESSION_OPTIONS); DATABASE_URL can say otherwise. */
@@ -25,6 +25,58 @@ describe('PostgreSQL session options', () => {
       expect((await pool.query('show jit')).rows[0].jit).to.equal('off');
     } finally {
       await store.close();
+    }
+  });
+
+  /**
+   * The kernel's keepalive timer on a TCP connection from this process: /proc/net/tcp's `tr` column is
+   * 02 for an established socket with SO_KEEPALIVE waiting to probe, 00 for one without a timer.
+   */
+  const timerOf = async (localPort: number): Promise<string> => {
+    const { readFile } = await import('node:fs/promises');
+    const hex = localPort.toString(16).toUpperCase().padStart(4, '0');
+    for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      const row = (await readFile(table, 'utf8')).split('\n').slice(1).map((l) => l.trim().split(/\s+/)).find((f) => f[1]?.endsWith(`:${hex}`) && f[3] === '01');
+      if (row) return row[5].split(':')[0];
+    }
+    throw new Error(`no established TCP connection from port ${localPort}`);
+  };
+  const localPortOf = (client: pg.Client): number => (client as unknown as { connection: { stream: { localPort: number } } }).connection.stream.localPort;
+
+  it('every connection has TCP keepalive, so a statement without a deadline does not wait for ever on a host that died: knex, the store\'s pool and its LISTEN connection', async () => {
+    const scratch = await createTestDatabase('keepalive');
+    const db = createDb(scratch.url);
+    const store = new PostgresEventStore(scratch.url);
+    await store.init();
+    const ac = new AbortController();
+    try {
+      const knexClient = (await db.client.acquireConnection()) as pg.Client;
+      const knexTimer = await timerOf(localPortOf(knexClient)).finally(() => db.client.releaseConnection(knexClient));
+      expect(knexTimer, 'knex').to.equal('02');
+      const pooled = await (store as unknown as { pool: pg.Pool }).pool.connect();
+      const pooledTimer = await timerOf(localPortOf(pooled)).finally(() => pooled.release());
+      expect(pooledTimer, 'store pool').to.equal('02');
+      const sub = (async () => { for await (const _ of store.subscribeToAll({ signal: ac.signal })) void _; })();
+      const started = Date.now();
+      let listener: pg.Client | null = null;
+      while (!(listener = (store as unknown as { listener: pg.Client | null }).listener) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 10));
+      expect(listener, 'LISTEN connection').to.not.equal(null);
+      expect(await timerOf(localPortOf(listener!)), 'LISTEN connection').to.equal('02');
+      ac.abort();
+      await sub;
+      // And the check can fail: a plain node-postgres connection has no keepalive timer.
+      const plain = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
+      await plain.connect();
+      try {
+        expect(await timerOf(localPortOf(plain))).to.equal('00');
+      } finally {
+        await plain.end();
+      }
+    } finally {
+      ac.abort();
+      await store.close();
+      await db.destroy();
+      await scratch.drop();
     }
   });
 

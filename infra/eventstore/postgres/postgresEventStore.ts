@@ -20,7 +20,7 @@ import { appendBatch, executeBatch, type AppendOutcome, type AppendRequest } fro
 import { isUnavailable, toStoreError } from './errors.js';
 import { NOTIFY_CHANNEL, ensureSchema, typesOfPayload } from './schema.js';
 import { WindowCache, compareCursors, covers, omitKeyOf, unionFilter, view, type Cursor, type Filter, type SharedWindow, type WindowView } from './sharedWindows.js';
-import { QUERY_TIMEOUT_MS, SESSION_OPTIONS } from '../../db.js';
+import { QUERY_TIMEOUT_MS, SESSION_OPTIONS, TCP_KEEPALIVE } from '../../db.js';
 import { within } from '../../within.js';
 
 export interface PostgresEventStoreOptions {
@@ -308,6 +308,7 @@ export class PostgresEventStore implements EventStore {
       options: SESSION_OPTIONS,
       // Also the longest wait for a pooled connection when all of them are busy.
       connectionTimeoutMillis: this.connectTimeoutMs,
+      ...TCP_KEEPALIVE,
     });
     // An idle connection dropped by the server must not crash the process; the next query reports it.
     this.pool.on('error', () => undefined);
@@ -755,6 +756,7 @@ export class PostgresEventStore implements EventStore {
     if (this.closed || this.listener || this.listenerConnecting || Date.now() < this.listenerRetryAt) return;
     const client = new pg.Client({
       connectionString: this.connectionString, application_name: `${this.applicationName}-listen`, connectionTimeoutMillis: this.connectTimeoutMs,
+      ...TCP_KEEPALIVE,
     });
     let dropped = false;
     const drop = (): void => {
