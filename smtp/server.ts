@@ -166,14 +166,18 @@ export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 export type OnTooManyClients = (remoteAddress: string) => void;
 
 export class SubmissionServer extends SMTPServer {
-  /** Connections whose deadline timers run: each one from connect() until its socket has closed. */
-  readonly timed = new Set<SMTPConnection>();
+  private readonly timedConnections = new Set<SMTPConnection>();
 
   constructor(
     options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy,
     private readonly deadlines: DeadlinePolicy, private readonly onTooManyClients: OnTooManyClients = () => {},
   ) {
     super(options);
+  }
+
+  /** Connections whose deadline timers run: each one from connect() until its socket has closed. */
+  get timed(): ReadonlySet<SMTPConnection> {
+    return this.timedConnections;
   }
 
   /** An implicit TLS socket is dropped here, before its handshake, when `maxClients` handshakes are pending. */
@@ -196,7 +200,7 @@ export class SubmissionServer extends SMTPServer {
     adjustReplies(connection);
     hideAuthBeforeTls(connection);
     limitErrors(connection, this.errors);
-    limitTime(connection, this.deadlines, this.timed);
+    limitTime(connection, this.deadlines, this.timedConnections);
 
     const delayMs = this.greeting.known.knows(normalizeAddress(socket.remoteAddress)) ? 0 : this.greeting.unknownClientDelayMs;
     const ready = connection.connectionReady.bind(connection);
