@@ -203,6 +203,15 @@ export interface SmtpConfig {
    * error (Postfix's smtpd_recipient_overshoot_limit).
    */
   recipientOvershootLimit: number;
+  /**
+   * SMTP_SESSION_TIMEOUT_SECONDS: the longest one connection may last, however busy (the idle
+   * timeout starts again with every byte, so it bounds nothing for a client that trickles). Past
+   * it the session is told 421 4.4.2 and closed; a message in progress is let finish first
+   * (docs/SMTP.md "Deadlines").
+   */
+  sessionTimeoutSeconds: number;
+  /** SMTP_DATA_TIMEOUT_SECONDS: the longest a message may take from the 354 to its final dot; past it 421 4.4.2, nothing submitted. */
+  dataTimeoutSeconds: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
   /**
@@ -309,6 +318,7 @@ export function loadConfig(env: Env = process.env): Config {
   const smtpPort = int('SMTP_PORT', 2587, 0, 65535);
   const smtpsPort = int('SMTPS_PORT', 2465, 0, 65535);
   const smtpHardErrorLimit = int('SMTP_HARD_ERROR_LIMIT', 20, 1, 1000);
+  const smtpSessionTimeoutSeconds = int('SMTP_SESSION_TIMEOUT_SECONDS', 1800, 1, 86_400);
   const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
   const config: Config = {
     port,
@@ -398,6 +408,9 @@ export function loadConfig(env: Env = process.env): Config {
       errorSleepMs: int('SMTP_ERROR_SLEEP_MS', 1000, 0, 10_000),
       junkCommandLimit: int('SMTP_JUNK_COMMAND_LIMIT', 100, 1, 10_000),
       recipientOvershootLimit: int('SMTP_RECIPIENT_OVERSHOOT_LIMIT', 1000, 0, 100_000),
+      sessionTimeoutSeconds: smtpSessionTimeoutSeconds,
+      // 10 minutes: the default maximum message (10 MiB) at 140 kbit/s. A shorter session deadline takes it down with it.
+      dataTimeoutSeconds: int('SMTP_DATA_TIMEOUT_SECONDS', Math.min(600, smtpSessionTimeoutSeconds), 1, 86_400),
       refusalEvents: {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),
@@ -427,6 +440,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
   if (config.smtp.softErrorLimit > config.smtp.hardErrorLimit) problems.push('SMTP_SOFT_ERROR_LIMIT must not exceed SMTP_HARD_ERROR_LIMIT');
+  // A message is part of its session (the session deadline lets one in progress finish, so the
+  // longest session is the sum of the two).
+  if (config.smtp.dataTimeoutSeconds > config.smtp.sessionTimeoutSeconds) problems.push('SMTP_DATA_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS');
   // One address's allowance is part of the kind's: a larger one could never be used.
   if (config.smtp.logLines.perKey > config.smtp.logLines.perKind) problems.push('SMTP_LOG_LINE_LIMIT must not exceed SMTP_LOG_LINE_KIND_LIMIT');
   // The headers are part of the request (Node refuses a server whose headers timeout is the longer).

@@ -12,7 +12,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, NOT_IMPLEMENTED, SubmissionServer, type ErrorPolicy } from './server';
+import { KnownClients, NOT_IMPLEMENTED, SubmissionServer, type DeadlinePolicy, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -28,7 +28,7 @@ import { peerCertificateOf } from './mtls';
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
  * the ceiling, RCPT TO commands by smtp/server.ts; sandbox and Free-plan recipient rules) → DATA
  * (size capped by the library, then smtp/submission.ts). Across them, the session's error limits
- * (smtp/server.ts) and the bound on the refusal events all sessions together append
+ * and deadlines (smtp/server.ts) and the bound on the refusal events all sessions together append
  * (smtp/refusalBudget.ts).
  */
 
@@ -59,8 +59,12 @@ export interface SmtpSettings {
   tls: { key: Buffer; cert: Buffer; clientCa?: Buffer | null };
   maxMessageBytes: number;
   maxRecipients: number;
-  /** Idle time allowed while the server waits for the client (ms). */
+  /** Idle time allowed while the server waits for the client (ms); every byte received starts it again. */
   idleTimeoutMs?: number;
+  /** Longest a session may last (ms), however busy; a message in progress is let finish first (smtp/server.ts). */
+  sessionTimeoutMs?: number;
+  /** Longest a message may take from its 354 to its final dot (ms). Not `dataTimeoutMs`, the DATA hook's deadline after the dot. */
+  dataTransferTimeoutMs?: number;
   /** Longest command line (bytes); Postfix's line_length_limit default. */
   maxCommandLength?: number;
   maxClients?: number;
@@ -84,7 +88,7 @@ export interface SmtpSettings {
   recipientOvershootLimit?: number;
   /** How long close() lets sessions in flight finish (ms). */
   closeTimeoutMs?: number;
-  /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook (ms). */
+  /** Deadlines of the AUTH, MAIL FROM and RCPT TO hooks, and of the DATA hook once the message is in (ms). */
   hookTimeoutMs?: number;
   dataTimeoutMs?: number;
 }
@@ -96,7 +100,10 @@ export interface SmtpListeners {
   processes: number;
   /** The recently authenticated addresses of this process's listeners; null when they run in other processes. */
   known: KnownClients | null;
-  /** Sessions whose state (AUTH failures, client certificate, recipient ceiling) this process's listeners hold; null when they run in other processes. */
+  /**
+   * Sessions of which this process's listeners hold anything: their state (AUTH failures, client
+   * certificate, recipient ceiling) or their deadline timers; null when they run in other processes.
+   */
   sessionsHeld(): number | null;
   close(): Promise<void>;
 }
@@ -155,6 +162,10 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const logAuthRefused = capped('info', 'SMTP AUTH refused', 'remoteAddress');
   const logAuthFailed = capped('error', 'SMTP AUTH failed', 'remoteAddress');
   const logClosedForErrors = capped('info', 'SMTP session closed: too many errors', 'remoteAddress');
+  const logClosedAtDeadline = {
+    data: capped('info', 'SMTP session closed: message not received in time', 'remoteAddress'),
+    session: capped('info', 'SMTP session closed: session lasted too long', 'remoteAddress'),
+  };
   const logConnectionError = capped('debug', 'SMTP connection error', 'remoteAddress');
   // A client over its address's cap is the client's doing; the listener full is the operator's to see.
   const logAddressCap = capped('info', 'SMTP connection refused: too many connections from the address', 'remoteAddress');
@@ -173,6 +184,15 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const maxAuthFailures = settings.maxAuthFailuresPerSession ?? 3;
   const hookTimeout = settings.hookTimeoutMs ?? 15_000;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
+  const deadlines: DeadlinePolicy = {
+    sessionMs: settings.sessionTimeoutMs ?? 1_800_000,
+    dataMs: settings.dataTransferTimeoutMs ?? 600_000,
+    onExpired: (c, deadline) => logClosedAtDeadline[deadline]({
+      session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId,
+      seconds: (deadline === 'data' ? deadlines.dataMs : deadlines.sessionMs) / 1000,
+      ...(deadline === 'data' && c._parser ? { bytes: c._parser.dataBytes } : {}),
+    }),
+  };
   // AUTH may wait for a free attempt slot of its address, then sit out the slowdown (smtp/authLimiter.ts).
   const authWaitCap = limiter.settings.slotWaitMs + limiter.settings.maxDelayMs;
 
@@ -354,8 +374,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     onLimit: (c) => logClosedForErrors({ session: c.session.id, remoteAddress: addressOf(c.session), motorBlockId: userOf(c.session)?.motorBlockId }),
   };
   const tooManyClients = (port: 'starttls' | 'implicit') => (remoteAddress: string) => logClientCap({ remoteAddress, port, limit: maxClients });
-  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors, tooManyClients('starttls'));
-  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors, tooManyClients('implicit'));
+  const starttls = new SubmissionServer({ ...common, secure: false }, greeting, errors, deadlines, tooManyClients('starttls'));
+  const implicit = new SubmissionServer({ ...common, secure: true }, greeting, errors, deadlines, tooManyClients('implicit'));
   // A connection's errors carry its address; a failed implicit TLS handshake has it in `meta`.
   const errorAddress = (err: Error & { remoteAddress?: string; meta?: { remoteAddress?: string } }) => normalizeAddress(err.remoteAddress ?? err.meta?.remoteAddress);
   for (const s of [starttls, implicit]) s.on('error', (err) => logConnectionError({ err: err.message, remoteAddress: errorAddress(err) }));
@@ -380,7 +400,10 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   log.info({ port, securePort }, 'SMTP submission listening');
   return {
     port, securePort, processes: 1, known,
-    sessionsHeld: () => sessions.size,
+    // A session's state is held from its onConnect to its onClose, its deadline timers from its
+    // connection to its socket's close (smtp/server.ts): the spans differ at both ends, and a
+    // connection turned away at maxClients has timers only. It counts while it has either.
+    sessionsHeld: () => new Set([...sessions.keys(), ...[starttls, implicit].flatMap((s) => [...s.timed].map((c) => c.id))]).size,
     async close() {
       await Promise.all([closeOne(starttls), closeOne(implicit)]);
     },

@@ -106,3 +106,15 @@ export const STARTS_WITH_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
  */
 export const ceilingReply = (c: RecipientCeiling): SmtpReply => reply(452, '4.5.3',
   `Too many recipients: the ${c.dimension.startsWith('acct_') ? 'account-wide' : 'Motor Block'} ${c.dimension} limit is ${c.limit}; send the rest in another transaction`);
+
+/** The deadlines of a session (smtp/server.ts): the session as a whole, and a message from its 354 to its final dot. */
+export type Deadline = 'session' | 'data';
+
+/**
+ * The 421 of a session cut at one of its deadlines. 4.4.2 ("bad connection"), as smtp-server's
+ * own idle timeout and Postfix's `421 4.4.2 <host> Error: timeout exceeded`; a 421 tells the client
+ * to try again, so a message cut off is retried on a new connection.
+ */
+export const deadlineReply = (deadline: Deadline, hostname: string, seconds: number): SmtpReply => reply(421, '4.4.2', deadline === 'data'
+  ? `${hostname} Error: timeout exceeded: the message did not arrive within ${seconds}s of the 354; closing connection`
+  : `${hostname} Error: timeout exceeded: a session lasts at most ${seconds}s; closing connection, connect again to go on`);

@@ -3,10 +3,10 @@ import type tls from 'node:tls';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { SMTPConnection, type SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
 import { normalizeAddress } from './authLimiter';
-import { STARTS_WITH_ENHANCED } from './replies';
+import { deadlineReply, STARTS_WITH_ENHANCED, type Deadline } from './replies';
 
 /**
- * smtp-server with four connection-level adjustments, made on each connection as it is created
+ * smtp-server with five connection-level adjustments, made on each connection as it is created
  * (no fork, no prototype patch: other smtp-server instances in the process, such as the test MX,
  * are untouched). Written against smtp-server 3.21.6 (pinned); test/smtp covers each one.
  *
@@ -27,6 +27,8 @@ import { STARTS_WITH_ENHANCED } from './replies';
  * 4. The session's error limits (Postfix's smtpd_soft_error_limit, smtpd_hard_error_limit and
  *    smtpd_error_sleep_time, smtpd_junk_command_limit and smtpd_recipient_overshoot_limit;
  *    ErrorPolicy below).
+ * 5. The session's deadlines: the message from its 354 to its final dot, and the session as a
+ *    whole (DeadlinePolicy below).
  */
 
 /**
@@ -116,6 +118,29 @@ export interface ErrorPolicy {
   onLimit?(connection: SMTPConnection): void;
 }
 
+/**
+ * How long a session, and the message of each DATA, may take in all. smtp-server's idle timeout
+ * (`socketTimeout`) starts again with every byte the client sends, so without these a client that
+ * trickles a byte every few seconds, into a message or into commands, holds the session and one
+ * of its address's connection slots for as long as it likes. Past either deadline the session is
+ * told `421 4.4.2` and closed.
+ *
+ * The session deadline does not cut a message in progress (from its 354 to the reply after its
+ * final dot): the message's own deadline governs its transfer, the DATA hook's its commit, and the
+ * 421 follows the reply. Cutting it between the dot and the reply would have the client retry a
+ * message that may be committed, and so delivered twice. A command whose hook is still deciding
+ * (AUTH, MAIL FROM, RCPT TO) is cut like an idle session: its verdict changes nothing the client
+ * relies on.
+ */
+export interface DeadlinePolicy {
+  /** From the connection on (ms). */
+  sessionMs: number;
+  /** From the 354 to the final dot (ms). */
+  dataMs: number;
+  /** Told of each session cut at one of them (for the log). */
+  onExpired?(connection: SMTPConnection, deadline: Deadline): void;
+}
+
 type Handler = (this: SMTPConnection, command: Buffer, callback: () => void) => void;
 
 /**
@@ -141,11 +166,18 @@ export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 export type OnTooManyClients = (remoteAddress: string) => void;
 
 export class SubmissionServer extends SMTPServer {
+  private readonly timedConnections = new Set<SMTPConnection>();
+
   constructor(
     options: SMTPServerOptions, private readonly greeting: GreetingPolicy, private readonly errors: ErrorPolicy,
-    private readonly onTooManyClients: OnTooManyClients = () => {},
+    private readonly deadlines: DeadlinePolicy, private readonly onTooManyClients: OnTooManyClients = () => {},
   ) {
     super(options);
+  }
+
+  /** Connections whose deadline timers run: each one from connect() until its socket has closed. */
+  get timed(): ReadonlySet<SMTPConnection> {
+    return this.timedConnections;
   }
 
   /** An implicit TLS socket is dropped here, before its handshake, when `maxClients` handshakes are pending. */
@@ -168,6 +200,7 @@ export class SubmissionServer extends SMTPServer {
     adjustReplies(connection);
     hideAuthBeforeTls(connection);
     limitErrors(connection, this.errors);
+    limitTime(connection, this.deadlines, this.timedConnections);
 
     const delayMs = this.greeting.known.knows(normalizeAddress(socket.remoteAddress)) ? 0 : this.greeting.unknownClientDelayMs;
     const ready = connection.connectionReady.bind(connection);
@@ -287,5 +320,69 @@ function limitErrors(connection: SMTPConnection, policy: ErrorPolicy): void {
     setTimeout(() => {
       if (!connection._closing && !connection._closed) onCommand(command, callback);
     }, policy.sleepMs).unref();
+  };
+}
+
+/**
+ * Arms the session's deadline at once and the message's at each 354; both are cleared when the
+ * connection's socket closes, however it closes, and the connection leaves `timed` with them.
+ *
+ * A message is in progress while the connection has its data stream: the library sets it just
+ * before the 354 and drops it just before the reply to the final dot. The transfer is the part of
+ * it where the parser is in data mode: past the dot the message is the DATA hook's, whose own
+ * deadline (the listener's `dataTimeoutMs`) bounds it.
+ */
+function limitTime(connection: SMTPConnection, policy: DeadlinePolicy, timed: Set<SMTPConnection>): void {
+  let sessionDue = false;
+  let dataTimer: NodeJS.Timeout | undefined;
+  const inMessage = () => Boolean(connection._dataStream);
+  const cut = (deadline: Deadline) => {
+    if (connection._closing || connection._closed) return;
+    const stream = connection._dataStream;
+    policy.onExpired?.(connection, deadline);
+    const r = deadlineReply(deadline, connection.name, (deadline === 'data' ? policy.dataMs : policy.sessionMs) / 1000);
+    // A 421 closes the connection (smtp-server's send), and with it the parser: nothing more of
+    // the client is read.
+    connection.send(r.code, `${r.enhanced} ${r.text}`);
+    // So the message being received would never end. It ends now, in an error: the DATA hook
+    // never sees its end, so nothing is submitted, and what it kept of it is let go now rather
+    // than when the client closes its side.
+    if (stream && !stream.destroyed) stream.destroy(Object.assign(new Error('DATA deadline exceeded'), { code: 'ETIMEDOUT' }));
+  };
+
+  const sessionTimer = setTimeout(() => {
+    if (inMessage()) sessionDue = true;
+    else cut('session');
+  }, policy.sessionMs).unref();
+  timed.add(connection);
+
+  const data = connection.handler_DATA;
+  connection.handler_DATA = function (this: SMTPConnection, command, callback) {
+    data.call(this, command, callback);
+    const stream = this._dataStream;
+    const parser = this._parser;
+    // Refused (no recipients yet): no 354, no message.
+    if (!stream || !parser) return;
+    clearTimeout(dataTimer);
+    dataTimer = setTimeout(() => {
+      if (this._dataStream === stream && parser._dataMode) cut('data');
+    }, policy.dataMs).unref();
+  };
+
+  const send = connection.send.bind(connection);
+  connection.send = (code, text, context) => {
+    send(code, text, context);
+    if (inMessage()) return;
+    // The reply after the final dot (or any reply outside a message): the message is over.
+    clearTimeout(dataTimer);
+    if (sessionDue) cut('session');
+  };
+
+  const onClose = connection._onClose.bind(connection);
+  connection._onClose = () => {
+    clearTimeout(sessionTimer);
+    clearTimeout(dataTimer);
+    timed.delete(connection);
+    onClose();
   };
 }

@@ -31,7 +31,8 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     const c = loadConfig({});
     expect(c.smtp).to.deep.equal({
       port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
-      softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000, refusalEvents: { limit: 100, windowSeconds: 60 },
+      softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000,
+      sessionTimeoutSeconds: 1800, dataTimeoutSeconds: 600, refusalEvents: { limit: 100, windowSeconds: 60 },
       logLines: { perKey: 10, perKind: 1000, windowSeconds: 60 },
     });
     expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
@@ -65,6 +66,15 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     }
     for (const bad of ['-1', '100001', '2.5', 'none']) {
       expect(problems({ SMTP_RECIPIENT_OVERSHOOT_LIMIT: bad })).to.deep.equal([`SMTP_RECIPIENT_OVERSHOOT_LIMIT must be an integer between 0 and 100000 (got "${bad}")`]);
+    }
+    expect(loadConfig({ SMTP_SESSION_TIMEOUT_SECONDS: '86400', SMTP_DATA_TIMEOUT_SECONDS: '86400' }).smtp).to.deep.include({ sessionTimeoutSeconds: 86_400, dataTimeoutSeconds: 86_400 });
+    // A session deadline under the default DATA deadline takes it down with it; a DATA deadline set above the session's is refused.
+    expect(loadConfig({ SMTP_SESSION_TIMEOUT_SECONDS: '60' }).smtp).to.deep.include({ sessionTimeoutSeconds: 60, dataTimeoutSeconds: 60 });
+    expect(loadConfig({ SMTP_SESSION_TIMEOUT_SECONDS: '1', SMTP_DATA_TIMEOUT_SECONDS: '1' }).smtp).to.deep.include({ sessionTimeoutSeconds: 1, dataTimeoutSeconds: 1 });
+    expect(problems({ SMTP_SESSION_TIMEOUT_SECONDS: '120', SMTP_DATA_TIMEOUT_SECONDS: '121' })).to.deep.equal(['SMTP_DATA_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS']);
+    for (const bad of ['0', '86401', '2.5', 'none']) {
+      expect(problems({ SMTP_SESSION_TIMEOUT_SECONDS: bad })).to.deep.equal([`SMTP_SESSION_TIMEOUT_SECONDS must be an integer between 1 and 86400 (got "${bad}")`]);
+      expect(problems({ SMTP_DATA_TIMEOUT_SECONDS: bad })).to.deep.equal([`SMTP_DATA_TIMEOUT_SECONDS must be an integer between 1 and 86400 (got "${bad}")`]);
     }
     expect(problems({ SMTP_REFUSAL_EVENT_LIMIT: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_LIMIT');
     expect(problems({ SMTP_REFUSAL_EVENT_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_REFUSAL_EVENT_WINDOW_SECONDS');
