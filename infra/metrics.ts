@@ -9,7 +9,7 @@ export function createMetrics() {
   client.collectDefaultMetrics({ register: registry });
   const m = {
     registry,
-    sendsAccepted: new client.Counter({ name: 'motor_sends_accepted_total', help: 'Sends accepted (HTTP and SMTP)', labelNames: ['source'] as const, registers: [registry] }),
+    sendsAccepted: new client.Counter({ name: 'motor_sends_accepted_total', help: 'Sends accepted (HTTP, SMTP and agent tools)', labelNames: ['source'] as const, registers: [registry] }),
     sendsRefused: new client.Counter({ name: 'motor_sends_refused_total', help: 'Sends refused, by error code', labelNames: ['source', 'code'] as const, registers: [registry] }),
     deliveries: new client.Counter({ name: 'motor_deliveries_total', help: 'Recipient delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpToolCalls: new client.Counter({ name: 'motor_mcp_tool_calls_total', help: 'Agent tool calls (MCP) by tool and outcome (ok, or the error code)', labelNames: ['tool', 'outcome'] as const, registers: [registry] }),

@@ -324,7 +324,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       : await startSmtpListeners(
         {
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
-          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals, logLines: rt.smtpLogLines,
+          clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals, logLines: rt.smtpLogLines, metrics: rt.metrics, eventstoreUrl: c.eventstoreUrl,
         },
         {
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,

@@ -19,6 +19,8 @@ import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
 import { peerCertificateOf } from './mtls';
+import type { Metrics } from '../infra/metrics';
+import { unavailableCode } from '../read-api/http/errors';
 
 /**
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
@@ -46,6 +48,10 @@ export interface SmtpDeps {
   refusals: RefusalEventBudget;
   /** The process's cap on the log lines a client can multiply (SMTP_LOG_*), shared with `refusals`. */
   logLines: LogLimiter;
+  /** `motor_sends_accepted_total` / `motor_sends_refused_total` with `source="smtp"`: a message (MAIL FROM or DATA) accepted or refused. */
+  metrics?: Pick<Metrics, 'sendsAccepted' | 'sendsRefused'>;
+  /** EVENTSTORE_URL: names a refusal for the database away `database_unavailable` when the store is elsewhere (unavailableCode). */
+  eventstoreUrl?: string | null;
 }
 
 export interface SmtpSettings {
@@ -202,6 +208,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     if (!isDomainError(err)) logSubmissionFailed({ err, session: session.id, motorBlockId: user?.motorBlockId });
     else logSubmissionRefused({ session: session.id, code: err.code, reply: formatReply(r), motorBlockId: user?.motorBlockId });
     const code = isDomainError(err) ? err.code : 'internal_error';
+    // A refused recipient leaves the message to the others: only MAIL FROM and DATA refuse a send.
+    if (command !== 'RCPT') deps.metrics?.sendsRefused.inc({ source: 'smtp', code: isDomainError(err) ? code : unavailableCode(err, deps.eventstoreUrl) ?? code });
     if (user && isDomainError(err)) {
       const motorBlockId = user.motorBlockId;
       const at = deps.clock.now();
@@ -332,6 +340,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         hookWithin(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: Buffer.concat(chunks), now: deps.clock.now() }))
           .then((s) => {
             log.debug({ session: session.id, messageId: s.messageId }, 'SMTP submission accepted');
+            deps.metrics?.sendsAccepted.inc({ source: 'smtp' });
             cb(null, `OK: queued as ${s.messageId}`);
           }, (err) => refuse('DATA', session, envelope.mailFrom, envelope.rcptTo.length, err, cb));
       });

@@ -192,6 +192,34 @@ describe('SMTP submission (e2e)', function () {
     expect(refused.map((e) => (e.data as SmtpSubmissionRefused).code)).to.include('from_domain_mismatch');
   });
 
+  it('counts its sends in motor_sends_accepted_total and motor_sends_refused_total with source="smtp", a refusal at MAIL FROM or at DATA by its code', async () => {
+    const count = async (name: string, labels: Record<string, string>): Promise<number> => {
+      const metric = await h.motor.rt.metrics.registry.getSingleMetric(name)!.get();
+      return metric.values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((n, v) => n + v.value, 0);
+    };
+    const read = async () => ({
+      accepted: await count('motor_sends_accepted_total', { source: 'smtp' }),
+      mismatch: await count('motor_sends_refused_total', { source: 'smtp', code: 'from_domain_mismatch' }),
+      refused: await count('motor_sends_refused_total', { source: 'smtp' }),
+      http: await count('motor_sends_accepted_total', { source: 'http' }),
+    });
+    const before = await read();
+    const t = transport(h, { user: block.smtpUsername, pass: block.smtpPassword });
+    try {
+      await t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['m@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'm@rcpt.test' }) });
+      const atMail = await t.sendMail({ envelope: { from: 'app@other.test', to: ['m@rcpt.test'] }, raw: rfc822({ from: `app@${block.domain}`, to: 'm@rcpt.test' }) }).then(() => null, (e) => e);
+      const atData = await t.sendMail({ envelope: { from: `app@${block.domain}`, to: ['m@rcpt.test'] }, raw: rfc822({ from: 'ceo@other.test', to: 'm@rcpt.test' }) }).then(() => null, (e) => e);
+      expect([atMail?.command, atData?.command]).to.deep.equal(['MAIL FROM', 'DATA']);
+    } finally {
+      t.close();
+    }
+    const after = await read();
+    expect(after.accepted - before.accepted).to.equal(1);
+    expect(after.refused - before.refused).to.equal(2);
+    expect(after.mismatch - before.mismatch, "both refusals are from_domain_mismatch").to.equal(2);
+    expect(after.http).to.equal(before.http);
+  });
+
   it('MAIL FROM refusals are MAIL replies (RFC 5321 4.3.2, RFC 3463): bad sender syntax 553 5.1.7, a sender the block may not use yet 550 5.7.1', async () => {
     const c = await rawSession(h, block);
     // smtp-server takes `localhost` as a domain; Motor's address rule (one label is no mail domain) does not.
