@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { streamName } from '../../domain/eventStore';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { bounceAddress, returnPathSettings } from '../../inbound/returnPath';
@@ -46,8 +48,20 @@ describe('asynchronous bounces and complaints (e2e)', function () {
   let block: BootstrapResult;
   let senderDomain: string;
   let token: string;
+  /** Webhook posts (message.bounced, message.complained) received on loopback. */
+  const hooks: { event: string; data: Record<string, unknown> }[] = [];
+  let receiver: Server;
 
   before(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        hooks.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
     dns = await startDnsServer({
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
       'mx.rcpt.test': { A: ['127.0.0.1'] },
@@ -56,17 +70,27 @@ describe('asynchronous bounces and complaints (e2e)', function () {
     const cert = testCertPaths();
     motor = await startTestMotor({
       roles: ['api', 'projector', 'worker', 'inbound'],
-      env: { DNS_SERVERS: dns.address, MX_PORT: String(mx.port), BOUNCE_DOMAIN, SMTP_TLS_CERT: cert.cert, SMTP_TLS_KEY: cert.key },
+      env: {
+        DNS_SERVERS: dns.address, MX_PORT: String(mx.port), BOUNCE_DOMAIN, SMTP_TLS_CERT: cert.cert, SMTP_TLS_KEY: cert.key,
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+      },
     });
     block = await motor.bootstrap({ trustDns: true });
     senderDomain = block.dnsRecords.find((r) => r.purpose === 'spf')!.name;
     for (const r of block.dnsRecords) dns.addRecords(r.name, { TXT: [r.value] });
     token = await motor.token(block, ['logs.read', 'logs.pii']);
+    const manage = await motor.token(block, ['webhooks.manage']);
+    const hook = await postJson(`${motor.baseUrl}/api/public/v1/motor-blocks/${block.motorBlockId}/webhooks`, {
+      url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`, events: ['message.bounced', 'message.complained'],
+    }, { authorization: `Bearer ${manage}` });
+    expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
   });
   after(async () => {
     await motor?.close();
     await mx?.close();
     await dns?.close();
+    receiver?.closeAllConnections();
+    await new Promise((r) => receiver?.close(r));
   });
 
   /** Sends, waits until every recipient is terminal; the message id, the recipients and what the MX received. */
@@ -118,7 +142,7 @@ describe('asynchronous bounces and complaints (e2e)', function () {
 
   const streamOf = async (id: string) => motor.rt.store.readStream(streamName('message', id));
 
-  it('sends with MAIL FROM bounces+<token>@BOUNCE_DOMAIN; a DSN for one recipient bounces it, the other stays delivered; the same DSN again adds nothing', async () => {
+  it('sends with MAIL FROM bounces+<token>@BOUNCE_DOMAIN; a DSN for one recipient bounces it, the other stays delivered; the same DSN again adds nothing; message.bounced posted', async () => {
     const { id, received } = await sendDelivered(['one@rcpt.test', 'two@rcpt.test']);
     const expected = bounceAddress(id, returnPathSettings(BOUNCE_DOMAIN, motor.config.tokenSecret));
     expect(received.envelope.mailFrom).to.match(/^bounces\+[0-9a-f]{48}@bounces\.motor\.test$/);
@@ -140,9 +164,12 @@ describe('asynchronous bounces and complaints (e2e)', function () {
     const again = await submit('', received.envelope.mailFrom.toUpperCase(), report);
     expect(again[again.length - 1].slice(0, 3)).to.equal('250');
     expect((await streamOf(id)).filter((e) => e.type === 'DeliveryBounced')).to.have.length(1);
+
+    const posted = await eventually(async () => hooks.find((h) => h.event === 'message.bounced' && h.data.messageId === id), 30_000);
+    expect(posted.data).to.include({ recipient: 'one@rcpt.test', status: 'bounced', smtpCode: '550' });
   });
 
-  it('an ARF report to the bounce address: complained, with its feedback type (Original-Rcpt-To redacted, one recipient)', async () => {
+  it('an ARF report to the bounce address: complained, with its feedback type (Original-Rcpt-To redacted, one recipient), and message.complained posted', async () => {
     const { id, received } = await sendDelivered(['reader@rcpt.test']);
     const replies = await submit('feedback@isp.test', received.envelope.mailFrom, arf({ to: received.envelope.mailFrom }));
     expect(replies[replies.length - 1].slice(0, 3)).to.equal('250');
@@ -151,6 +178,8 @@ describe('asynchronous bounces and complaints (e2e)', function () {
     const complaints = (await streamOf(id)).filter((e) => e.type === 'ComplaintReceived');
     expect(complaints).to.have.length(1);
     expect(complaints[0].data).to.include({ recipient: 'reader@rcpt.test', feedbackType: 'abuse' });
+    const posted = await eventually(async () => hooks.find((h) => h.event === 'message.complained' && h.data.messageId === id), 30_000);
+    expect(posted.data).to.include({ recipient: 'reader@rcpt.test', status: 'complained', feedbackType: 'abuse' });
   });
 
   it('an ARF report to fbl@BOUNCE_DOMAIN finds the message through the token in the reported message\'s Return-Path', async () => {
