@@ -128,11 +128,21 @@ export interface DeliveryStarted extends RecipientOutcome { attempt: number }
 export interface DeliverySucceeded extends RecipientOutcome, SmtpReply {}
 /** 4xx or no connection; another attempt is due at `nextAttemptAt` (outcome `deferred`). */
 export interface DeliveryDeferred extends RecipientOutcome, SmtpReply { nextAttemptAt: Iso }
-/** 5xx at the MX (outcome `bounced`). */
-export interface DeliveryBounced extends RecipientOutcome, SmtpReply {}
+/**
+ * 5xx at the MX (outcome `bounced`), or an asynchronous bounce: a delivery status notification
+ * (RFC 3464, `Action: failed`) received for a recipient whose MX or relay had accepted the message
+ * (docs/DELIVERY.md "Asynchronous bounces and complaints"). Then `asynchronous` is true, `smtpCode`
+ * / `smtpResponse` / `enhancedCode` come from the report's Diagnostic-Code and Status, `mx` from its
+ * Remote-MTA, and `attempt` is the recipient's last attempt. Readers that ignore the field see a
+ * bounce, as they should (added in version 1: old events lack it).
+ */
+export interface DeliveryBounced extends RecipientOutcome, SmtpReply { asynchronous?: true }
 /** Gave up: lifetime exceeded, no MX, permanent local error (outcome `failed`). */
 export interface DeliveryFailed extends RecipientOutcome, SmtpReply { reason: string }
-/** A feedback-loop report (outcome `complained`). */
+/**
+ * A feedback-loop report (ARF, RFC 5965) received for the recipient (outcome `complained`);
+ * `feedbackType` is its Feedback-Type (abuse, fraud, ...) in lower case, null when absent.
+ */
 export interface ComplaintReceived extends RecipientOutcome { feedbackType: string | null }
 
 // ---------------------------------------------------------------- smtpAuth-<motorBlockId | 'unknown'>

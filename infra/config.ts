@@ -162,6 +162,13 @@ export interface Config {
   dataDir: string;
   /** SMTP submission listener (smtp/). */
   smtp: SmtpConfig;
+  /**
+   * Asynchronous bounces and complaints (docs/DELIVERY.md): `bounceDomain` (BOUNCE_DOMAIN, lower
+   * case; null = off, MAIL FROM as before) is the domain of the per-message envelope senders;
+   * the `inbound` role's listener takes the reports on `port` (INBOUND_SMTP_PORT; 0 = not
+   * started), messages up to `maxMessageBytes` (INBOUND_MAX_MESSAGE_BYTES).
+   */
+  inbound: { bounceDomain: string | null; port: number; maxMessageBytes: number };
   /** Domain DNS checks (docs/DOMAINS.md): per-lookup cap, domain-health staleness and live re-check cap. */
   domainChecks: { lookupTimeoutMs: number; healthStaleSeconds: number; liveTimeoutMs: number };
   /** Free recipients (docs/SANDBOX.md): list size per account, POSTs per minute per account, resend cooldown, link lifetime. */
@@ -421,6 +428,11 @@ export function loadConfig(env: Env = process.env): Config {
         windowSeconds: int('SMTP_LOG_WINDOW_SECONDS', 60, 1, 3600),
       },
     },
+    inbound: {
+      bounceDomain: str('BOUNCE_DOMAIN', null)?.toLowerCase().replace(/\.$/, '') ?? null,
+      port: int('INBOUND_SMTP_PORT', 2525, 0, 65535),
+      maxMessageBytes: int('INBOUND_MAX_MESSAGE_BYTES', 5 * 1024 * 1024, 1024, 100 * 1024 * 1024),
+    },
     domainChecks: {
       lookupTimeoutMs: int('DOMAIN_DNS_TIMEOUT_MS', 3000, 100, 30_000),
       healthStaleSeconds: int('DOMAIN_HEALTH_STALE_SECONDS', 3600, 1, 30 * 24 * 3600),
@@ -449,6 +461,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.http.headersTimeoutSeconds > config.http.requestTimeoutSeconds) problems.push('HTTP_HEADERS_TIMEOUT_SECONDS must not exceed HTTP_REQUEST_TIMEOUT_SECONDS');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent`);
   if (!/^[^@\s]+@[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(config.systemMailFrom)) problems.push(`SYSTEM_MAIL_FROM must be a bare address (got "${config.systemMailFrom}")`);
+  const bounceDomain = config.inbound.bounceDomain;
+  if (bounceDomain !== null && !/^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(bounceDomain)) {
+    problems.push(`BOUNCE_DOMAIN must be a domain name in ASCII (got "${bounceDomain}")`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }

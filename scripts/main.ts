@@ -1,6 +1,6 @@
 /**
  * `npm start`: runs Motor. All roles in one process by default (HTTP API, SMTP submission,
- * projectors, delivery workers); `--role api|smtp|projector|worker` (comma-separated) runs only some, so roles can be split
+ * projectors, delivery workers); `--role api|smtp|projector|worker|inbound` (comma-separated; inbound only with BOUNCE_DOMAIN) runs only some, so roles can be split
  * across processes and scaled (two worker processes share the queue without double delivery).
  */
 import { ConfigError, loadConfig } from '../infra/config';
@@ -20,6 +20,10 @@ async function main(): Promise<void> {
     throw e;
   }
   const roles = parseRoles(process.argv.slice(2));
+  if (process.argv.includes('--role') && roles.includes('inbound') && !config.inbound.bounceDomain) {
+    console.error('--role inbound needs BOUNCE_DOMAIN (docs/DELIVERY.md "Asynchronous bounces and complaints")');
+    process.exit(2);
+  }
   const logger = createLogger(config.logLevel, { roles: roles.join(',') });
 
   const stops: (() => Promise<void>)[] = [];

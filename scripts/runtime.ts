@@ -35,15 +35,18 @@ import { initExportFiles } from '../commands/exports/exports';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
+import type { InboundListener } from '../inbound/listener';
 import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { RefusalEventBudget } from '../smtp/refusalBudget';
 import { LogLimiter } from '../infra/logLimiter';
 import { within } from '../infra/within';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
+import { returnPathSettings } from '../inbound/returnPath';
 
-export type Role = 'api' | 'projector' | 'worker' | 'smtp';
-export const ALL_ROLES: Role[] = ['api', 'projector', 'worker', 'smtp'];
+export type Role = 'api' | 'projector' | 'worker' | 'smtp' | 'inbound';
+/** `inbound` (bounces and complaints) starts only with BOUNCE_DOMAIN set and INBOUND_SMTP_PORT not 0. */
+export const ALL_ROLES: Role[] = ['api', 'projector', 'worker', 'smtp', 'inbound'];
 
 export interface Runtime {
   config: Config;
@@ -166,6 +169,8 @@ export interface StartedRoles {
   workers: Worker<DeliveryJob>[];
   /** SMTP submission listeners (role smtp), with the ports actually bound. */
   smtp: SmtpListeners | null;
+  /** The bounce and complaint listener (role inbound); null when not started (no BOUNCE_DOMAIN, INBOUND_SMTP_PORT 0). */
+  inbound: InboundListener | null;
   stop(): Promise<void>;
 }
 
@@ -175,6 +180,8 @@ export interface StartOptions {
   /** Override SMTP_PORT / SMTPS_PORT (tests pass 0 for free ports). */
   smtpPort?: number;
   smtpsPort?: number;
+  /** Override INBOUND_SMTP_PORT (tests pass 0 for a free port; the setting's 0 means off). */
+  inboundPort?: number;
   /** Extra settings of the SMTP listeners (tests shorten timeouts). */
   smtp?: Partial<Omit<SmtpSettings, 'port' | 'securePort' | 'host' | 'tls'>>;
 }
@@ -234,6 +241,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
         attemptDeadlineMs: rt.config.deliveryAttemptDeadlineSeconds * 1000,
+        returnPath: rt.config.inbound.bounceDomain ? returnPathSettings(rt.config.inbound.bounceDomain, rt.config.tokenSecret) : null,
       },
     };
     workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix, rt.config.deliveryJobLockSeconds));
@@ -335,10 +343,27 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       );
   }
 
+  let inbound: InboundListener | null = null;
+  const bounceDomain = rt.config.inbound.bounceDomain;
+  const inboundPort = opts.inboundPort ?? (rt.config.inbound.port === 0 ? null : rt.config.inbound.port);
+  if (roles.includes('inbound') && bounceDomain && inboundPort !== null) {
+    const [{ startInboundListener }, { loadTlsMaterial }] = await Promise.all([import('../inbound/listener.js'), import('../smtp/tls.js')]);
+    const c = rt.config;
+    const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
+    inbound = await startInboundListener(
+      { store: rt.store, logger: rt.logger, metrics: rt.metrics, clock: rt.clock, logLines: rt.smtpLogLines },
+      {
+        hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: inboundPort, returnPath: returnPathSettings(bounceDomain, c.tokenSecret),
+        tls, maxMessageBytes: c.inbound.maxMessageBytes,
+      },
+    );
+  }
+
   return {
-    server, port, workers, smtp,
+    server, port, workers, smtp, inbound,
     async stop() {
       const smtpClosed = smtp ? smtp.close() : Promise.resolve();
+      const inboundClosed = inbound ? inbound.close() : Promise.resolve();
       const apiClosed = apiProcesses ? apiProcesses.close() : Promise.resolve();
       // Open event streams end now: they would hold the server's close for its 5 s grace.
       rt.http.streams.closeAll();
@@ -351,6 +376,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       await Promise.all([...workers, ...extraWorkers].map((w) => w.close()));
       await Promise.allSettled(background);
       await smtpClosed;
+      await inboundClosed;
       await apiClosed;
     },
   };

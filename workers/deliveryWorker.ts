@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { EventData, EventStore, RecordedEvent } from '../domain/eventStore';
 import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type DomainEvent } from '../domain/events';
+import { toEventData, type DomainEvent, type MessageAccepted } from '../domain/events';
+import { bounceAddress, type ReturnPathSettings } from '../inbound/returnPath';
 import { uuidV5 } from '../domain/ids';
 import { ATTEMPT_DEADLINE_MAX_MS, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import type { KeyStore } from '../infra/keys/keyStore';
@@ -55,6 +56,12 @@ export interface DeliveryDeps {
     retrySchedule?: number[] | null;
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
+    /**
+     * BOUNCE_DOMAIN and its key: the envelope sender becomes the message's bounce address
+     * (inbound/returnPath.ts), one per message, so its recipients of one domain still share one
+     * transaction. Unset: the sender's own address (or an SMTP submission's MAIL FROM).
+     */
+    returnPath?: ReturnPathSettings | null;
   };
   /** Open SMTP sessions reused between messages; none = one connection per message. */
   pool?: SmtpConnectionPool;
@@ -78,6 +85,10 @@ const eventId = (e: DomainEvent, messageId: string, attempt: number, roundId: st
 function lastRevision(events: RecordedEvent[]): bigint {
   return events[events.length - 1].revision;
 }
+
+/** The MAIL FROM of a message's deliveries: its bounce address with BOUNCE_DOMAIN, else the sender's. */
+export const envelopeSender = (accepted: MessageAccepted, returnPath: ReturnPathSettings | null): string =>
+  returnPath ? bounceAddress(accepted.messageId, returnPath) : accepted.envelopeFrom ?? accepted.from;
 
 export type RoundResult =
   | { kind: 'no_message' | 'done' | 'attempted' }
@@ -227,7 +238,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
           });
       const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
       await deliverMessage({
-        raw: signed, envelopeFrom: accepted.envelopeFrom ?? accepted.from, recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+        raw: signed, envelopeFrom: envelopeSender(accepted, deps.settings.returnPath ?? null), recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
         pool: deps.pool, onResults: record, signal: deadline.signal,

@@ -107,7 +107,9 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
       case 'DeliverySucceeded':
         return current.terminal ? current : { ...current, outcome: 'delivered', terminal: true, nextAttemptAt: null };
       case 'DeliveryBounced':
-        return current.terminal ? current : { ...current, outcome: 'bounced', terminal: true, nextAttemptAt: null };
+        // An asynchronous bounce (a DSN) comes after the MX or relay accepted the message, and undoes that delivery.
+        return current.terminal && !(event.data.asynchronous && current.outcome === 'delivered')
+          ? current : { ...current, outcome: 'bounced', terminal: true, nextAttemptAt: null };
       case 'DeliveryFailed':
         return current.terminal ? current : { ...current, outcome: 'failed', terminal: true, nextAttemptAt: null };
       case 'ComplaintReceived':

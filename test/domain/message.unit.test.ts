@@ -4,6 +4,7 @@ import {
   acceptMessage, fold, initialMessageState, planDelivery, recordAttempt, startDelivery, IN_FLIGHT_STALE_MS,
   type AttemptResult, type MessageEvent, type MessageState,
 } from '../../domain/message/message';
+import { recordBounceReport, recordComplaint } from '../../domain/message/reports';
 import { validateSendRequest } from '../../domain/message/sendRules';
 
 const T0 = new Date('2026-11-22T10:00:00Z');
@@ -69,6 +70,74 @@ describe('message aggregate (unit, given/when/then)', () => {
     expect(recordAttempt(s, { results: [result('a@x.org', 'bounced', '550')], now: at(3), lifetimeSeconds: 100, retryDelaySeconds: retry })).to.deep.equal([]);
     const complained = fold([{ type: 'ComplaintReceived', data: { messageId: 'x', recipient: 'A@X.ORG', at: at(4).toISOString(), feedbackType: 'abuse' } }], s);
     expect(complained.status === 'accepted' && complained.recipients['a@x.org'].outcome).to.equal('complained');
+  });
+
+  it('an asynchronous bounce (a DSN) after delivered → bounced; one recorded during delivery is not taken after delivered', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org'], now: at(0) });
+    const done = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'delivered', '250')], now: at(1), lifetimeSeconds: 100, retryDelaySeconds: retry });
+    const bounce = (asynchronous: boolean): MessageEvent => ({
+      type: 'DeliveryBounced',
+      data: { messageId: 'x', recipient: 'a@x.org', at: at(5).toISOString(), attempt: 1, smtpCode: '550', smtpResponse: '550 gone', ...(asynchronous ? { asynchronous: true as const } : {}) },
+    });
+    const late = given(accepted, started, done, [bounce(true)]);
+    expect(late.status === 'accepted' && late.recipients['a@x.org']).to.include({ outcome: 'bounced', terminal: true });
+    const sync = given(accepted, started, done, [bounce(false)]);
+    expect(sync.status === 'accepted' && sync.recipients['a@x.org'].outcome).to.equal('delivered');
+  });
+
+  describe('reports received after delivery (domain/message/reports.ts)', () => {
+    const delivered = () => {
+      const started = startDelivery(given(accepted), { recipients: ['a@x.org', 'b@y.org'], now: at(0) });
+      return given(accepted, started, recordAttempt(given(accepted, started), {
+        results: [result('a@x.org', 'delivered', '250'), result('b@y.org', 'bounced', '550')], now: at(1), lifetimeSeconds: 100, retryDelaySeconds: retry,
+      }));
+    };
+    const bounceCmd = (addresses: (string | null)[]) => ({ addresses, smtpCode: '550', enhancedCode: '5.1.1', smtpResponse: '550 5.1.1 gone', remoteMta: 'mx.x.org', now: at(9) });
+
+    it('a DSN names a recipient (any case): DeliveryBounced, asynchronous, with the report\'s reply and the last attempt', () => {
+      const v = recordBounceReport(delivered(), bounceCmd([null, 'A@X.ORG']));
+      expect(v).to.deep.equal({
+        kind: 'record',
+        event: {
+          type: 'DeliveryBounced',
+          data: {
+            messageId: accepted[0].data.messageId, recipient: 'a@x.org', at: at(9).toISOString(), attempt: 1,
+            smtpCode: '550', smtpResponse: '550 5.1.1 gone', enhancedCode: '5.1.1', mx: 'mx.x.org', asynchronous: true,
+          },
+        },
+      });
+    });
+    it('a DSN for an address not among the recipients, or one that already bounced: nothing', () => {
+      expect(recordBounceReport(delivered(), bounceCmd(['c@x.org']))).to.deep.equal({ kind: 'ignore', reason: 'unknown_recipient' });
+      expect(recordBounceReport(delivered(), bounceCmd(['b@y.org']))).to.deep.equal({ kind: 'ignore', reason: 'already_final' });
+      expect(recordBounceReport(initialMessageState(), bounceCmd(['a@x.org']))).to.deep.equal({ kind: 'ignore', reason: 'no_message' });
+    });
+    it('a complaint: the Original-Rcpt-To recipient; none named and several recipients → nothing; a second one → nothing', () => {
+      const s = delivered();
+      const v = recordComplaint(s, { originalRcptTo: ['a@X.org'], feedbackType: 'abuse', now: at(9) });
+      expect(v.kind === 'record' && v.event.data).to.deep.equal({ messageId: accepted[0].data.messageId, recipient: 'a@x.org', at: at(9).toISOString(), feedbackType: 'abuse' });
+      expect(recordComplaint(s, { originalRcptTo: [], feedbackType: 'abuse', now: at(9) })).to.deep.equal({ kind: 'ignore', reason: 'ambiguous_recipient' });
+      expect(recordComplaint(s, { originalRcptTo: ['a@x.org', 'b@y.org'], feedbackType: null, now: at(9) })).to.deep.equal({ kind: 'ignore', reason: 'ambiguous_recipient' });
+      expect(recordComplaint(s, { originalRcptTo: ['z@x.org'], feedbackType: null, now: at(9) })).to.deep.equal({ kind: 'ignore', reason: 'unknown_recipient' });
+      const after = fold([(v as { event: MessageEvent }).event], s);
+      expect(recordComplaint(after, { originalRcptTo: ['a@x.org'], feedbackType: 'abuse', now: at(10) })).to.deep.equal({ kind: 'ignore', reason: 'already_complained' });
+    });
+    it('a complaint naming nobody for a message with one recipient: that recipient', () => {
+      const one = acceptMessage(initialMessageState(), {
+        messageId: '3f1e2d4c-5b6a-4978-8a9b-0c1d2e3f4a5c', request: validateSendRequest({ from: 'app@example.com', to: ['solo@x.org'], subject: 'Hi', text: 'Hello' }),
+        motorBlockId: 'b', accountId: 'acct', domainId: 'd', smtpMessageId: 'n@example.com', idempotencyKey: null, source: 'http', now: T0,
+      });
+      const v = recordComplaint(given(one), { originalRcptTo: [], feedbackType: 'fraud', now: at(9) });
+      expect(v.kind === 'record' && v.event.data.recipient).to.equal('solo@x.org');
+    });
+    it('a report naming an internationalized domain in A-labels finds the recipient addressed in U-labels', () => {
+      const idn = acceptMessage(initialMessageState(), {
+        messageId: '3f1e2d4c-5b6a-4978-8a9b-0c1d2e3f4a5d', request: validateSendRequest({ from: 'app@example.com', to: ['ana@bücher.example'], subject: 'Hi', text: 'Hello' }),
+        motorBlockId: 'b', accountId: 'acct', domainId: 'd', smtpMessageId: 'o@example.com', idempotencyKey: null, source: 'http', now: T0,
+      });
+      const v = recordBounceReport(given(idn), bounceCmd(['ana@xn--bcher-kva.example']));
+      expect(v.kind === 'record' && v.event.data.recipient).to.equal('ana@bücher.example');
+    });
   });
 
   it('planDelivery: queued are due; deferred wait until nextAttemptAt; in-flight wait until stale', () => {

@@ -82,6 +82,8 @@ describe('send → deliver → outcome (e2e)', function () {
 
     const received = mx.messages.find((m) => m.raw.toString().includes(res.body.data.id));
     expect(received, 'message reached the MX').to.not.equal(undefined);
+    // Without BOUNCE_DOMAIN the envelope sender is the sender's own address (docs/DELIVERY.md "Asynchronous bounces and complaints").
+    expect(received!.envelope.mailFrom).to.equal(`app@${senderDomain}`);
     const parsed = await simpleParser(received!.raw);
     expect(parsed.from?.value[0]).to.deep.include({ name: 'Zoë Ops', address: `app@${senderDomain}` });
     expect(parsed.headers.get('x-campaign')).to.equal('spring');

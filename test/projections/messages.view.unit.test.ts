@@ -108,6 +108,11 @@ describe('messages view (pure reducer)', () => {
       expect(outcome([accepted(['a@r.test']), delivered('a@r.test', 10), complained('a@r.test', 100)])).to.equal('complained');
       expect(outcome([accepted(['a@r.test']), complained('a@r.test', 100), delivered('a@r.test', 10), bounced('a@r.test', 200)])).to.equal('complained');
     });
+    it('an asynchronous bounce (a DSN received after delivered) wins over the delivery, in any order', () => {
+      const late = ev('DeliveryBounced', { recipient: 'a@r.test', at: t(300), attempt: 1, smtpCode: '550', smtpResponse: '550 5.1.1 gone', enhancedCode: '5.1.1', asynchronous: true });
+      expect(outcome([accepted(['a@r.test']), delivered('a@r.test', 10), late])).to.equal('bounced');
+      expect(outcome([accepted(['a@r.test']), late, delivered('a@r.test', 10)])).to.equal('bounced');
+    });
     it('any order of the same events gives the same view', () => {
       const events = [started('a@r.test', 1), deferred('a@r.test', 2), started('a@r.test', 62, 2), delivered('a@r.test', 63), started('b@s.test', 1), bounced('b@s.test', 3)];
       const reference = foldMessageView([accepted(['a@r.test', 'b@s.test']), ...events]);

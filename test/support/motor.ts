@@ -53,7 +53,8 @@ export async function startTestMotor(
     databaseUrl: databaseUrl.toString(), redisUrl: opts.redisUrl ?? process.env.TEST_REDIS_URL ?? TEST_REDIS_URL, logger, directoryTtlMs: 0,
     queuePrefix: `motor-test-${randomBytes(4).toString('hex')}`,
   });
-  const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: opts.port ?? 0, host: '127.0.0.1' });
+  // The inbound listener (when the roles name it) on a free port: the setting's 0 means off.
+  const started = await startRoles(rt, opts.roles ?? ['api', 'projector', 'worker'], { port: opts.port ?? 0, host: '127.0.0.1', inboundPort: 0 });
   const baseUrl = `http://127.0.0.1:${started.port}`;
   const runner = new ProjectionRunner(rt.db, rt.store, directoryProjection);
   return {
