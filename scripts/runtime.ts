@@ -35,14 +35,14 @@ import { initExportFiles } from '../commands/exports/exports';
 import type { DeliveryDeps } from '../workers/deliveryWorker';
 import { createDeliveryQueue, type DeliveryJob } from '../workers/queue';
 import type { SmtpListeners, SmtpSettings } from '../smtp/listener';
-import type { InboundListener } from '../inbound/listener';
+import type { InboundListener } from '../smtp/inbound/listener';
 import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { RefusalEventBudget } from '../smtp/refusalBudget';
 import { LogLimiter } from '../infra/logLimiter';
 import { within } from '../infra/within';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
-import { returnPathSettings } from '../inbound/returnPath';
+import { returnPathSettings } from '../smtp/inbound/returnPath';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp' | 'inbound';
 /** `inbound` (bounces and complaints) starts only with BOUNCE_DOMAIN set and INBOUND_SMTP_PORT not 0. */
@@ -347,7 +347,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   const bounceDomain = rt.config.inbound.bounceDomain;
   const inboundPort = opts.inboundPort ?? (rt.config.inbound.port === 0 ? null : rt.config.inbound.port);
   if (roles.includes('inbound') && bounceDomain && inboundPort !== null) {
-    const [{ startInboundListener }, { loadTlsMaterial }] = await Promise.all([import('../inbound/listener.js'), import('../smtp/tls.js')]);
+    const [{ startInboundListener }, { loadTlsMaterial }] = await Promise.all([import('../smtp/inbound/listener.js'), import('../smtp/tls.js')]);
     const c = rt.config;
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
     inbound = await startInboundListener(
@@ -355,6 +355,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       {
         hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: inboundPort, returnPath: returnPathSettings(bounceDomain, c.tokenSecret),
         tls, maxMessageBytes: c.inbound.maxMessageBytes,
+        sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000,
       },
     );
   }

@@ -3,7 +3,7 @@ import { DelayedError, Worker, type Job } from 'bullmq';
 import type { EventData, EventStore, RecordedEvent } from '../domain/eventStore';
 import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } from '../domain/eventStore';
 import { toEventData, type DomainEvent, type MessageAccepted } from '../domain/events';
-import { bounceAddress, type ReturnPathSettings } from '../inbound/returnPath';
+import { bounceAddress, type ReturnPathSettings } from '../smtp/inbound/returnPath';
 import { uuidV5 } from '../domain/ids';
 import { ATTEMPT_DEADLINE_MAX_MS, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import type { KeyStore } from '../infra/keys/keyStore';
@@ -58,7 +58,7 @@ export interface DeliveryDeps {
     relayTls?: { rejectUnauthorized: boolean };
     /**
      * BOUNCE_DOMAIN and its key: the envelope sender becomes the message's bounce address
-     * (inbound/returnPath.ts), one per message, so its recipients of one domain still share one
+     * (smtp/inbound/returnPath.ts), one per message, so its recipients of one domain still share one
      * transaction. Unset: the sender's own address (or an SMTP submission's MAIL FROM).
      */
     returnPath?: ReturnPathSettings | null;

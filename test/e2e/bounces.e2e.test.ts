@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { streamName } from '../../domain/eventStore';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { bounceAddress, returnPathSettings } from '../../inbound/returnPath';
+import { bounceAddress, returnPathSettings } from '../../smtp/inbound/returnPath';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type ReceivedMessage, type SmtpSink } from '../support/smtpSink';
 import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';

@@ -1,4 +1,4 @@
-import { storableText } from '../domain/storableJson';
+import { storableText } from '../../domain/storableJson';
 
 /**
  * The bodies of `message/delivery-status` (RFC 3464) and `message/feedback-report` (RFC 5965):

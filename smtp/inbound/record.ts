@@ -1,9 +1,9 @@
-import type { EventStore, RecordedEvent } from '../domain/eventStore';
-import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type DomainEvent } from '../domain/events';
-import { uuidV5 } from '../domain/ids';
-import { evolve, fold, type MessageEvent, type MessageState } from '../domain/message/message';
-import { recordBounceReport, recordComplaint } from '../domain/message/reports';
+import type { EventStore, RecordedEvent } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { toEventData, type DomainEvent } from '../../domain/events';
+import { uuidV5 } from '../../domain/ids';
+import { evolve, fold, type MessageEvent, type MessageState } from '../../domain/message/message';
+import { recordBounceReport, recordComplaint } from '../../domain/message/reports';
 import type { InboundReport } from './reports';
 
 /**

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { diagnostic, parseFieldBlocks, readDeliveryStatus, readFeedbackReport, statusCode, stripComments, typedAddress } from '../../inbound/reportFields';
-import { bounceAddress, messageIdOfBounceAddress, returnPathSettings } from '../../inbound/returnPath';
+import { diagnostic, parseFieldBlocks, readDeliveryStatus, readFeedbackReport, statusCode, stripComments, typedAddress } from '../../../smtp/inbound/reportFields';
+import { bounceAddress, messageIdOfBounceAddress, returnPathSettings } from '../../../smtp/inbound/returnPath';
 
 describe('inbound report fields (unit)', () => {
   describe('parseFieldBlocks', () => {

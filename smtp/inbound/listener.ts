@@ -1,14 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
-import type { EventStore } from '../domain/eventStore';
-import type { Clock } from '../domain/ids';
-import type { Logger } from '../infra/logger';
-import type { LogLimiter } from '../infra/logLimiter';
-import type { Metrics } from '../infra/metrics';
-import { within } from '../infra/within';
-import { normalizeAddress } from '../smtp/authLimiter';
-import { reply, smtpError, type SmtpReply } from '../smtp/replies';
-import { KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../smtp/server';
+import type { EventStore } from '../../domain/eventStore';
+import type { Clock } from '../../domain/ids';
+import type { Logger } from '../../infra/logger';
+import type { LogLimiter } from '../../infra/logLimiter';
+import type { Metrics } from '../../infra/metrics';
+import { within } from '../../infra/within';
+import { normalizeAddress } from '../authLimiter';
+import { reply, smtpError, type SmtpReply } from '../replies';
+import { KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
 import { recordReport } from './record';
 import { readReport, type InboundReport } from './reports';
 import { messageIdOfBounceAddress, type ReturnPathSettings } from './returnPath';
@@ -48,6 +48,9 @@ export interface InboundSettings {
   dataTimeoutMs?: number;
   /** Pregreet wait (smtp/server.ts); 0 turns it off. */
   greetingDelayMs?: number;
+  /** The submission listeners' deadlines (SMTP_SESSION_TIMEOUT_SECONDS, SMTP_DATA_TIMEOUT_SECONDS, docs/SMTP.md "Deadlines"): a trickling sender holds no slot for ever here either. */
+  sessionTimeoutMs?: number;
+  dataTransferTimeoutMs?: number;
 }
 
 export interface InboundListener {
@@ -186,6 +189,10 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
     },
     { unknownClientDelayMs: settings.greetingDelayMs ?? 100, known: new KnownClients() },
     { softLimit: 10, hardLimit: 20, sleepMs: 1000, junkLimit: 100, rcptLimit: 100 },
+    {
+      sessionMs: settings.sessionTimeoutMs ?? 1_800_000, dataMs: settings.dataTransferTimeoutMs ?? 600_000,
+      onExpired: (c, deadline) => logConnectionError({ remoteAddress: addressOf(c.session), reason: deadline === 'data' ? 'message not received in time' : 'session lasted too long' }),
+    },
     (remoteAddress) => logConnectionError({ remoteAddress, reason: 'too many clients' }),
   );
   server.on('error', (err: Error & { remoteAddress?: string }) => logConnectionError({ err: err.message, remoteAddress: normalizeAddress(err.remoteAddress) }));
