@@ -348,7 +348,8 @@ export function mustRefuse(op: Operation, plan: RequestPlan, valid: Knowledge): 
   if (op.params.some((p) => p.name === 'Last-Event-ID')) {
     const header = plan.headers['Last-Event-ID'];
     const q = query.lastEventId;
-    const id = (header !== undefined ? header : typeof q === 'string' ? q : undefined)?.trim() || undefined;
+    // An empty header counts as absent (docs/EVENTS.md "Resuming").
+    const id = header?.trim() || (typeof q === 'string' ? q.trim() : '') || undefined;
     if (id !== undefined && !isStreamEventId(id)) return { why: `Last-Event-ID ${JSON.stringify(id.slice(0, 60))} is not an event id` };
   }
   // The body against the published schema.

@@ -5,7 +5,7 @@ import { openSseStream } from '../../support/sse';
 
 /**
  * Which id a stream resumes after (docs/EVENTS.md "Resuming"): the `Last-Event-ID` header, else
- * `?lastEventId=`; an id past the end of the event log
+ * `?lastEventId=`, an empty one of either counting as absent; an id past the end of the event log
  * (another deployment's, or of the log before a rebuild) is refused at connect time instead of
  * waiting, without a word, for the log to reach it.
  */
@@ -61,5 +61,14 @@ describe('event stream: the resume id (int)', function () {
     for (const id of [h.id, `${h.tx}:${h.position - 1n}`, '0:0']) {
       expect(await connect('', { 'last-event-id': id }), id).to.deep.equal({ status: 200, resumedAfter: id });
     }
+  });
+
+  it('an empty Last-Event-ID header counts as absent: ?lastEventId= is used', async () => {
+    const { id } = await head();
+    expect(await connect(`?lastEventId=${encodeURIComponent(id)}`, { 'last-event-id': '' })).to.deep.equal({ status: 200, resumedAfter: id });
+    // Both empty: a new stream, not a resume.
+    expect(await connect('?lastEventId=', { 'last-event-id': '' })).to.deep.equal({ status: 200, resumedAfter: undefined });
+    // A header with an id still wins over the query.
+    expect(await connect('?lastEventId=nope', { 'last-event-id': id })).to.deep.equal({ status: 200, resumedAfter: id });
   });
 });
