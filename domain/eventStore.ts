@@ -131,6 +131,13 @@ export interface EventStore {
    * Adapters without physical deletion soft-delete (tombstone/truncate) and document it.
    */
   deleteStreams(streamIds: string[]): Promise<void>;
+  /**
+   * The position of the last entry in the log now (null when the log is empty): every position
+   * this store has handed out is at or before it, so a client's position after it is not one of
+   * this log's (another deployment's, or of the log before a rebuild). It may include entries a
+   * reader does not see yet (committed in a transaction still held back): an upper bound.
+   */
+  headPosition(): Promise<GlobalPosition | null>;
   /** True when `value` has the shape of one of this store's positions (e.g. an id a client sent back). */
   isPosition(value: string): boolean;
   /** Log order of two positions of this store: negative when `a` comes first, 0 when equal. */

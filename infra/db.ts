@@ -1,6 +1,7 @@
 import knex, { type Knex } from 'knex';
 import PgClient from 'knex/lib/dialects/postgres/index.js';
 import type pg from 'pg';
+import type { Logger } from './logger';
 import { within } from './within';
 
 /**
@@ -101,13 +102,29 @@ class PgClientWithDeadline extends PgClient {
 }
 
 /**
+ * knex's own messages (`Acquire connection error`, `Connection Error: Connection ended
+ * unexpectedly`, deprecations) as lines of the process's JSON log: knex writes them with
+ * console.log otherwise, plain text in the middle of that log (and of a command's JSON output).
+ */
+function knexLog(logger: Logger): Knex.Config['log'] {
+  return {
+    warn: (message: unknown) => logger.warn({ knex: message }, 'knex warning'),
+    error: (message: unknown) => logger.error({ knex: message }, 'knex error'),
+    // Called with the one message knex composed ("x is deprecated, please use y"; knex/lib/logger.js), not as typed.
+    deprecate: ((message: unknown) => logger.warn({ knex: message }, 'knex deprecation')) as unknown as (method: string, alternative: string) => void,
+    debug: (message: unknown) => logger.debug({ knex: message }, 'knex debug'),
+  };
+}
+
+/**
  * One knex pool per process; read models and (by default) the event store share the database.
  * Every statement has `queryTimeoutMs` to be answered (null: no deadline); waiting for a pooled
  * connection, or for a new one to connect, is bounded the same way (QUERY_TIMEOUT_MS without one).
+ * knex's own messages go to `logger` (without one, to the console, as knex does).
  */
 export function createDb(
   databaseUrl: string,
-  options: { pool?: { min: number; max: number }; applicationName?: string; queryTimeoutMs?: number | null } = {},
+  options: { pool?: { min: number; max: number }; applicationName?: string; queryTimeoutMs?: number | null; logger?: Logger } = {},
 ): Knex {
   const queryTimeoutMs = options.queryTimeoutMs === undefined ? QUERY_TIMEOUT_MS : options.queryTimeoutMs;
   const waitMs = queryTimeoutMs ?? QUERY_TIMEOUT_MS;
@@ -120,6 +137,7 @@ export function createDb(
     pool: { ...(options.pool ?? { min: 0, max: 10 }), validate: (connection: pg.Client) => !abandoned.has(connection) },
     acquireConnectionTimeout: waitMs,
     queryTimeoutMs,
+    ...(options.logger ? { log: knexLog(options.logger) } : {}),
   };
   return knex(config);
 }

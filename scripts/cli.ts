@@ -18,7 +18,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
-import { EventStoreUnavailableError, type EventStore } from '../domain/eventStore';
+import type { EventStore } from '../domain/eventStore';
 import { ConfigError, loadConfig, type Config } from '../infra/config';
 import { KeyStore } from '../infra/keys/keyStore';
 import { fail, isDomainError } from '../domain/errors';
@@ -33,6 +33,8 @@ import { registerClient } from '../commands/oauth/clients';
 import { createAccountKeyAsOperator, createBlockKeyAsOperator, revokeKeyAsOperator, type OperatorKey } from '../commands/auth/credentials';
 import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
+import { isDatabaseTimeout, QUERY_TIMEOUT_MS, QueryTimeoutError } from '../infra/db';
+import { unavailableCode } from '../infra/unavailable';
 import { ProjectionRunner, migrateProjection } from '../projections/runner';
 import { systemStatus } from './status';
 import { findRedis } from '../infra/embedded';
@@ -286,6 +288,23 @@ async function run(argv: string[], config: Config): Promise<unknown> {
   throw new UsageError(command ? `Unknown command: ${[command, sub].filter(Boolean).join(' ')}` : 'No command given');
 }
 
+/**
+ * What failed, and what an operator can check, for a database or store that is away. A statement
+ * past DATABASE_QUERY_TIMEOUT_MS (knex puts the statement's SQL before the message: left out) or
+ * a wait for a connection as long says the server is there but not answering; anything else is
+ * the store's or the driver's own words (connection refused, host not found, read deadline).
+ */
+function unavailableMessage(err: unknown, config: Config | undefined): string {
+  const ms = config?.databaseQueryTimeoutMs ?? QUERY_TIMEOUT_MS;
+  if (err instanceof QueryTimeoutError) {
+    return `PostgreSQL did not answer a statement within ${err.timeoutMs} ms (DATABASE_QUERY_TIMEOUT_MS): is the database server frozen or overloaded?`;
+  }
+  if (isDatabaseTimeout(err)) {
+    return `No connection to PostgreSQL came free or was made within ${ms} ms (DATABASE_QUERY_TIMEOUT_MS): is the database server frozen or overloaded?`;
+  }
+  return `${(err as Error).message} (check DATABASE_URL / EVENTSTORE_URL and that the server is up; it has DATABASE_QUERY_TIMEOUT_MS, ${ms} ms, to answer)`;
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.length === 0 || argv[0] === 'help' || argv.includes('--help')) {
@@ -293,14 +312,16 @@ async function main(): Promise<void> {
     return;
   }
   const json = argv.includes('--json');
+  let config: Config | undefined;
   try {
-    const config = loadConfig(process.env);
+    config = loadConfig(process.env);
     const result = await run(argv, config);
     // Output is JSON either way but for a Described result; --json is accepted so scripts can say what they rely on.
     if (result instanceof Described && !json) process.stdout.write(`${result.text}\n`);
     else process.stdout.write(`${JSON.stringify(result instanceof Described ? result.value : result, null, 2)}\n`);
   } catch (e) {
     const err = e as Error;
+    const unavailable = unavailableCode(e, config?.eventstoreUrl);
     // parseArgs' own refusals (unknown option, missing value, stray argument) are usage errors too.
     if (e instanceof UsageError || String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS_')) {
       process.stderr.write(`${err.message}\n\n${USAGE}`);
@@ -313,10 +334,11 @@ async function main(): Promise<void> {
       if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message, ...e.details })}\n`);
       else process.stderr.write(`${e.code}: ${e.message}\n`);
       process.exitCode = 1;
-    } else if (e instanceof EventStoreUnavailableError) {
-      // The database (or EventStoreDB) cannot be reached: say so in one line, not with a stack.
-      if (json) process.stdout.write(`${JSON.stringify({ error: 'event_store_unavailable', message: err.message })}\n`);
-      else process.stderr.write(`event_store_unavailable: ${err.message} (check DATABASE_URL / EVENTSTORE_URL)\n`);
+    } else if (unavailable !== null) {
+      // The database (or EventStoreDB) cannot be reached or did not answer in time: one line, not a stack.
+      const message = unavailableMessage(e, config);
+      if (json) process.stdout.write(`${JSON.stringify({ error: unavailable, message })}\n`);
+      else process.stderr.write(`${unavailable}: ${message}\n`);
       process.exitCode = 1;
     } else {
       process.stderr.write(`${err.stack ?? err.message}\n`);

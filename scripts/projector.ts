@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel, { role: 'projector', projection: projection.name });
-  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const runner = new ProjectionRunner(db, store, projection, { batchSize, logger });
   const abort = new AbortController();

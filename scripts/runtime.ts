@@ -103,7 +103,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const logger = opts.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
   const clock = opts.clock ?? systemClock;
-  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const redis = createFastRedis(opts.redisUrl);
   redis.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));

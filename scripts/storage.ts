@@ -3,6 +3,7 @@
  * replay load neither the HTTP app nor its generated routes.
  */
 import type { Knex } from 'knex';
+import pino from 'pino';
 import type { EventStore } from '../domain/eventStore';
 import type { Config } from '../infra/config';
 import { createDb } from '../infra/db';
@@ -36,7 +37,9 @@ export async function openStorage(
 ): Promise<{ db: Knex; store: EventStore; close(): Promise<void> }> {
   const embedded = config.databaseUrl ? null : await startEmbeddedPostgres(config.dataDir, createLogger('warn'));
   const databaseUrl = config.databaseUrl ?? embedded!.url;
-  const db = createDb(databaseUrl, { applicationName, pool, queryTimeoutMs });
+  // knex's messages as JSON log lines on stderr: stdout is the command's output (the CLI's JSON).
+  const logger = createLogger(config.logLevel, { app: applicationName }, pino.destination(2));
+  const db = createDb(databaseUrl, { applicationName, pool, queryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs });
   return {
     db, store,

@@ -22,7 +22,7 @@ export class EventStreamController extends Controller {
    * what came after that event, then goes on live without a gap or a repeat. Nothing older than the
    * plan's retention window goes out: a resume from before it says `gap` and goes on from the
    * window's first event. docs/EVENTS.md.
-   * @param lastEventId the id of the last event seen, when the Last-Event-ID header cannot be sent
+   * @param lastEventId the id of the last event seen, when the Last-Event-ID header cannot be sent (or is sent empty)
    * @param token the bearer token, for clients that cannot send headers (EventSource); this route only
    * @param access_token the same, by its OAuth name
    */
@@ -39,7 +39,8 @@ export class EventStreamController extends Controller {
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);
     requireBlock(p, id);
     const unmasked = piiAllowed(p, includePII);
-    const resumeAfter = (lastEventIdHeader ?? lastEventId)?.trim() || undefined;
+    // An empty header counts as absent: an EventSource sends it only when it has an id, but a proxy may pass an empty one on.
+    const resumeAfter = lastEventIdHeader?.trim() || lastEventId?.trim() || undefined;
     if (resumeAfter !== undefined) resumeCursor(resumeAfter, ctx.store);
     // The window the logs route lists (SPEC "Data retention"): nothing older goes out, live or replayed.
     const retention = { days: await retentionDaysOfAccount(ctx, p.accountId), now: () => ctx.clock.now() };

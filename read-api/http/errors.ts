@@ -3,11 +3,10 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
 import { ValidateError } from '@tsoa/runtime';
-import { EventStoreUnavailableError, InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
+import { InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { jsonProblem } from '../../domain/storableJson';
 import { isDomainError } from '../../domain/errors';
-import { isDatabaseTimeout } from '../../infra/db';
-import { isUnavailable } from '../../infra/eventstore/postgres/errors';
+import { unavailableCode } from '../../infra/unavailable';
 import { ctxOf } from './context';
 
 /**
@@ -66,18 +65,8 @@ const ERROR_TEXT: Record<string, string> = {
   dkim_rotation_not_available: 'Conflict',
 };
 
-/**
- * The 503 code of an error that says the database or the event store is away or did not answer
- * in time (infra/db.ts QUERY_TIMEOUT_MS), null for any other. With the default store the database
- * IS the event store: `event_store_unavailable`; with EVENTSTORE_URL a failure outside the store is
- * the read models' database: `database_unavailable`. The HTTP and agent-tool edges answer with it,
- * and the send refusal counters count it.
- */
-export function unavailableCode(err: unknown, eventstoreUrl: string | null | undefined): 'event_store_unavailable' | 'database_unavailable' | null {
-  if (err instanceof EventStoreUnavailableError) return 'event_store_unavailable';
-  if (!isUnavailable(err) && !isDatabaseTimeout(err)) return null;
-  return eventstoreUrl ? 'database_unavailable' : 'event_store_unavailable';
-}
+// The 503 code of a database or event store that is away or did not answer in time (infra/unavailable.ts).
+export { unavailableCode };
 
 export function errorBody(code: string, message: string, extra: { nextAction?: string; details?: Record<string, unknown> } = {}) {
   return {

@@ -22,6 +22,8 @@ type Schema = TsoaRoute.PropertySchema;
 type ExtrasPolicy = 'throw-on-extras' | 'silently-remove-extras' | 'ignore';
 type Check = (value: unknown) => boolean;
 type ValidationArgs = Parameters<ExpressTemplateService['getValidatedArgs']>[0];
+type FloatValidators = Parameters<ValidationService['validateFloat']>[4];
+type IntValidators = Parameters<ValidationService['validateInt']>[4];
 
 const isEmpty = (o: object | undefined): boolean => o === undefined || Object.keys(o).length === 0;
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -195,14 +197,41 @@ function refuses(schema: Schema, v: unknown): boolean {
 }
 
 /**
- * tsoa's validation, with enums refusing what is not a primitive. tsoa matches an enum member on
- * String(value): for an object JSON made with a `toString` that is no function (`{"toString": 1}`)
- * String() throws, and the request was a 500; an array printed as its only member (`["txt"]` as
+ * How a number is written where it arrives as text (a query parameter; a path or header one would
+ * be the same): decimal digits, a minus sign allowed so that a negative count reaches the route's
+ * range check and gets the route's code for it, as before. Every number the API takes so is a
+ * whole count (limit, days, hours; test/read-api/tsoaArgs.unit.test.ts holds the routes to it): a
+ * fractional one would need its own rule here.
+ */
+const DECIMAL_DIGITS = /^-?[0-9]+$/;
+
+/**
+ * tsoa's validation, with numbers given as text written in plain decimal digits, and enums
+ * refusing what is not a primitive.
+ *
+ * tsoa turns text into a number with validator.js's isFloat/toFloat (isInt/toInt for integers):
+ * `?limit=1e1` was 10, `+1`, `1.0` and `1.` were 1, and passed the routes' whole-number checks. Such
+ * a value is now a field error as `?limit=abc` is (400 invalid_query on a read,
+ * read-api/http/errors.ts), so every route refuses it alike, before its own range check. What
+ * tsoa refuses itself keeps tsoa's message.
+ *
+ * tsoa matches an enum member on String(value): for an object JSON made with a `toString` that is
+ * no function (`{"toString": 1}`) String() throws, and the request was a 500; an array printed as its only member (`["txt"]` as
  * "txt") and passed where the schema names a string. Such a value is now the field error tsoa gives
  * any other non-member. (tsoa validates intersections with a ValidationService of its own; no
  * request body has one.)
  */
 export class MotorValidationService extends ValidationService {
+  override validateFloat(name: string, value: unknown, fieldErrors: FieldErrors, isBodyParam: boolean, validators?: FloatValidators, parent = ''): number | undefined {
+    const n = super.validateFloat(name, value, fieldErrors, isBodyParam, validators, parent);
+    return n !== undefined && !isBodyParam && typeof value === 'string' && !DECIMAL_DIGITS.test(value) ? notDecimal(name, value, fieldErrors, parent) : n;
+  }
+
+  override validateInt(name: string, value: unknown, fieldErrors: FieldErrors, isBodyParam: boolean, validators?: IntValidators, parent = ''): number | undefined {
+    const n = super.validateInt(name, value, fieldErrors, isBodyParam, validators, parent);
+    return n !== undefined && !isBodyParam && typeof value === 'string' && !DECIMAL_DIGITS.test(value) ? notDecimal(name, value, fieldErrors, parent) : n;
+  }
+
   override validateEnum(name: string, value: unknown, fieldErrors: FieldErrors, members?: Array<string | number | boolean | null>, parent = ''): unknown {
     if (typeof value === 'object' && value !== null) {
       const listed = (members ?? []).map((m) => (typeof m === 'string' ? `'${m}'` : String(m))).join(',');
@@ -211,6 +240,11 @@ export class MotorValidationService extends ValidationService {
     }
     return super.validateEnum(name, value, fieldErrors, members, parent);
   }
+}
+
+function notDecimal(name: string, value: string, fieldErrors: FieldErrors, parent: string): undefined {
+  fieldErrors[parent + name] = { message: 'must be a whole number written in decimal digits (10, not 1e1, +10 or 10.0)', value };
+  return undefined;
 }
 
 /**

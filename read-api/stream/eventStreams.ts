@@ -183,6 +183,7 @@ export class EventStreams {
     }
     const resumeAfter = opts.resumeAfter === undefined ? null : { id: opts.resumeAfter, cursor: resumeCursor(opts.resumeAfter, this.store) };
     if (this.closing) throw fail('shutting_down', 503, 'This process is shutting down', { nextAction: 'Reconnect: another process (or this one restarted) will serve the stream' });
+    if (resumeAfter) await this.refuseBeyondHead(resumeAfter.cursor, opts.motorBlockId);
     const key = `stream:{${opts.tokenId}}`;
     const member = randomUUID();
     if (!(await this.slot(key, member))) {
@@ -387,6 +388,28 @@ export class EventStreams {
     held = null;
     for (const e of pending) if (later(e)) send(e);
     return unlisten;
+  }
+
+  /**
+   * 400 invalid_last_event_id for an id after the last entry of the log (docs/EVENTS.md
+   * "Resuming"): every id this log handed out is at or before its head, so such an id is another
+   * deployment's or of the log before a rebuild, and a resume from it would wait, silently, until
+   * the log reached it. Checked against the head at connect time. When the store cannot say, the
+   * stream resumes as before: a 5xx here would close an EventSource for good over an outage.
+   */
+  private async refuseBeyondHead(cursor: StreamCursor, motorBlockId: string): Promise<void> {
+    let head: GlobalPosition | null;
+    try {
+      head = await this.store.headPosition();
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, motorBlockId }, 'event stream: the log\'s head could not be read to check Last-Event-ID; resuming from it');
+      return;
+    }
+    if (head !== null && this.store.comparePositions(cursor.position, head) > 0) {
+      throw fail('invalid_last_event_id', 400, 'Last-Event-ID is beyond the end of the event log: it is not an id of this deployment\'s log (another deployment\'s, or of the log before it was rebuilt)', {
+        nextAction: 'Reconnect without Last-Event-ID (the stream then shows what happens from now on); read what was missed from GET .../logs',
+      });
+    }
   }
 
   /** Waits for one of the maxReplays places; returns its release. */

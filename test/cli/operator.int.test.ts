@@ -22,6 +22,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { newId } from '../../domain/ids';
 import { accountEmailId } from '../../domain/account/emailClaim';
+import { startPausableProxy, type PausableProxy } from '../support/pausableProxy';
 
 const run = promisify(execFile);
 
@@ -366,6 +367,80 @@ describe('CLI arguments (int)', function () {
     });
   }
 });
+
+/**
+ * A database that cannot be reached, or stops answering mid-command (test/support/pausableProxy.ts:
+ * it freezes at the command's own statement, after the store and the directory have answered): one
+ * line that says so, with its code (JSON with --json), exit 1, no stack trace, within the deadline.
+ */
+describe('CLI with a database away (int)', function () {
+  this.timeout(120_000);
+  const DEADLINE = 1500;
+  let motor: TestMotor;
+  const proxies: PausableProxy[] = [];
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api'] });
+    await motor.bootstrap();
+  });
+  after(async () => {
+    for (const p of proxies) {
+      p.resume();
+      await p.close();
+    }
+    await motor?.close();
+  });
+
+  /** `block list` (with `extra` arguments) through a proxy that freezes at the list's query. */
+  const frozenAtList = async (extra: string[]) => {
+    const url = new URL(motor.rt.databaseUrl);
+    const proxy = await startPausableProxy({ host: url.hostname, port: Number(url.port || 5432) }, { pauseOn: (chunk) => chunk.includes('"b"."limit_burst"') });
+    proxies.push(proxy);
+    url.port = String(proxy.port);
+    return cliOutput(['block', 'list', ...extra], { DATABASE_URL: url.toString(), DATABASE_QUERY_TIMEOUT_MS: String(DEADLINE) });
+  };
+
+  it('a statement past DATABASE_QUERY_TIMEOUT_MS: event_store_unavailable in one line (a JSON object with --json), exit 1, no stack trace', async () => {
+    const json = await frozenAtList(['--json']);
+    expect(json.code, json.stderr).to.equal(1);
+    expect(json.stderr).not.to.match(/\n\s+at /);
+    const lines = json.stdout.trimEnd().split('\n');
+    expect(lines).to.have.length(1);
+    expect(JSON.parse(lines[0])).to.have.property('error', 'event_store_unavailable');
+    expect(json.ms, 'the deadline, not a hang').to.be.below(DEADLINE + 15_000);
+
+    const plain = await frozenAtList([]);
+    expect(plain.code).to.equal(1);
+    expect(plain.stdout).to.equal('');
+    expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
+    expect(plain.stderr).to.match(/^event_store_unavailable: /);
+  });
+
+  it('a database that cannot be reached: the same (this path printed one line already)', async () => {
+    const env = { DATABASE_URL: 'postgres://motor@127.0.0.1:1/none' };
+    const json = await cliOutput(['block', 'list', '--json'], env);
+    expect(json.code).to.equal(1);
+    expect(JSON.parse(json.stdout)).to.have.property('error', 'event_store_unavailable');
+    const plain = await cliOutput(['block', 'list'], env);
+    expect(plain.code).to.equal(1);
+    expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
+    expect(plain.stderr).to.match(/^event_store_unavailable: /);
+  });
+});
+
+/** Exit code, stdout, stderr and duration of `npm run cli -- <args>`, whatever it printed. */
+async function cliOutput(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  try {
+    const { stdout, stderr } = await run('npx', ['tsx', 'scripts/cli.ts', ...args], {
+      env: { ...process.env, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent', ...env }, timeout: 60_000,
+    });
+    return { code: 0, stdout, stderr, ms: Date.now() - started };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '', ms: Date.now() - started };
+  }
+}
 
 /** `npm run cli -- bootstrap` makes a new account each time: a second one for an owner who has one is refused. */
 describe('CLI bootstrap (int)', function () {

@@ -165,6 +165,13 @@ describe('webhooks (e2e)', function () {
       expect((await put('/webhooks/not-a-uuid', { enabled: true })).body.code).to.equal('invalid_id');
       expect((await getJson(api(`/webhooks/${w.id}/deliveries?limit=201`), auth())).status).to.equal(400);
       expect((await getJson(api(`/webhooks/${w.id}/stats?hours=0`), auth())).status).to.equal(400);
+      // A number not written in decimal digits is malformed, as ?limit=abc is (it used to be read: 1e1 as 10, +1 as 1).
+      for (const bad of ['limit=1e1', 'limit=%2B1', 'limit=1.0', 'limit=abc']) {
+        const r = await getJson(api(`/webhooks/${w.id}/deliveries?${bad}`), auth());
+        expect([r.status, r.body.code], bad).to.deep.equal([400, 'invalid_query']);
+      }
+      expect((await getJson(api(`/webhooks/${w.id}/stats?hours=2e1`), auth())).body.code).to.equal('invalid_query');
+      expect((await getJson(api(`/webhooks/${w.id}/deliveries?limit=10`), auth())).status).to.equal(200);
       await del(`/webhooks/${w.id}`);
     });
 

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import pg from 'pg';
+import { createLogger } from '../../infra/logger.js';
 import { createDb, isDatabaseTimeout, QueryTimeoutError, withLongStatements, withQueryTimeout, withSetupLock } from '../../infra/db.js';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore.js';
 import { createTestDatabase, TEST_PG_ADMIN_URL } from '../support/db.js';
@@ -84,6 +85,29 @@ describe('PostgreSQL session options', () => {
     const u = new URL(TEST_PG_ADMIN_URL);
     u.searchParams.set('options', '-c jit=on');
     expect(await jitOf(u.toString())).to.equal('on');
+  });
+});
+
+/** knex's own warnings are lines of the process's JSON log, not console output (infra/db.ts knexLog). */
+describe('knex messages (int)', () => {
+  it('a connection that cannot be made: knex\'s "Acquire connection error" is a JSON log line at warn', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', {}, { write: (line: string) => { lines.push(line); } });
+    const db = createDb('postgres://motor@127.0.0.1:1/none', { queryTimeoutMs: 500, logger });
+    const logged: unknown[] = [];
+    const console = globalThis.console.log;
+    globalThis.console.log = (...args: unknown[]) => { logged.push(args); };
+    try {
+      await db.raw('select 1').then(() => expect.fail('answered'), () => undefined);
+    } finally {
+      globalThis.console.log = console;
+      await db.destroy();
+    }
+    const warnings = lines.map((l) => JSON.parse(l) as { level: number; msg: string; knex: string }).filter((l) => l.msg === 'knex warning');
+    expect(warnings.length).to.be.at.least(1);
+    expect(warnings[0].level).to.equal(40);
+    expect(warnings[0].knex).to.match(/^Acquire connection error/);
+    expect(logged, 'nothing through console.log').to.deep.equal([]);
   });
 });
 

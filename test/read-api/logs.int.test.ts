@@ -219,6 +219,15 @@ describe('GET /motor-blocks/{id}/logs (int)', function () {
       expect(exact.body.data.nextCursor).to.equal(null);
     });
 
+    it('400 invalid_query for a limit not written in decimal digits (1e1, +1, 1.0 were read as 10 and 1); leading zeros are still digits', async () => {
+      for (const limit of ['1e1', '1E1', '1e0', '+1', '1.0', '10.', ' 1', '0x10']) {
+        const r = await logs({ limit });
+        expect([r.status, r.body.code], `limit=${limit}`).to.deep.equal([400, 'invalid_query']);
+      }
+      const padded = await logs({ limit: '010' });
+      expect([padded.status, padded.body.data?.limit]).to.deep.equal([200, 10]);
+    });
+
     it('400 for a limit outside 1..1000 or not an integer', async () => {
       for (const limit of ['0', '1001', '-1', '1.5', 'abc', '']) {
         const r = await logs({ limit });

@@ -216,6 +216,34 @@ describe('argument validation fast path (unit)', () => {
     expect(validated('txt')).to.deep.equal([{ mode: 'txt' }]);
   });
 
+  it('takes a number from the query string only in decimal digits: 1e1, +1, 1.0 are field errors as abc is (tsoa took them)', () => {
+    const args = (dataType: 'double' | 'integer'): Record<string, TsoaRoute.ParameterSchema> => ({ limit: { in: 'query', name: 'limit', dataType } });
+    const validated = (service: ExpressTemplateService, dataType: 'double' | 'integer', limit: string) => {
+      const req = Object.create(express.request) as express.Request;
+      Object.defineProperty(req, 'query', { value: { limit } });
+      try {
+        return service.getValidatedArgs({ args: args(dataType), request: req, response: {} as express.Response })[0];
+      } catch (err) {
+        expect(err).to.be.instanceOf(ValidateError);
+        expect(Object.keys((err as ValidateError).fields)).to.deep.equal(['limit']);
+        return 'refused';
+      }
+    };
+    const motor = new MotorTemplateService(tsoaModels, tsoaValidationConfig);
+    const tsoa = new ExpressTemplateService(tsoaModels, tsoaValidationConfig);
+    for (const dataType of ['double', 'integer'] as const) {
+      for (const v of ['1e1', '1E1', '+1', '1.0', '1.', '10.0', ' 1', '1 ', '0x10', '1_0', '', 'abc', '１']) expect(validated(motor, dataType, v), `${dataType} ${JSON.stringify(v)}`).to.equal('refused');
+      for (const [v, n] of [['10', 10], ['010', 10], ['0', 0], ['-1', -1]] as const) expect(validated(motor, dataType, v), `${dataType} ${v}`).to.equal(n);
+    }
+    // What tsoa itself made of them: the numbers the routes' whole-number checks then let through.
+    expect(['1e1', '+1', '1.0'].map((v) => validated(tsoa, 'double', v))).to.deep.equal([10, 1, 1]);
+    // The rule fits because every number a route takes outside its body is a whole count: a fractional one would need its own.
+    RegisterRoutes(express.Router());
+    const numeric = Object.values(tsoaRouteArgs).flatMap((a) => Object.values(a))
+      .filter((p) => p.in !== 'body' && p.in !== 'request' && ['double', 'float', 'integer', 'long'].includes(p.dataType ?? ''));
+    expect([...new Set(numeric.map((p) => `${p.in} ${p.name}`))].sort()).to.deep.equal(['query days', 'query hours', 'query limit']);
+  });
+
   it('gives every route the arguments tsoa gives it, or tsoa\'s error, and takes the fast path for most', () => {
     RegisterRoutes(express.Router());
     const routes = Object.entries(tsoaRouteArgs);

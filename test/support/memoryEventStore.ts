@@ -54,6 +54,10 @@ export class MemoryEventStore implements EventStore {
     return { nextExpectedRevision: last.revision, position: last.position };
   }
 
+  async headPosition(): Promise<string | null> {
+    return this.log.at(-1)?.position ?? null;
+  }
+
   isPosition(value: string): boolean {
     return /^\d{12}$/.test(value);
   }

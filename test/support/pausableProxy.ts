@@ -20,15 +20,24 @@ export interface PausableProxy {
   close(): Promise<void>;
 }
 
-export async function startPausableProxy(target: { host: string; port: number }): Promise<PausableProxy> {
+export interface PausableProxyOptions {
+  /**
+   * Pauses the proxy as a chunk the client sends matches, that chunk held with the rest: a server
+   * that freezes at one given statement (its text is in the chunk), after answering what came before.
+   */
+  pauseOn?: (chunk: Buffer) => boolean;
+}
+
+export async function startPausableProxy(target: { host: string; port: number }, options: PausableProxyOptions = {}): Promise<PausableProxy> {
   let paused = false;
   const links = new Set<{ from: Socket; to: Socket; held: Buffer[]; lost: boolean }>();
   const sockets = new Set<Socket>();
-  const forward = (from: Socket, to: Socket) => {
+  const forward = (from: Socket, to: Socket, fromClient: boolean) => {
     const link = { from, to, held: [] as Buffer[], lost: false };
     links.add(link);
     from.on('data', (chunk: Buffer) => {
       if (link.lost) return;
+      if (fromClient && options.pauseOn?.(chunk)) paused = true;
       if (paused) link.held.push(chunk);
       else to.write(chunk);
     });
@@ -41,8 +50,8 @@ export async function startPausableProxy(target: { host: string; port: number })
     sockets.add(upstream);
     client.on('close', () => sockets.delete(client));
     upstream.on('close', () => sockets.delete(upstream));
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, true);
+    forward(upstream, client, false);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

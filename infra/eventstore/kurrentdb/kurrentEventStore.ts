@@ -190,6 +190,18 @@ export class KurrentEventStore implements EventStore {
     return comparePositions(parsePosition(a), parsePosition(b));
   }
 
+  /** The last event of $all (system events included: any of them is at or after every position handed out). */
+  async headPosition(): Promise<GlobalPosition | null> {
+    try {
+      for await (const resolved of this.client.readAll({ fromPosition: END, direction: BACKWARDS, maxCount: 1 })) {
+        if (resolved.event?.position) return formatPosition(resolved.event.position);
+      }
+    } catch (err) {
+      throw toStoreError(err);
+    }
+    return null;
+  }
+
   async ping(): Promise<void> {
     await this.readStream('motorPing-liveness', { maxCount: 1 });
   }

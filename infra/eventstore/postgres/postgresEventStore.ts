@@ -121,6 +121,9 @@ const finalWindow = (a: string): string => `WHERE ${a}.tx_id < pg_snapshot_xmin(
 ORDER BY ${a}.tx_id, ${a}.global_position
 LIMIT $3`;
 
+// Every committed entry, final or not yet (a transaction still held back): an upper bound of what readers have seen.
+const HEAD_SQL = 'SELECT e.tx_id::text AS tx_id, e.global_position::text AS global_position FROM events e ORDER BY e.tx_id DESC, e.global_position DESC LIMIT 1';
+
 const READ_ALL_SQL = `
 SELECT ${COLUMNS} FROM events e
 ${finalWindow('e')}`;
@@ -539,6 +542,13 @@ export class PostgresEventStore implements EventStore {
     if (streamIds.length === 0) return;
     await this.query('motor_es_delete_streams', DELETE_STREAMS_SQL, [streamIds]);
     this.windows.clear();
+  }
+
+  /** The log's last entry in readAll's order: a backward probe of the (tx_id, global_position) index. */
+  async headPosition(): Promise<GlobalPosition | null> {
+    const res = await this.query<{ tx_id: string; global_position: string }>('motor_es_head', HEAD_SQL, []);
+    const row = res.rows[0];
+    return row ? formatCursor({ txId: row.tx_id, globalPosition: row.global_position }) : null;
   }
 
   async ping(): Promise<void> {

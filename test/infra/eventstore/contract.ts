@@ -338,6 +338,20 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         for (const junk of ['', 'x', '1:', ':1', '1:2:3', '-1:2', `${p0} `, '9'.repeat(40), '18446744073709551616:1', '1:18446744073709551616']) expect(store.isPosition(junk), junk).to.equal(false);
       });
 
+      it('headPosition is at or after every position handed out, and moves with each append', async () => {
+        const prefix = `head${randomUUID().slice(0, 8)}`;
+        const first = await store.append(`${prefix}-a`, [ev()]);
+        const h1 = await store.headPosition();
+        expect(h1).to.be.a('string');
+        expect(store.isPosition(h1!)).to.equal(true);
+        expect(store.comparePositions(h1!, first.position)).to.be.at.least(0);
+        const second = await store.append(`${prefix}-b`, [ev()]);
+        const h2 = (await store.headPosition())!;
+        expect(store.comparePositions(h2, second.position)).to.be.at.least(0);
+        expect(store.comparePositions(h2, h1!)).to.be.above(0);
+        for (const e of await visibleLog(store, null, prefix, 2)) expect(store.comparePositions(h2, e.position), e.position).to.be.at.least(0);
+      });
+
       it('an append result position excludes that append and includes what follows', async () => {
         const s = stream('after');
         const r = await store.append(s, [ev(), ev()]);

@@ -172,8 +172,8 @@ const QUERY_MAXIMA: Record<string, number> = {
   '/comm-api/api/campaigns/{id}/messages limit': 500,
 };
 
-/** validator.js isFloat, which tsoa applies to number query parameters. */
-const FLOAT_RE = /^[+-]?(\d+)?(\.\d*)?([eE][+-]?\d+)?$/;
+/** How a number in a query string is written (read-api/http/tsoaArgs.ts): decimal digits, not `1e1`, `+1` or `1.0`. */
+const DECIMAL_RE = /^-?[0-9]+$/;
 
 /**
  * Body rules SPEC "Endpoints" and docs/ERRORS.md state for a route, with the code they name: what
@@ -330,7 +330,7 @@ export function mustRefuse(op: Operation, plan: RequestPlan, valid: Knowledge): 
     if (s.type === 'number' || s.type === 'integer') {
       // Every number the API takes in a query is a whole count from 1 (limit, days, hours; SPEC "Endpoints").
       const n = Number(v);
-      if (v === '' || !FLOAT_RE.test(v) || !Number.isInteger(n) || n < 1) return { why: `query ${p.name}=${JSON.stringify(v)} is not a whole number from 1` };
+      if (!DECIMAL_RE.test(v) || n < 1) return { why: `query ${p.name}=${JSON.stringify(v)} is not a whole number from 1 in decimal digits` };
       const max = QUERY_MAXIMA[`${op.path} ${p.name}`];
       if (max !== undefined && n > max) return { why: `query ${p.name}=${v} is over ${max}` };
     }
@@ -348,7 +348,8 @@ export function mustRefuse(op: Operation, plan: RequestPlan, valid: Knowledge): 
   if (op.params.some((p) => p.name === 'Last-Event-ID')) {
     const header = plan.headers['Last-Event-ID'];
     const q = query.lastEventId;
-    const id = (header !== undefined ? header : typeof q === 'string' ? q : undefined)?.trim() || undefined;
+    // An empty header counts as absent (docs/EVENTS.md "Resuming").
+    const id = header?.trim() || (typeof q === 'string' ? q.trim() : '') || undefined;
     if (id !== undefined && !isStreamEventId(id)) return { why: `Last-Event-ID ${JSON.stringify(id.slice(0, 60))} is not an event id` };
   }
   // The body against the published schema.

@@ -31,7 +31,7 @@ function memoryLogger() {
   const lines: Array<{ level: number; msg: string }> = [];
   const logger = createLogger('info', {}, { write: (line: string) => { lines.push(JSON.parse(line)); } });
   const count = (msg: string) => lines.filter((l) => l.msg === msg).length;
-  return { logger, restarts: () => count('event stream feed failed; retrying'), listenerFailures: () => count('event stream listener failed') };
+  return { logger, count, restarts: () => count('event stream feed failed; retrying'), listenerFailures: () => count('event stream listener failed') };
 }
 
 /**
@@ -277,6 +277,24 @@ describe('event stream feed restarts (int)', function () {
       expect(gap.data.after).to.equal(sent[1].id);
       const second = await resumed(url, gap.data.after!, (c) => c.messages().some((e) => e.data.messageId === end.id));
       expect(second.messages().map((e) => [e.id, e.data.recipient])).to.deep.equal([[`${m.position}/${m.id}/2`, 'c@rcpt.test'], [end.position, `${end.id.slice(0, 8)}@rcpt.test`]]);
+    });
+
+    it('a store that cannot say where its head is: the stream resumes from the id as before (logged), not refused', async () => {
+      const m = await accept();
+      const end = await accept();
+      // Every call reaches the store but headPosition, which fails as a store that is away does.
+      const blind = new Proxy(store, {
+        get: (target, key) => {
+          if (key === 'headPosition') return () => Promise.reject(new EventStoreUnavailableError('PostgreSQL event store unavailable: test'));
+          const v = Reflect.get(target, key, target) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      const log = memoryLogger();
+      const url = await serve(new EventStreams(db, blind, redis, log.logger, 60));
+      const c = await resumed(url, m.position, (x) => x.messages().some((e) => e.data.messageId === end.id));
+      expect(c.messages().map((e) => e.id)).to.deep.equal([end.position]);
+      expect(log.count('event stream: the log\'s head could not be read to check Last-Event-ID; resuming from it')).to.equal(1);
     });
 
     it('an id whose message is not the entry at its position resumes after the whole entry', async () => {
