@@ -20,7 +20,7 @@ import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
 import { peerCertificateOf } from './mtls';
 import type { Metrics } from '../infra/metrics';
-import { unavailableCode } from '../read-api/http/errors';
+import { unavailableCode } from '../infra/unavailable';
 
 /**
  * The SMTP submission listeners: STARTTLS on `port` (SPEC 2587; AUTH only after STARTTLS) and
