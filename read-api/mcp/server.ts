@@ -1,5 +1,9 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, ListToolsRequestSchema, PingRequestSchema,
+  type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import { InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
@@ -66,6 +70,25 @@ export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<strin
     env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: body.error });
     return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
   }
+}
+
+/** The requests these servers answer, each with MCP's schema of it. A Map: a method named `__proto__` finds nothing. */
+const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
+  ['initialize', InitializeRequestSchema], ['ping', PingRequestSchema], ['tools/list', ListToolsRequestSchema], ['tools/call', CallToolRequestSchema],
+]);
+
+/**
+ * JSON-RPC's Invalid params (-32602) for a request whose params break MCP's schema of its method
+ * (`initialize` without a protocolVersion, `tools/call` whose arguments are an array), or null.
+ * The SDK answers those -32603 Internal error: it throws the schema's failure as is, and reports
+ * every error without a numeric code as internal.
+ */
+export function invalidParams(message: JSONRPCMessage): JSONRPCErrorResponse | null {
+  if (!isJSONRPCRequest(message)) return null;
+  const parsed = REQUEST_SCHEMAS.get(message.method)?.safeParse(message);
+  if (!parsed || parsed.success) return null;
+  const issue = parsed.error.issues[0];
+  return { jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${issue.path.map(String).join('.')}: ${issue.message}` } };
 }
 
 export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, env: ToolEnv): McpServer {

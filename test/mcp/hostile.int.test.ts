@@ -79,6 +79,18 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
     });
   }
 
+  it('params that break MCP\'s schema of the method are -32602 Invalid params, not -32603 Internal error', async () => {
+    const batch = [
+      { jsonrpc: '2.0', id: 0, method: 'tools/call', params: { name: 'list_domains', arguments: [] } },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_email', arguments: 'to=a@x.test' } },
+      { jsonrpc: '2.0', id: 2, method: 'initialize', params: { capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+      { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { cursor: 5 } },
+    ];
+    const r = await post(JSON.stringify(batch));
+    expect(r.status).to.equal(200);
+    expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32602, -32602, -32602, -32602]);
+  });
+
   it('a body over the size limit is refused (413), not read whole', async () => {
     const r = await post(callOf('send_email', { motorBlockId: 'x', from: 'a@x.test', to: 'b@x.test', subject: 's', text: 'x'.repeat(13 * 1024 * 1024) }));
     expect(r.status).to.equal(413);
