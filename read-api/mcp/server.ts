@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
-  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, ListToolsRequestSchema, PingRequestSchema,
+  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, ListToolsRequestSchema, McpError, PingRequestSchema,
   type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -91,6 +91,24 @@ export function invalidParams(message: JSONRPCMessage): JSONRPCErrorResponse | n
   return { jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${issue.path.map(String).join('.')}: ${issue.message}` } };
 }
 
+/** At most this many of a call's argument problems are named in its refusal. */
+const MAX_ARGUMENT_PROBLEMS = 20;
+
+/**
+ * A call's arguments as the tool's schema parses them (no `arguments` is `{}`), or their refusal:
+ * 422 `validation_error` naming each field, as the public REST routes refuse a body of the wrong
+ * shape (docs/MCP.md "Tool results").
+ */
+export function parseArguments(tool: AgentTool, args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; body: ToolErrorBody } {
+  const parsed = z.object(tool.input).safeParse(args ?? {});
+  if (parsed.success) return { ok: true, args: parsed.data };
+  const fields = parsed.error.issues.slice(0, MAX_ARGUMENT_PROBLEMS).map((i) => ({ field: i.path.map(String).join('.') || 'arguments', message: i.message }));
+  return {
+    ok: false,
+    body: { error: 'validation_error', message: `Invalid arguments for ${tool.name}: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`, status: 422, details: { fields } },
+  };
+}
+
 export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, env: ToolEnv): McpServer {
   const server = new McpServer({ name: `motor${spec.path.replace(/\//g, '-')}`, version: '1.0.0' }, { instructions: INSTRUCTIONS });
   for (const tool of tools.values()) {
@@ -100,5 +118,18 @@ export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, A
       annotations: tool.readOnly ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: tool.destructive ?? false },
     }, (args: Record<string, unknown>) => callTool(tool, env, args));
   }
+  // The SDK's own tools/call answers arguments that break the schema, and an unknown tool, with an
+  // isError result of bare text: no code a client can branch on. This edge answers them itself:
+  // arguments with the coded 422 above, an unknown tool as MCP's protocol error (-32602).
+  server.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const tool = tools.get(request.params.name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Tool ${request.params.name.slice(0, 100)} not found`);
+    const parsed = parseArguments(tool, request.params.arguments);
+    if (!parsed.ok) {
+      env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: parsed.body.error });
+      return { isError: true, content: [{ type: 'text', text: JSON.stringify(parsed.body) }] };
+    }
+    return callTool(tool, env, parsed.args);
+  });
   return server;
 }

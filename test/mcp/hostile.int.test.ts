@@ -91,6 +91,16 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
     expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32602, -32602, -32602, -32602]);
   });
 
+  it('arguments that break a tool\'s schema are the coded 422 validation_error naming each field; an unknown tool is -32602', async () => {
+    const agent = await connectAgent(motor, FULL, token);
+    const r = await call(agent, 'send_email', { motorBlockId: 7, to: { a: 1 }, subject: 's' });
+    await agent.close();
+    expect([r.isError, r.json.error, r.json.status]).to.deep.equal([true, 'validation_error', 422]);
+    expect(r.json.details.fields.map((f: { field: string }) => f.field)).to.have.members(['motorBlockId', 'from', 'to']);
+    const unknown = JSON.parse((await post(callOf('rm_rf', {}))).text);
+    expect(unknown.error?.code).to.equal(-32602);
+  });
+
   it('a body over the size limit is refused (413), not read whole', async () => {
     const r = await post(callOf('send_email', { motorBlockId: 'x', from: 'a@x.test', to: 'b@x.test', subject: 's', text: 'x'.repeat(13 * 1024 * 1024) }));
     expect(r.status).to.equal(413);
