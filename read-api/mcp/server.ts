@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
-  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, ListToolsRequestSchema, McpError, PingRequestSchema,
+  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, isTaskAugmentedRequestParams, ListToolsRequestSchema, McpError, PingRequestSchema,
   type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -78,17 +78,26 @@ const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
 ]);
 
 /**
- * JSON-RPC's Invalid params (-32602) for a request whose params break MCP's schema of its method
- * (`initialize` without a protocolVersion, `tools/call` whose arguments are an array), or null.
- * The SDK answers those -32603 Internal error: it throws the schema's failure as is, and reports
- * every error without a numeric code as internal.
+ * The JSON-RPC error for a request the SDK would answer -32603 Internal error, or null: params
+ * that break MCP's schema of the method (`initialize` without a protocolVersion, `tools/call`
+ * whose arguments are an array) are -32602 Invalid params, since the SDK throws the schema's
+ * failure as is and reports every error without a numeric code as internal; a request asking to
+ * run as a task (`params.task`) is -32601 Method not found, what MCP says of a tool whose
+ * taskSupport is forbidden, as every tool here is (the SDK throws a bare Error: no tasks capability).
  */
-export function invalidParams(message: JSONRPCMessage): JSONRPCErrorResponse | null {
+export function protocolRefusal(message: JSONRPCMessage): JSONRPCErrorResponse | null {
   if (!isJSONRPCRequest(message)) return null;
   const parsed = REQUEST_SCHEMAS.get(message.method)?.safeParse(message);
-  if (!parsed || parsed.success) return null;
-  const issue = parsed.error.issues[0];
-  return { jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${issue.path.map(String).join('.')}: ${issue.message}` } };
+  if (!parsed) return null;
+  const refuse = (code: ErrorCode, text: string): JSONRPCErrorResponse => ({ jsonrpc: '2.0', id: message.id, error: { code, message: text } });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return refuse(ErrorCode.InvalidParams, `Invalid params: ${issue.path.map(String).join('.')}: ${issue.message}`);
+  }
+  // The SDK's own test of a task request (any params pass its schema; what counts is a task in them).
+  const task = isTaskAugmentedRequestParams(message.params) ? message.params.task : undefined;
+  if (task) return refuse(ErrorCode.MethodNotFound, 'These servers run no request as a task: send it without params.task');
+  return null;
 }
 
 /** At most this many of a call's argument problems are named in its refusal. */

@@ -91,6 +91,16 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
     expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32602, -32602, -32602, -32602]);
   });
 
+  it('a request asking to run as a task is -32601 Method not found (no tool runs as a task), not -32603', async () => {
+    const batch = [
+      { jsonrpc: '2.0', id: 0, method: 'tools/call', params: { name: 'list_domains', arguments: {}, task: { ttl: 60_000 } } },
+      { jsonrpc: '2.0', id: 1, method: 'ping', params: { task: {} } },
+    ];
+    const r = await post(JSON.stringify(batch));
+    expect(r.status).to.equal(200);
+    expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32601, -32601]);
+  });
+
   it('arguments that break a tool\'s schema are the coded 422 validation_error naming each field; an unknown tool is -32602', async () => {
     const agent = await connectAgent(motor, FULL, token);
     const r = await call(agent, 'send_email', { motorBlockId: 7, to: { a: 1 }, subject: 's' });
