@@ -115,6 +115,8 @@ export type RpcBody =
 export const rpcBody: fc.Arbitrary<RpcBody> = fc.oneof(
   { arbitrary: malformedMessage.map((value): RpcBody => ({ kind: 'json', value })), weight: 8 },
   { arbitrary: fc.array(malformedMessage, { minLength: 1, maxLength: 20 }).map((value): RpcBody => ({ kind: 'json', value })), weight: 4 },
+  // One message sent twice in a batch: the same id twice.
+  { arbitrary: malformedMessage.map((m): RpcBody => ({ kind: 'json', value: [m, m] })), weight: 1 },
   { arbitrary: fc.constantFrom(1_000, 5_000).map((n): RpcBody => ({ kind: 'json', value: Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' })) })), weight: 1 },
   { arbitrary: fc.oneof(hostileValue, fc.constantFrom<unknown>([], [[]], [null], new Nest('array', 40), new Repeat('x', 100_000))).map((value): RpcBody => ({ kind: 'json', value })), weight: 2 },
   { arbitrary: fc.oneof(fc.constantFrom('', ' ', '{', '[', '[{]', '{"jsonrpc":"2.0","id":1,"method":"ping"', '{"jsonrpc":"2.0","id":1,"method":"ping"}{}',

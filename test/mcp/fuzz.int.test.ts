@@ -60,7 +60,7 @@ const GRANTS: Grant[] = MCP_SERVERS.flatMap((server): Grant[] => {
 const SPOILS = /^(deactivate_|reactivate_|delete_|remove_|convert_|rotate_|verify_domain|check_domain_dns)/;
 const rank = (tool: string, readOnly: boolean) => (SPOILS.test(tool) ? 2 : readOnly ? 1 : 0);
 
-/** Read-only per the catalogue (to order the its before listing); the property reads the listed readOnlyHint. */
+/** The catalogue orders the tests (they are defined before any listing); the properties read what tools/list says (schema, readOnlyHint). */
 const catalogue = (server: McpServerSpec) => [...toolsOf(server).values()];
 const CASES = [0, 1, 2].flatMap((r) => GRANTS.flatMap((grant) => catalogue(grant.server).filter((t) => rank(t.name, t.readOnly) === r).map((t) => ({ grant, tool: t.name }))));
 
@@ -89,7 +89,7 @@ function rpcErrorProblems(answer: unknown): string[] {
 
 interface Answer { status: number; type: string; text: string; ms: number; json: Json }
 
-/** One POST of JSON text (or bytes) to a server with a grant's token. */
+/** One POST of `body` (JSON text, or not) to a server with a grant's token. */
 async function post(w: World, path: string, token: string, body: string): Promise<Answer> {
   const started = Date.now();
   const res = await fetch(`${w.h.motor.baseUrl}${path}`, {
@@ -102,11 +102,13 @@ async function post(w: World, path: string, token: string, body: string): Promis
   return { status: res.status, type: res.headers.get('content-type') ?? '', text, ms: Date.now() - started, json };
 }
 
+/** FUZZ_STATS=1: counts the answer under `key` by what it was (a status and code, a JSON-RPC error, a tool failure's code, ok). */
 function tally(key: string, a: Answer): void {
   if (!STATS) return;
   const r = a.json?.result;
+  const toolCode = () => { try { return JSON.parse(r.content[0].text).error; } catch { return String(r.content?.[0]?.text).slice(0, 40); } };
   const outcome = a.status !== 200 ? `${a.status} ${a.json?.code ?? a.json?.error?.code ?? a.json?.error ?? ''}`
-    : a.json?.error ? `rpc ${a.json.error.code}` : r?.isError ? `isError ${(() => { try { return JSON.parse(r.content[0].text).error; } catch { return r.content?.[0]?.text?.slice(0, 40); } })()}` : 'ok';
+    : a.json?.error ? `rpc ${a.json.error.code}` : r?.isError ? `isError ${toolCode()}` : 'ok';
   (stats[key] ??= {})[outcome] = (stats[key][outcome] ?? 0) + 1;
 }
 
