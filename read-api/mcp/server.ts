@@ -104,13 +104,17 @@ export function protocolRefusal(message: JSONRPCMessage): JSONRPCErrorResponse |
 const MAX_ARGUMENT_PROBLEMS = 20;
 
 /**
- * A call's arguments as the tool's schema parses them (no `arguments` is `{}`), or their refusal:
+ * A call's arguments once the tool's schema accepts them (no `arguments` is `{}`), or their refusal:
  * 422 `validation_error` naming each field, as the public REST routes refuse a body of the wrong
  * shape (docs/MCP.md "Tool results").
  */
 export function parseArguments(tool: AgentTool, args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; body: ToolErrorBody } {
-  const parsed = z.object(tool.input).safeParse(args ?? {});
-  if (parsed.success) return { ok: true, args: parsed.data };
+  const sent = (args ?? {}) as Record<string, unknown>;
+  const parsed = z.object(tool.input).safeParse(sent);
+  // The tool gets the declared fields as sent, not zod's copy: the schemas add nothing (no
+  // defaults, no transforms), and the copy of a record loses a `__proto__` key, which the shared
+  // send rules refuse (422 on POST /v1/send) and would never see.
+  if (parsed.success) return { ok: true, args: Object.fromEntries(Object.keys(tool.input).filter((k) => Object.hasOwn(sent, k)).map((k) => [k, sent[k]])) };
   const fields = parsed.error.issues.slice(0, MAX_ARGUMENT_PROBLEMS).map((i) => ({ field: i.path.map(String).join('.') || 'arguments', message: i.message }));
   return {
     ok: false,

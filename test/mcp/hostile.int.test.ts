@@ -18,10 +18,11 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
   let motor: TestMotor;
   let b: BootstrapResult;
   let token: string;
+  const domain = `hostile${Date.now().toString(36)}.example.test`;
 
   before(async () => {
     motor = await startTestMotor({ roles: ['api', 'projector'], env: { ...MCP_ENV, API_REQUEST_LIMIT: '100000' } });
-    b = await motor.bootstrap();
+    b = await motor.bootstrap({ domain });
     token = (await grantAgentAccess(motor, { accountId: b.accountId, path: FULL, scopes: [...AGENT_SCOPES] })).accessToken;
   });
   after(async () => {
@@ -109,6 +110,20 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
     expect(r.json.details.fields.map((f: { field: string }) => f.field)).to.have.members(['motorBlockId', 'from', 'to']);
     const unknown = JSON.parse((await post(callOf('rm_rf', {}))).text);
     expect(unknown.error?.code).to.equal(-32602);
+  });
+
+  it('send_email refuses `__proto__` as a metadata key or header name as POST /v1/send does (422 validation_error), rather than dropping it', async () => {
+    for (const field of ['metadata', 'headers']) {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send_email","arguments":{"motorBlockId":"${b.motorBlockId}",`
+        + `"from":"app@${domain}","to":"a@x.test","subject":"s","text":"t","dryRun":true,"${field}":{"__proto__":"x"}}}}`;
+      const result = JSON.parse((await post(body)).text).result;
+      expect([result.isError, JSON.parse(result.content[0].text).error], field).to.deep.equal([true, 'validation_error']);
+      const rest = await fetch(`${motor.baseUrl}/v1/send`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${b.apiKey}` },
+        body: `{"from":"app@${domain}","to":"a@x.test","subject":"s","text":"t","dryRun":true,"${field}":{"__proto__":"x"}}`,
+      });
+      expect([rest.status, ((await rest.json()) as { code: string }).code], `POST /v1/send with ${field}`).to.deep.equal([422, 'validation_error']);
+    }
   });
 
   it('a body over the size limit is refused (413), not read whole', async () => {
