@@ -32,8 +32,10 @@ export function schemaValue(schema: Json, tool: string, key: string, known: Know
         const model = Object.fromEntries(Object.entries(props).map(([k, s]) => [k, schemaValue(s, tool, k, known)]));
         return fc.record(model, { requiredKeys: (schema.required ?? []) as string[] });
       }
+      // A record (metadata, headers): its keys include the ones an object lookup or copy trips on.
       const values = typeof schema.additionalProperties === 'object' ? schemaValue(schema.additionalProperties, tool, key, known) : fc.string({ maxLength: 10 });
-      return fc.dictionary(fc.string({ minLength: 1, maxLength: 8 }), values, { maxKeys: 3 });
+      const keys = fc.oneof({ arbitrary: fc.string({ minLength: 1, maxLength: 8 }), weight: 3 }, fc.constantFrom('__proto__', 'constructor', 'toString', 'hasOwnProperty'));
+      return fc.dictionary(keys, values, { maxKeys: 3 });
     }
     default: return fc.jsonValue({ maxDepth: 1 });
   }

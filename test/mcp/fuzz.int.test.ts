@@ -28,6 +28,7 @@ import { MCP_ENV, call, connectAgent } from './support';
  *     -32602 / -32600 (-32601 for an unknown method, -32700 for text that is not JSON-RPC);
  *   - arguments that break the listed schema are refused;
  *   - a refusal, a read-only tool (readOnlyHint) and a dry run append no event;
+ *   - a send_email dry run gets the verdict POST /v1/send gives the same body;
  *   - afterwards the server still answers a valid call.
  *
  * Writes run first, then reads, then the tools that spoil the fixtures (deletions, deactivation,
@@ -229,6 +230,33 @@ describe('fuzzing the agent-tool (MCP) servers: a coded refusal, never a 5xx, an
       expect([after.status, after.json?.result?.tools?.length], after.text.slice(0, 200)).to.deep.equal([200, listed.get(grant)!.size]);
     });
   }
+
+  // send_email is POST /v1/send with the block named (docs/MCP.md): the same body gets the same
+  // verdict on both edges. Dry runs only (nothing is sent twice), with the fixture block, so that
+  // only the body differs; its fields only (the tool drops others, the route refuses them).
+  it('a send_email dry run gets the verdict POST /v1/send gives the same body (accepted, or the same code)', async () => {
+    const full = GRANTS.find((g) => g.server.path === '/v1/service/mcp' && g.kind === 'every scope')!;
+    const tool = listed.get(full)!.get('send_email')!;
+    const declared = new Set(Object.keys(tool.inputSchema.properties ?? {}));
+    const isObject = (a: unknown): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a);
+    const sendArgs = toolArguments('send_email', tool.inputSchema, known).filter((a): a is Record<string, unknown> => isObject(a)
+      && a.motorBlockId === w.block && a.idempotencyKey === undefined && Object.keys(a).every((k) => declared.has(k))
+      && !storability(parsedBack(a)).badString && storability(parsedBack(a)).depth <= 30);
+    await fc.assert(fc.asyncProperty(sendArgs, async (generated) => {
+      const args: Record<string, unknown> = { ...generated, dryRun: true };
+      const body = Object.fromEntries(Object.keys(args).filter((k) => k !== 'motorBlockId').map((k) => [k, args[k]]));
+      const viaTool = await post(w, full.server.path, tokens.get(full)!, jsonText({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_email', arguments: args } })!);
+      const result = viaTool.json?.result;
+      const toolVerdict = !result ? `rpc ${viaTool.json?.error?.code}` : result.isError ? JSON.parse(result.content[0].text).error : 'ok';
+      const viaRoute = await fetch(`${w.h.motor.baseUrl}/v1/send`, {
+        method: 'POST', body: jsonText(body), signal: AbortSignal.timeout(ANSWER_MS), headers: { 'content-type': 'application/json', ...w.creds.blockApiKey },
+      });
+      const routeBody = (await viaRoute.json()) as Json;
+      const routeVerdict = viaRoute.status === 200 ? 'ok' : routeBody.code;
+      checked += 2;
+      expect(toolVerdict, `POST /v1/send: ${viaRoute.status} ${JSON.stringify(routeBody).slice(0, 200)}; send_email: ${JSON.stringify(result ?? viaTool.json).slice(0, 200)}`).to.equal(routeVerdict);
+    }), { seed: SEED, numRuns: RUNS * 10, endOnFailure: process.env.FUZZ_SHRINK === '0' });
+  });
 
   /** The bytes of a generated body. */
   const textOf = (b: RpcBody): string => (b.kind === 'json' ? jsonText(b.value) ?? '' : b.kind === 'text' ? b.text
