@@ -6,7 +6,7 @@ import type { Config } from '../../infra/config';
 import { bearerToken, setRateLimitHeaders } from '../http/authentication';
 import type { HttpContext } from '../http/context';
 import { missingScopes, toolsOf } from './catalogue';
-import { agentMcpServer } from './server';
+import { agentMcpServer, protocolRefusal } from './server';
 import { agentCaller, type AgentTool } from './tool';
 
 /**
@@ -121,6 +121,13 @@ async function serve(ctx: HttpContext, server: McpServerSpec, tools: ReadonlyMap
     void mcp.close();
   });
   await mcp.connect(transport);
+  // Requests the SDK would answer -32603 Internal error (bad params, a tool call as a task) are answered here.
+  const deliver = transport.onmessage!;
+  transport.onmessage = (message, extra) => {
+    const refused = protocolRefusal(message);
+    if (refused) void transport.send(refused);
+    else deliver(message, extra);
+  };
   // express.json has parsed the body already (app.ts); the transport takes it as is.
   await transport.handleRequest(req, res, req.body);
 }

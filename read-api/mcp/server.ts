@@ -1,5 +1,9 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, isTaskAugmentedRequestParams, ListToolsRequestSchema, McpError, PingRequestSchema,
+  type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import { InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
 import { isUuid } from '../../domain/ids';
@@ -68,6 +72,56 @@ export async function callTool(tool: AgentTool, env: ToolEnv, args: Record<strin
   }
 }
 
+/** The requests these servers answer, each with MCP's schema of it. A Map: a method named `__proto__` finds nothing. */
+const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
+  ['initialize', InitializeRequestSchema], ['ping', PingRequestSchema], ['tools/list', ListToolsRequestSchema], ['tools/call', CallToolRequestSchema],
+]);
+
+/**
+ * The JSON-RPC error for a request the SDK would answer -32603 Internal error, or null: params
+ * that break MCP's schema of the method (`initialize` without a protocolVersion, `tools/call`
+ * whose arguments are an array) are -32602 Invalid params, since the SDK throws the schema's
+ * failure as is and reports every error without a numeric code as internal; a request asking to
+ * run as a task (`params.task`) is -32601 Method not found, what MCP says of a tool whose
+ * taskSupport is forbidden, as every tool here is (the SDK throws a bare Error: no tasks capability).
+ */
+export function protocolRefusal(message: JSONRPCMessage): JSONRPCErrorResponse | null {
+  if (!isJSONRPCRequest(message)) return null;
+  const parsed = REQUEST_SCHEMAS.get(message.method)?.safeParse(message);
+  if (!parsed) return null;
+  const refuse = (code: ErrorCode, text: string): JSONRPCErrorResponse => ({ jsonrpc: '2.0', id: message.id, error: { code, message: text } });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return refuse(ErrorCode.InvalidParams, `Invalid params: ${issue.path.map(String).join('.')}: ${issue.message}`);
+  }
+  // The SDK's own test of a task request (any params pass its schema; what counts is a task in them).
+  const task = isTaskAugmentedRequestParams(message.params) ? message.params.task : undefined;
+  if (task) return refuse(ErrorCode.MethodNotFound, 'These servers run no request as a task: send it without params.task');
+  return null;
+}
+
+/** At most this many of a call's argument problems are named in its refusal. */
+const MAX_ARGUMENT_PROBLEMS = 20;
+
+/**
+ * A call's arguments once the tool's schema accepts them (no `arguments` is `{}`), or their refusal:
+ * 422 `validation_error` naming each field, as the public REST routes refuse a body of the wrong
+ * shape (docs/MCP.md "Tool results").
+ */
+export function parseArguments(tool: AgentTool, args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; body: ToolErrorBody } {
+  const sent = (args ?? {}) as Record<string, unknown>;
+  const parsed = z.object(tool.input).safeParse(sent);
+  // The tool gets the declared fields as sent, not zod's copy: the schemas add nothing (no
+  // defaults, no transforms), and the copy of a record loses a `__proto__` key, which the shared
+  // send rules refuse (422 on POST /v1/send) and would never see.
+  if (parsed.success) return { ok: true, args: Object.fromEntries(Object.keys(tool.input).filter((k) => Object.hasOwn(sent, k)).map((k) => [k, sent[k]])) };
+  const fields = parsed.error.issues.slice(0, MAX_ARGUMENT_PROBLEMS).map((i) => ({ field: i.path.map(String).join('.') || 'arguments', message: i.message }));
+  return {
+    ok: false,
+    body: { error: 'validation_error', message: `Invalid arguments for ${tool.name}: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`, status: 422, details: { fields } },
+  };
+}
+
 export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, env: ToolEnv): McpServer {
   const server = new McpServer({ name: `motor${spec.path.replace(/\//g, '-')}`, version: '1.0.0' }, { instructions: INSTRUCTIONS });
   for (const tool of tools.values()) {
@@ -77,5 +131,18 @@ export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, A
       annotations: tool.readOnly ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: tool.destructive ?? false },
     }, (args: Record<string, unknown>) => callTool(tool, env, args));
   }
+  // The SDK's own tools/call answers arguments that break the schema, and an unknown tool, with an
+  // isError result of bare text: no code a client can branch on. This edge answers them itself:
+  // arguments with the coded 422 above, an unknown tool as MCP's protocol error (-32602).
+  server.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const tool = tools.get(request.params.name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Tool ${request.params.name.slice(0, 100)} not found`);
+    const parsed = parseArguments(tool, request.params.arguments);
+    if (!parsed.ok) {
+      env.ctx.metrics.mcpToolCalls.inc({ tool: tool.name, outcome: parsed.body.error });
+      return { isError: true, content: [{ type: 'text', text: JSON.stringify(parsed.body) }] };
+    }
+    return callTool(tool, env, parsed.args);
+  });
   return server;
 }

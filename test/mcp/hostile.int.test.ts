@@ -18,10 +18,11 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
   let motor: TestMotor;
   let b: BootstrapResult;
   let token: string;
+  const domain = `hostile${Date.now().toString(36)}.example.test`;
 
   before(async () => {
     motor = await startTestMotor({ roles: ['api', 'projector'], env: { ...MCP_ENV, API_REQUEST_LIMIT: '100000' } });
-    b = await motor.bootstrap();
+    b = await motor.bootstrap({ domain });
     token = (await grantAgentAccess(motor, { accountId: b.accountId, path: FULL, scopes: [...AGENT_SCOPES] })).accessToken;
   });
   after(async () => {
@@ -78,6 +79,52 @@ describe('MCP agent-tool servers: hostile input (int)', function () {
       expect(r.text.length, 'an answer with a body').to.be.above(0);
     });
   }
+
+  it('params that break MCP\'s schema of the method are -32602 Invalid params, not -32603 Internal error', async () => {
+    const batch = [
+      { jsonrpc: '2.0', id: 0, method: 'tools/call', params: { name: 'list_domains', arguments: [] } },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_email', arguments: 'to=a@x.test' } },
+      { jsonrpc: '2.0', id: 2, method: 'initialize', params: { capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+      { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { cursor: 5 } },
+    ];
+    const r = await post(JSON.stringify(batch));
+    expect(r.status).to.equal(200);
+    expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32602, -32602, -32602, -32602]);
+  });
+
+  it('a request asking to run as a task is -32601 Method not found (no tool runs as a task), not -32603', async () => {
+    const batch = [
+      { jsonrpc: '2.0', id: 0, method: 'tools/call', params: { name: 'list_domains', arguments: {}, task: { ttl: 60_000 } } },
+      { jsonrpc: '2.0', id: 1, method: 'ping', params: { task: {} } },
+    ];
+    const r = await post(JSON.stringify(batch));
+    expect(r.status).to.equal(200);
+    expect((JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((m) => m.error?.code)).to.deep.equal([-32601, -32601]);
+  });
+
+  it('arguments that break a tool\'s schema are the coded 422 validation_error naming each field; an unknown tool is -32602', async () => {
+    const agent = await connectAgent(motor, FULL, token);
+    const r = await call(agent, 'send_email', { motorBlockId: 7, to: { a: 1 }, subject: 's' });
+    await agent.close();
+    expect([r.isError, r.json.error, r.json.status]).to.deep.equal([true, 'validation_error', 422]);
+    expect(r.json.details.fields.map((f: { field: string }) => f.field)).to.have.members(['motorBlockId', 'from', 'to']);
+    const unknown = JSON.parse((await post(callOf('rm_rf', {}))).text);
+    expect(unknown.error?.code).to.equal(-32602);
+  });
+
+  it('send_email refuses `__proto__` as a metadata key or header name as POST /v1/send does (422 validation_error), rather than dropping it', async () => {
+    for (const field of ['metadata', 'headers']) {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send_email","arguments":{"motorBlockId":"${b.motorBlockId}",`
+        + `"from":"app@${domain}","to":"a@x.test","subject":"s","text":"t","dryRun":true,"${field}":{"__proto__":"x"}}}}`;
+      const result = JSON.parse((await post(body)).text).result;
+      expect([result.isError, JSON.parse(result.content[0].text).error], field).to.deep.equal([true, 'validation_error']);
+      const rest = await fetch(`${motor.baseUrl}/v1/send`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${b.apiKey}` },
+        body: `{"from":"app@${domain}","to":"a@x.test","subject":"s","text":"t","dryRun":true,"${field}":{"__proto__":"x"}}`,
+      });
+      expect([rest.status, ((await rest.json()) as { code: string }).code], `POST /v1/send with ${field}`).to.deep.equal([422, 'validation_error']);
+    }
+  });
 
   it('a body over the size limit is refused (413), not read whole', async () => {
     const r = await post(callOf('send_email', { motorBlockId: 'x', from: 'a@x.test', to: 'b@x.test', subject: 's', text: 'x'.repeat(13 * 1024 * 1024) }));

@@ -209,7 +209,7 @@ const boundaryText = fc.tuple(fc.constantFrom(0, 1, 77, 78, 79, 99, 100, 101, 19
   .map(([n, pad]) => `${pad}${'a'.repeat(n)}${pad}`);
 
 /** A value of the type a field of this name takes, with hostile content. */
-function valueForKey(key: string): fc.Arbitrary<unknown> | null {
+export function valueForKey(key: string): fc.Arbitrary<unknown> | null {
   if (/^(name|description|note|from_name|fromName|subject)$/.test(key)) return fc.oneof(boundaryText, nastyString, fc.constantFrom('a\r\nb', 'a\u0085b', 'a\u2028b', '\u200b', ' '));
   if (/^(to|emails|addresses|suppressions|contacts)$/.test(key)) {
     const item: fc.Arbitrary<unknown> = key === 'suppressions' || key === 'contacts' ? fc.record({ email: emailish, name: fc.oneof(nastyString, fc.string()), note: nastyString }, { requiredKeys: [] }) : emailish;
@@ -262,7 +262,16 @@ function applyMutations(base: Record<string, unknown>, muts: Mutation[]): unknow
 
 function bodyValue(op: Operation, k: Knowledge): fc.Arbitrary<unknown> {
   const base = k.body(op) ?? {};
-  const keys = [...new Set([...Object.keys(base), ...Object.keys(op.bodySchema?.properties ?? {})])];
+  return mutatedObject(base, Object.keys(op.bodySchema?.properties ?? {}));
+}
+
+/**
+ * `base` with up to three mutations: a field (of `base` or `declared`) left out or set to a value
+ * of its kind with hostile content or to any hostile value, an undeclared field added (`__proto__`
+ * and the like), or the whole replaced (null, an array, a scalar, deep nesting).
+ */
+export function mutatedObject(base: Record<string, unknown>, declared: readonly string[]): fc.Arbitrary<unknown> {
+  const keys = [...new Set([...Object.keys(base), ...declared])];
   const mutation: fc.Arbitrary<Mutation> = fc.oneof(
     ...(keys.length ? [
       { arbitrary: fc.constantFrom(...keys).map((key): Mutation => ({ kind: 'delete', key })), weight: 2 },

@@ -6,8 +6,9 @@ import { allProjections } from '../../../projections/index';
 import { ProjectionRunner } from '../../../projections/runner';
 import { eventually } from '../../support/motor';
 import { encodeBody, hasBody, requestPlan, urlOf, type Knowledge, type Operation, type RequestPlan } from './arbitraries';
+import { eventMark, writtenSince } from './appended';
 import { operations as allOperations } from './openapi';
-import { BACKGROUND_ACTOR, errorAnswerProblems, mustRefuse, RECORDED_REFUSALS, WRITING_READS } from './oracle';
+import { errorAnswerProblems, mustRefuse, RECORDED_REFUSALS, WRITING_READS } from './oracle';
 import { startWorld, type World } from './world';
 
 /**
@@ -41,8 +42,6 @@ import { startWorld, type World } from './world';
  * counterexample (the request as sent), the seed and the path that replays it. FUZZ_SHRINK=0 stops
  * at the first failure; FUZZ_STATS=1 prints the answers each operation got.
  */
-
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_261_124;
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 25;
@@ -279,15 +278,11 @@ describe('fuzzing the HTTP surface: a clear 4xx with a documented code, never a 
     return op.path === '/api/oauth2/authorize' || op.path === '/api/oauth2/consent' ? w.creds.dashboardJwt : {};
   };
 
-  const lastPosition = async (): Promise<string> => String((await w.h.motor.rt.db.raw('select coalesce(max(global_position), 0) as p from events')).rows[0].p);
-  const appendedSince = async (position: string): Promise<Array<{ stream_id: string; type: string; metadata: Json }>> =>
-    (await w.h.motor.rt.db.raw('select stream_id, type, metadata from events where global_position > ? order by global_position', [position])).rows;
-
   /** What is wrong with one answer to one request (empty: nothing). */
   async function judge(op: Operation, plan: RequestPlan, k: Knowledge): Promise<string[]> {
     const write = hasBody(op);
     const refusal = mustRefuse(op, plan, k);
-    const before = await lastPosition();
+    const before = await eventMark(w.h.motor.rt.db);
     let a: Answer;
     try {
       a = await send(w.h.motor.baseUrl, op, plan, credentialOf(op));
@@ -314,9 +309,9 @@ describe('fuzzing the HTTP surface: a clear 4xx with a documented code, never a 
     const dryRun = a.status < 300 && (op.path === '/comm-api/api/templates/validate' || (op.path === '/v1/send' && /"dryRun":true/.test(a.text)));
     if (refused || op.method === 'GET' || dryRun) {
       const allowed = new Set([...RECORDED_REFUSALS, ...(op.method === 'GET' && a.status < 300 ? WRITING_READS[op.path] ?? [] : [])]);
-      const written = (await appendedSince(before)).filter((e) => !BACKGROUND_ACTOR.test(String(e.metadata?.actor ?? '')) && !allowed.has(e.type));
+      const written = await writtenSince(w.h.motor.rt.db, before, allowed);
       const what = refused ? 'refused' : op.method === 'GET' ? 'a read' : 'a dry run';
-      if (written.length) problems.push(`${a.status} (${what}), yet appended ${written.map((e) => `${e.type} to ${e.stream_id} (${JSON.stringify(e.metadata)})`).join(', ')}`);
+      if (written.length) problems.push(`${a.status} (${what}), yet appended ${written.join(', ')}`);
     }
     return problems;
   }

@@ -82,7 +82,7 @@ const isJsonType = (t: string) => mediaType(t) === 'application/json' || /^appli
 const charsetOf = (t: string) => /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(t)?.[1].toLowerCase() ?? null;
 
 /** JSON containers deep (the body itself is 1) and whether a string in it (a key or a value) holds U+0000 or an unpaired surrogate. */
-function storability(v: unknown, level = 1): { depth: number; badString: boolean } {
+export function storability(v: unknown, level = 1): { depth: number; badString: boolean } {
   // Anything past 40 levels is refused for its depth: no need to look further (nor to overflow the stack).
   if (level > 40) return { depth: level, badString: false };
   if (typeof v === 'string') return { depth: level - 1, badString: v.includes('\u0000') || !v.isWellFormed() };
@@ -99,7 +99,7 @@ function storability(v: unknown, level = 1): { depth: number; badString: boolean
 }
 
 /** A generated value as the service parses it back (Repeat as its string, Nest as what it nests). */
-function parsedBack(v: unknown): unknown {
+export function parsedBack(v: unknown): unknown {
   if (v instanceof Repeat) return v.toJSON();
   if (v instanceof Nest) {
     let x = parsedBack(v.inner);
@@ -112,7 +112,7 @@ function parsedBack(v: unknown): unknown {
 }
 
 /** Where `value` breaks the published schema (types, enums, required and undeclared properties), or null. Untyped schemas take anything. */
-function schemaViolation(schema: Json, value: unknown, at: string): string | null {
+export function schemaViolation(schema: Json, value: unknown, at: string): string | null {
   const s = resolveRef(schema);
   if (!s || value === undefined) return null;
   if (Array.isArray(s.anyOf)) return s.anyOf.some((alt: Json) => schemaViolation(alt, value, at) === null) ? null : `${at}: matches none of its types`;

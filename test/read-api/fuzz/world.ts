@@ -43,8 +43,9 @@ export interface World {
   creds: Record<'dashboardJwt' | 'blockApiKey' | 'accountApiKey' | 'publicBearer', Record<string, string>>;
 }
 
-export async function startWorld(): Promise<World> {
-  const h = await startAuthHarness({ API_REQUEST_LIMIT: '1000000', ANONYMOUS_REQUEST_LIMIT: '1000000', FREE_RECIPIENT_POSTS_PER_MINUTE: '10000' });
+/** `env`: more of Motor's settings (the agent-tool servers' public URLs, say). */
+export async function startWorld(env: Record<string, string> = {}): Promise<World> {
+  const h = await startAuthHarness({ API_REQUEST_LIMIT: '1000000', ANONYMOUS_REQUEST_LIMIT: '1000000', FREE_RECIPIENT_POSTS_PER_MINUTE: '10000', ...env });
   const email = 'fuzz-owner@rcpt.test';
   const a = await h.signUp(email);
   const a1 = await createBlockFor(h.motor, a.accountId);
