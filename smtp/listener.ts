@@ -12,7 +12,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { KnownClients, NOT_IMPLEMENTED, SubmissionServer, type DeadlinePolicy, type ErrorPolicy } from './server';
+import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer, type DeadlinePolicy, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -179,7 +179,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const limiter = deps.authLimiter;
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
-  const perAddress = new Map<string, number>();
+  const perAddress = new AddressSlots();
   // Each session that reached onConnect (and so counts toward its address's connections), by id.
   const sessions = new Map<string, SessionState>();
   // A hook runs only after onConnect, so a session without state is one that closed meanwhile: a
@@ -230,8 +230,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const hooks: Partial<SMTPServerOptions> = {
     onConnect(session, cb: Callback) {
       const a = addressOf(session);
-      const n = (perAddress.get(a) ?? 0) + 1;
-      perAddress.set(a, n);
+      const n = perAddress.take(a);
       sessions.set(session.id, { authFailures: 0, peerCertificate: null, ceiling: null });
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
@@ -245,10 +244,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     },
     onClose(session) {
       if (!sessions.delete(session.id)) return;
-      const a = addressOf(session);
-      const n = (perAddress.get(a) ?? 1) - 1;
-      if (n <= 0) perAddress.delete(a);
-      else perAddress.set(a, n);
+      perAddress.release(addressOf(session));
     },
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));

@@ -165,6 +165,27 @@ export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 /** Told of each connection smtp-server's `maxClients` turns away (for the log): the library writes nothing. */
 export type OnTooManyClients = (remoteAddress: string) => void;
 
+/**
+ * Open connections per client address, for a listener's per-address cap (`421 4.7.0` past it):
+ * taken at onConnect, given back at onClose, and an address is forgotten with its last connection.
+ */
+export class AddressSlots {
+  private readonly open = new Map<string, number>();
+
+  /** One more connection from `address`; how many it has open now, this one included. */
+  take(address: string): number {
+    const n = (this.open.get(address) ?? 0) + 1;
+    this.open.set(address, n);
+    return n;
+  }
+
+  release(address: string): void {
+    const n = (this.open.get(address) ?? 1) - 1;
+    if (n <= 0) this.open.delete(address);
+    else this.open.set(address, n);
+  }
+}
+
 export class SubmissionServer extends SMTPServer {
   private readonly timedConnections = new Set<SMTPConnection>();
 

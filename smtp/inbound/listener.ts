@@ -8,7 +8,7 @@ import type { Metrics } from '../../infra/metrics';
 import { within } from '../../infra/within';
 import { normalizeAddress } from '../authLimiter';
 import { reply, smtpError, type SmtpReply } from '../replies';
-import { KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
+import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
 import { recordReport } from './record';
 import { readReport, type InboundReport } from './reports';
 import { messageIdOfBounceAddress, type ReturnPathSettings } from './returnPath';
@@ -75,7 +75,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const logAddressCap = capped('info', 'inbound connection refused: too many connections from the address');
   const logConnectionError = capped('debug', 'inbound connection error');
   const fblAddress = `${FEEDBACK_LOOP_LOCAL_PART}@${settings.returnPath.domain}`;
-  const perAddress = new Map<string, number>();
+  const perAddress = new AddressSlots();
   const counted = new Set<string>();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 20;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
@@ -105,8 +105,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const hooks: Partial<SMTPServerOptions> = {
     onConnect(session, cb) {
       const a = addressOf(session);
-      const n = (perAddress.get(a) ?? 0) + 1;
-      perAddress.set(a, n);
+      const n = perAddress.take(a);
       counted.add(session.id);
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
@@ -116,10 +115,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
     },
     onClose(session) {
       if (!counted.delete(session.id)) return;
-      const a = addressOf(session);
-      const n = (perAddress.get(a) ?? 1) - 1;
-      if (n <= 0) perAddress.delete(a);
-      else perAddress.set(a, n);
+      perAddress.release(addressOf(session));
     },
     onMailFrom(_address, session, cb) {
       setTarget(session, null);
