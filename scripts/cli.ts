@@ -305,6 +305,16 @@ function unavailableMessage(err: unknown, config: Config | undefined): string {
   return `${(err as Error).message} (check DATABASE_URL / EVENTSTORE_URL and that the server is up; it has DATABASE_QUERY_TIMEOUT_MS, ${ms} ms, to answer)`;
 }
 
+/**
+ * PostgreSQL answered but refused the session: a role or password it does not accept (SQLSTATE
+ * class 28), a database that does not exist (3D000). A setting to correct, not a server away.
+ */
+function refusedSession(err: unknown): string | null {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !/^(28[0-9A-Z]{3}|3D000)$/.test(code)) return null;
+  return `PostgreSQL refused the session: ${(err as Error).message} (SQLSTATE ${code}; check the user, password and database in DATABASE_URL)`;
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.length === 0 || argv[0] === 'help' || argv.includes('--help')) {
@@ -339,6 +349,11 @@ async function main(): Promise<void> {
       const message = unavailableMessage(e, config);
       if (json) process.stdout.write(`${JSON.stringify({ error: unavailable, message })}\n`);
       else process.stderr.write(`${unavailable}: ${message}\n`);
+      process.exitCode = 1;
+    } else if (refusedSession(e) !== null) {
+      const message = refusedSession(e)!;
+      if (json) process.stdout.write(`${JSON.stringify({ error: 'database_refused', message })}\n`);
+      else process.stderr.write(`database_refused: ${message}\n`);
       process.exitCode = 1;
     } else {
       process.stderr.write(`${err.stack ?? err.message}\n`);

@@ -23,6 +23,7 @@ import { generateDkimKey } from '../../workers/delivery/dkim';
 import { newId } from '../../domain/ids';
 import { accountEmailId } from '../../domain/account/emailClaim';
 import { startPausableProxy, type PausableProxy } from '../support/pausableProxy';
+import { TEST_PG_ADMIN_URL } from '../support/db';
 
 const run = promisify(execFile);
 
@@ -425,6 +426,30 @@ describe('CLI with a database away (int)', function () {
     expect(plain.code).to.equal(1);
     expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
     expect(plain.stderr).to.match(/^event_store_unavailable: /);
+  });
+});
+
+describe('CLI with a database that refuses the session (int)', function () {
+  this.timeout(120_000);
+
+  it('an unknown database or user: database_refused in one line (a JSON object with --json), exit 1, no stack trace', async () => {
+    const admin = new URL(TEST_PG_ADMIN_URL);
+    const noDatabase = new URL(admin);
+    noDatabase.pathname = '/motor_no_such_database_x9';
+    const noUser = new URL(admin);
+    noUser.username = 'motor_no_such_role_x9';
+    for (const url of [noDatabase, noUser]) {
+      const json = await cliOutput(['block', 'list', '--json'], { DATABASE_URL: url.toString() });
+      expect(json.code, json.stderr).to.equal(1);
+      expect(json.stderr).not.to.match(/\n\s+at /);
+      const body = JSON.parse(json.stdout);
+      expect(body).to.have.property('error', 'database_refused');
+      expect(body.message).to.match(/SQLSTATE (3D000|28\w{3}).*DATABASE_URL/);
+      const plain = await cliOutput(['block', 'list'], { DATABASE_URL: url.toString() });
+      expect(plain.code).to.equal(1);
+      expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
+      expect(plain.stderr).to.match(/^database_refused: PostgreSQL refused the session: /);
+    }
   });
 });
 
