@@ -180,7 +180,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
   const perAddress = new AddressSlots();
-  // Each session that reached onConnect (and so counts toward its address's connections), by id.
+  // The state of each session that reached onConnect, by id (its address slot is in perAddress).
   const sessions = new Map<string, SessionState>();
   // A hook runs only after onConnect, so a session without state is one that closed meanwhile: a
   // state of its own, kept by no one, takes what the hook writes.
@@ -230,7 +230,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const hooks: Partial<SMTPServerOptions> = {
     onConnect(session, cb: Callback) {
       const a = addressOf(session);
-      const n = perAddress.take(a);
+      const n = perAddress.take(session.id, a);
       sessions.set(session.id, { authFailures: 0, peerCertificate: null, ceiling: null });
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
@@ -243,8 +243,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       cb();
     },
     onClose(session) {
-      if (!sessions.delete(session.id)) return;
-      perAddress.release(addressOf(session));
+      sessions.delete(session.id);
+      perAddress.release(session.id);
     },
     onAuth(auth, session, cb) {
       if (auth.method !== 'PLAIN' && auth.method !== 'LOGIN' && auth.method !== 'XOAUTH2') return cb(asError(reply(504, '5.5.4', 'Unrecognized authentication type')));

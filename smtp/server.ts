@@ -167,19 +167,27 @@ export type OnTooManyClients = (remoteAddress: string) => void;
 
 /**
  * Open connections per client address, for a listener's per-address cap (`421 4.7.0` past it):
- * taken at onConnect, given back at onClose, and an address is forgotten with its last connection.
+ * a session takes its slot at onConnect and gives it back at onClose; an address is forgotten with
+ * its last connection. A session gives back only what it took, once (smtp-server may close a
+ * session that never reached onConnect).
  */
 export class AddressSlots {
   private readonly open = new Map<string, number>();
+  /** The address each session holding a slot took it for. */
+  private readonly holders = new Map<string, string>();
 
-  /** One more connection from `address`; how many it has open now, this one included. */
-  take(address: string): number {
+  /** Session `sessionId` connected from `address`; how many connections the address has open now, this one included. */
+  take(sessionId: string, address: string): number {
+    this.holders.set(sessionId, address);
     const n = (this.open.get(address) ?? 0) + 1;
     this.open.set(address, n);
     return n;
   }
 
-  release(address: string): void {
+  release(sessionId: string): void {
+    const address = this.holders.get(sessionId);
+    if (address === undefined) return;
+    this.holders.delete(sessionId);
     const n = (this.open.get(address) ?? 1) - 1;
     if (n <= 0) this.open.delete(address);
     else this.open.set(address, n);

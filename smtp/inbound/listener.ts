@@ -76,7 +76,6 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const logConnectionError = capped('debug', 'inbound connection error');
   const fblAddress = `${FEEDBACK_LOOP_LOCAL_PART}@${settings.returnPath.domain}`;
   const perAddress = new AddressSlots();
-  const counted = new Set<string>();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 20;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
   const fail = (r: SmtpReply) => smtpError(r);
@@ -105,8 +104,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const hooks: Partial<SMTPServerOptions> = {
     onConnect(session, cb) {
       const a = addressOf(session);
-      const n = perAddress.take(a);
-      counted.add(session.id);
+      const n = perAddress.take(session.id, a);
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
         return cb(fail(reply(421, '4.7.0', 'Too many connections from your address')));
@@ -114,8 +112,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
       cb();
     },
     onClose(session) {
-      if (!counted.delete(session.id)) return;
-      perAddress.release(addressOf(session));
+      perAddress.release(session.id);
     },
     onMailFrom(_address, session, cb) {
       setTarget(session, null);
