@@ -223,13 +223,11 @@ const DECIMAL_DIGITS = /^-?[0-9]+$/;
  */
 export class MotorValidationService extends ValidationService {
   override validateFloat(name: string, value: unknown, fieldErrors: FieldErrors, isBodyParam: boolean, validators?: FloatValidators, parent = ''): number | undefined {
-    const n = super.validateFloat(name, value, fieldErrors, isBodyParam, validators, parent);
-    return n !== undefined && !isBodyParam && typeof value === 'string' && !DECIMAL_DIGITS.test(value) ? notDecimal(name, value, fieldErrors, parent) : n;
+    return writtenInDigits(super.validateFloat(name, value, fieldErrors, isBodyParam, validators, parent), name, value, fieldErrors, isBodyParam, parent);
   }
 
   override validateInt(name: string, value: unknown, fieldErrors: FieldErrors, isBodyParam: boolean, validators?: IntValidators, parent = ''): number | undefined {
-    const n = super.validateInt(name, value, fieldErrors, isBodyParam, validators, parent);
-    return n !== undefined && !isBodyParam && typeof value === 'string' && !DECIMAL_DIGITS.test(value) ? notDecimal(name, value, fieldErrors, parent) : n;
+    return writtenInDigits(super.validateInt(name, value, fieldErrors, isBodyParam, validators, parent), name, value, fieldErrors, isBodyParam, parent);
   }
 
   override validateEnum(name: string, value: unknown, fieldErrors: FieldErrors, members?: Array<string | number | boolean | null>, parent = ''): unknown {
@@ -242,7 +240,9 @@ export class MotorValidationService extends ValidationService {
   }
 }
 
-function notDecimal(name: string, value: string, fieldErrors: FieldErrors, parent: string): undefined {
+/** `n`, tsoa's number for `value`, unless `value` is text that is not DECIMAL_DIGITS: then a field error. */
+function writtenInDigits(n: number | undefined, name: string, value: unknown, fieldErrors: FieldErrors, isBodyParam: boolean, parent: string): number | undefined {
+  if (n === undefined || isBodyParam || typeof value !== 'string' || DECIMAL_DIGITS.test(value)) return n;
   fieldErrors[parent + name] = { message: 'must be a whole number written in decimal digits (10, not 1e1, +10 or 10.0)', value };
   return undefined;
 }
