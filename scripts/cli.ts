@@ -332,6 +332,13 @@ async function main(): Promise<void> {
   } catch (e) {
     const err = e as Error;
     const unavailable = unavailableCode(e, config?.eventstoreUrl);
+    const refused = refusedSession(e);
+    /** A refusal: `{error, message, ...fields}` on stdout with --json, else `<code>: <message>` on stderr; exit 1. */
+    const refusal = (code: string, message: string, fields: Record<string, unknown> = {}) => {
+      if (json) process.stdout.write(`${JSON.stringify({ error: code, message, ...fields })}\n`);
+      else process.stderr.write(`${code}: ${message}\n`);
+      process.exitCode = 1;
+    };
     // parseArgs' own refusals (unknown option, missing value, stray argument) are usage errors too.
     if (e instanceof UsageError || String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS_')) {
       process.stderr.write(`${err.message}\n\n${USAGE}`);
@@ -341,20 +348,12 @@ async function main(): Promise<void> {
       process.exitCode = 2;
     } else if (isDomainError(e)) {
       // The fields a refusal names (account_exists: the accountId) come after the code and the message.
-      if (json) process.stdout.write(`${JSON.stringify({ error: e.code, message: e.message, ...e.details })}\n`);
-      else process.stderr.write(`${e.code}: ${e.message}\n`);
-      process.exitCode = 1;
+      refusal(e.code, e.message, e.details);
     } else if (unavailable !== null) {
       // The database (or EventStoreDB) cannot be reached or did not answer in time: one line, not a stack.
-      const message = unavailableMessage(e, config);
-      if (json) process.stdout.write(`${JSON.stringify({ error: unavailable, message })}\n`);
-      else process.stderr.write(`${unavailable}: ${message}\n`);
-      process.exitCode = 1;
-    } else if (refusedSession(e) !== null) {
-      const message = refusedSession(e)!;
-      if (json) process.stdout.write(`${JSON.stringify({ error: 'database_refused', message })}\n`);
-      else process.stderr.write(`database_refused: ${message}\n`);
-      process.exitCode = 1;
+      refusal(unavailable, unavailableMessage(e, config));
+    } else if (refused !== null) {
+      refusal('database_refused', refused);
     } else {
       process.stderr.write(`${err.stack ?? err.message}\n`);
       process.exitCode = 1;
