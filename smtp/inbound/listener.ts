@@ -7,7 +7,7 @@ import type { LogLimiter } from '../../infra/logLimiter';
 import type { Metrics } from '../../infra/metrics';
 import { within } from '../../infra/within';
 import { normalizeAddress } from '../authLimiter';
-import { reply, smtpError, type SmtpReply } from '../replies';
+import { reply, smtpError } from '../replies';
 import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
 import { recordReport } from './record';
 import { readReport, type InboundReport } from './reports';
@@ -78,7 +78,6 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const perAddress = new AddressSlots();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 20;
   const dataTimeout = settings.dataTimeoutMs ?? 60_000;
-  const fail = (r: SmtpReply) => smtpError(r);
   const addressOf = (session: SMTPServerSession) => normalizeAddress(session.remoteAddress);
 
   /** Which message a report is about: the RCPT's token, or for fbl@ the token of the reported message's Return-Path. */
@@ -107,7 +106,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
       const n = perAddress.take(session.id, a);
       if (n > maxPerAddress) {
         logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
-        return cb(fail(reply(421, '4.7.0', 'Too many connections from your address')));
+        return cb(smtpError(reply(421, '4.7.0', 'Too many connections from your address')));
       }
       cb();
     },
@@ -125,12 +124,12 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
       if (!target) {
         deps.metrics.inboundReports.inc({ kind: 'none', result: 'refused_recipient' });
         logRefused({ session: session.id, remoteAddress: addressOf(session), recipient: addr.slice(0, 200) });
-        return cb(fail(reply(550, '5.1.1', 'No such recipient')));
+        return cb(smtpError(reply(550, '5.1.1', 'No such recipient')));
       }
       const current = targetOf(session);
       const same = current && (current.kind === 'fbl' ? target.kind === 'fbl' : target.kind === 'message' && target.messageId === current.messageId);
       // One report is about one message: another one goes in a transaction of its own.
-      if (current && !same) return cb(fail(reply(452, '4.5.3', 'One bounce address per transaction; send the rest in another transaction')));
+      if (current && !same) return cb(smtpError(reply(452, '4.5.3', 'One bounce address per transaction; send the rest in another transaction')));
       setTarget(session, target);
       cb();
     },
@@ -140,8 +139,8 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
       stream.on('data', (chunk: Buffer) => { if (!stream.sizeExceeded) chunks.push(chunk); });
       stream.on('error', () => { /* the client went away */ });
       stream.on('end', () => {
-        if (stream.sizeExceeded) return cb(fail(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
-        if (!target) return cb(fail(reply(503, '5.5.1', 'No valid recipients')));
+        if (stream.sizeExceeded) return cb(smtpError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
+        if (!target) return cb(smtpError(reply(503, '5.5.1', 'No valid recipients')));
         within(dataTimeout, handle(target, Buffer.concat(chunks)), () => new Error(`report not recorded within ${dataTimeout} ms`)).then((r) => {
           deps.metrics.inboundReports.inc({ kind: r.kind, result: r.result });
           logReport({ session: session.id, remoteAddress: addressOf(session), kind: r.kind, result: r.result, messageId: r.messageId, notes: r.notes });
@@ -150,7 +149,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
           // The store is away, or the report could not be read in time: the sender keeps it and tries again.
           deps.metrics.inboundReports.inc({ kind: 'unknown', result: 'temporary_failure' });
           logFailed({ err, session: session.id, remoteAddress: addressOf(session) });
-          cb(fail(reply(451, '4.3.0', 'Temporary local problem, please try again later')));
+          cb(smtpError(reply(451, '4.3.0', 'Temporary local problem, please try again later')));
         });
       });
     },
