@@ -270,6 +270,7 @@ export class PostgresEventStore implements EventStore {
   private listener: pg.Client | null = null;
   private listenerConnecting: Promise<void> | null = null;
   private listenerRetryAt = 0;
+  private listenerRetryTimer: NodeJS.Timeout | null = null;
   private readonly listenerCheckMs: number;
   private listenerTimer: NodeJS.Timeout | null = null;
   /** Subscriptions, each with its type filter: a NOTIFY wakes those its payload's types concern. */
@@ -592,6 +593,7 @@ export class PostgresEventStore implements EventStore {
           else this.drainWaiters.push(resolve);
         });
         if (this.listenerConnecting) await this.listenerConnecting;
+        if (this.listenerRetryTimer) clearTimeout(this.listenerRetryTimer);
         await this.dropListener();
         await this.pool.end();
       })();
@@ -763,7 +765,9 @@ export class PostgresEventStore implements EventStore {
    * else it is replaced: a connection that only receives cannot otherwise tell it was cut.
    */
   private ensureListener(): void {
-    if (this.closed || this.listener || this.listenerConnecting || Date.now() < this.listenerRetryAt) return;
+    if (this.closed || this.listener || this.listenerConnecting) return;
+    const wait = this.listenerRetryAt - Date.now();
+    if (wait > 0) return this.retryListenerIn(wait);
     const client = new pg.Client({
       connectionString: this.connectionString, application_name: `${this.applicationName}-listen`, connectionTimeoutMillis: this.connectTimeoutMs,
       ...TCP_KEEPALIVE,
@@ -775,8 +779,7 @@ export class PostgresEventStore implements EventStore {
       if (this.listener === client) void this.dropListener();
       else client.end().catch(() => undefined);
       this.listenerRetryAt = Date.now() + 1000;
-      // The subscriptions may all be asleep on their poll: reconnected without waiting for them.
-      if (!this.closed && this.sleepers.size > 0) setTimeout(() => this.ensureListener(), 1000).unref();
+      this.retryListenerIn(1000);
     };
     client.on('error', drop);
     client.on('notification', (n) => this.wake(typesOfPayload(n.payload)));
@@ -800,6 +803,19 @@ export class PostgresEventStore implements EventStore {
         this.listenerConnecting = null;
       }
     })();
+  }
+
+  /**
+   * The subscriptions may all be asleep on their poll: the listener is retried without waiting for
+   * them. The timer looks again rather than connecting outright: a timer can fire a millisecond
+   * before Date.now() reaches its due time, and a connect may still be under way.
+   */
+  private retryListenerIn(ms: number): void {
+    if (this.closed || this.listenerRetryTimer || this.sleepers.size === 0) return;
+    this.listenerRetryTimer = setTimeout(() => {
+      this.listenerRetryTimer = null;
+      this.ensureListener();
+    }, ms).unref();
   }
 
   private dropListener(): Promise<void> {

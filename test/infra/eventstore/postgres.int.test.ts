@@ -588,6 +588,37 @@ describe('PostgresEventStore', function () {
     }
   });
 
+  it('a lost LISTEN connection is replaced a second later even when the retry timer fires before Date.now() reaches its due time', async () => {
+    const applicationName = `es-early-${randomUUID().slice(0, 8)}`;
+    const store = await open({ applicationName, pollIntervalMs: 60_000 });
+    const direct = await open();
+    const stream = `early-${randomUUID()}`;
+    const sub = follow(store, stream);
+    const realNow = Date.now;
+    try {
+      await direct.append(stream, [ev({ n: 1 })]);
+      await sub.firstSeen();
+      await new Promise((r) => setTimeout(r, 200)); // the listener connected
+      const admin = await rawClient();
+      const { rowCount } = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`${applicationName}-listen`]);
+      expect(rowCount).to.equal(1);
+      // Date.now() runs 20 ms behind the timers' clock from here on: the 1 s retry timer fires
+      // while Date.now() is still short of the retry time (as it can by a millisecond for real).
+      await new Promise((r) => setTimeout(r, 50)); // the loss seen and the retry time set
+      Date.now = () => realNow() - 20;
+      await new Promise((r) => setTimeout(r, 1500));
+      Date.now = realNow;
+      const t = realNow();
+      await direct.append(stream, [ev({ n: 2 })]);
+      while (sub.seen.length < 2 && realNow() - t < 5000) await new Promise((r) => setTimeout(r, 5));
+      expect(sub.seen, 'woken by NOTIFY on the new LISTEN connection, not left to the 60 s poll').to.have.length(2);
+      expect(realNow() - t).to.be.below(500);
+    } finally {
+      Date.now = realNow;
+      await sub.stop();
+    }
+  });
+
   it('appends after close() are refused as unavailable', async () => {
     const store = await open();
     await store.close();
