@@ -219,6 +219,12 @@ export interface SmtpConfig {
   sessionTimeoutSeconds: number;
   /** SMTP_DATA_TIMEOUT_SECONDS: the longest a message may take from the 354 to its final dot; past it 421 4.4.2, nothing submitted. */
   dataTimeoutSeconds: number;
+  /**
+   * SMTP_IDLE_TIMEOUT_SECONDS: how long the listeners wait for the client's next byte; past it
+   * 421 4.4.2 and the connection closes. 300 s, RFC 5321 §4.5.3.2.7's server timeout (and Postfix's
+   * smtpd_timeout); every byte received starts it again.
+   */
+  idleTimeoutSeconds: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
   /**
@@ -418,6 +424,8 @@ export function loadConfig(env: Env = process.env): Config {
       sessionTimeoutSeconds: smtpSessionTimeoutSeconds,
       // 10 minutes: the default maximum message (10 MiB) at 140 kbit/s. A shorter session deadline takes it down with it.
       dataTimeoutSeconds: int('SMTP_DATA_TIMEOUT_SECONDS', Math.min(600, smtpSessionTimeoutSeconds), 1, 86_400),
+      // RFC 5321 §4.5.3.2.7: at least 5 minutes. A shorter session deadline takes it down with it.
+      idleTimeoutSeconds: int('SMTP_IDLE_TIMEOUT_SECONDS', Math.min(300, smtpSessionTimeoutSeconds), 1, 3600),
       refusalEvents: {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),
@@ -455,6 +463,7 @@ export function loadConfig(env: Env = process.env): Config {
   // A message is part of its session (the session deadline lets one in progress finish, so the
   // longest session is the sum of the two).
   if (config.smtp.dataTimeoutSeconds > config.smtp.sessionTimeoutSeconds) problems.push('SMTP_DATA_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS');
+  if (config.smtp.idleTimeoutSeconds > config.smtp.sessionTimeoutSeconds) problems.push('SMTP_IDLE_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS');
   // One address's allowance is part of the kind's: a larger one could never be used.
   if (config.smtp.logLines.perKey > config.smtp.logLines.perKind) problems.push('SMTP_LOG_LINE_LIMIT must not exceed SMTP_LOG_LINE_KIND_LIMIT');
   // The headers are part of the request (Node refuses a server whose headers timeout is the longer).

@@ -338,7 +338,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
           softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, junkCommandLimit: c.smtp.junkCommandLimit,
           recipientOvershootLimit: c.smtp.recipientOvershootLimit,
-          sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000, ...opts.smtp,
+          idleTimeoutMs: c.smtp.idleTimeoutSeconds * 1000, sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000, ...opts.smtp,
         },
       );
   }
@@ -355,7 +355,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
       {
         hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: inboundPort, returnPath: returnPathSettings(bounceDomain, c.tokenSecret),
         tls, maxMessageBytes: c.inbound.maxMessageBytes,
-        sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000,
+        idleTimeoutMs: c.smtp.idleTimeoutSeconds * 1000, sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000,
       },
     );
   }

@@ -357,7 +357,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
     rejectOversized: true,
     maxRecipients: settings.maxRecipients,
     maxCommandLength: settings.maxCommandLength ?? 2048,
-    socketTimeout: settings.idleTimeoutMs ?? 60_000,
+    socketTimeout: settings.idleTimeoutMs ?? 300_000,
     closeTimeout: settings.closeTimeoutMs ?? 5_000,
     maxClients,
     disableReverseLookup: true,

@@ -168,7 +168,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
       rejectOversized: true,
       maxRecipients: 50,
       maxCommandLength: 2048,
-      socketTimeout: settings.idleTimeoutMs ?? 60_000,
+      socketTimeout: settings.idleTimeoutMs ?? 300_000,
       closeTimeout: 5_000,
       maxClients: settings.maxClients ?? 200,
       disableReverseLookup: true,
