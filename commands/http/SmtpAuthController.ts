@@ -52,6 +52,7 @@ export class SmtpAuthController extends Controller {
    * @param limit 1 to 1000, default 100
    * @param from ISO 8601; inside the plan's retention window (default: the window's start)
    * @param to ISO 8601
+   * @isInt limit
    */
   @Get('smtp-auth-failures')
   public async smtpAuthFailures(

@@ -79,6 +79,7 @@ export class AnalyticsController extends Controller {
   /**
    * One row per UTC day, today included, oldest first.
    * @param days 1 up to the plan's retention in days (default 7, or the retention if shorter)
+   * @isInt days
    */
   @Get('{id}/daily-summary')
   @Security('publicBearer', ['analytics.read'])
@@ -109,6 +110,7 @@ export class AnalyticsController extends Controller {
   /**
    * Per recipient domain, most recipients first.
    * @param limit 1 to 200, default 50
+   * @isInt limit
    */
   @Get('{id}/deliverability')
   @Security('publicBearer', ['analytics.read'])
@@ -122,6 +124,7 @@ export class AnalyticsController extends Controller {
    * Per mailbox provider (gmail, outlook, yahoo, other), classified by the MX host that answered
    * (by the domain name for recipients never reached).
    * @param limit 1 to 200, default 20
+   * @isInt limit
    */
   @Get('{id}/providers')
   @Security('publicBearer', ['analytics.read'])
@@ -134,6 +137,7 @@ export class AnalyticsController extends Controller {
   /**
    * Bounced, failed and deferred recipients by their latest SMTP reply code and enhanced code.
    * @param limit 1 to 200, default 50
+   * @isInt limit
    */
   @Get('{id}/error-codes')
   @Security('publicBearer', ['analytics.read'])

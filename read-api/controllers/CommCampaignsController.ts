@@ -69,6 +69,7 @@ export class CommCampaignsController extends Controller {
    * @param status `draft`, `scheduled`, `sending`, `sent` or `cancelled`
    * @param limit 1 to 100, default 50
    * @param cursor `next_cursor` of the previous page
+   * @isInt limit
    */
   @Get('campaigns')
   public async campaigns(
@@ -93,6 +94,7 @@ export class CommCampaignsController extends Controller {
    * @param status an outcome (`delivered`, `bounced`, `deferred`, `failed`, `sent`...) or several, comma-separated
    * @param limit 1 to 500, default 100
    * @param cursor `next_cursor` of the previous page
+   * @isInt limit
    */
   @Get('campaigns/{id}/messages')
   @Response<ErrorResponse>(404, 'campaign_not_found')

@@ -75,6 +75,7 @@ export class CommContactsController extends Controller {
    * @param cursor `next_cursor` of the previous page
    * @param email exact address, case-insensitive
    * @param status `subscribed` or `unsubscribed`
+   * @isInt limit
    */
   @Get('lists/{listId}/contacts')
   public async contacts(

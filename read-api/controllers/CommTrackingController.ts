@@ -31,6 +31,7 @@ export class CommTrackingController extends Controller {
    * @param to ISO 8601, inclusive
    * @param limit 1 to 500, default 100
    * @param cursor `next_cursor` of the previous page
+   * @isInt limit
    */
   @Get('tracking/events')
   public async trackingEvents(

@@ -65,6 +65,7 @@ export class CommunicationsController extends Controller {
    * The tenant's contact lists, newest first.
    * @param limit 1 to 100, default 50
    * @param cursor `next_cursor` of the previous page
+   * @isInt limit
    */
   @Get('lists')
   public async lists(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Query() limit?: number, @Query() cursor?: string): Promise<ContactListPageResponse> {
@@ -80,6 +81,7 @@ export class CommunicationsController extends Controller {
    * @param reason `hard_bounce`, `complaint`, `unsubscribed` or `manual`
    * @param limit 1 to 500, default 100
    * @param cursor `next_cursor` of the previous page
+   * @isInt limit
    */
   @Get('suppressions')
   public async suppressions(
@@ -137,6 +139,7 @@ export class CommunicationsController extends Controller {
    * Totals, rates and a daily series over the last `days` UTC days (today included) across every
    * block of the tenant, from the analytics rollups (figures as in docs/ANALYTICS.md).
    * @param days 1 to 90 and within the plan's retention; default 30 (or the retention if shorter)
+   * @isInt days
    */
   @Get('analytics/overview')
   public async analyticsOverview(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Query() days?: number): Promise<CommAnalyticsOverviewResponse> {

@@ -47,6 +47,7 @@ export class ExportsController extends Controller {
   /**
    * What an export of the whole retention window would hold, newest first, without creating a job.
    * @param limit 1 to 500, default 100
+   * @isInt limit
    */
   @Get('motor-blocks/{id}/exports/preview')
   @Security('publicBearer', ['analytics.read', 'logs.read'])

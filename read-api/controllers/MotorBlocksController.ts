@@ -62,6 +62,7 @@ export class MotorBlocksController extends Controller {
    * @param currentOutcome alias of status
    * @param from ISO 8601; inside the plan's retention window (default: the window's start)
    * @param to ISO 8601
+   * @isInt limit
    */
   @Get('{id}/logs')
   @Security('publicBearer', ['logs.read'])

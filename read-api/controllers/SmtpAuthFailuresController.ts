@@ -31,6 +31,7 @@ export class SmtpAuthFailuresController extends Controller {
    * @param limit 1 to 1000, default 100
    * @param from ISO 8601; inside the plan's retention window (default: the window's start)
    * @param to ISO 8601
+   * @isInt limit
    */
   @Get('{id}/smtp-auth-failures')
   @Security('publicBearer', ['logs.read'])

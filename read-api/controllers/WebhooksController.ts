@@ -120,6 +120,7 @@ export class WebhooksController extends Controller {
   /**
    * The endpoint's deliveries queued inside the plan's retention window, newest first, with the last attempt's answer.
    * @param limit 1 to 200, default 50
+   * @isInt limit
    */
   @Get('{id}/webhooks/{webhookId}/deliveries')
   @Security('publicBearer', ['webhooks.read'])
@@ -135,6 +136,7 @@ export class WebhooksController extends Controller {
   /**
    * Delivered, failed, queued and retrying deliveries, failure rate and attempt latency over the last `hours`.
    * @param hours 1 to 168 and within the plan's retention, default 24
+   * @isInt hours
    */
   @Get('{id}/webhooks/{webhookId}/stats')
   @Security('publicBearer', ['webhooks.read'])

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'chai';
 import express from 'express';
@@ -242,6 +244,12 @@ describe('argument validation fast path (unit)', () => {
     const numeric = Object.values(tsoaRouteArgs).flatMap((a) => Object.values(a))
       .filter((p) => p.in !== 'body' && p.in !== 'request' && ['double', 'float', 'integer', 'long'].includes(p.dataType ?? ''));
     expect([...new Set(numeric.map((p) => `${p.in} ${p.name}`))].sort()).to.deep.equal(['query days', 'query hours', 'query limit']);
+    // Declared whole (`@isInt`): validated with validateInt, and `integer` in the OpenAPI document, not `number`.
+    expect([...new Set(numeric.map((p) => p.dataType))]).to.deep.equal(['integer']);
+    const spec = JSON.parse(readFileSync(join(__dirname, '../../read-api/generated/openapi.json'), 'utf8')) as { paths: Record<string, Record<string, { parameters?: Array<{ in: string; name: string; schema: { type: string } }> }>> };
+    const counts = Object.values(spec.paths).flatMap((ops) => Object.values(ops)).flatMap((op) => op.parameters ?? []).filter((q) => ['limit', 'days', 'hours'].includes(q.name));
+    expect(counts.length).to.be.greaterThan(15);
+    expect([...new Set(counts.map((q) => `${q.in} ${q.schema.type}`))]).to.deep.equal(['query integer']);
   });
 
   it('gives every route the arguments tsoa gives it, or tsoa\'s error, and takes the fast path for most', () => {
