@@ -225,6 +225,11 @@ export interface SmtpConfig {
    * smtpd_timeout); every byte received starts it again.
    */
   idleTimeoutSeconds: number;
+  /**
+   * SMTP_MAX_CONNECTIONS_PER_ADDRESS: open submission connections one client address may hold;
+   * past it 421 4.7.0. Across every listener process (SMTP_PROCESSES) of the host.
+   */
+  maxConnectionsPerAddress: number;
   /** Refusal events recorded one by one per Motor Block (AUTH: per client address) per window; past it counted and summed up. */
   refusalEvents: { limit: number; windowSeconds: number };
   /**
@@ -426,6 +431,7 @@ export function loadConfig(env: Env = process.env): Config {
       dataTimeoutSeconds: int('SMTP_DATA_TIMEOUT_SECONDS', Math.min(600, smtpSessionTimeoutSeconds), 1, 86_400),
       // RFC 5321 §4.5.3.2.7: at least 5 minutes. A shorter session deadline takes it down with it.
       idleTimeoutSeconds: int('SMTP_IDLE_TIMEOUT_SECONDS', Math.min(300, smtpSessionTimeoutSeconds), 1, 3600),
+      maxConnectionsPerAddress: int('SMTP_MAX_CONNECTIONS_PER_ADDRESS', 50, 1, 100_000),
       refusalEvents: {
         limit: int('SMTP_REFUSAL_EVENT_LIMIT', 100, 1, 100_000),
         windowSeconds: int('SMTP_REFUSAL_EVENT_WINDOW_SECONDS', 60, 1, 3600),

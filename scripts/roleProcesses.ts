@@ -10,7 +10,9 @@
  * - Quotas, request limits, idempotency and AUTH failure counters live in Redis or the store, so
  *   they are shared. Relayed through the primary: SMTP's recently authenticated addresses (a login
  *   in one child spares the address the pregreet wait in the others), and /metrics (the child
- *   answering asks the primary, which adds up every child's registry and its own).
+ *   answering asks the primary, which adds up every child's registry and its own). Kept by the
+ *   primary: SMTP's connections per client address (each child asks at every connection), so the
+ *   per-address cap holds across the children; a child's connections are forgotten when it exits.
  * - A child that dies is replaced after a second; stop() asks each child to drain and waits for it.
  *   A child whose primary disappears drains and exits by itself.
  */
@@ -20,6 +22,7 @@ import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } fro
 import type { Config } from '../infra/config';
 import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
+import { AddressSlots } from '../smtp/server';
 
 export type ProcessRole = 'api' | 'smtp';
 type RegistryJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -52,7 +55,12 @@ export type RoleWorkerMessage =
   | { type: 'metrics-answer'; id: number; text?: string; error?: string }
   /** primary → every child: send your registry; child → primary: here it is. */
   | { type: 'metrics-collect'; id: number }
-  | { type: 'metrics-part'; id: number; metrics: RegistryJson };
+  | { type: 'metrics-part'; id: number; metrics: RegistryJson }
+  /** child → primary: session `session` connected from `address`; primary → child: the address's connections now, in every child. */
+  | { type: 'slot-take'; id: number; session: string; address: string }
+  | { type: 'slot-count'; id: number; open: number }
+  /** child → primary: that session closed. */
+  | { type: 'slot-release'; session: string };
 
 export interface RoleProcesses {
   port: number;
@@ -94,6 +102,9 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
   const children = new Set<Worker>();
   const pendingParts = new Map<number, { parts: RegistryJson[]; waiting: number; done: () => void }>();
   let stopping = false;
+  // SMTP connections per client address in every child, by `<child id>/<session id>`.
+  const slots = new AddressSlots();
+  const held = new Map<Worker, Set<string>>();
 
   const sendTo = (child: Worker, message: RoleWorkerMessage): void => sendToChild(child, message, log);
 
@@ -133,6 +144,15 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
           (text) => sendTo(child, { type: 'metrics-answer', id: m.id, text }),
           (err: Error) => sendTo(child, { type: 'metrics-answer', id: m.id, error: err.message }),
         );
+      } else if (m.type === 'slot-take') {
+        const key = `${child.id}/${m.session}`;
+        const keys = held.get(child) ?? new Set<string>();
+        held.set(child, keys.add(key));
+        sendTo(child, { type: 'slot-count', id: m.id, open: slots.take(key, m.address) });
+      } else if (m.type === 'slot-release') {
+        const key = `${child.id}/${m.session}`;
+        slots.release(key);
+        held.get(child)?.delete(key);
       } else if (m.type === 'metrics-part') {
         const entry = pendingParts.get(m.id);
         if (!entry) return;
@@ -142,6 +162,9 @@ export async function startRoleProcesses(spec: RoleWorkerSpec, count: number, de
     });
     child.on('exit', (code, signal) => {
       children.delete(child);
+      // Its sessions ended with it: their connections no longer count against their addresses.
+      for (const key of held.get(child) ?? []) slots.release(key);
+      held.delete(child);
       if (!listening) return reject(new Error(`${spec.role} process ${child.process.pid} exited before listening (${signal ?? code})`));
       if (stopping) return;
       log.error({ pid: child.process.pid, code, signal }, `${spec.role} process died; starting another`);

@@ -6,6 +6,7 @@
  */
 import cluster from 'node:cluster';
 import { createLogger } from '../infra/logger';
+import type { AddressCounter } from '../smtp/server';
 import { createRuntime, startRoles } from './runtime';
 import { ROLE_WORKER_ENV, type RoleWorkerMessage, type RoleWorkerSpec } from './roleProcesses';
 
@@ -29,6 +30,32 @@ process.on('message', (m: RoleWorkerMessage) => {
 process.on('disconnect', () => requestStop('the primary is gone'));
 process.on('SIGTERM', () => requestStop('SIGTERM'));
 process.on('SIGINT', () => requestStop('SIGINT'));
+
+/** How long a connection waits for the primary's count of its address before it is let in uncounted. */
+const SLOT_ANSWER_MS = 2000;
+
+/**
+ * The SMTP connections per client address of every child, counted by the primary: one message at
+ * each connection and one at its close (in that order on the one channel). A primary that does not
+ * answer lets the connection in (it is then on its way out, and this child with it).
+ */
+function primaryAddressCounter(): AddressCounter {
+  let asks = 0;
+  const waiting = new Map<number, (open: number) => void>();
+  handlers['slot-count'] = (m) => {
+    waiting.get(m.id)?.(m.open);
+    waiting.delete(m.id);
+  };
+  return {
+    take: (session, address) => new Promise<number>((resolve) => {
+      const id = ++asks;
+      waiting.set(id, resolve);
+      send({ type: 'slot-take', id, session, address });
+      setTimeout(() => { if (waiting.delete(id)) resolve(0); }, SLOT_ANSWER_MS).unref();
+    }),
+    release: (session) => send({ type: 'slot-release', session }),
+  };
+}
 
 async function main(): Promise<void> {
   const spec = JSON.parse(process.env[ROLE_WORKER_ENV] ?? 'null') as RoleWorkerSpec | null;
@@ -59,7 +86,7 @@ async function main(): Promise<void> {
 
   const started = spec.role === 'api'
     ? await startRoles(rt, ['api'], { host: spec.host, port: spec.port })
-    : await startRoles(rt, ['smtp'], { host: spec.host, smtpPort: spec.port, smtpsPort: spec.securePort, smtp: spec.smtp });
+    : await startRoles(rt, ['smtp'], { host: spec.host, smtpPort: spec.port, smtpsPort: spec.securePort, smtp: { ...spec.smtp, addressCounter: primaryAddressCounter() } });
   if (started.smtp) {
     const known = started.smtp.known!;
     known.onRemember((address) => send({ type: 'known', address }));

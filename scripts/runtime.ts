@@ -337,7 +337,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         {
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
           softErrorLimit: c.smtp.softErrorLimit, hardErrorLimit: c.smtp.hardErrorLimit, errorSleepMs: c.smtp.errorSleepMs, junkCommandLimit: c.smtp.junkCommandLimit,
-          recipientOvershootLimit: c.smtp.recipientOvershootLimit,
+          recipientOvershootLimit: c.smtp.recipientOvershootLimit, maxConnectionsPerAddress: c.smtp.maxConnectionsPerAddress,
           idleTimeoutMs: c.smtp.idleTimeoutSeconds * 1000, sessionTimeoutMs: c.smtp.sessionTimeoutSeconds * 1000, dataTransferTimeoutMs: c.smtp.dataTimeoutSeconds * 1000, ...opts.smtp,
         },
       );

@@ -12,7 +12,7 @@ import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
 import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
-import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer, type DeadlinePolicy, type ErrorPolicy } from './server';
+import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer, type AddressCounter, type DeadlinePolicy, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
 import { isValidAddress } from '../domain/message/sendRules';
@@ -75,6 +75,11 @@ export interface SmtpSettings {
   maxCommandLength?: number;
   maxClients?: number;
   maxConnectionsPerAddress?: number;
+  /**
+   * Who counts the connections per address: this process (the default), or, in a child of
+   * SMTP_PROCESSES, the primary, so that the cap holds for the address across every process.
+   */
+  addressCounter?: AddressCounter;
   /** Pregreet wait for addresses that have not authenticated recently (smtp/server.ts). */
   unknownClientDelayMs?: number;
   knownClientTtlMs?: number;
@@ -179,7 +184,7 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const limiter = deps.authLimiter;
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
-  const perAddress = new AddressSlots();
+  const perAddress = settings.addressCounter ?? new AddressSlots();
   // The state of each session that reached onConnect, by id (its address slot is in perAddress).
   const sessions = new Map<string, SessionState>();
   // A hook runs only after onConnect, so a session without state is one that closed meanwhile: a
@@ -230,13 +235,17 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   const hooks: Partial<SMTPServerOptions> = {
     onConnect(session, cb: Callback) {
       const a = addressOf(session);
-      const n = perAddress.take(session.id, a);
       sessions.set(session.id, { authFailures: 0, peerCertificate: null, ceiling: null });
-      if (n > maxPerAddress) {
-        logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
-        return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
-      }
-      cb();
+      const admit = (n: number) => {
+        if (n > maxPerAddress) {
+          logAddressCap({ session: session.id, remoteAddress: a, connections: n, limit: maxPerAddress });
+          return cb(asError(reply(421, '4.7.0', 'Too many connections from your address')));
+        }
+        cb();
+      };
+      const n = perAddress.take(session.id, a);
+      if (typeof n === 'number') admit(n);
+      else void n.then(admit);
     },
     onSecure(socket, session, cb: Callback) {
       stateOf(session).peerCertificate = settings.tls.clientCa ? peerCertificateOf(socket as TLSSocket) : null;

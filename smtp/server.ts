@@ -166,12 +166,23 @@ export const NOT_IMPLEMENTED = ['WIZ', 'SHELL', 'KILL'];
 export type OnTooManyClients = (remoteAddress: string) => void;
 
 /**
+ * Counts a listener's connections per client address: this process's own (AddressSlots), or, when
+ * the listeners run in several processes (SMTP_PROCESSES), the primary's count of all of them
+ * (scripts/roleWorker.ts), which answers asynchronously.
+ */
+export interface AddressCounter {
+  /** Session `sessionId` connected from `address`; how many connections the address has open now, this one included. */
+  take(sessionId: string, address: string): number | Promise<number>;
+  release(sessionId: string): void;
+}
+
+/**
  * Open connections per client address, for a listener's per-address cap (`421 4.7.0` past it):
  * a session takes its slot at onConnect and gives it back at onClose; an address is forgotten with
  * its last connection. A session gives back only what it took, once (smtp-server may close a
  * session that never reached onConnect).
  */
-export class AddressSlots {
+export class AddressSlots implements AddressCounter {
   private readonly open = new Map<string, number>();
   /** The address each session holding a slot took it for. */
   private readonly holders = new Map<string, string>();

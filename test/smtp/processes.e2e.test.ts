@@ -13,6 +13,7 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   this.timeout(90_000);
   let h: SmtpHarness;
   let block: Awaited<ReturnType<SmtpHarness['newBlock']>>;
+  const PER_ADDRESS = 10;
 
   const countAccepted = async (): Promise<number> =>
     (await h.motor.rt.db.raw(`select count(*)::int as n from events where type = 'MessageAccepted' and data->>'source' = 'smtp'`)).rows[0].n;
@@ -33,7 +34,7 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
   };
 
   before(async () => {
-    h = await startSmtpHarness({ env: { SMTP_PROCESSES: '2', LOG_LEVEL: process.env.DBG_LOG ?? 'error' } });
+    h = await startSmtpHarness({ env: { SMTP_PROCESSES: '2', SMTP_MAX_CONNECTIONS_PER_ADDRESS: String(PER_ADDRESS), LOG_LEVEL: process.env.DBG_LOG ?? 'error' } });
     block = await h.newBlock();
   });
   after(async () => {
@@ -68,6 +69,36 @@ describe('SMTP listener in several processes (SMTP_PROCESSES)', function () {
     const times = [];
     for (let i = 0; i < 6; i++) times.push(await greetingMs());
     expect(Math.max(...times), `greeting times ${times.map((t) => t.toFixed(0)).join(', ')} ms`).to.be.below(60);
+  });
+
+  it('the cap of connections per client address holds across the children, and a dead child\'s connections stop counting', async () => {
+    const from = '127.0.0.77';
+    const open: RawClient[] = [];
+    /** A connection from `from`: its first reply, and the connection kept while it is open. */
+    const connect = async (): Promise<string> => {
+      const c = await RawClient.connect(h.port, false, undefined, from);
+      open.push(c);
+      return (await c.reply(5000)) ?? '(closed without a reply)';
+    };
+    try {
+      // Dealt out round-robin, each child holds about half of them: a cap per child would let more in.
+      for (let i = 0; i < PER_ADDRESS; i++) expect(await connect(), `connection ${i + 1}`).to.match(/^220 /);
+      for (let i = 0; i < 3; i++) expect(await connect(), `connection ${PER_ADDRESS + 1 + i}`).to.match(/^421 4\.7\.0 /);
+      // One closes: its place is free again, whichever child takes the next.
+      open[0].end();
+      expect(await open[0].closedWithin(3000)).to.equal(true);
+      expect(await eventually(async () => ((await connect()).startsWith('220 ') ? true : undefined), 5000)).to.equal(true);
+      // A child killed with its connections: they no longer count, the survivor's still do.
+      const { replacementListening } = await killOneChild();
+      await replacementListening;
+      await eventually(async () => (open.filter((c) => !c.closed).length < PER_ADDRESS ? true : undefined), 5000);
+      const alive = open.filter((c) => !c.closed).length;
+      expect(alive).to.be.greaterThan(0);
+      for (let i = alive; i < PER_ADDRESS; i++) expect(await connect(), `after the kill, connection ${i + 1}`).to.match(/^220 /);
+      expect(await connect()).to.match(/^421 4\.7\.0 /);
+    } finally {
+      for (const c of open) c.end();
+    }
   });
 
   it('a child killed with SIGKILL is replaced, and the other one keeps accepting meanwhile', async () => {

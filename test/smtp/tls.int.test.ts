@@ -32,7 +32,7 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(c.smtp).to.deep.equal({
       port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
       softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000,
-      sessionTimeoutSeconds: 1800, dataTimeoutSeconds: 600, idleTimeoutSeconds: 300, refusalEvents: { limit: 100, windowSeconds: 60 },
+      sessionTimeoutSeconds: 1800, dataTimeoutSeconds: 600, idleTimeoutSeconds: 300, maxConnectionsPerAddress: 50, refusalEvents: { limit: 100, windowSeconds: 60 },
       logLines: { perKey: 10, perKind: 1000, windowSeconds: 60 },
     });
     expect(loadConfig({ SMTP_PROCESSES: '4' }).smtp.processes).to.equal(4);
@@ -77,6 +77,10 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(loadConfig({ SMTP_IDLE_TIMEOUT_SECONDS: '30' }).smtp.idleTimeoutSeconds).to.equal(30);
     expect(loadConfig({ SMTP_SESSION_TIMEOUT_SECONDS: '120' }).smtp.idleTimeoutSeconds).to.equal(120);
     expect(problems({ SMTP_SESSION_TIMEOUT_SECONDS: '120', SMTP_IDLE_TIMEOUT_SECONDS: '121' })).to.deep.equal(['SMTP_IDLE_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS']);
+    expect(loadConfig({ SMTP_MAX_CONNECTIONS_PER_ADDRESS: '1' }).smtp.maxConnectionsPerAddress).to.equal(1);
+    for (const bad of ['0', '100001', '2.5', 'none']) {
+      expect(problems({ SMTP_MAX_CONNECTIONS_PER_ADDRESS: bad })).to.deep.equal([`SMTP_MAX_CONNECTIONS_PER_ADDRESS must be an integer between 1 and 100000 (got "${bad}")`]);
+    }
     for (const bad of ['0', '3601', '2.5', 'none']) {
       expect(problems({ SMTP_IDLE_TIMEOUT_SECONDS: bad })).to.deep.equal([`SMTP_IDLE_TIMEOUT_SECONDS must be an integer between 1 and 3600 (got "${bad}")`]);
     }
