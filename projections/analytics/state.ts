@@ -113,14 +113,16 @@ export function applyStatEvent(states: Map<string, RecipientStat>, event: StatEv
     next.outcome = outcome;
     next.outcomeAt = at;
   }
-  const reply = data as { smtpCode?: string | null; smtpResponse?: string | null; enhancedCode?: string | null; mx?: string | null };
+  const reply = data as { smtpCode?: string | null; smtpResponse?: string | null; enhancedCode?: string | null; mx?: string | null; asynchronous?: boolean };
   if (type !== 'DeliveryStarted' && type !== 'ComplaintReceived') {
     if (((reply.smtpCode ?? null) !== null || (reply.smtpResponse ?? null) !== null) && (cur.replyAt === null || at.getTime() >= cur.replyAt.getTime())) {
       next.smtpCode = reply.smtpCode || null;
       next.enhancedCode = reply.enhancedCode || null;
       next.replyAt = at;
     }
-    if (typeof reply.mx === 'string' && reply.mx !== '' && (cur.mxAt === null || at.getTime() >= cur.mxAt.getTime())) {
+    // An asynchronous bounce names the report's Remote-MTA: a host downstream of the MX that took
+    // the message (a forward, an internal relay), not the recipient's provider.
+    if (reply.asynchronous !== true && typeof reply.mx === 'string' && reply.mx !== '' && (cur.mxAt === null || at.getTime() >= cur.mxAt.getTime())) {
       next.mx = reply.mx.toLowerCase();
       next.mxAt = at;
     }

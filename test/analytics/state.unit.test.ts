@@ -37,6 +37,15 @@ describe('analytics recipient fold (unit)', () => {
     ]);
   });
 
+  it('an asynchronous bounce makes a delivered recipient bounced with its reply, and leaves the provider to the MX that took the message', () => {
+    const s = [...fold([
+      accepted(['c@corp.test'], '2026-03-14T23:59:30Z'),
+      outcome('DeliverySucceeded', 'c@corp.test', '2026-03-15T00:00:10Z', { smtpCode: '250', smtpResponse: 'ok', mx: 'corp-test.mail.protection.outlook.com' }),
+      outcome('DeliveryBounced', 'c@corp.test', '2026-03-15T01:00:00Z', { smtpCode: '550', smtpResponse: 'mailbox full', enhancedCode: '5.2.2', mx: 'relay.internal.corp.test', asynchronous: true }),
+    ]).values()];
+    expect(s.map((x) => [x.outcome, x.smtpCode, x.enhancedCode, x.mx])).to.deep.equal([['bounced', '550', '5.2.2', 'corp-test.mail.protection.outlook.com']]);
+  });
+
   it('gives the same rollup in any order and with duplicated events', () => {
     const expected = rollup(fold(events));
     expect(expected['block_hourly|' + [B, '2026-03-14T23:00:00.000Z'].join('\u0000')]).to.deep.equal({ total: 2, complained: 1, bounced: 1, messages: 1 });
