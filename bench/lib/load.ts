@@ -21,6 +21,8 @@ export interface LoadResult {
 
 export interface LoadOptions {
   url: string;
+  /** POST (the default) sends `body` as JSON; GET sends nothing. */
+  method?: 'GET' | 'POST';
   body: string;
   headers?: Record<string, string>;
   connections: number;
@@ -41,9 +43,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const t0 = performance.now();
   const r = await autocannon({
     url: o.url,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...o.headers },
-    body: o.body,
+    ...(o.method === 'GET' ? { method: 'GET', headers: o.headers ?? {} } : { method: 'POST', headers: { 'content-type': 'application/json', ...o.headers }, body: o.body }),
     connections: o.connections,
     ...(o.amount ? { amount: o.amount } : { duration: o.duration ?? 10 }),
     ...(o.overallRate ? { overallRate: o.overallRate } : {}),

@@ -1,12 +1,11 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { EventStore } from '../../domain/eventStore';
-import { streamName } from '../../domain/eventStore';
 import { isUuid, newId } from '../../domain/ids';
 import { AGENT_SCOPES, type AgentScope } from '../../domain/oauth/agent';
-import { foldGrant, GRANT_TYPES, OAUTH_RULES, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
+import { OAUTH_RULES } from '../../domain/oauth/grant';
 import type { KeyStore, SigningKeyVersion } from '../../infra/keys/keyStore';
-import { load } from '../auth/streams';
+import { currentGrant } from './grantCache';
 
 /**
  * Agent access tokens (SPEC "OAuth 2.1 for agent clients", docs/OAUTH.md): RS256 JWTs (RFC 9068
@@ -14,7 +13,8 @@ import { load } from '../auth/streams';
  * rotated by the operator; the public halves of the keys in use are served at
  * /.well-known/jwks.json and a token names its key by `kid`. `aud` is the one MCP server's
  * canonical URI the grant names (RFC 8707), so a token for one server is refused by every other.
- * A check also folds the grant's stream: a revoked connection stops its tokens at once.
+ * A check also reads the grant's stream (the events since this process last read it: grantCache.ts):
+ * a revoked connection stops its tokens at once.
  */
 
 const PURPOSE = 'agent-access-token';
@@ -150,7 +150,7 @@ export async function activeAgentToken(deps: AgentTokenDeps, token: string, reso
   } catch (e) {
     return { ok: false, reason: e instanceof jwt.TokenExpiredError ? 'expired' : 'invalid' };
   }
-  const { state } = await load<GrantState, GrantEvent>(deps.store, streamName('oauthGrant', claims.grantId), GRANT_TYPES, foldGrant);
+  const state = await currentGrant(deps.store, claims.grantId);
   if (!state.exists || state.revoked || state.resource !== resource || !state.tokenIds.includes(claims.tokenId)) return { ok: false, reason: 'revoked' };
   return { ok: true, claims };
 }

@@ -16,6 +16,7 @@ import { appendEvents, decideAndAppend, load, type Contention } from '../auth/st
 import { ownedBlock } from '../auth/credentials';
 import { accessTokenSettings, signAccessToken, verifyAccessToken, type AccessClaims } from './accessTokens';
 import { authenticateClient, findClient } from './clients';
+import { currentGrant } from './grantCache';
 import { issueAgentToken, startAgentAuthorization, type AgentConsentPage, type AgentOAuthDeps, type AgentTokenResponse } from './agentAuthorization';
 import type { ClientMetadataFetcher } from './clientMetadata';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -253,12 +254,13 @@ export async function redeemGrant(
 
 /**
  * An access token that is well signed, unexpired, and whose grant is not revoked (a code or
- * refresh-token reuse kills the tokens already issued, not only the next ones).
+ * refresh-token reuse kills the tokens already issued, not only the next ones). The grant is read
+ * through this process's cache, which still reads the stream's new events every time (grantCache.ts).
  */
 export async function activeAccessToken(deps: SmtpTokenDeps, token: string, now: Date): Promise<{ ok: true; claims: AccessClaims } | { ok: false; reason: 'expired' | 'invalid' | 'revoked' }> {
   const v = verifyAccessToken(accessTokenSettings(deps.config), token, now);
   if (!v.ok) return v;
-  const { state } = await loadGrant(deps.store, v.claims.grantId);
+  const state = await currentGrant(deps.store, v.claims.grantId);
   if (!state.exists || state.revoked || !state.tokenIds.includes(v.claims.tokenId)) return { ok: false, reason: 'revoked' };
   return v;
 }

@@ -45,8 +45,9 @@ export interface GrantState {
   denied: boolean;
   currentRefreshHash: string | null;
   refreshExpiresAt: number;
-  spentRefreshHashes: string[];
-  tokenIds: string[];
+  /** Grows by one per refresh rotation (and `tokenIds` per token issued): never changed in place, a folded state may be shared. */
+  spentRefreshHashes: readonly string[];
+  tokenIds: readonly string[];
   revoked: boolean;
   revokedReason: OAuthGrantRevokedReason | null;
   /** Agent grants (docs/MCP.md): the MCP server the tokens are bound to, the PKCE challenge, the client's name at consent. */
@@ -64,7 +65,8 @@ export const initialGrantState = (): GrantState => ({
   revokedReason: null, resource: null, codeChallenge: null, clientName: null, requestedAt: null,
 });
 
-export function evolveGrant(s: GrantState, e: GrantEvent): GrantState {
+/** What an event changes but the two lists that grow over a grant's life (`foldGrant` appends to those). */
+function evolveFields(s: GrantState, e: GrantEvent): GrantState {
   switch (e.type) {
     case 'OAuthConsentRequested':
       return {
@@ -78,18 +80,36 @@ export function evolveGrant(s: GrantState, e: GrantEvent): GrantState {
     case 'OAuthConsentDenied':
       return { ...s, formTokenHash: null, denied: true };
     case 'OAuthTokenIssued':
-      return { ...s, codeRedeemed: true, currentRefreshHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt), tokenIds: [...s.tokenIds, e.data.tokenId] };
+      return { ...s, codeRedeemed: true, currentRefreshHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt) };
     case 'OAuthRefreshRotated':
-      return {
-        ...s, spentRefreshHashes: [...s.spentRefreshHashes, e.data.previousHash], currentRefreshHash: e.data.refreshTokenHash,
-        refreshExpiresAt: Date.parse(e.data.refreshExpiresAt), tokenIds: [...s.tokenIds, e.data.tokenId],
-      };
+      return { ...s, currentRefreshHash: e.data.refreshTokenHash, refreshExpiresAt: Date.parse(e.data.refreshExpiresAt) };
     case 'OAuthGrantRevoked':
       return { ...s, revoked: true, revokedReason: e.data.reason, currentRefreshHash: null };
   }
 }
 
-export const foldGrant = (events: GrantEvent[]): GrantState => events.reduce(evolveGrant, initialGrantState());
+/**
+ * The state after `events`, starting from `from` (a new grant by default; a state folded earlier,
+ * to carry on from where it stopped: commands/oauth/grantCache.ts). Linear in the events: each
+ * token issued adds its id to `tokenIds`, each rotation also the spent hash to
+ * `spentRefreshHashes`, appended to one copy of each list made here. Copying both lists at every
+ * event, as an event-by-event evolve does, made the fold of a connection kept alive for months
+ * (one rotation an hour) quadratic: 2,000 rotations, 4 million strings copied per fold.
+ */
+export function foldGrant(events: readonly GrantEvent[], from: GrantState = initialGrantState()): GrantState {
+  let s = from;
+  let tokenIds: string[] | null = null;
+  let spent: string[] | null = null;
+  for (const e of events) {
+    s = evolveFields(s, e);
+    if (e.type === 'OAuthTokenIssued' || e.type === 'OAuthRefreshRotated') (tokenIds ??= [...from.tokenIds]).push(e.data.tokenId);
+    if (e.type === 'OAuthRefreshRotated') (spent ??= [...from.spentRefreshHashes]).push(e.data.previousHash);
+  }
+  if (tokenIds === null && spent === null) return s;
+  return { ...s, tokenIds: tokenIds ?? from.tokenIds, spentRefreshHashes: spent ?? from.spentRefreshHashes };
+}
+
+export const evolveGrant = (s: GrantState, e: GrantEvent): GrantState => foldGrant([e], s);
 
 const sameHash = (a: string | null, b: string): boolean => {
   if (a === null) return false;

@@ -6,7 +6,7 @@ import type { Config } from '../../infra/config';
 import { bearerToken, setRateLimitHeaders } from '../http/authentication';
 import type { HttpContext } from '../http/context';
 import { missingScopes, toolsOf } from './catalogue';
-import { agentMcpServer, protocolRefusal } from './server';
+import { agentMcpServer, mcpEndpoint, protocolRefusal, type McpEndpoint } from './server';
 import { agentCaller, type AgentTool } from './tool';
 
 /**
@@ -100,7 +100,8 @@ function methodNotAllowed(res: Response): void {
   res.status(405).json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null });
 }
 
-async function serve(ctx: HttpContext, server: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, req: Request, res: Response): Promise<void> {
+async function serve(ctx: HttpContext, endpoint: McpEndpoint, req: Request, res: Response): Promise<void> {
+  const { spec: server, tools } = endpoint;
   const claims = await authenticate(ctx, server, req, res);
   if (claims === null || !(await withinRequestLimit(ctx, claims, res))) return;
   if (req.method !== 'POST') {
@@ -113,7 +114,7 @@ async function serve(ctx: HttpContext, server: McpServerSpec, tools: ReadonlyMap
     return;
   }
   if (!scopesGranted(ctx, server, tools, claims, req, res)) return;
-  const mcp = agentMcpServer(server, tools, { ctx, agent: agentCaller(claims) });
+  const mcp = agentMcpServer(endpoint, { ctx, agent: agentCaller(claims) });
   // Stateless: no session id; the answer is one JSON body (no SSE stream) since no tool streams.
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on('close', () => {
@@ -135,7 +136,7 @@ async function serve(ctx: HttpContext, server: McpServerSpec, tools: ReadonlyMap
 export function mcpRouter(ctx: HttpContext): Router {
   const router = Router();
   for (const server of MCP_SERVERS) {
-    const tools = toolsOf(server);
+    const endpoint = mcpEndpoint(server, toolsOf(server));
     const metadata = protectedResourceMetadata(ctx.config, server);
     router.get(metadataPath(server), (_req, res) => {
       res.setHeader('Cache-Control', 'public, max-age=3600');
@@ -143,7 +144,7 @@ export function mcpRouter(ctx: HttpContext): Router {
       res.setHeader('Access-Control-Allow-Origin', '*');
       res.json(metadata);
     });
-    router.all(server.path, (req, res) => serve(ctx, server, tools, req, res));
+    router.all(server.path, (req, res) => serve(ctx, endpoint, req, res));
   }
   return router;
 }

@@ -1,8 +1,11 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { objectFromShape } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import { toJsonSchemaCompat } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 import {
   CallToolRequestSchema, ErrorCode, InitializeRequestSchema, isJSONRPCRequest, isTaskAugmentedRequestParams, ListToolsRequestSchema, McpError, PingRequestSchema,
-  type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage,
+  type CallToolResult, type JSONRPCErrorResponse, type JSONRPCMessage, type ListToolsResult,
 } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import { z } from 'zod';
 import { InvalidEventDataError, WrongExpectedRevisionError } from '../../domain/eventStore';
 import { isDomainError } from '../../domain/errors';
@@ -13,8 +16,10 @@ import type { AgentTool, ToolEnv } from './tool';
 
 /**
  * The MCP server of one agent-tool endpoint for one request (stateless Streamable HTTP: built per
- * POST, closed with its response). Tool failures never leave as HTTP errors: every one becomes a
- * tool result with isError and the JSON `{ error, message, status }` (docs/MCP.md).
+ * POST, closed with its response), over what every request of that endpoint shares, built once
+ * (`mcpEndpoint`): its tools, their argument schemas and the `tools/list` answer. Tool failures
+ * never leave as HTTP errors: every one becomes a tool result with isError and the JSON
+ * `{ error, message, status }` (docs/MCP.md).
  */
 
 const INSTRUCTIONS = 'Motor transactional email tools. Each tool needs one OAuth scope (named in its description); '
@@ -110,7 +115,7 @@ const MAX_ARGUMENT_PROBLEMS = 20;
  */
 export function parseArguments(tool: AgentTool, args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; body: ToolErrorBody } {
   const sent = (args ?? {}) as Record<string, unknown>;
-  const parsed = z.object(tool.input).safeParse(sent);
+  const parsed = argumentSchema(tool).safeParse(sent);
   // The tool gets the declared fields as sent, not zod's copy: the schemas add nothing (no
   // defaults, no transforms), and the copy of a record loses a `__proto__` key, which the shared
   // send rules refuse (422 on POST /v1/send) and would never see.
@@ -122,19 +127,74 @@ export function parseArguments(tool: AgentTool, args: unknown): { ok: true; args
   };
 }
 
-export function agentMcpServer(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>, env: ToolEnv): McpServer {
-  const server = new McpServer({ name: `motor${spec.path.replace(/\//g, '-')}`, version: '1.0.0' }, { instructions: INSTRUCTIONS });
-  for (const tool of tools.values()) {
-    server.registerTool(tool.name, {
-      description: `${tool.description} Requires scope ${tool.scope}.`,
-      inputSchema: tool.input,
-      annotations: tool.readOnly ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: tool.destructive ?? false },
-    }, (args: Record<string, unknown>) => callTool(tool, env, args));
+/** Each tool's arguments as one zod object, made once (z.object of a shape is a few dozen objects per call). */
+const argumentSchemas = new WeakMap<AgentTool, z.ZodObject>();
+function argumentSchema(tool: AgentTool): z.ZodObject {
+  let schema = argumentSchemas.get(tool);
+  if (!schema) {
+    schema = z.object(tool.input);
+    argumentSchemas.set(tool, schema);
   }
+  return schema;
+}
+
+/** What every request of one server shares, built once: its tools and its `tools/list` answer. */
+export interface McpEndpoint {
+  spec: McpServerSpec;
+  tools: ReadonlyMap<string, AgentTool>;
+  toolList: ListToolsResult;
+}
+
+/**
+ * The `tools/list` answer of these tools, as the SDK's McpServer answers it for tools registered
+ * with `registerTool` (its tools/list handler: the same fields in the same order, the input
+ * schema through the same zod-to-JSON-Schema conversion; test/mcp/server.unit.test.ts holds the
+ * two side by side). McpServer made it on every request: the JSON Schemas of 32 tools were most of
+ * a `tools/list`'s CPU.
+ */
+function toolListOf(tools: ReadonlyMap<string, AgentTool>): ListToolsResult {
+  return {
+    tools: [...tools.values()].map((tool) => ({
+      name: tool.name,
+      description: `${tool.description} Requires scope ${tool.scope}.`,
+      inputSchema: toJsonSchemaCompat(objectFromShape(tool.input), { strictUnions: true, pipeStrategy: 'input' }) as ListToolsResult['tools'][number]['inputSchema'],
+      annotations: tool.readOnly ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: tool.destructive ?? false },
+      execution: { taskSupport: 'forbidden' },
+    })),
+  };
+}
+
+export function mcpEndpoint(spec: McpServerSpec, tools: ReadonlyMap<string, AgentTool>): McpEndpoint {
+  return { spec, tools, toolList: deepFreeze(toolListOf(tools)) };
+}
+
+/** The answer is handed to every request: nothing may change it. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * The SDK's Server makes an Ajv instance (with its formats) per server unless given one: it only
+ * checks what a client answers to a server's elicitation, which these servers never ask for, and
+ * it was a tenth of a request's CPU. One, shared by every request.
+ */
+const schemaValidator = new AjvJsonSchemaValidator();
+
+export function agentMcpServer(endpoint: McpEndpoint, env: ToolEnv): Server {
+  const { spec, tools } = endpoint;
+  // What McpServer declared once tools were registered: tools, with listChanged (no session ever hears of a change).
+  const server = new Server({ name: `motor${spec.path.replace(/\//g, '-')}`, version: '1.0.0' }, {
+    instructions: INSTRUCTIONS, capabilities: { tools: { listChanged: true } }, jsonSchemaValidator: schemaValidator,
+  });
+  server.setRequestHandler(ListToolsRequestSchema, () => endpoint.toolList);
   // The SDK's own tools/call answers arguments that break the schema, and an unknown tool, with an
   // isError result of bare text: no code a client can branch on. This edge answers them itself:
   // arguments with the coded 422 above, an unknown tool as MCP's protocol error (-32602).
-  server.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = tools.get(request.params.name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Tool ${request.params.name.slice(0, 100)} not found`);
     const parsed = parseArguments(tool, request.params.arguments);

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { isDomainError } from '../../domain/errors';
 import {
-  decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, isAcceptableRedirectUri, OAUTH_RULES, parseScope, type GrantEvent,
+  decideApprove, decideDeny, decideRedeemCode, decideRefresh, evolveGrant, foldGrant, initialGrantState, isAcceptableRedirectUri, OAUTH_RULES, parseScope,
+  type GrantEvent, type GrantState,
 } from '../../domain/oauth/grant';
 
 const T0 = new Date('2026-01-01T00:00:00Z');
@@ -79,6 +80,46 @@ describe('OAuth grant aggregate (unit)', () => {
     expect(decideRefresh(foldGrant(events), { clientId: C, refreshTokenHash: H('rt2'), newRefreshTokenHash: H('rt4'), tokenId: U, now: at(5000) }).error?.code).to.equal('invalid_grant');
     const expired = [...approved(), ...redeem(approved()).events];
     expect(decideRefresh(foldGrant(expired), { clientId: C, refreshTokenHash: H('rt1'), newRefreshTokenHash: H('x'), tokenId: U, now: at(2000 + OAUTH_RULES.refreshTtlMs + 1) }).error?.code).to.equal('invalid_grant');
+  });
+
+  /** The hash of the grant's i-th refresh token: the first is redeem's rt1. */
+  const RT = (i: number) => (i === 1 ? H('rt1') : H(`rt-${i}-`));
+  /** A grant whose first refresh token (rt1) was rotated `n` times, one hash after another, as decideRefresh records it. */
+  const rotated = (n: number): GrantEvent[] => {
+    const events = [...approved(), ...redeem(approved()).events];
+    for (let i = 1; i <= n; i++) {
+      events.push({ type: 'OAuthRefreshRotated', data: {
+        grantId: G, tokenId: `token-${i}`, previousHash: RT(i), refreshTokenHash: RT(i + 1), accessExpiresAt: at(3_600_000).toISOString(),
+        refreshExpiresAt: at(OAUTH_RULES.refreshTtlMs).toISOString(), at: at(3000 + i).toISOString(),
+      } });
+    }
+    return events;
+  };
+
+  it('a fold carried on from an earlier state is the fold of the whole stream, event by event alike, and leaves the earlier state as it was', () => {
+    const events = [...rotated(50), { type: 'OAuthGrantRevoked', data: { grantId: G, reason: 'user_revoked', at: at(9000).toISOString() } } as GrantEvent];
+    const whole = foldGrant(events);
+    expect(whole.tokenIds).to.have.length(51);
+    expect(whole.spentRefreshHashes).to.deep.equal(Array.from({ length: 50 }, (_, i) => RT(i + 1)));
+    expect(events.reduce(evolveGrant, initialGrantState())).to.deep.equal(whole);
+    for (const cut of [0, 1, 3, 4, 30, events.length - 1, events.length]) {
+      const earlier = foldGrant(events.slice(0, cut));
+      const copy: GrantState = structuredClone(earlier);
+      expect(foldGrant(events.slice(cut), earlier), `cut at ${cut}`).to.deep.equal(whole);
+      expect(earlier, `cut at ${cut}: the earlier state unchanged`).to.deep.equal(copy);
+    }
+  });
+
+  it("after 2,000 rotations: every token id is the grant's, the current refresh token rotates, and any spent one still revokes the family", () => {
+    const events = rotated(2000);
+    const s = foldGrant(events);
+    expect(s.tokenIds).to.include(G).and.to.include('token-1').and.to.include('token-2000');
+    const again = (hash: string) => decideRefresh(s, { clientId: C, refreshTokenHash: hash, newRefreshTokenHash: H('next'), tokenId: U, now: at(10_000) });
+    expect(again(RT(2001)).events.map((e) => e.type)).to.deep.equal(['OAuthRefreshRotated']);
+    for (const spent of [RT(1), RT(1000), RT(2000)]) {
+      const d = again(spent);
+      expect([d.error?.code, d.events.map((e) => e.type)], spent).to.deep.equal(['invalid_grant', ['OAuthGrantRevoked']]);
+    }
   });
 
   it('scopes and redirect URIs', () => {
