@@ -187,6 +187,13 @@ export interface SmtpConfig {
   maxMessageBytes: number;
   /** Most RCPT TO per transaction (over it: 452). */
   maxRecipients: number;
+  /**
+   * SMTP_MAX_BUFFERED_BYTES: message bytes all SMTP listeners of one process (submission and
+   * inbound) may hold in memory at once while messages arrive; a message that would go over it is
+   * answered 452 4.3.1 (smtp/dataBudget.ts, docs/SMTP.md "Memory for messages being received").
+   * Not below the largest message either listener takes.
+   */
+  maxBufferedBytes: number;
   /** SMTP_CLIENT_CA: PEM file of the CA(s) client certificates of mTLS blocks must chain to; null = mTLS logins impossible (docs/SMTP.md). */
   clientCaPath: string | null;
   /** SMTP_PROCESSES: listener processes sharing the two ports (node:cluster, scripts/roleProcesses.ts; 1 = in the Motor process itself). */
@@ -418,6 +425,8 @@ export function loadConfig(env: Env = process.env): Config {
       tlsKeyPath: str('SMTP_TLS_KEY', null),
       maxMessageBytes: int('SMTP_MAX_MESSAGE_BYTES', 10 * 1024 * 1024, 1024, 100 * 1024 * 1024),
       maxRecipients: int('SMTP_MAX_RECIPIENTS', 50, 1, 1000),
+      // 256 MiB: 25 messages of the default largest size at once; up to 64 GiB (a heap that size is the operator's to give Node).
+      maxBufferedBytes: int('SMTP_MAX_BUFFERED_BYTES', 256 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024),
       clientCaPath: str('SMTP_CLIENT_CA', null),
       processes: int('SMTP_PROCESSES', 1, 1, 64),
       // Postfix's 10 of 20; a lower hard limit alone takes the soft one down with it.
@@ -466,6 +475,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');
   if (config.smtp.softErrorLimit > config.smtp.hardErrorLimit) problems.push('SMTP_SOFT_ERROR_LIMIT must not exceed SMTP_HARD_ERROR_LIMIT');
+  // Under the largest message, that message could never be taken, not even by an idle process. The
+  // inbound listener's only counts where it runs (BOUNCE_DOMAIN set, INBOUND_SMTP_PORT not 0).
+  if (config.smtp.maxBufferedBytes < config.smtp.maxMessageBytes) problems.push('SMTP_MAX_BUFFERED_BYTES must not be below SMTP_MAX_MESSAGE_BYTES');
+  if (config.inbound.bounceDomain !== null && config.inbound.port !== 0 && config.smtp.maxBufferedBytes < config.inbound.maxMessageBytes) {
+    problems.push('SMTP_MAX_BUFFERED_BYTES must not be below INBOUND_MAX_MESSAGE_BYTES');
+  }
   // A message is part of its session (the session deadline lets one in progress finish, so the
   // longest session is the sum of the two).
   if (config.smtp.dataTimeoutSeconds > config.smtp.sessionTimeoutSeconds) problems.push('SMTP_DATA_TIMEOUT_SECONDS must not exceed SMTP_SESSION_TIMEOUT_SECONDS');

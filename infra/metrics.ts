@@ -19,6 +19,16 @@ export function createMetrics() {
       help: 'Messages to the bounce domain by kind (dsn, arf, other; none: a recipient refused at RCPT; unknown: not read) and result (recorded, ignored, no_message, refused_recipient, temporary_failure)',
       labelNames: ['kind', 'result'] as const, registers: [registry],
     }),
+    smtpBufferedBytes: new client.Gauge({
+      name: 'motor_smtp_buffered_bytes',
+      help: 'Bytes of messages held in memory while they arrive over SMTP (submission and inbound listeners of the process; SMTP_MAX_BUFFERED_BYTES caps them)',
+      registers: [registry],
+    }),
+    smtpBufferRefusals: new client.Counter({
+      name: 'motor_smtp_buffer_refusals_total',
+      help: 'Messages refused 452 4.3.1 because SMTP_MAX_BUFFERED_BYTES was reached, by listener (submission, inbound) and stage (mail_from: the declared SIZE did not fit; data: the bytes did not)',
+      labelNames: ['listener', 'stage'] as const, registers: [registry],
+    }),
     httpDuration: new client.Histogram({
       name: 'motor_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['method', 'route', 'status'] as const,
       buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [registry],

@@ -40,6 +40,7 @@ import { authDepsOf, authenticate } from '../smtp/auth';
 import { AuthLimiter, DEFAULT_AUTH_LIMITS } from '../smtp/authLimiter';
 import { RefusalEventBudget } from '../smtp/refusalBudget';
 import { LogLimiter } from '../infra/logLimiter';
+import { DataBudget } from '../smtp/dataBudget';
 import { within } from '../infra/within';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 import { returnPathSettings } from '../smtp/inbound/returnPath';
@@ -74,6 +75,8 @@ export interface Runtime {
   smtpRefusals: RefusalEventBudget;
   /** This process's cap on the SMTP log lines a client can multiply (SMTP_LOG_*): the listeners' and the refusal budget's. */
   smtpLogLines: LogLimiter;
+  /** This process's budget of message bytes held while they arrive (SMTP_MAX_BUFFERED_BYTES): every listener's, submission and inbound. */
+  smtpDataBudget: DataBudget;
   http: HttpContext;
   close(): Promise<void>;
 }
@@ -141,6 +144,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const { perKey, perKind, windowSeconds } = config.smtp.logLines;
   const smtpLogLines = new LogLimiter({ perKey, perKind, windowMs: windowSeconds * 1000 });
   const smtpRefusals = new RefusalEventBudget(redis, config.smtp.refusalEvents, logger.child({ component: 'smtp' }), `${queuePrefix}:smtp:refusals`, smtpLogLines);
+  const smtpDataBudget = new DataBudget(config.smtp.maxBufferedBytes, (held) => metrics.smtpBufferedBytes.set(held));
   const smtpAuthDeps = authDepsOf({ store, directory, clock, oauth: config }, smtpAuthLimiter, smtpRefusals);
   const http: HttpContext = {
     config, db, store, quota, limiter, directory, logger, metrics, clock, health, resolver, keys, streams,
@@ -149,7 +153,7 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   };
   return {
     config, databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl, logger, metrics, clock, db, store, redis, keys, directory,
-    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter, smtpRefusals, smtpLogLines,
+    quota, limiter, resolver, queue, queuePrefix, http, redisBatch, smtpAuthLimiter, smtpRefusals, smtpLogLines, smtpDataBudget,
     async close() {
       // The summaries of refusals counted in windows not yet over: appended now, while the store is open.
       await smtpRefusals.flush();
@@ -333,6 +337,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         {
           send: { store: rt.store, directory: rt.directory, quota: rt.quota, config: c }, directory: rt.directory, redis: rt.redis, logger: rt.logger,
           clock: rt.clock, oauth: c, authLimiter: rt.smtpAuthLimiter, refusals: rt.smtpRefusals, logLines: rt.smtpLogLines, metrics: rt.metrics, eventstoreUrl: c.eventstoreUrl,
+          dataBudget: rt.smtpDataBudget,
         },
         {
           hostname: c.hostname, host, port, securePort, tls, maxMessageBytes: c.smtp.maxMessageBytes, maxRecipients: c.smtp.maxRecipients,
@@ -351,7 +356,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const c = rt.config;
     const tls = await loadTlsMaterial({ certPath: c.smtp.tlsCertPath, keyPath: c.smtp.tlsKeyPath, dataDir: c.dataDir, hostname: c.hostname });
     inbound = await startInboundListener(
-      { store: rt.store, logger: rt.logger, metrics: rt.metrics, clock: rt.clock, logLines: rt.smtpLogLines },
+      { store: rt.store, logger: rt.logger, metrics: rt.metrics, clock: rt.clock, logLines: rt.smtpLogLines, dataBudget: rt.smtpDataBudget },
       {
         hostname: c.hostname, host: opts.host ?? '0.0.0.0', port: inboundPort, returnPath: returnPathSettings(bounceDomain, c.tokenSecret),
         tls, maxMessageBytes: c.inbound.maxMessageBytes,

@@ -10,11 +10,12 @@ import type { LogLimiter } from '../infra/logLimiter';
 import { within } from '../infra/within';
 import { authDepsOf, authenticate, type SmtpUser } from './auth';
 import { normalizeAddress, type AuthLimiter } from './authLimiter';
-import { ceilingReply, formatReply, reply, replyFor, smtpError, type SmtpReply } from './replies';
+import { ceilingReply, formatReply, INSUFFICIENT_STORAGE, reply, replyFor, smtpError, type SmtpReply } from './replies';
 import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer, type AddressCounter, type DeadlinePolicy, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
+import { declaredSize, type DataBudget } from './dataBudget';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
@@ -29,9 +30,10 @@ import { unavailableCode } from '../infra/unavailable';
  * → MAIL FROM (parameters of extensions not offered, ASCII, block and sender-domain rules; the
  * transaction's recipient ceiling) → RCPT TO (ASCII, syntax; count capped by the library and by
  * the ceiling, RCPT TO commands by smtp/server.ts; sandbox and Free-plan recipient rules) → DATA
- * (size capped by the library, then smtp/submission.ts). Across them, the session's error limits
- * and deadlines (smtp/server.ts) and the bound on the refusal events all sessions together append
- * (smtp/refusalBudget.ts).
+ * (size capped by the library, the bytes held by the process's data budget, then
+ * smtp/submission.ts). Across them, the session's error limits and deadlines (smtp/server.ts), the
+ * bound on the refusal events all sessions together append (smtp/refusalBudget.ts) and on the
+ * message bytes all sessions of the process hold (smtp/dataBudget.ts).
  */
 
 export interface SmtpDeps {
@@ -48,8 +50,10 @@ export interface SmtpDeps {
   refusals: RefusalEventBudget;
   /** The process's cap on the log lines a client can multiply (SMTP_LOG_*), shared with `refusals`. */
   logLines: LogLimiter;
-  /** `motor_sends_accepted_total` / `motor_sends_refused_total` with `source="smtp"`: a message (MAIL FROM or DATA) accepted or refused. */
-  metrics?: Pick<Metrics, 'sendsAccepted' | 'sendsRefused'>;
+  /** `motor_sends_accepted_total` / `motor_sends_refused_total` with `source="smtp"`: a message (MAIL FROM or DATA) accepted or refused; `motor_smtp_buffer_refusals_total`. */
+  metrics?: Pick<Metrics, 'sendsAccepted' | 'sendsRefused' | 'smtpBufferRefusals'>;
+  /** The process's budget of message bytes held while they arrive (SMTP_MAX_BUFFERED_BYTES), shared with the inbound listener. */
+  dataBudget: DataBudget;
   /** EVENTSTORE_URL: names a refusal for the database away `database_unavailable` when the store is elsewhere (unavailableCode). */
   eventstoreUrl?: string | null;
 }
@@ -181,6 +185,8 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
   // A client over its address's cap is the client's doing; the listener full is the operator's to see.
   const logAddressCap = capped('info', 'SMTP connection refused: too many connections from the address', 'remoteAddress');
   const logClientCap = capped('warn', 'SMTP connection refused: too many clients', 'remoteAddress');
+  // The process is short of memory for messages, which the operator is to see (as a listener full).
+  const logOverBudget = capped('warn', 'SMTP message refused: SMTP_MAX_BUFFERED_BYTES reached', 'remoteAddress');
   const limiter = deps.authLimiter;
   const authDeps = authDepsOf({ store: deps.send.store, directory: deps.directory, clock: deps.clock, oauth: deps.oauth }, limiter, deps.refusals);
   const known = new KnownClients(settings.knownClientTtlMs ?? 10 * 60_000);
@@ -295,6 +301,13 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       if (!sender.ok && sender.reason === 'non_ascii_local_part') return cb(asError(reply(553, '5.6.7', NON_ASCII)));
       // smtp-server's parser is lenient (`app@localhost` passes): the send rules' address syntax, as at RCPT TO.
       if (!sender.ok || (sender.address !== '' && !isValidAddress(sender.address))) return cb(asError(reply(553, '5.1.7', 'Bad sender address syntax')));
+      // A declared size that does not fit now would be refused after its transfer: say so before it.
+      const size = declaredSize(address.args);
+      if (size !== null && !deps.dataBudget.fits(size)) {
+        deps.metrics?.smtpBufferRefusals.inc({ listener: 'submission', stage: 'mail_from' });
+        logOverBudget({ session: session.id, remoteAddress: addressOf(session), motorBlockId: user.motorBlockId, declaredSize: size, held: deps.dataBudget.held, limit: deps.dataBudget.limitBytes });
+        return cb(asError(INSUFFICIENT_STORAGE));
+      }
       const state = stateOf(session);
       state.ceiling = null;
       hookWithin(hookTimeout, checkEnvelopeSender(deps.send, user.motorBlockId, sender.address, deps.clock.now()))
@@ -332,22 +345,37 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
         rcptTo: session.envelope.rcptTo.map((r) => ascii(r.address)),
       };
       const user = userOf(session);
-      const chunks: Buffer[] = [];
+      // Held against the process's budget from the first byte until the message is answered or cut.
+      const buffer = deps.dataBudget.message();
+      const answer: typeof cb = (err, message) => {
+        buffer.release();
+        cb(err, message);
+      };
+      let received = false;
       stream.on('data', (chunk: Buffer) => {
         // Over the limit the library answers 552 (rejectOversized); stop keeping the bytes.
-        if (!stream.sizeExceeded) chunks.push(chunk);
+        if (stream.sizeExceeded) buffer.release();
+        else buffer.push(chunk);
       });
       stream.on('error', () => { /* the client went away; nothing to answer */ });
+      // Cut before its final dot (the client went away, a deadline, an error): nothing will answer it.
+      stream.on('close', () => { if (!received) buffer.release(); });
       stream.on('end', () => {
+        received = true;
         // Unreachable without AUTH (MAIL FROM requires it), but never answer 250 for nothing.
-        if (!user) return cb(asError(reply(530, '5.7.0', 'Authentication required')));
-        if (stream.sizeExceeded) return cb(asError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
-        hookWithin(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: Buffer.concat(chunks), now: deps.clock.now() }))
+        if (!user) return answer(asError(reply(530, '5.7.0', 'Authentication required')));
+        if (stream.sizeExceeded) return answer(asError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
+        if (buffer.overBudget) {
+          deps.metrics?.smtpBufferRefusals.inc({ listener: 'submission', stage: 'data' });
+          logOverBudget({ session: session.id, remoteAddress: addressOf(session), motorBlockId: user.motorBlockId, bytes: stream.byteLength, held: deps.dataBudget.held, limit: deps.dataBudget.limitBytes });
+          return answer(asError(INSUFFICIENT_STORAGE));
+        }
+        hookWithin(dataTimeout, submitMessage(deps.send, { motorBlockId: user.motorBlockId, envelope, data: buffer.data(), now: deps.clock.now() }))
           .then((s) => {
             log.debug({ session: session.id, messageId: s.messageId }, 'SMTP submission accepted');
             deps.metrics?.sendsAccepted.inc({ source: 'smtp' });
-            cb(null, `OK: queued as ${s.messageId}`);
-          }, (err) => refuse('DATA', session, envelope.mailFrom, envelope.rcptTo.length, err, cb));
+            answer(null, `OK: queued as ${s.messageId}`);
+          }, (err) => refuse('DATA', session, envelope.mailFrom, envelope.rcptTo.length, err, answer));
       });
     },
   };

@@ -96,6 +96,13 @@ export function smtpError(r: SmtpReply): Error & { responseCode: number } {
 
 export const reply = (code: number, enhanced: string, text: string): SmtpReply => ({ code, enhanced, text });
 
+/**
+ * The process holds as many message bytes as SMTP_MAX_BUFFERED_BYTES allows (smtp/dataBudget.ts):
+ * a temporary refusal (RFC 3463 4.3.1 "mail system full", RFC 5321 452), so the client keeps the
+ * message and tries again; Postfix's smtpd says the same when its queue is short of space.
+ */
+export const INSUFFICIENT_STORAGE: SmtpReply = { code: 452, enhanced: '4.3.1', text: 'Insufficient system storage' };
+
 /** Messages that already carry an enhanced status code (`4.7.1 ...`). */
 export const STARTS_WITH_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
 

@@ -83,7 +83,8 @@ export interface GreetingPolicy {
 /**
  * How many errors a session may make, as Postfix counts them: every 4xx and 5xx reply is one,
  * except 421 (the session ends with it anyway) and 452 (too many recipients: RFC 5321
- * §4.5.3.1.10 has the client send the rest in another transaction, which is no error of its).
+ * §4.5.3.1.10 has the client send the rest in another transaction, which is no error of its; or
+ * 4.3.1, the process short of memory for messages, smtp/dataBudget.ts: the server's doing).
  * A message accepted (250 after DATA) forgives the errors before it, as Postfix does.
  *
  * Commands that answer 2xx without moving a transaction on (JUNK_COMMANDS) would let a client hold

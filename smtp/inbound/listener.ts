@@ -7,8 +7,9 @@ import type { LogLimiter } from '../../infra/logLimiter';
 import type { Metrics } from '../../infra/metrics';
 import { within } from '../../infra/within';
 import { normalizeAddress } from '../authLimiter';
-import { reply, smtpError } from '../replies';
+import { INSUFFICIENT_STORAGE, reply, smtpError } from '../replies';
 import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
+import { declaredSize, type DataBudget } from '../dataBudget';
 import { recordReport } from './record';
 import { readReport, type InboundReport } from './reports';
 import { messageIdOfBounceAddress, type ReturnPathSettings } from './returnPath';
@@ -30,6 +31,8 @@ export interface InboundDeps {
   metrics: Metrics;
   clock: Clock;
   logLines: LogLimiter;
+  /** The process's budget of message bytes held while they arrive (SMTP_MAX_BUFFERED_BYTES), shared with the submission listeners. */
+  dataBudget: DataBudget;
 }
 
 export interface InboundSettings {
@@ -74,6 +77,7 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
   const logFailed = capped('warn', 'inbound report not recorded');
   const logAddressCap = capped('info', 'inbound connection refused: too many connections from the address');
   const logConnectionError = capped('debug', 'inbound connection error');
+  const logOverBudget = capped('warn', 'inbound message refused: SMTP_MAX_BUFFERED_BYTES reached');
   const fblAddress = `${FEEDBACK_LOOP_LOCAL_PART}@${settings.returnPath.domain}`;
   const perAddress = new AddressSlots();
   const maxPerAddress = settings.maxConnectionsPerAddress ?? 20;
@@ -113,8 +117,14 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
     onClose(session) {
       perAddress.release(session.id);
     },
-    onMailFrom(_address, session, cb) {
+    onMailFrom(address, session, cb) {
       setTarget(session, null);
+      const size = declaredSize(address.args);
+      if (size !== null && !deps.dataBudget.fits(size)) {
+        deps.metrics.smtpBufferRefusals.inc({ listener: 'inbound', stage: 'mail_from' });
+        logOverBudget({ session: session.id, remoteAddress: addressOf(session), declaredSize: size, held: deps.dataBudget.held, limit: deps.dataBudget.limitBytes });
+        return cb(smtpError(INSUFFICIENT_STORAGE));
+      }
       cb();
     },
     onRcptTo(address, session, cb) {
@@ -135,21 +145,37 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
     },
     onData(stream, session, cb) {
       const target = targetOf(session);
-      const chunks: Buffer[] = [];
-      stream.on('data', (chunk: Buffer) => { if (!stream.sizeExceeded) chunks.push(chunk); });
+      // Held against the process's budget (smtp/dataBudget.ts) until the report is answered or cut.
+      const buffer = deps.dataBudget.message();
+      const answer: typeof cb = (err, message) => {
+        buffer.release();
+        cb(err, message);
+      };
+      let received = false;
+      stream.on('data', (chunk: Buffer) => {
+        if (stream.sizeExceeded) buffer.release();
+        else buffer.push(chunk);
+      });
       stream.on('error', () => { /* the client went away */ });
+      stream.on('close', () => { if (!received) buffer.release(); });
       stream.on('end', () => {
-        if (stream.sizeExceeded) return cb(smtpError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
-        if (!target) return cb(smtpError(reply(503, '5.5.1', 'No valid recipients')));
-        within(dataTimeout, handle(target, Buffer.concat(chunks)), () => new Error(`report not recorded within ${dataTimeout} ms`)).then((r) => {
+        received = true;
+        if (stream.sizeExceeded) return answer(smtpError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
+        if (!target) return answer(smtpError(reply(503, '5.5.1', 'No valid recipients')));
+        if (buffer.overBudget) {
+          deps.metrics.smtpBufferRefusals.inc({ listener: 'inbound', stage: 'data' });
+          logOverBudget({ session: session.id, remoteAddress: addressOf(session), bytes: stream.byteLength, held: deps.dataBudget.held, limit: deps.dataBudget.limitBytes });
+          return answer(smtpError(INSUFFICIENT_STORAGE));
+        }
+        within(dataTimeout, handle(target, buffer.data()), () => new Error(`report not recorded within ${dataTimeout} ms`)).then((r) => {
           deps.metrics.inboundReports.inc({ kind: r.kind, result: r.result });
           logReport({ session: session.id, remoteAddress: addressOf(session), kind: r.kind, result: r.result, messageId: r.messageId, notes: r.notes });
-          cb(null, 'OK: report received');
+          answer(null, 'OK: report received');
         }, (err) => {
           // The store is away, or the report could not be read in time: the sender keeps it and tries again.
           deps.metrics.inboundReports.inc({ kind: 'unknown', result: 'temporary_failure' });
           logFailed({ err, session: session.id, remoteAddress: addressOf(session) });
-          cb(smtpError(reply(451, '4.3.0', 'Temporary local problem, please try again later')));
+          answer(smtpError(reply(451, '4.3.0', 'Temporary local problem, please try again later')));
         });
       });
     },

@@ -34,7 +34,8 @@ import { startSmtpHarness, type SmtpHarness } from './harness';
  *   whose end the client never sent is never accepted;
  * - no uncaught exception or unhandled rejection in the process, no log line at level error;
  * - once every client of a run has hung up, the listener holds no session's state
- *   (`sessionsHeld()`): nothing of one session outlives it, to be found by another or to pile up;
+ *   (`sessionsHeld()`) and the process's data budget no message byte (smtp/dataBudget.ts):
+ *   nothing of one session outlives it, to be found by another or to pile up;
  * - afterwards a well-behaved client on a fresh address authenticates and gets a message
  *   accepted (250).
  *
@@ -1140,12 +1141,14 @@ describe('SMTP listener under random clients: fast-check over real sockets (int)
     for (const [id, a] of acks) if (!seen.has(id)) violation(`250 ${id} (${a.where}) without a MessageAccepted`);
   }
 
-  /** Every client of the run has hung up: the listener holds no session's state any more. */
+  /** Every client of the run has hung up: the listener holds no session's state, and no message byte of the data budget, any more. */
   async function checkNothingHeld(violation: (v: string) => void): Promise<void> {
     const deadline = Date.now() + REPLY_MS;
-    while ((h.smtp.smtp!.sessionsHeld() ?? 0) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    const budget = h.motor.rt.smtpDataBudget;
+    while (((h.smtp.smtp!.sessionsHeld() ?? 0) > 0 || budget.held !== 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     const held = h.smtp.smtp!.sessionsHeld() ?? 0;
     if (held > 0) violation(`the listener still holds the state of ${held} session(s) ${REPLY_MS} ms after every client left`);
+    if (budget.held !== 0) violation(`the data budget still counts ${budget.held} bytes ${REPLY_MS} ms after every client left (SMTP_MAX_BUFFERED_BYTES, smtp/dataBudget.ts)`);
   }
 
   function checkProcess(violation: (v: string) => void, fromLine: number): void {

@@ -30,7 +30,7 @@ describe('smtp/tls and SMTP configuration (int)', () => {
   it('validates the SMTP variables', () => {
     const c = loadConfig({});
     expect(c.smtp).to.deep.equal({
-      port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, clientCaPath: null, processes: 1,
+      port: 2587, securePort: 2465, tlsCertPath: null, tlsKeyPath: null, maxMessageBytes: 10 * 1024 * 1024, maxRecipients: 50, maxBufferedBytes: 256 * 1024 * 1024, clientCaPath: null, processes: 1,
       softErrorLimit: 10, hardErrorLimit: 20, errorSleepMs: 1000, junkCommandLimit: 100, recipientOvershootLimit: 1000,
       sessionTimeoutSeconds: 1800, dataTimeoutSeconds: 600, idleTimeoutSeconds: 300, maxConnectionsPerAddress: 50, refusalEvents: { limit: 100, windowSeconds: 60 },
       logLines: { perKey: 10, perKind: 1000, windowSeconds: 60 },
@@ -98,6 +98,20 @@ describe('smtp/tls and SMTP configuration (int)', () => {
     expect(problems({ SMTP_LOG_WINDOW_SECONDS: '0' }).join()).to.include('SMTP_LOG_WINDOW_SECONDS');
     expect(problems({ SMTP_LOG_WINDOW_SECONDS: '3601' }).join()).to.include('SMTP_LOG_WINDOW_SECONDS');
     expect(problems({ SMTP_LOG_LINE_LIMIT: '50', SMTP_LOG_LINE_KIND_LIMIT: '20' })).to.deep.equal(['SMTP_LOG_LINE_LIMIT must not exceed SMTP_LOG_LINE_KIND_LIMIT']);
+    // The memory budget for messages being received: at least the largest message either listener takes.
+    expect(loadConfig({ SMTP_MAX_BUFFERED_BYTES: '614400', SMTP_MAX_MESSAGE_BYTES: '409600' }).smtp).to.deep.include({ maxBufferedBytes: 614_400, maxMessageBytes: 409_600 });
+    expect(loadConfig({ SMTP_MAX_BUFFERED_BYTES: '409600', SMTP_MAX_MESSAGE_BYTES: '409600' }).smtp.maxBufferedBytes).to.equal(409_600);
+    expect(problems({ SMTP_MAX_BUFFERED_BYTES: '409599', SMTP_MAX_MESSAGE_BYTES: '409600' })).to.deep.equal(['SMTP_MAX_BUFFERED_BYTES must not be below SMTP_MAX_MESSAGE_BYTES']);
+    // Below the default largest message (10 MiB).
+    expect(problems({ SMTP_MAX_BUFFERED_BYTES: String(8 * 1024 * 1024) })).to.deep.equal(['SMTP_MAX_BUFFERED_BYTES must not be below SMTP_MAX_MESSAGE_BYTES']);
+    // The inbound listener's largest report counts only where it runs (BOUNCE_DOMAIN, INBOUND_SMTP_PORT not 0).
+    const inbound = { SMTP_MAX_BUFFERED_BYTES: '2097152', SMTP_MAX_MESSAGE_BYTES: '1048576', INBOUND_MAX_MESSAGE_BYTES: '3145728' };
+    expect(loadConfig(inbound).smtp.maxBufferedBytes).to.equal(2_097_152);
+    expect(problems({ ...inbound, BOUNCE_DOMAIN: 'bounces.example.com' })).to.deep.equal(['SMTP_MAX_BUFFERED_BYTES must not be below INBOUND_MAX_MESSAGE_BYTES']);
+    expect(loadConfig({ ...inbound, BOUNCE_DOMAIN: 'bounces.example.com', INBOUND_SMTP_PORT: '0' }).smtp.maxBufferedBytes).to.equal(2_097_152);
+    for (const bad of ['1023', '68719476737', '2.5', 'none', '-1']) {
+      expect(problems({ SMTP_MAX_BUFFERED_BYTES: bad })).to.deep.equal([`SMTP_MAX_BUFFERED_BYTES must be an integer between 1024 and 68719476736 (got "${bad}")`]);
+    }
     expect(problems({ SMTP_PROCESSES: 'two' }).join()).to.include('SMTP_PROCESSES');
     expect(problems({ SMTP_PORT: '2525', SMTPS_PORT: '2525' }).join()).to.include('must differ');
     expect(problems({ SMTP_CLIENT_CA: '/no/such-ca.pem' }).join()).to.include('SMTP_CLIENT_CA names a file that does not exist');

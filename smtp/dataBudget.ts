@@ -1,0 +1,95 @@
+/**
+ * The process's budget of message bytes held in memory while they arrive over SMTP
+ * (SMTP_MAX_BUFFERED_BYTES, docs/SMTP.md "Memory for messages being received"). Motor keeps a
+ * message in memory from its 354 until it is answered (the 250 comes only once its MessageAccepted
+ * is committed), so each listener alone bounds one message (SMTP_MAX_MESSAGE_BYTES,
+ * INBOUND_MAX_MESSAGE_BYTES) and its clients, but not their sum: enough sessions sending large
+ * messages at once would take the heap, and with it every session of the process. One budget is
+ * shared by every listener of the process (submission on both ports, inbound), created where they
+ * are started (scripts/runtime.ts).
+ *
+ * A message takes its bytes chunk by chunk as they arrive. The chunk that would take the process
+ * over the budget is not taken: the message stops being kept (`overBudget`; what it held is given
+ * back at once) and the listener answers it, after its final dot, with a temporary refusal. A
+ * message gives its bytes back once, when it is answered or cut (`release`); whatever calls come
+ * after that change nothing.
+ */
+export class DataBudget {
+  private heldBytes = 0;
+
+  /** `onChange` is told the bytes held after each change (the gauge of infra/metrics.ts). */
+  constructor(readonly limitBytes: number, private readonly onChange: (heldBytes: number) => void = () => {}) {
+    if (!Number.isSafeInteger(limitBytes) || limitBytes < 1) throw new RangeError(`a data budget is a positive whole number of bytes (got ${limitBytes})`);
+  }
+
+  /** Bytes held now by every message being received or answered. */
+  get held(): number {
+    return this.heldBytes;
+  }
+
+  /** Whether a message of `bytes` would fit now: for the SIZE= a client declares at MAIL FROM (RFC 1870). */
+  fits(bytes: number): boolean {
+    return this.heldBytes + bytes <= this.limitBytes;
+  }
+
+  /** One message's buffer, its bytes counted against the budget as they arrive. */
+  message(): MessageBuffer {
+    let chunks: Buffer[] = [];
+    let bytes = 0;
+    let overBudget = false;
+    let released = false;
+    const change = (n: number) => {
+      this.heldBytes += n;
+      this.onChange(this.heldBytes);
+    };
+    const drop = () => {
+      if (bytes > 0) change(-bytes);
+      bytes = 0;
+      chunks = [];
+    };
+    return {
+      get overBudget() { return overBudget; },
+      get bytes() { return bytes; },
+      push: (chunk) => {
+        if (overBudget || released || chunk.length === 0) return;
+        if (this.heldBytes + chunk.length > this.limitBytes) {
+          overBudget = true;
+          drop();
+          return;
+        }
+        chunks.push(chunk);
+        bytes += chunk.length;
+        change(chunk.length);
+      },
+      data: () => {
+        // One buffer instead of the chunks: the same bytes held, not twice while the message is read.
+        const whole = Buffer.concat(chunks, bytes);
+        chunks = [whole];
+        return whole;
+      },
+      release: () => {
+        released = true;
+        drop();
+      },
+    };
+  }
+}
+
+export interface MessageBuffer {
+  /** A chunk would have taken the process over the budget: the message is no longer kept. */
+  readonly overBudget: boolean;
+  /** Bytes this message holds of the budget now. */
+  readonly bytes: number;
+  /** The next chunk of the message; ignored once over the budget or released. */
+  push(chunk: Buffer): void;
+  /** The message as received so far, in one buffer (still held until `release`). */
+  data(): Buffer;
+  /** Lets the message go and gives its bytes back; no more are taken after it. Safe to call again. */
+  release(): void;
+}
+
+/** The SIZE= a client declared at MAIL FROM (RFC 1870; smtp-server checked its syntax and its maximum), or null. */
+export const declaredSize = (args: object | false): number | null => {
+  const size = args ? (args as Record<string, unknown>).SIZE : undefined;
+  return typeof size === 'string' && /^\d+$/.test(size) ? Number(size) : null;
+};
