@@ -75,7 +75,7 @@ const NEVER_SIGNED = new Set([
  * mailauth, which also signs Ed25519 (nodemailer's signer silently skips it).
  */
 export async function signMessage(raw: Buffer, opts: SignOptions): Promise<Buffer> {
-  const fast = signDirect(raw, opts);
+  const fast = await signDirect(raw, opts);
   if (fast) return fast;
   return signWithMailauth(raw, opts);
 }
@@ -96,7 +96,7 @@ function privateKeyObject(pem: string): KeyObject {
 
 const SIGNED_ORDER = new Map<string, number>();
 
-function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
+async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null> {
   // No body separator, or a bare LF or CR anywhere: leave it to mailauth's general parser. The
   // header block is read as text; the body stays bytes and is checked as it is hashed.
   const sep = raw.indexOf('\r\n\r\n', 0, 'latin1');
@@ -146,13 +146,17 @@ function signDirect(raw: Buffer, opts: SignOptions): Buffer | null {
   const head = `DKIM-Signature: v=1; a=${opts.algorithm}; c=relaxed/relaxed; d=${opts.domain}; q=dns/txt;\r\n s=${opts.selector}; t=${t}; bh=${bh};\r\n ${h};\r\n b=`;
   canonical += `dkim-signature:${relaxedValue(head.slice(head.indexOf(':') + 1))}`;
   const data = Buffer.from(canonical, 'latin1');
-  // On the event loop, not libuv's thread pool: handing each signature to a pool thread and back
-  // cost more CPU (0.35 against 0.26 ms per RSA-2048 signature, measured alone; docs/PERFORMANCE.md,
-  // 2026-11-25 15:01) than the ~0.3 ms it keeps off the loop. A worker process is one core's worth
-  // of delivery; more cores, more workers.
-  const signature = opts.algorithm === 'rsa-sha256'
-    ? cryptoSign('sha256', data, key)
-    : cryptoSign(null, createHash('sha256').update(data).digest(), key);
+  // In libuv's thread pool, off the event loop: the signature is the largest single cost of a
+  // delivered message (RSA-2048: 0.26 ms on a fast host, 1.15 ms on the slowest measured), and in
+  // one process (`npm start`) the event loop is what saturates first while the second core has
+  // room. Measured alternately on one host (docs/PERFORMANCE.md, 2026-11-29 01:47): 229–231 msg/s
+  // against 214–216 on the event loop, for 2–3 % more CPU per message (the hand-off); with
+  // separate processes, both cores already busy, 222–227 against 219–221.
+  const signature = await new Promise<Buffer>((resolve, reject) => {
+    const done = (err: Error | null, sig: Buffer) => (err ? reject(err) : resolve(sig));
+    if (opts.algorithm === 'rsa-sha256') cryptoSign('sha256', data, key, done);
+    else cryptoSign(null, createHash('sha256').update(data).digest(), key, done);
+  });
   const b = signature.toString('base64').replace(/.{1,72}/g, (chunk, offset: number) => (offset === 0 ? chunk : `\r\n ${chunk}`));
   return Buffer.concat([Buffer.from(`${head}${b}\r\n`, 'latin1'), raw]);
 }
