@@ -49,7 +49,11 @@ export interface Config {
    * (body included). Past either it gets 408 `request_timeout` and the connection is closed
    * (docs/ERRORS.md); Node's defaults (60 s, 300 s) let slow clients hold connections for minutes.
    */
-  http: { headersTimeoutSeconds: number; requestTimeoutSeconds: number };
+  /**
+   * HTTP_MAX_BUFFERED_BYTES: request bodies one API process may be reading at once, by their
+   * declared length; past it 503 server_busy (read-api/http/requestChecks.ts bodyBudget).
+   */
+  http: { headersTimeoutSeconds: number; requestTimeoutSeconds: number; maxBufferedBytes: number };
   /** Unset = embedded PostgreSQL under ./var/postgres. */
   databaseUrl: string | null;
   /** Unset = 127.0.0.1:6379, else a redis-server started by Motor. */
@@ -352,6 +356,8 @@ export function loadConfig(env: Env = process.env): Config {
       headersTimeoutSeconds: int('HTTP_HEADERS_TIMEOUT_SECONDS', 20, 1, 600),
       // A 12 MB send body must fit in it: 60 s is 1.6 Mbit/s.
       requestTimeoutSeconds: int('HTTP_REQUEST_TIMEOUT_SECONDS', 60, 1, 3600),
+      // At least one largest body (12 MB): below it such a send could never be taken.
+      maxBufferedBytes: int('HTTP_MAX_BUFFERED_BYTES', 256 * 1024 * 1024, 12 * 1024 * 1024, 64 * 1024 * 1024 * 1024),
     },
     databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
     redisUrl: url('REDIS_URL', ['redis', 'rediss']),

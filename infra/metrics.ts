@@ -19,6 +19,16 @@ export function createMetrics() {
       help: 'Messages to the bounce domain by kind (dsn, arf, other; none: a recipient refused at RCPT; unknown: not read) and result (recorded, ignored, no_message, refused_recipient, temporary_failure)',
       labelNames: ['kind', 'result'] as const, registers: [registry],
     }),
+    httpBufferedBytes: new client.Gauge({
+      name: 'motor_http_buffered_bytes',
+      help: 'Bytes of request bodies this API process is reading or holding, by their declared length (HTTP_MAX_BUFFERED_BYTES caps them)',
+      registers: [registry],
+    }),
+    httpBodyRefusals: new client.Counter({
+      name: 'motor_http_body_refusals_total',
+      help: 'Requests refused 503 server_busy because HTTP_MAX_BUFFERED_BYTES was reached',
+      registers: [registry],
+    }),
     smtpBufferedBytes: new client.Gauge({
       name: 'motor_smtp_buffered_bytes',
       help: 'Bytes of messages held in memory while they arrive over SMTP (submission and inbound listeners of the process; SMTP_MAX_BUFFERED_BYTES caps them)',

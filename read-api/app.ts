@@ -6,13 +6,15 @@ import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput, requireUtf8 } from './http/errors';
-import { JSON_TYPES, refuseUnreadBody, requireHostHeader } from './http/requestChecks';
+import { bodyBudget, JSON_TYPES, refuseUnreadBody, requireHostHeader } from './http/requestChecks';
 import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
 import { mcpRouter } from './mcp/router';
 
 /** Largest JSON body accepted (a send's text + html + headers are capped at 10 MiB inside it). */
 export const MAX_JSON_BODY = '12mb';
+/** MAX_JSON_BODY in bytes (body-parser reads 'mb' as MiB). */
+export const MAX_JSON_BODY_BYTES = 12 * 1024 * 1024;
 /** Largest body of the account, onboarding and email-validation routes (a full validation batch fits). */
 export const MAX_ACCOUNT_JSON_BODY = '64kb';
 
@@ -40,6 +42,11 @@ export function createApp(ctx: HttpContext): Express {
     requireHostHeader,
     // Before the parsers: a body they would not parse is refused, never read as no body.
     refuseUnreadBody,
+    // Before the parsers read a byte: the process's room for bodies being read (HTTP_MAX_BUFFERED_BYTES).
+    bodyBudget(ctx.config.http.maxBufferedBytes, MAX_JSON_BODY_BYTES, {
+      held: (bytes) => ctx.metrics.httpBufferedBytes.set(bytes),
+      refused: () => ctx.metrics.httpBodyRefusals.inc(),
+    }),
     // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
     mountedAt(ACCOUNT_BODY_PATHS, express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 })),
     express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }),

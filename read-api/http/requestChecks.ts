@@ -1,5 +1,6 @@
 import { MIMEType } from 'node:util';
 import type { NextFunction, Request, Response } from 'express';
+import { fail } from '../../domain/errors';
 import { MCP_SERVERS } from '../../domain/oauth/agent';
 import { RequestRefused } from './errors';
 
@@ -89,4 +90,50 @@ function charsetOf(contentType: string): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The process's budget of request bodies being read (HTTP_MAX_BUFFERED_BYTES, docs/ERRORS.md
+ * "Any route: requests the HTTP layer refuses"). The parsers hold a body in memory until it is
+ * parsed, and the route its parsed copy until it answers: each request is bounded (12 MB), their
+ * sum was not, and a few hundred slow 12 MB uploads, credentials or none (the body is read before
+ * the route checks them), took the heap and every request of the process with it.
+ *
+ * A request with a body reserves its `Content-Length` (the route's largest body when it is chunked
+ * or compressed, whose inflated size is what the parser holds) before a byte of it is read, and
+ * gives it back when its answer is sent or its connection closes. A reservation that does not fit
+ * is 503 `server_busy` with `Retry-After: 1`, its body left unread, so the connection closes after
+ * the answer. A reservation, not a count of the bytes as they arrive: a client that declares 12 MB
+ * and trickles it holds 12 MB of room, which is what it could hold of the heap.
+ */
+export function bodyBudget(
+  limitBytes: number, largestBody: number, metrics: { held(bytes: number): void; refused(): void },
+): (req: Request, res: Response, next: NextFunction) => void {
+  let held = 0;
+  return (req, res, next) => {
+    if (!BODY_METHODS.has(req.method) || !carriesBody(req)) {
+      next();
+      return;
+    }
+    const declared = Number(req.headers['content-length']);
+    const encoding = req.headers['content-encoding'];
+    const plain = encoding === undefined || encoding.trim().toLowerCase() === 'identity';
+    const bytes = plain && Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, largestBody) : largestBody;
+    if (held + bytes > limitBytes) {
+      metrics.refused();
+      res.setHeader('Connection', 'close');
+      next(fail('server_busy', 503, 'This process holds as many request bodies as it has room for; nothing was read or done', {
+        nextAction: 'Retry in a second', details: { retryAfterSeconds: 1 },
+      }));
+      return;
+    }
+    held += bytes;
+    metrics.held(held);
+    // A response's 'close' comes once, whether it was sent or its connection went first.
+    res.once('close', () => {
+      held -= bytes;
+      metrics.held(held);
+    });
+    next();
+  };
 }

@@ -13,8 +13,8 @@ describe('slow clients: header and request timeouts (int)', function () {
   this.timeout(60_000);
 
   it('HTTP_HEADERS_TIMEOUT_SECONDS and HTTP_REQUEST_TIMEOUT_SECONDS are validated: defaults 20 and 60, headers at most the request', () => {
-    expect(loadConfig({}).http).to.deep.equal({ headersTimeoutSeconds: 20, requestTimeoutSeconds: 60 });
-    expect(loadConfig({ HTTP_HEADERS_TIMEOUT_SECONDS: '5', HTTP_REQUEST_TIMEOUT_SECONDS: '300' }).http).to.deep.equal({ headersTimeoutSeconds: 5, requestTimeoutSeconds: 300 });
+    expect(loadConfig({}).http).to.deep.include({ headersTimeoutSeconds: 20, requestTimeoutSeconds: 60 });
+    expect(loadConfig({ HTTP_HEADERS_TIMEOUT_SECONDS: '5', HTTP_REQUEST_TIMEOUT_SECONDS: '300' }).http).to.deep.include({ headersTimeoutSeconds: 5, requestTimeoutSeconds: 300 });
     for (const [name, bad] of [['HTTP_HEADERS_TIMEOUT_SECONDS', '0'], ['HTTP_HEADERS_TIMEOUT_SECONDS', 'soon'], ['HTTP_REQUEST_TIMEOUT_SECONDS', '0'], ['HTTP_REQUEST_TIMEOUT_SECONDS', '3601']]) {
       expect(() => loadConfig({ [name]: bad }), `${name}=${bad}`).to.throw(ConfigError, new RegExp(name));
     }
