@@ -48,8 +48,6 @@ export interface Config {
    * How long a client may take to send a request to the HTTP API: its headers, and the whole of it
    * (body included). Past either it gets 408 `request_timeout` and the connection is closed
    * (docs/ERRORS.md); Node's defaults (60 s, 300 s) let slow clients hold connections for minutes.
-   */
-  /**
    * HTTP_MAX_BUFFERED_BYTES: request bodies one API process may be reading at once, by their
    * declared length; past it 503 server_busy (read-api/http/requestChecks.ts bodyBudget).
    */
