@@ -248,7 +248,8 @@ export async function redeemGrant(
     }, `oauthClient:${clientId}`, GRANT_CONTENTION);
   }
   if (error) throw error;
-  const { state } = await loadGrant(store, grantId);
+  // Through the grant cache: the events appended just now, not the whole stream once more.
+  const state = await currentGrant(store, grantId);
   return { grantId, tokenId, refresh, state };
 }
 
