@@ -1,3 +1,5 @@
+import type { SMTPServerDataStream } from 'smtp-server';
+
 /**
  * The process's budget of message bytes held in memory while they arrive over SMTP
  * (SMTP_MAX_BUFFERED_BYTES, docs/SMTP.md "Memory for messages being received"). Motor keeps a
@@ -73,6 +75,33 @@ export class DataBudget {
       },
     };
   }
+}
+
+/** smtp-server's answer to a DATA: an error, or the text of the 250. */
+export type DataCallback = (err?: Error | null, message?: string) => void;
+
+/**
+ * One DATA stream's bytes held against `budget`: taken as they arrive (let go once the message is
+ * over the size limit, which the library answers 552), given back when `answer` replies, or when
+ * the stream closes before its final dot (the client went away, a deadline, an error) and nothing
+ * will answer it. Both listeners receive their messages so (smtp/listener.ts, smtp/inbound/listener.ts).
+ */
+export function receiveMessage(budget: DataBudget, stream: SMTPServerDataStream, cb: DataCallback): { buffer: MessageBuffer; answer: DataCallback } {
+  const buffer = budget.message();
+  let received = false;
+  stream.on('data', (chunk: Buffer) => {
+    if (stream.sizeExceeded) buffer.release();
+    else buffer.push(chunk);
+  });
+  stream.once('end', () => { received = true; });
+  stream.on('close', () => { if (!received) buffer.release(); });
+  return {
+    buffer,
+    answer: (err, message) => {
+      buffer.release();
+      cb(err, message);
+    },
+  };
 }
 
 export interface MessageBuffer {

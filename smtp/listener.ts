@@ -15,7 +15,7 @@ import type { RecipientCeiling } from '../commands/quota/sendQuota';
 import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer, type AddressCounter, type DeadlinePolicy, type ErrorPolicy } from './server';
 import { checkEnvelopeRecipient, checkEnvelopeSender, envelopeAddress, recordRefusal, recordRefusalsSummarized, submitMessage } from './submission';
 import type { RefusalEventBudget } from './refusalBudget';
-import { declaredSize, type DataBudget } from './dataBudget';
+import { declaredSize, receiveMessage, type DataBudget } from './dataBudget';
 import { isValidAddress } from '../domain/message/sendRules';
 import type { TLSSocket } from 'node:tls';
 import type { PeerCertificate } from './auth';
@@ -346,22 +346,9 @@ export async function startSmtpListeners(deps: SmtpDeps, settings: SmtpSettings)
       };
       const user = userOf(session);
       // Held against the process's budget from the first byte until the message is answered or cut.
-      const buffer = deps.dataBudget.message();
-      const answer: typeof cb = (err, message) => {
-        buffer.release();
-        cb(err, message);
-      };
-      let received = false;
-      stream.on('data', (chunk: Buffer) => {
-        // Over the limit the library answers 552 (rejectOversized); stop keeping the bytes.
-        if (stream.sizeExceeded) buffer.release();
-        else buffer.push(chunk);
-      });
+      const { buffer, answer } = receiveMessage(deps.dataBudget, stream, cb);
       stream.on('error', () => { /* the client went away; nothing to answer */ });
-      // Cut before its final dot (the client went away, a deadline, an error): nothing will answer it.
-      stream.on('close', () => { if (!received) buffer.release(); });
       stream.on('end', () => {
-        received = true;
         // Unreachable without AUTH (MAIL FROM requires it), but never answer 250 for nothing.
         if (!user) return answer(asError(reply(530, '5.7.0', 'Authentication required')));
         if (stream.sizeExceeded) return answer(asError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));

@@ -9,7 +9,7 @@ import { within } from '../../infra/within';
 import { normalizeAddress } from '../authLimiter';
 import { INSUFFICIENT_STORAGE, reply, smtpError } from '../replies';
 import { AddressSlots, KnownClients, NOT_IMPLEMENTED, SubmissionServer } from '../server';
-import { declaredSize, type DataBudget } from '../dataBudget';
+import { declaredSize, receiveMessage, type DataBudget } from '../dataBudget';
 import { recordReport } from './record';
 import { readReport, type InboundReport } from './reports';
 import { messageIdOfBounceAddress, type ReturnPathSettings } from './returnPath';
@@ -146,20 +146,9 @@ export async function startInboundListener(deps: InboundDeps, settings: InboundS
     onData(stream, session, cb) {
       const target = targetOf(session);
       // Held against the process's budget (smtp/dataBudget.ts) until the report is answered or cut.
-      const buffer = deps.dataBudget.message();
-      const answer: typeof cb = (err, message) => {
-        buffer.release();
-        cb(err, message);
-      };
-      let received = false;
-      stream.on('data', (chunk: Buffer) => {
-        if (stream.sizeExceeded) buffer.release();
-        else buffer.push(chunk);
-      });
+      const { buffer, answer } = receiveMessage(deps.dataBudget, stream, cb);
       stream.on('error', () => { /* the client went away */ });
-      stream.on('close', () => { if (!received) buffer.release(); });
       stream.on('end', () => {
-        received = true;
         if (stream.sizeExceeded) return answer(smtpError(reply(552, '5.3.4', `Message exceeds the maximum size of ${settings.maxMessageBytes} bytes`)));
         if (!target) return answer(smtpError(reply(503, '5.5.1', 'No valid recipients')));
         if (buffer.overBudget) {
