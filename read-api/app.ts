@@ -6,6 +6,7 @@ import swaggerUi from 'swagger-ui-express';
 import './http/express-augment';
 import type { HttpContext } from './http/context';
 import { errorMiddleware, notFoundMiddleware, refuseUnstorableInput, requireUtf8 } from './http/errors';
+import { ByteBudget } from '../infra/byteBudget';
 import { bodyBudget, JSON_TYPES, refuseUnreadBody, requireHostHeader } from './http/requestChecks';
 import { lowerCaseUuidParam, UUID_PATH_PARAMS } from './http/params';
 import { RegisterRoutes } from './generated/routes';
@@ -43,10 +44,10 @@ export function createApp(ctx: HttpContext): Express {
     // Before the parsers: a body they would not parse is refused, never read as no body.
     refuseUnreadBody,
     // Before the parsers read a byte: the process's room for bodies being read (HTTP_MAX_BUFFERED_BYTES).
-    bodyBudget(ctx.config.http.maxBufferedBytes, MAX_JSON_BODY_BYTES, {
-      held: (bytes) => ctx.metrics.httpBufferedBytes.set(bytes),
-      refused: () => ctx.metrics.httpBodyRefusals.inc(),
-    }),
+    bodyBudget(
+      new ByteBudget(ctx.config.http.maxBufferedBytes, (held) => ctx.metrics.httpBufferedBytes.set(held)), MAX_JSON_BODY_BYTES,
+      () => ctx.metrics.httpBodyRefusals.inc(),
+    ),
     // Account routes take small bodies: refused from Content-Length before any parsing (docs/AUTH.md).
     mountedAt(ACCOUNT_BODY_PATHS, express.json({ limit: MAX_ACCOUNT_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 })),
     express.json({ limit: MAX_JSON_BODY, strict: true, type: JSON_TYPES, verify: requireUtf8 }),

@@ -1,4 +1,5 @@
 import type { SMTPServerDataStream } from 'smtp-server';
+import { ByteBudget } from '../infra/byteBudget';
 
 /**
  * The process's budget of message bytes held in memory while they arrive over SMTP
@@ -16,36 +17,15 @@ import type { SMTPServerDataStream } from 'smtp-server';
  * message gives its bytes back once, when it is answered or cut (`release`); whatever calls come
  * after that change nothing.
  */
-export class DataBudget {
-  private heldBytes = 0;
-
-  /** `onChange` is told the bytes held after each change (the gauge of infra/metrics.ts). */
-  constructor(readonly limitBytes: number, private readonly onChange: (heldBytes: number) => void = () => {}) {
-    if (!Number.isSafeInteger(limitBytes) || limitBytes < 1) throw new RangeError(`a data budget is a positive whole number of bytes (got ${limitBytes})`);
-  }
-
-  /** Bytes held now by every message being received or answered. */
-  get held(): number {
-    return this.heldBytes;
-  }
-
-  /** Whether a message of `bytes` would fit now: for the SIZE= a client declares at MAIL FROM (RFC 1870). */
-  fits(bytes: number): boolean {
-    return this.heldBytes + bytes <= this.limitBytes;
-  }
-
-  /** One message's buffer, its bytes counted against the budget as they arrive. */
+export class DataBudget extends ByteBudget {
+  /** One message's buffer, its bytes counted against the budget as they arrive. (`fits`: for the SIZE= a client declares at MAIL FROM, RFC 1870.) */
   message(): MessageBuffer {
     let chunks: Buffer[] = [];
     let bytes = 0;
     let overBudget = false;
     let released = false;
-    const change = (n: number) => {
-      this.heldBytes += n;
-      this.onChange(this.heldBytes);
-    };
     const drop = () => {
-      if (bytes > 0) change(-bytes);
+      if (bytes > 0) this.give(bytes);
       bytes = 0;
       chunks = [];
     };
@@ -54,14 +34,13 @@ export class DataBudget {
       get bytes() { return bytes; },
       push: (chunk) => {
         if (overBudget || released || chunk.length === 0) return;
-        if (this.heldBytes + chunk.length > this.limitBytes) {
+        if (!this.take(chunk.length)) {
           overBudget = true;
           drop();
           return;
         }
         chunks.push(chunk);
         bytes += chunk.length;
-        change(chunk.length);
       },
       data: () => {
         // One buffer instead of the chunks: the same bytes held, not twice while the message is read.

@@ -1,6 +1,7 @@
 import { MIMEType } from 'node:util';
 import type { NextFunction, Request, Response } from 'express';
 import { fail } from '../../domain/errors';
+import type { ByteBudget } from '../../infra/byteBudget';
 import { MCP_SERVERS } from '../../domain/oauth/agent';
 import { RequestRefused } from './errors';
 
@@ -106,10 +107,7 @@ function charsetOf(contentType: string): string | null {
  * the answer. A reservation, not a count of the bytes as they arrive: a client that declares 12 MB
  * and trickles it holds 12 MB of room, which is what it could hold of the heap.
  */
-export function bodyBudget(
-  limitBytes: number, largestBody: number, metrics: { held(bytes: number): void; refused(): void },
-): (req: Request, res: Response, next: NextFunction) => void {
-  let held = 0;
+export function bodyBudget(budget: ByteBudget, largestBody: number, onRefused: () => void): (req: Request, res: Response, next: NextFunction) => void {
   return (req, res, next) => {
     if (!BODY_METHODS.has(req.method) || !carriesBody(req)) {
       next();
@@ -119,21 +117,16 @@ export function bodyBudget(
     const encoding = req.headers['content-encoding'];
     const plain = encoding === undefined || encoding.trim().toLowerCase() === 'identity';
     const bytes = plain && Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, largestBody) : largestBody;
-    if (held + bytes > limitBytes) {
-      metrics.refused();
+    if (!budget.take(bytes)) {
+      onRefused();
       res.setHeader('Connection', 'close');
       next(fail('server_busy', 503, 'This process holds as many request bodies as it has room for; nothing was read or done', {
         nextAction: 'Retry in a second', details: { retryAfterSeconds: 1 },
       }));
       return;
     }
-    held += bytes;
-    metrics.held(held);
     // A response's 'close' comes once, whether it was sent or its connection went first.
-    res.once('close', () => {
-      held -= bytes;
-      metrics.held(held);
-    });
+    res.once('close', () => budget.give(bytes));
     next();
   };
 }
