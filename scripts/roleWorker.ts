@@ -31,6 +31,27 @@ process.on('disconnect', () => requestStop('the primary is gone'));
 process.on('SIGTERM', () => requestStop('SIGTERM'));
 process.on('SIGINT', () => requestStop('SIGINT'));
 
+/** The primary's answers to a child's requests (/metrics, an SMTP connection's count), each carrying the request's id. */
+type Answer = Extract<RoleWorkerMessage, { type: 'metrics-answer' | 'slot-count' }>;
+let asks = 0;
+const asked = new Map<number, (answer: Answer | null) => void>();
+const answered = (m: Answer) => {
+  asked.get(m.id)?.(m);
+  asked.delete(m.id);
+};
+handlers['metrics-answer'] = answered;
+handlers['slot-count'] = answered;
+
+/** Sends the primary what `ask` makes of a fresh id; its answer with that id, or null when none came within `timeoutMs`. */
+function askPrimary(ask: (id: number) => RoleWorkerMessage, timeoutMs: number): Promise<Answer | null> {
+  const id = ++asks;
+  return new Promise((resolve) => {
+    asked.set(id, resolve);
+    send(ask(id));
+    setTimeout(() => { if (asked.delete(id)) resolve(null); }, timeoutMs).unref();
+  });
+}
+
 /** How long a connection waits for the primary's count of its address before it is let in uncounted. */
 const SLOT_ANSWER_MS = 2000;
 
@@ -40,19 +61,11 @@ const SLOT_ANSWER_MS = 2000;
  * answer lets the connection in (it is then on its way out, and this child with it).
  */
 function primaryAddressCounter(): AddressCounter {
-  let asks = 0;
-  const waiting = new Map<number, (open: number) => void>();
-  handlers['slot-count'] = (m) => {
-    waiting.get(m.id)?.(m.open);
-    waiting.delete(m.id);
-  };
   return {
-    take: (session, address) => new Promise<number>((resolve) => {
-      const id = ++asks;
-      waiting.set(id, resolve);
-      send({ type: 'slot-take', id, session, address });
-      setTimeout(() => { if (waiting.delete(id)) resolve(0); }, SLOT_ANSWER_MS).unref();
-    }),
+    take: async (session, address) => {
+      const answer = await askPrimary((id) => ({ type: 'slot-take', id, session, address }), SLOT_ANSWER_MS);
+      return answer?.type === 'slot-count' ? answer.open : 0;
+    },
     release: (session) => send({ type: 'slot-release', session }),
   };
 }
@@ -66,23 +79,15 @@ async function main(): Promise<void> {
   const rt = await createRuntime(config, { databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger });
 
   // /metrics answers for the whole cluster: the primary adds up every child's registry.
-  let asks = 0;
-  const answers = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();
-  handlers['metrics-answer'] = (m) => {
-    const a = answers.get(m.id);
-    answers.delete(m.id);
-    if (m.text !== undefined) a?.resolve(m.text);
-    else a?.reject(new Error(m.error ?? 'no metrics'));
-  };
   handlers['metrics-collect'] = (m) => {
     void rt.metrics.registry.getMetricsAsJSON().then((metrics) => send({ type: 'metrics-part', id: m.id, metrics }));
   };
-  rt.metrics.exposition = () => new Promise<string>((resolve, reject) => {
-    const id = ++asks;
-    answers.set(id, { resolve, reject });
-    send({ type: 'metrics-request', id });
-    setTimeout(() => { if (answers.delete(id)) reject(new Error('the primary did not answer with the metrics')); }, 5000).unref();
-  });
+  rt.metrics.exposition = async () => {
+    const answer = await askPrimary((id) => ({ type: 'metrics-request', id }), 5000);
+    if (answer === null) throw new Error('the primary did not answer with the metrics');
+    if (answer.type !== 'metrics-answer' || answer.text === undefined) throw new Error((answer.type === 'metrics-answer' && answer.error) || 'no metrics');
+    return answer.text;
+  };
 
   const started = spec.role === 'api'
     ? await startRoles(rt, ['api'], { host: spec.host, port: spec.port })
