@@ -150,7 +150,7 @@ async function signDirect(raw: Buffer, opts: SignOptions): Promise<Buffer | null
   // delivered message (RSA-2048: 0.26 ms on a fast host, 1.15 ms on the slowest measured), and in
   // one process (`npm start`) the event loop is what saturates first while the second core has
   // room. Measured alternately on one host (docs/PERFORMANCE.md, 2026-11-29 01:47): 229–231 msg/s
-  // against 214–216 on the event loop, for 2–3 % more CPU per message (the hand-off); with
+  // against 214–216 on the event loop, for 2–6 % more CPU per message (the hand-off); with
   // separate processes, both cores already busy, 222–227 against 219–221.
   const signature = await new Promise<Buffer>((resolve, reject) => {
     const done = (err: Error | null, sig: Buffer) => (err ? reject(err) : resolve(sig));
