@@ -271,8 +271,10 @@ export function loadConfig(env: Env = process.env): Config {
   const int = (name: string, fallback: number, min: number, max: number): number => {
     const raw = str(name, null);
     if (raw === null) return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) {
+    // Decimal digits only: Number() would also read 1e9, +1, 0x10 and 1.0, which an operator did not
+    // mean as a count (a typo such as 1e that reads as a number is refused, not guessed).
+    const n = /^-?\d+$/.test(raw) ? Number(raw) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
       problems.push(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
       return fallback;
     }

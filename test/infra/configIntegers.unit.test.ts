@@ -1,0 +1,17 @@
+import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../../infra/config.js';
+
+/** Integer settings are read in decimal digits, as an operator writes a count. */
+describe('integer configuration variables (unit)', () => {
+  it('takes decimal digits, surrounding spaces and leading zeros included', () => {
+    expect(loadConfig({ DELIVERY_CONCURRENCY: '48' }).deliveryConcurrency).to.equal(48);
+    expect(loadConfig({ DELIVERY_CONCURRENCY: ' 48 ' }).deliveryConcurrency).to.equal(48);
+    expect(loadConfig({ DELIVERY_CONCURRENCY: '048' }).deliveryConcurrency).to.equal(48);
+  });
+
+  it('refuses exponent, sign, hexadecimal, fractional and separated forms that Number() would read', () => {
+    for (const bad of ['1e2', '1E2', '+48', '0x30', '48.0', '48.', '4_8', '4 8', '４８']) {
+      expect(() => loadConfig({ DELIVERY_CONCURRENCY: bad }), bad).to.throw(ConfigError, new RegExp(`DELIVERY_CONCURRENCY must be an integer between 1 and 1000 \\(got "${bad.replace(/[.+]/g, '\\$&')}"\\)`));
+    }
+  });
+});
