@@ -125,6 +125,8 @@ export interface Config {
   deliveryRetrySchedule: number[] | null;
   /** Concurrent delivery jobs per worker process. */
   deliveryConcurrency: number;
+  /** SMTP connections a worker process keeps open at once to one server address (IP and port), in use or parked. */
+  deliveryMaxConnectionsPerAddress: number;
   /**
    * How long a delivery round may talk to MX hosts before the sessions still open are closed and
    * their recipients deferred; at most ATTEMPT_DEADLINE_MAX_MS, inside the in-flight window.
@@ -400,6 +402,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryLifetimeSeconds: int('DELIVERY_LIFETIME_SECONDS', 4 * 24 * 3600 + 12 * 3600, 1, 30 * 24 * 3600),
     deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
+    deliveryMaxConnectionsPerAddress: int('DELIVERY_MAX_CONNECTIONS_PER_ADDRESS', 20, 1, 1000),
     deliveryAttemptDeadlineSeconds: int('DELIVERY_ATTEMPT_DEADLINE_SECONDS', ATTEMPT_DEADLINE_MAX_MS / 1000, 10, ATTEMPT_DEADLINE_MAX_MS / 1000),
     campaignPageSize: int('CAMPAIGN_PAGE_SIZE', 100, 1, 1000),
     deliveryJobLockSeconds: int('DELIVERY_JOB_LOCK_SECONDS', 60, 2, 3600),

@@ -245,6 +245,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
         attemptDeadlineMs: rt.config.deliveryAttemptDeadlineSeconds * 1000,
+        maxConnectionsPerAddress: rt.config.deliveryMaxConnectionsPerAddress,
         returnPath: rt.config.inbound.bounceDomain ? returnPathSettings(rt.config.inbound.bounceDomain, rt.config.tokenSecret) : null,
       },
     };

@@ -54,6 +54,8 @@ export interface DeliveryDeps {
     attemptDeadlineMs?: number;
     /** Retry delays by attempt (seconds); null = the documented schedule with jitter. */
     retrySchedule?: number[] | null;
+    /** SMTP connections open at once to one server address, in the pool startDeliveryWorker makes (default 20). */
+    maxConnectionsPerAddress?: number;
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
     /**
@@ -260,7 +262,9 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
  * lookups; `close()` closes the cached connections after the jobs in hand are finished.
  */
 export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor', lockSeconds = 60): Worker<DeliveryJob> {
-  const pool = inputDeps.pool ?? new SmtpConnectionPool({ maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency) });
+  const pool = inputDeps.pool ?? new SmtpConnectionPool({
+    maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency), maxPerAddress: inputDeps.settings.maxConnectionsPerAddress,
+  });
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const deps: DeliveryDeps = { ...inputDeps, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
   const worker = new Worker<DeliveryJob>(

@@ -8,6 +8,12 @@ import type SMTPConnection from 'nodemailer/lib/smtp-connection';
  * after `maxMessages` transactions, after `idleMs` idle, when the server drops it, or when more than
  * `maxIdlePerDestination` are already parked. The pool never opens connections: smtpClient.ts
  * does, and hands them back with `release()`.
+ *
+ * It also bounds the connections open at once to one server address (IP and port), in use or
+ * parked, to `maxPerAddress`, as Postfix bounds a destination's concurrency: receivers refuse or
+ * throttle a client that opens too many. `acquire()` gives a parked session, or a place to open a
+ * new one, or waits for either, first come first served: a session handed back goes straight to
+ * the next waiter for its destination, and a closed one makes room for the next waiter.
  */
 
 export interface SmtpPoolOptions {
@@ -17,10 +23,14 @@ export interface SmtpPoolOptions {
   idleMs?: number;
   /** Parked connections kept per destination (default 32); more are closed on release. */
   maxIdlePerDestination?: number;
+  /** Connections open at once to one server address, in use or parked (default 20). */
+  maxPerAddress?: number;
 }
 
 export interface PooledConnection {
   key: string;
+  /** The server's IP and port: what `maxPerAddress` counts. */
+  address: string;
   conn: SMTPConnection;
   /** Transactions started on this connection. */
   messages: number;
@@ -29,11 +39,27 @@ export interface PooledConnection {
   dead: boolean;
 }
 
+/** What `acquire()` gives: a parked session of the destination, or a place to open a new one. */
+export type Grant = { kind: 'parked'; pc: PooledConnection } | { kind: 'open' };
+
+interface Waiter {
+  key: string;
+  grant: (g: Grant) => void;
+}
+
+/** Connections open to one address (each counted from its place granted until it ends) and who waits. */
+interface AddressState {
+  open: number;
+  waiting: Waiter[];
+}
+
 export class SmtpConnectionPool {
   readonly maxMessages: number;
   readonly idleMs: number;
   readonly maxIdlePerDestination: number;
+  readonly maxPerAddress: number;
   private readonly idle = new Map<string, PooledConnection[]>();
+  private readonly addresses = new Map<string, AddressState>();
   private closed = false;
   /** Connections taken from the pool (for tests and metrics). */
   reused = 0;
@@ -42,16 +68,75 @@ export class SmtpConnectionPool {
     this.maxMessages = opts.maxMessages ?? 100;
     this.idleMs = opts.idleMs ?? 5000;
     this.maxIdlePerDestination = opts.maxIdlePerDestination ?? 32;
+    this.maxPerAddress = opts.maxPerAddress ?? 20;
   }
 
-  /** Wraps a fresh, ready connection; it is discarded from the pool when the server ends it. */
-  adopt(key: string, conn: SMTPConnection): PooledConnection {
-    const pc: PooledConnection = { key, conn, messages: 0, timer: null, dead: false };
-    conn.once('end', () => {
+  /**
+   * A parked session of `key`, else a place to open a connection to `address` (the caller opens
+   * it and then calls `adopt()`, or `vacate()` if it could not), else waits for either. Null when
+   * `signal` aborts first.
+   */
+  acquire(key: string, address: string, signal?: AbortSignal): Promise<Grant | null> {
+    const parked = this.take(key);
+    if (parked) return Promise.resolve({ kind: 'parked', pc: parked });
+    const state = this.state(address);
+    if (this.closed || state.open < this.maxPerAddress) {
+      state.open++;
+      return Promise.resolve({ kind: 'open' });
+    }
+    if (signal?.aborted) return Promise.resolve(null);
+    // Full with sessions parked for other destinations at this address: one makes room.
+    const other = this.parkedAt(address);
+    if (other) {
+      this.unpark(other);
+      other.conn.quit();
+    }
+    return new Promise<Grant | null>((resolve) => {
+      const onAbort = (): void => {
+        const i = state.waiting.indexOf(waiter);
+        if (i !== -1) state.waiting.splice(i, 1);
+        this.forget(address, state);
+        resolve(null);
+      };
+      const waiter: Waiter = {
+        key,
+        grant: (g) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(g);
+        },
+      };
+      state.waiting.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Wraps a fresh, ready connection opened in a place `acquire()` granted; the place is given back
+   * when the connection ends, and the pool forgets it when the server ends it.
+   */
+  adopt(key: string, address: string, conn: SMTPConnection): PooledConnection {
+    const pc: PooledConnection = { key, address, conn, messages: 0, timer: null, dead: false };
+    const ended = (): void => {
       pc.dead = true;
       this.unpark(pc);
-    });
+      this.vacate(address);
+    };
+    if (isDestroyed(conn)) ended();
+    else conn.once('end', ended);
     return pc;
+  }
+
+  /** Gives back a place `acquire()` granted whose connection was never adopted (it could not be opened). */
+  vacate(address: string): void {
+    const state = this.addresses.get(address);
+    if (!state) return;
+    state.open--;
+    // A waiter's destination has nothing parked (release() hands sessions to waiters): a place is what it needs.
+    while (state.waiting.length > 0 && (this.closed || state.open < this.maxPerAddress)) {
+      state.open++;
+      state.waiting.shift()!.grant({ kind: 'open' });
+    }
+    this.forget(address, state);
   }
 
   /** The most recently parked live connection of this destination, or null. */
@@ -69,11 +154,25 @@ export class SmtpConnectionPool {
     return null;
   }
 
-  /** Hands a connection back after a finished transaction (its session state must be clean). */
+  /**
+   * Hands a connection back after a finished transaction (its session state must be clean): to the
+   * first waiter for its destination, else parked. With waiters for other destinations at its
+   * address it is closed instead, to make room for them.
+   */
   release(pc: PooledConnection): void {
     if (pc.dead || isDestroyed(pc.conn)) return;
+    const reusable = !this.closed && pc.messages < this.maxMessages;
+    const waiting = this.addresses.get(pc.address)?.waiting ?? [];
+    if (reusable && waiting.length > 0) {
+      const i = waiting.findIndex((w) => w.key === pc.key);
+      if (i !== -1) {
+        this.reused++;
+        waiting.splice(i, 1)[0].grant({ kind: 'parked', pc });
+        return;
+      }
+    }
     const list = this.idle.get(pc.key) ?? [];
-    if (this.closed || pc.messages >= this.maxMessages || list.length >= this.maxIdlePerDestination) {
+    if (!reusable || waiting.length > 0 || list.length >= this.maxIdlePerDestination) {
       pc.conn.quit();
       return;
     }
@@ -101,9 +200,24 @@ export class SmtpConnectionPool {
     return n;
   }
 
-  /** Closes every parked connection; connections released later are closed instead of parked. */
+  /** Connections open to an address (in use or parked) and sessions waiting for one (tests, metrics). */
+  addressLoad(address: string): { open: number; waiting: number } {
+    const state = this.addresses.get(address);
+    return { open: state?.open ?? 0, waiting: state?.waiting.length ?? 0 };
+  }
+
+  /**
+   * Closes every parked connection; connections released later are closed instead of parked, and
+   * sessions still waiting for a place get one (nothing is left to wait for).
+   */
   async close(): Promise<void> {
     this.closed = true;
+    for (const state of this.addresses.values()) {
+      for (const w of state.waiting.splice(0)) {
+        state.open++;
+        w.grant({ kind: 'open' });
+      }
+    }
     const all = [...this.idle.values()].flat();
     this.idle.clear();
     await Promise.all(all.map((pc) => new Promise<void>((resolve) => {
@@ -115,6 +229,27 @@ export class SmtpConnectionPool {
       pc.conn.once('end', () => { clearTimeout(t); resolve(); });
       pc.conn.quit();
     })));
+  }
+
+  private state(address: string): AddressState {
+    let state = this.addresses.get(address);
+    if (!state) {
+      state = { open: 0, waiting: [] };
+      this.addresses.set(address, state);
+    }
+    return state;
+  }
+
+  /** Drops an address nobody uses, so the map holds only addresses with connections or waiters. */
+  private forget(address: string, state: AddressState): void {
+    if (state.open <= 0 && state.waiting.length === 0) this.addresses.delete(address);
+  }
+
+  private parkedAt(address: string): PooledConnection | null {
+    for (const list of this.idle.values()) {
+      if (list[0]?.address === address) return list[0];
+    }
+    return null;
   }
 
   private unpark(pc: PooledConnection): void {

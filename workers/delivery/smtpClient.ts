@@ -351,16 +351,32 @@ interface EnvelopeState {
  * taken the message: the transaction is retried once on a new connection.
  */
 async function smtpSession(o: SessionOptions): Promise<SessionResult> {
-  const key = o.pool ? (o.poolKey ?? `${o.tlsMode} ${o.servername} ${o.host} ${o.port} ${o.hostname}`) : null;
-  const parked = key ? o.pool!.take(key) : null;
-  if (parked) {
-    const r = await transaction(parked, o, true);
-    if (r !== 'retry') return r;
+  const address = hostPort(o.host, o.port);
+  if (!o.pool) {
+    const opened = await openSession(o);
+    if (opened.kind === 'host_failed') return opened;
+    return (await transaction({ key: '', address, conn: opened.conn, messages: 0, timer: null, dead: false }, o, false)) as SessionResult;
   }
-  const opened = await openSession(o);
-  if (opened.kind === 'host_failed') return opened;
-  const pc: PooledConnection = o.pool && key ? o.pool.adopt(key, opened.conn) : { key: '', conn: opened.conn, messages: 0, timer: null, dead: false };
-  return (await transaction(pc, o, false)) as SessionResult;
+  const pool = o.pool;
+  const key = o.poolKey ?? `${o.tlsMode} ${o.servername} ${o.host} ${o.port} ${o.hostname}`;
+  // Parked sessions that turn out dead are discarded one by one; each pass takes a fresh grant.
+  for (;;) {
+    const grant = await pool.acquire(key, address, o.signal);
+    if (!grant) {
+      return { kind: 'host_failed', failure: { mx: o.servername, detail: `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`, reply: null }, tlsFailed: false };
+    }
+    if (grant.kind === 'parked') {
+      const r = await transaction(grant.pc, o, true);
+      if (r !== 'retry') return r;
+      continue;
+    }
+    const opened = await openSession(o);
+    if (opened.kind === 'host_failed') {
+      pool.vacate(address);
+      return opened;
+    }
+    return (await transaction(pool.adopt(key, address, opened.conn), o, false)) as SessionResult;
+  }
 }
 
 /** The error of a session step cut short by the attempt's deadline (no reply: the session told nothing). */

@@ -15,13 +15,24 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * A minimal SMTP server on a raw socket, for what smtp-server cannot be told to do: close a
  * session after some idle time, or answer MAIL FROM on a session's second transaction with 421.
  */
-async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: boolean }) {
+async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: boolean; dataReplyDelayMs?: number }) {
   let connections = 0;
+  let mostAtOnce = 0;
+  let active = 0;
   const messages: string[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     connections++;
     sockets.add(socket);
+    // Sessions open at once, counted until QUIT (the client's count ends with the 221, before the TCP close).
+    let counted = true;
+    active++;
+    mostAtOnce = Math.max(mostAtOnce, active);
+    const uncount = () => {
+      if (counted) active--;
+      counted = false;
+    };
+    socket.on('close', uncount);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => undefined);
     let buf = '';
@@ -48,7 +59,8 @@ async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: bo
             inData = false;
             messages.push(data);
             data = '';
-            reply('250 2.0.0 queued');
+            if (opts.dataReplyDelayMs) setTimeout(() => reply('250 2.0.0 queued'), opts.dataReplyDelayMs);
+            else reply('250 2.0.0 queued');
           } else data += `${line}\r\n`;
           continue;
         }
@@ -65,7 +77,7 @@ async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: bo
         } else if (cmd === 'RCPT') reply(line.includes('bad@') ? '550 5.1.1 no such user' : '250 2.1.5 ok');
         else if (cmd === 'DATA') { inData = true; reply('354 go ahead'); }
         else if (cmd === 'RSET') reply('250 2.0.0 reset');
-        else if (cmd === 'QUIT') { reply('221 bye'); socket.end(); }
+        else if (cmd === 'QUIT') { uncount(); reply('221 bye'); socket.end(); }
         else reply('502 5.5.2 not implemented');
       }
     });
@@ -75,6 +87,8 @@ async function scriptedServer(opts: { idleCloseMs?: number; mail421OnSecond?: bo
     port: (server.address() as AddressInfo).port,
     messages,
     get connections() { return connections; },
+    /** Most sessions open at once (until their QUIT). */
+    get mostAtOnce() { return mostAtOnce; },
     close: () => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
   };
 }
@@ -188,6 +202,88 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
     const [r] = await send(srv.port, 2, ['two@rcpt.test']);
     expect(r.outcome).to.equal('delivered');
     expect(srv.connections).to.equal(2);
+  });
+
+  describe('connections open at once to one address (maxPerAddress)', () => {
+    const address = (port: number) => `127.0.0.1:${port}`;
+
+    it('never opens more than maxPerAddress: the others wait and take the sessions handed back, first come first served', async () => {
+      const srv = await scriptedServer({ dataReplyDelayMs: 80 });
+      cleanups.push(() => srv.close());
+      const capped = new SmtpConnectionPool({ maxPerAddress: 2 });
+      cleanups.push(() => capped.close());
+      const sends = [1, 2, 3, 4, 5, 6, 7].map((n) => send(srv.port, n, [`r${n}@rcpt.test`], capped));
+      await sleep(40);
+      expect(capped.addressLoad(address(srv.port))).to.deep.equal({ open: 2, waiting: 5 });
+      const results = await Promise.all(sends);
+      expect(results.map(([r]) => r.outcome)).to.deep.equal(Array(7).fill('delivered'));
+      expect(srv.mostAtOnce).to.equal(2);
+      expect(srv.connections).to.equal(2);
+      // Two sessions in parallel: each pair arrives in either order, but the waiters are served in turn.
+      const order = srv.messages.map((m) => /Subject: (m\d+)/.exec(m)![1]);
+      expect([order.slice(0, 2).sort(), order.slice(2, 4).sort(), order.slice(4, 6).sort(), order[6]]).to.deep.equal([['m1', 'm2'], ['m3', 'm4'], ['m5', 'm6'], 'm7']);
+      expect(capped.addressLoad(address(srv.port))).to.deep.equal({ open: 2, waiting: 0 });
+      await capped.close();
+      await sleep(50);
+      expect(capped.addressLoad(address(srv.port))).to.deep.equal({ open: 0, waiting: 0 });
+    });
+
+    it('a session whose deadline passes while it waits gives up its place in line and is deferred; the others go on', async () => {
+      const srv = await scriptedServer({ dataReplyDelayMs: 300 });
+      cleanups.push(() => srv.close());
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1 });
+      cleanups.push(() => capped.close());
+      const first = send(srv.port, 1, ['one@rcpt.test'], capped);
+      await sleep(30);
+      const deadline = new AbortController();
+      const waiting = deliverMessage({
+        raw: raw(2), envelopeFrom: 'bounces@sender.test', recipients: ['two@rcpt.test'], resolver, mxPort: srv.port, allowPrivateAddresses: true,
+        hostname: HOSTNAME, timeouts, pool: capped, signal: deadline.signal,
+      });
+      const third = send(srv.port, 3, ['three@rcpt.test'], capped);
+      await sleep(30);
+      expect(capped.addressLoad(address(srv.port)).waiting).to.equal(2);
+      deadline.abort();
+      const [gaveUp] = await waiting;
+      expect(gaveUp).to.include({ outcome: 'deferred', smtpCode: null });
+      expect(gaveUp.detail).to.match(/Attempt deadline exceeded/);
+      expect(capped.addressLoad(address(srv.port)).waiting).to.equal(1);
+      expect((await first)[0].outcome).to.equal('delivered');
+      expect((await third)[0].outcome).to.equal('delivered');
+      expect(srv.messages.map((m) => /Subject: (m\d+)/.exec(m)![1])).to.deep.equal(['m1', 'm3']);
+    });
+
+    it('a connection that cannot be opened gives its place back', async () => {
+      const srv = await scriptedServer({});
+      const port = srv.port;
+      await srv.close(); // nothing listens there now: connections are refused
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1 });
+      cleanups.push(() => capped.close());
+      for (const n of [1, 2, 3]) {
+        const [r] = await send(port, n, [`r${n}@rcpt.test`], capped);
+        expect(r.outcome).to.equal('deferred');
+        expect(r.detail).to.match(/ECONNREFUSED/);
+      }
+      expect(capped.addressLoad(address(port))).to.deep.equal({ open: 0, waiting: 0 });
+    });
+
+    it('a session parked for another destination at the full address is closed to make room', async () => {
+      const srv = await scriptedServer({});
+      cleanups.push(() => srv.close());
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1, idleMs: 60_000 });
+      cleanups.push(() => capped.close());
+      const as = (hostname: string, n: number) => deliverMessage({
+        raw: raw(n), envelopeFrom: 'bounces@sender.test', recipients: [`r${n}@rcpt.test`], resolver, mxPort: srv.port, allowPrivateAddresses: true, hostname, timeouts, pool: capped,
+      });
+      expect((await as('one.motor.test', 1))[0].outcome).to.equal('delivered');
+      expect(capped.idleCount()).to.equal(1);
+      // Another EHLO name is another destination: without room it would wait out the 60 s idle time.
+      const started = Date.now();
+      expect((await as('two.motor.test', 2))[0].outcome).to.equal('delivered');
+      expect(Date.now() - started).to.be.below(2000);
+      expect(srv.connections).to.equal(2);
+      expect(srv.mostAtOnce).to.equal(1);
+    });
   });
 
   it('closes a connection after maxMessages and on close()', async () => {
