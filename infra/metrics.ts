@@ -47,6 +47,11 @@ export function createMetrics() {
       name: 'motor_delivery_attempt_duration_seconds', help: 'Time of one delivery attempt (all recipients of a message)',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry],
     }),
+    deliveryConnectionWaits: new client.Counter({
+      name: 'motor_delivery_connection_waits_total',
+      help: 'Delivery sessions that waited for a place because DELIVERY_MAX_CONNECTIONS_PER_ADDRESS connections to their server address were open',
+      registers: [registry],
+    }),
     queueDepth: new client.Gauge({ name: 'motor_delivery_queue_depth', help: 'Jobs waiting or delayed in the delivery queue', labelNames: ['state'] as const, registers: [registry] }),
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),

@@ -264,6 +264,7 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
 export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor', lockSeconds = 60): Worker<DeliveryJob> {
   const pool = inputDeps.pool ?? new SmtpConnectionPool({
     maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency), maxPerAddress: inputDeps.settings.maxConnectionsPerAddress,
+    onWait: () => inputDeps.metrics.deliveryConnectionWaits.inc(),
   });
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const deps: DeliveryDeps = { ...inputDeps, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };

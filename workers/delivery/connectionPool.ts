@@ -25,6 +25,8 @@ export interface SmtpPoolOptions {
   maxIdlePerDestination?: number;
   /** Connections open at once to one server address, in use or parked (default 20). */
   maxPerAddress?: number;
+  /** Called each time a session has to wait for a place (metrics). */
+  onWait?: () => void;
 }
 
 export interface PooledConnection {
@@ -60,6 +62,7 @@ export class SmtpConnectionPool {
   readonly maxPerAddress: number;
   private readonly idle = new Map<string, PooledConnection[]>();
   private readonly addresses = new Map<string, AddressState>();
+  private readonly onWait: () => void;
   private closed = false;
   /** Connections taken from the pool (for tests and metrics). */
   reused = 0;
@@ -69,6 +72,7 @@ export class SmtpConnectionPool {
     this.idleMs = opts.idleMs ?? 5000;
     this.maxIdlePerDestination = opts.maxIdlePerDestination ?? 32;
     this.maxPerAddress = opts.maxPerAddress ?? 20;
+    this.onWait = opts.onWait ?? (() => undefined);
   }
 
   /**
@@ -85,6 +89,7 @@ export class SmtpConnectionPool {
       return Promise.resolve({ kind: 'open' });
     }
     if (signal?.aborted) return Promise.resolve(null);
+    this.onWait();
     // Full with sessions parked for other destinations at this address: one makes room.
     const other = this.parkedAt(address);
     if (other) {

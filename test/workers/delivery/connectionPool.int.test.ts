@@ -210,11 +210,13 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
     it('never opens more than maxPerAddress: the others wait and take the sessions handed back, first come first served', async () => {
       const srv = await scriptedServer({ dataReplyDelayMs: 80 });
       cleanups.push(() => srv.close());
-      const capped = new SmtpConnectionPool({ maxPerAddress: 2 });
+      let waits = 0;
+      const capped = new SmtpConnectionPool({ maxPerAddress: 2, onWait: () => waits++ });
       cleanups.push(() => capped.close());
       const sends = [1, 2, 3, 4, 5, 6, 7].map((n) => send(srv.port, n, [`r${n}@rcpt.test`], capped));
       await sleep(40);
       expect(capped.addressLoad(address(srv.port))).to.deep.equal({ open: 2, waiting: 5 });
+      expect(waits).to.equal(5);
       const results = await Promise.all(sends);
       expect(results.map(([r]) => r.outcome)).to.deep.equal(Array(7).fill('delivered'));
       expect(srv.mostAtOnce).to.equal(2);
