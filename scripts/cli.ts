@@ -141,13 +141,16 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     return withServices(config, async (s) => {
       // Before anything is stored: the directory must show every account made so far.
       await s.catchUp();
-      const result = await bootstrapOwner(s, {
+      // Until the directory shows the keys, the bootstrap is unfinished: cut off here, nothing was
+      // printed, and the rerun revokes these keys and this SMTP password.
+      const shown = async (result: { accountApiKey: string }) => {
+        const prefix = parseApiKey(result.accountApiKey)!.prefix;
+        await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);
+      };
+      return bootstrapOwner({ ...s, beforeFinish: shown }, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
         blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom, now: new Date(),
       });
-      const prefix = parseApiKey(result.accountApiKey)!.prefix;
-      await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);
-      return result;
     });
   }
   if (command === 'block' && sub === 'set-limits') {
