@@ -47,9 +47,9 @@ const USAGE = `Usage: npm run cli -- <command>
       Once per owner: an email that has an account already (any case; a dashboard account, one
       being bootstrapped at the same moment, or SYSTEM_MAIL_FROM too) is refused with exit 1,
       account_exists and that accountId (new keys for it: key create). The owner signs in to the
-      dashboard by signing up with the same email. A bootstrap cut off midway (after the account,
-      before its block) is finished by running it again: the same account, the --domain given
-      now, new keys.
+      dashboard by signing up with the same email. A bootstrap cut off before it printed is
+      finished by running it again: the same account, the --domain given now, new keys; the keys
+      and SMTP password the cut run made are revoked (keys from key create stay).
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]

@@ -103,7 +103,8 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * catches it up first.
  *
  * The one account that is not refused is one an earlier bootstrap made and did not finish (it
- * stopped after AccountCreated, before its block): this bootstrap finishes it (see `bootstrap`).
+ * stopped after AccountCreated, before its BootstrapFinished): this bootstrap finishes it, and
+ * revokes the credentials the earlier one made (see `finishBootstrap`).
  */
 export async function bootstrapOwner(
   deps: BootstrapDeps & { db: Knex }, input: BootstrapInput & { systemMailFrom: string },
