@@ -96,6 +96,17 @@ export interface ApiKeyCreated {
 }
 export interface ApiKeyRevoked { keyId: string; revokedAt: Iso }
 
+// ---------------------------------------------------------------- bootstrap-<accountId>
+/**
+ * `npm run cli -- bootstrap` names the credentials it is about to make, before it makes them: the
+ * two API keys to come, and the block whose SMTP password it sets. A bootstrap without its
+ * BootstrapFinished printed nothing, so the one that finishes the account revokes what every
+ * earlier attempt named (commands/admin/bootstrap.ts).
+ */
+export interface BootstrapCredentialsReserved { accountId: string; motorBlockId: string; blockKeyId: string; accountKeyId: string; reservedAt: Iso }
+/** The attempt whose credentials the CLI is about to print: the account is bootstrapped, a bootstrap of it is account_exists from now on. */
+export interface BootstrapFinished { accountId: string; motorBlockId: string; blockKeyId: string; accountKeyId: string; finishedAt: Iso }
+
 // ---------------------------------------------------------------- message-<uuid>
 export interface MessageAccepted {
   messageId: string; motorBlockId: string; accountId: string; domainId: string;
@@ -502,6 +513,8 @@ export interface EventCatalogue {
   SmtpPasswordSet: SmtpPasswordSet;
   ApiKeyCreated: ApiKeyCreated;
   ApiKeyRevoked: ApiKeyRevoked;
+  BootstrapCredentialsReserved: BootstrapCredentialsReserved;
+  BootstrapFinished: BootstrapFinished;
   MessageAccepted: MessageAccepted;
   DeliveryStarted: DeliveryStarted;
   DeliverySucceeded: DeliverySucceeded;
@@ -605,6 +618,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   SmtpPasswordSet: { category: 'motorBlock', version: 1 },
   ApiKeyCreated: { category: 'apiKey', version: 1 },
   ApiKeyRevoked: { category: 'apiKey', version: 1 },
+  BootstrapCredentialsReserved: { category: 'bootstrap', version: 1 },
+  BootstrapFinished: { category: 'bootstrap', version: 1 },
   MessageAccepted: { category: 'message', version: 1 },
   DeliveryStarted: { category: 'message', version: 1 },
   DeliverySucceeded: { category: 'message', version: 1 },

@@ -47,9 +47,9 @@ const USAGE = `Usage: npm run cli -- <command>
       Once per owner: an email that has an account already (any case; a dashboard account, one
       being bootstrapped at the same moment, or SYSTEM_MAIL_FROM too) is refused with exit 1,
       account_exists and that accountId (new keys for it: key create). The owner signs in to the
-      dashboard by signing up with the same email. A bootstrap cut off midway (after the account,
-      before its block) is finished by running it again: the same account, the --domain given
-      now, new keys.
+      dashboard by signing up with the same email. A bootstrap cut off before it printed is
+      finished by running it again: the same account, the --domain given now, new keys; the keys
+      and SMTP password the cut run made are revoked (keys from key create stay).
   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
       Sets the block's configured send limits (per minute, hour, UTC day).
   block list [--json]
@@ -141,13 +141,16 @@ async function run(argv: string[], config: Config): Promise<unknown> {
     return withServices(config, async (s) => {
       // Before anything is stored: the directory must show every account made so far.
       await s.catchUp();
-      const result = await bootstrapOwner(s, {
+      // Until the directory shows the keys, the bootstrap is unfinished: cut off here, nothing was
+      // printed, and the rerun revokes these keys and this SMTP password.
+      const shown = async (result: { accountApiKey: string }) => {
+        const prefix = parseApiKey(result.accountApiKey)!.prefix;
+        await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);
+      };
+      return bootstrapOwner({ ...s, beforeFinish: shown }, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
         blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom, now: new Date(),
       });
-      const prefix = parseApiKey(result.accountApiKey)!.prefix;
-      await s.until(async () => (await findApiKeyByPrefix(s.db, prefix)) !== null);
-      return result;
     });
   }
   if (command === 'block' && sub === 'set-limits') {

@@ -7,7 +7,9 @@ import type { MotorBlockCommand } from '../../domain/motorBlock/motorBlock';
 import { generateApiKey, generateSmtpPassword } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
-import { asDomainEvent, toEventData, type DkimAlgorithm, type DomainEvent, type RateLimits } from '../../domain/events';
+import {
+  asDomainEvent, toEventData, type BootstrapCredentialsReserved, type DkimAlgorithm, type DomainEvent, type MotorBlockCreated, type RateLimits,
+} from '../../domain/events';
 import { newId } from '../../domain/ids';
 import { isValidAddress } from '../../domain/message/sendRules';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -101,10 +103,11 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * catches it up first.
  *
  * The one account that is not refused is one an earlier bootstrap made and did not finish (it
- * stopped after AccountCreated, before its block): this bootstrap finishes it (see `bootstrap`).
+ * stopped after AccountCreated, before its BootstrapFinished): this bootstrap finishes it, and
+ * revokes the credentials the earlier one made (see `finishBootstrap`).
  */
 export async function bootstrapOwner(
-  deps: { store: EventStore; keys: KeyStore; db: Knex }, input: BootstrapInput & { systemMailFrom: string },
+  deps: BootstrapDeps & { db: Knex }, input: BootstrapInput & { systemMailFrom: string },
 ): Promise<BootstrapResult> {
   const { email } = checkInput(input);
   const accountId = await claimOwnerEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now }, input.systemMailFrom,
@@ -112,8 +115,35 @@ export async function bootstrapOwner(
   // The claimed account is made here unless it exists: when the claim is another bootstrap's (one
   // racing this, or one that stopped between its claim and its account), the first AccountCreated
   // on that account's stream wins and the other bootstrap is refused, or finishes the account when
-  // the bootstrap that made it has not.
-  return finishBootstrap(deps, { ...input, accountId });
+  // the bootstrap that made it has not. One bootstrap at a time finishes an account: the revocations
+  // of step 3 must not reach the keys of a bootstrap that is still running.
+  return withBootstrapLock(deps.db, accountId, () => finishBootstrap(deps, { ...input, accountId }),
+    () => { throw accountExists(accountEmailKey(email), accountId); });
+}
+
+/**
+ * `fn` while this process holds the account's bootstrap lock, or `busy` when another bootstrap
+ * holds it (not a wait: that one may take as long as its DKIM key and its directory wait take).
+ * The lock is the transaction's: a bootstrap killed midway releases it with its connection.
+ */
+async function withBootstrapLock<T>(db: Knex, accountId: string, fn: () => Promise<T>, busy: () => never): Promise<T> {
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw('select pg_try_advisory_xact_lock(hashtext(?)) as ok', [`motor:bootstrap:${accountId}`]);
+    if (!rows[0].ok) busy();
+    return fn();
+  });
+}
+
+export interface BootstrapDeps {
+  store: EventStore;
+  keys: KeyStore;
+  db?: Knex;
+  /**
+   * Called with the credentials before the bootstrap records that it finished, e.g. the CLI's wait
+   * for the directory to show them. A bootstrap stopped before its end (this included) counts as
+   * unfinished: the next one revokes what it made.
+   */
+  beforeFinish?: (result: BootstrapResult) => Promise<void>;
 }
 
 /**
@@ -137,26 +167,44 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
  * 2. `sendingDomain-<domainIdFor(account, name)>`: the domain, its DKIM key stored first. The id
  *    is the dashboard's, derived from the account and the name, so every bootstrap of the account
  *    and that name meets on one stream: the first DomainAdded wins and the others use it (their
- *    key, unused, is removed). --trust-dns marks what is not marked yet.
- * 3. `apiKey-<new id>` twice: the block key and the account key, new each run (a secret is shown
+ *    key, unused, is removed). --trust-dns marks what is not marked yet. When the unfinished
+ *    bootstrap made the block already, the block's domain.
+ * 3. `bootstrap-<account id>`: BootstrapCredentialsReserved, naming the two keys to come and the
+ *    block, before any of them is made. The keys every earlier attempt named were shown to no one:
+ *    they are revoked first (`ApiKeyRevoked`, the `key revoke` path; a key never made is skipped,
+ *    one revoked already stays as it was). Keys made any other way (key create, the dashboard) are
+ *    named by no reservation and stay.
+ * 4. `apiKey-<new id>` twice: the block key and the account key, new each run (a secret is shown
  *    once: an earlier run's never was).
- * 4. `motorBlock-<the id named in step 1>` (no_stream): the block with its SMTP password, last.
- *    Its stream existing is what "finished" means: of two bootstraps finishing one account, one
- *    append lands; the other revokes the keys it made and is refused with account_exists.
+ * 5. `motorBlock-<the id named in step 1>` (no_stream): the block with its SMTP password. Of two
+ *    bootstraps finishing one account without the lock (`bootstrap`), one append lands; the other
+ *    revokes the keys it made and is refused with account_exists. A block the unfinished bootstrap
+ *    made gets a new SmtpPasswordSet instead: the password it set, shown to no one, stops working.
+ * 6. `beforeFinish`, then BootstrapFinished on `bootstrap-<account id>`: what "finished" means.
+ *    From then on a bootstrap of the account is account_exists. An account whose block exists
+ *    and that has no reservation was finished by a release before this one.
  */
-async function finishBootstrap(deps: { store: EventStore; keys: KeyStore; db?: Knex }, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
+async function finishBootstrap(deps: BootstrapDeps, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
   const { store, keys } = deps;
-  const { email, domain } = checkInput(input);
+  const { email, domain: given } = checkInput(input);
   const at = input.now.toISOString();
   const accountId = input.accountId ?? newId();
 
-  const motorBlockId = await openAccount(store, { accountId, email, plan: input.plan, now: input.now });
+  const opened = await openAccount(store, { accountId, email, plan: input.plan, now: input.now });
+  const { motorBlockId, block } = opened;
+  const domain = block ? await domainNameOf(store, block.domainId) : given;
   const sending = await bootstrapDomain(deps, { accountId, domain, trustDns: input.trustDns, dkimAlgorithm: input.dkimAlgorithm, now: input.now });
+
+  for (const earlier of opened.reserved) {
+    for (const keyId of [earlier.blockKeyId, earlier.accountKeyId]) await revokeIfMade(store, keyId, input.now);
+  }
+  const blockKeyId = newId();
+  const accountKeyId = newId();
+  const bootstrapStream = streamName('bootstrap', accountId);
+  await appendTo(store, bootstrapStream, [{ type: 'BootstrapCredentialsReserved', data: { accountId, motorBlockId, blockKeyId, accountKeyId, reservedAt: at } }], 'any');
 
   const blockKey = generateApiKey('block');
   const accountKey = generateApiKey('account');
-  const blockKeyId = newId();
-  const accountKeyId = newId();
   await appendNew(store, streamName('apiKey', blockKeyId), [{
     type: 'ApiKeyCreated',
     data: { keyId: blockKeyId, kind: 'block', accountId, motorBlockId, prefix: blockKey.prefix, secretHash: blockKey.secretHash, scopes: [], createdAt: at },
@@ -166,16 +214,17 @@ async function finishBootstrap(deps: { store: EventStore; keys: KeyStore; db?: K
     data: { keyId: accountKeyId, kind: 'account', accountId, prefix: accountKey.prefix, secretHash: accountKey.secretHash, scopes: [...SCOPES], createdAt: at },
   }]);
 
-  const smtpUsername = newSmtpUsername();
+  const smtpUsername = block?.smtpUsername ?? newSmtpUsername();
   const smtp = generateSmtpPassword();
+  const password: DomainEvent = { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt: at } };
   try {
-    await appendNew(store, streamName('motorBlock', motorBlockId), [
+    await appendTo(store, streamName('motorBlock', motorBlockId), block ? [password] : [
       {
         type: 'MotorBlockCreated',
         data: { motorBlockId, accountId, name: input.blockName ?? domain, type: 'general_purpose', domainId: sending.domainId, smtpUsername, authMethod: 'smtp_password', createdAt: at },
       },
-      { type: 'SmtpPasswordSet', data: { motorBlockId, passwordHash: smtp.passwordHash, setAt: at } },
-    ]);
+      password,
+    ], block ? 'any' : 'no_stream');
   } catch (err) {
     if (!(err instanceof WrongExpectedRevisionError)) throw err;
     // Another bootstrap finished the account first: its keys are the ones printed, these two are
@@ -184,34 +233,61 @@ async function finishBootstrap(deps: { store: EventStore; keys: KeyStore; db?: K
     throw accountExists(accountEmailKey(email), accountId);
   }
 
-  return {
+  const result: BootstrapResult = {
     accountId, domainId: sending.domainId, motorBlockId, apiKey: blockKey.key, accountApiKey: accountKey.key, smtpUsername, smtpPassword: smtp.password,
     dnsRecords: dnsRecordsFor({
       domainId: sending.domainId, name: sending.name, serviceDomain: input.serviceDomain, ownershipToken: sending.ownershipToken, dkimMode: sending.dkimMode, dkim: sending.dkim,
     }),
   };
+  await deps.beforeFinish?.(result);
+  await appendTo(store, bootstrapStream, [{ type: 'BootstrapFinished', data: { accountId, motorBlockId, blockKeyId, accountKeyId, finishedAt: at } }], 'any');
+  return result;
 }
 
-const appendNew = (store: EventStore, stream: string, events: DomainEvent[]) =>
-  store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision: 'no_stream' });
+/** An earlier attempt's key, revoked; one it never made (it stopped before) is skipped. */
+async function revokeIfMade(store: EventStore, keyId: string, now: Date): Promise<void> {
+  if ((await store.readStream(streamName('apiKey', keyId), { maxCount: 1 })).length === 0) return;
+  await revokeKeyAsOperator(store, keyId, now);
+}
+
+async function domainNameOf(store: EventStore, domainId: string): Promise<string> {
+  const state = foldSendingDomain(eventsOf<SendingDomainEvent>(await store.readStream(streamName('sendingDomain', domainId)), SENDING_DOMAIN_EVENTS));
+  if (!state.exists) throw new Error(`sendingDomain-${domainId} of a bootstrap's block has no DomainAdded`);
+  return state.name;
+}
+
+const appendTo = (store: EventStore, stream: string, events: DomainEvent[], expectedRevision: 'no_stream' | 'any') =>
+  store.append(stream, events.map((e) => toEventData(newId(), e, { actor: 'cli' })), { expectedRevision });
+const appendNew = (store: EventStore, stream: string, events: DomainEvent[]) => appendTo(store, stream, events, 'no_stream');
 
 /**
  * Step 1: the account, or the one an unfinished bootstrap made. Answers the id of the block to
- * make. The account's list of its blocks starts with it (docs/BLOCKS.md "Plan limit").
+ * make (or that the unfinished bootstrap made) and what the earlier attempts reserved. The
+ * account's list of its blocks starts with it (docs/BLOCKS.md "Plan limit").
  */
-async function openAccount(store: EventStore, cmd: { accountId: string; email: string; plan: string; now: Date }): Promise<string> {
+async function openAccount(
+  store: EventStore, cmd: { accountId: string; email: string; plan: string; now: Date },
+): Promise<{ motorBlockId: string; block: MotorBlockCreated | null; reserved: BootstrapCredentialsReserved[] }> {
   const { accountId, email, now } = cmd;
   const motorBlockId = newId();
   try {
     await appendNew(store, streamName('account', accountId), [
       { type: 'AccountCreated', data: { accountId, email, plan: cmd.plan, createdAt: now.toISOString() } }, ...newAccountBlocks(accountId, [motorBlockId], now),
     ]);
-    return motorBlockId;
+    return { motorBlockId, block: null, reserved: [] };
   } catch (err) {
     if (!(err instanceof WrongExpectedRevisionError)) throw err;
   }
   const unfinished = bootstrapBlockOf(await store.readStream(streamName('account', accountId), { maxCount: 3 }));
-  if (unfinished && (await store.readStream(streamName('motorBlock', unfinished), { maxCount: 1 })).length === 0) return unfinished;
+  if (unfinished) {
+    const attempts = (await store.readStream(streamName('bootstrap', accountId))).map(asDomainEvent);
+    const [first] = (await store.readStream(streamName('motorBlock', unfinished), { maxCount: 1 })).map(asDomainEvent);
+    const block = first?.type === 'MotorBlockCreated' ? first.data : null;
+    const finished = attempts.some((e) => e?.type === 'BootstrapFinished') || (first !== undefined && attempts.length === 0);
+    if (!finished) {
+      return { motorBlockId: unfinished, block, reserved: attempts.flatMap((e) => (e?.type === 'BootstrapCredentialsReserved' ? [e.data] : [])) };
+    }
+  }
   throw accountExists(accountEmailKey(email), accountId);
 }
 

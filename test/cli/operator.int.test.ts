@@ -15,7 +15,9 @@ import { systemIds } from '../../commands/auth/systemMail';
 import { startAuthHarness, type AuthHarness } from '../auth/harness';
 import { hashSecret, parseApiKey } from '../../domain/credentials/apiKeys';
 import { SCOPES } from '../../domain/credentials/scopes';
-import { bootstrapOwner, type DnsRecord } from '../../commands/admin/bootstrap';
+import { bootstrapOwner, type BootstrapResult, type DnsRecord } from '../../commands/admin/bootstrap';
+import { DirectoryCache } from '../../commands/directoryCache';
+import { authDepsOf, authenticate } from '../../smtp/auth';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import type { EventData, EventStore, ExpectedRevision } from '../../domain/eventStore';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -599,9 +601,9 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-  /** The CLI's bootstrap, through the same code, with a store or key store that fails at one step. */
-  const bootstrapCut = (email: string, domain: string, deps: { store?: EventStore; keys?: KeyStore }) => bootstrapOwner(
-    { db: motor.rt.db, store: deps.store ?? motor.rt.store, keys: deps.keys ?? motor.rt.keys },
+  /** The CLI's bootstrap, through the same code, with a store or key store that fails at one step, or a kill before it finishes (`beforeFinish`). */
+  const bootstrapCut = (email: string, domain: string, deps: { store?: EventStore; keys?: KeyStore; beforeFinish?: (r: BootstrapResult) => Promise<void> }) => bootstrapOwner(
+    { db: motor.rt.db, store: deps.store ?? motor.rt.store, keys: deps.keys ?? motor.rt.keys, beforeFinish: deps.beforeFinish },
     {
       email, domain, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: motor.config.defaultPlan.name, serviceDomain: motor.config.serviceDomain,
       systemMailFrom: motor.config.systemMailFrom, now: new Date(),
@@ -614,6 +616,17 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
   const listedBlocks = async (accountId: string) => (await motor.rt.store.readStream(`account-${accountId}`))
     .filter((e) => e.type === 'AccountBlockAdded').map((e) => (e.data as { motorBlockId: string }).motorBlockId);
   const blockCreations = async (motorBlockId: string) => (await motor.rt.store.readStream(`motorBlock-${motorBlockId}`)).filter((e) => e.type === 'MotorBlockCreated').length;
+
+  /** Every key made for the account, by its prefix, and whether it is revoked. */
+  const keysOf = async (accountId: string) => (await motor.rt.db.raw(
+    `select c.data->>'prefix' as prefix, r.type is not null as revoked from events c left join events r on r.type = 'ApiKeyRevoked' and r.data->>'keyId' = c.data->>'keyId'
+     where c.type = 'ApiKeyCreated' and c.data->>'accountId' = ?`, [accountId],
+  )).rows as Array<{ prefix: string; revoked: boolean }>;
+  /** The keys of the account still valid are exactly `valid` (full keys). */
+  const expectOnlyValid = async (accountId: string, valid: string[]) => {
+    const keys = await keysOf(accountId);
+    expect(keys.filter((k) => !k.revoked).map((k) => k.prefix).sort()).to.deep.equal(valid.map((k) => parseApiKey(k)!.prefix).sort());
+  };
 
   /** The rerun finished the account: the same one, the block its list named, printed keys that work, the block listed. */
   const expectFinished = async (out: any, accountId: string, domain: string) => { // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -657,6 +670,7 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
       const r = await cli('bootstrap', '--email', email.toUpperCase(), '--domain', domain, '--trust-dns');
       expect(r.code, JSON.stringify(r.out)).to.equal(0);
       await expectFinished(r.out, accountId, domain);
+      await expectOnlyValid(accountId, [r.out.apiKey, r.out.accountApiKey]);
       const domains = (await motor.rt.db.raw(`select count(*)::int as n from events where type = 'DomainAdded' and data->>'accountId' = ?`, [accountId])).rows[0].n;
       expect(domains, 'one domain, whichever run added it').to.equal(1);
 
@@ -665,6 +679,54 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
       expect(again.out).to.include({ error: 'account_exists', accountId });
       expect(await accountOf(email)).to.deep.equal([accountId]);
     });
+  });
+
+  it('killed after its block, before it printed: the rerun revokes the keys and the SMTP password it made, also when the rerun itself was cut while revoking; key create keys stay', async () => {
+    const email = 'unshown@resume.example.test';
+    const domain = 'unshown.resume.example.test';
+    let unshown: BootstrapResult | null = null;
+    // What the CLI would have printed, had it not been killed while it waited for the directory.
+    const cut = await bootstrapCut(email, domain, { beforeFinish: async (r) => { unshown = r; throw new Error('cut before printing'); } })
+      .then(() => null, (err: Error) => err);
+    expect(cut?.message).to.equal('cut before printing');
+    const old = unshown! as BootstrapResult;
+    const { accountId, motorBlockId } = old;
+    const mint = async (accountApiKey: string) => (await fetch(`${motor.baseUrl}/api/public/token/account-key`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `ApiKey ${accountApiKey}` }, body: JSON.stringify({ motorBlockId }),
+    })).status;
+    const smtpAuth = authDepsOf({ store: motor.rt.store, directory: new DirectoryCache(motor.rt.db, 0), clock: motor.rt.clock }, motor.rt.smtpAuthLimiter);
+    let address = 10;
+    const smtpLogin = async (username: string, password: string) => (await authenticate(smtpAuth, { mechanism: 'PLAIN', username, password, remoteAddress: `192.0.2.${address++}` })).ok;
+    await eventually(async () => (await dryRunSend(motor, old.apiKey, domain)) === 200, 10_000);
+    expect(await mint(old.accountApiKey), 'the cut run\'s keys were valid').to.equal(200);
+    expect(await smtpLogin(old.smtpUsername, old.smtpPassword), 'and its SMTP password').to.equal(true);
+
+    // Keys the operator made meanwhile, not by a bootstrap: they stay.
+    const blockKey = await cli('key', 'create', '--block', motorBlockId);
+    const accountKey = await cli('key', 'create', '--account', accountId);
+    expect([blockKey.code, accountKey.code]).to.deep.equal([0, 0]);
+
+    // A rerun cut after its first revocation: the next one revokes the rest, and this one's keys.
+    const cutRerun = await bootstrapCut(email, domain, { store: storeFailingAt(/^apiKey-/, 2) }).then(() => null, (err: Error) => err);
+    expect(cutRerun?.message).to.match(/^cut before apiKey-/);
+    expect(await accountOf(email)).to.deep.equal([accountId]);
+
+    const r = await cli('bootstrap', '--email', email, '--domain', domain, '--trust-dns');
+    expect(r.code, JSON.stringify(r.out)).to.equal(0);
+    expect(r.out).to.include({ accountId, motorBlockId, domainId: old.domainId, smtpUsername: old.smtpUsername });
+    await expectFinished(r.out, accountId, domain);
+    await expectOnlyValid(accountId, [r.out.apiKey, r.out.accountApiKey, blockKey.out.apiKey, accountKey.out.apiKey]);
+
+    await eventually(async () => (await dryRunSend(motor, old.apiKey, domain)) === 401, 10_000);
+    expect(await mint(old.accountApiKey), 'the cut run\'s account key').to.equal(401);
+    expect(await smtpLogin(old.smtpUsername, old.smtpPassword), 'the cut run\'s SMTP password').to.equal(false);
+    expect(await smtpLogin(r.out.smtpUsername, r.out.smtpPassword), 'the printed SMTP password').to.equal(true);
+    expect(await dryRunSend(motor, blockKey.out.apiKey, domain), 'the key create block key').to.equal(200);
+    expect(await mint(accountKey.out.apiKey), 'the key create account key').to.equal(200);
+
+    const again = await cli('bootstrap', '--email', email, '--domain', domain, '--trust-dns');
+    expect(again.out).to.include({ error: 'account_exists', accountId });
+    await expectOnlyValid(accountId, [r.out.apiKey, r.out.accountApiKey, blockKey.out.apiKey, accountKey.out.apiKey]);
   });
 
   it('stopped by an older release after its domain (a random domain id): the rerun uses that domain, given again; another domain given instead is added and used', async () => {
@@ -718,10 +780,7 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
     const lost = runs.find((x) => x.code === 1)!;
     expect(lost.out).to.include({ error: 'account_exists', accountId });
     await expectFinished(won.out, accountId, 'race.resume.example.test');
-    const keys = (await motor.rt.db.raw(
-      `select c.data->>'prefix' as prefix, r.type is not null as revoked from events c left join events r on r.type = 'ApiKeyRevoked' and r.data->>'keyId' = c.data->>'keyId'
-       where c.type = 'ApiKeyCreated' and c.data->>'accountId' = ?`, [accountId],
-    )).rows as Array<{ prefix: string; revoked: boolean }>;
+    const keys = await keysOf(accountId);
     const printed = [parseApiKey(won.out.apiKey)!.prefix, parseApiKey(won.out.accountApiKey)!.prefix];
     for (const k of keys) expect(k.revoked, k.prefix).to.equal(!printed.includes(k.prefix));
     expect(keys.filter((k) => !k.revoked).map((k) => k.prefix).sort()).to.deep.equal([...printed].sort());
