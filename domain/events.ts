@@ -124,6 +124,12 @@ export interface MessageAccepted {
   raw?: string;
   /** For SMTP submissions: the envelope sender (MAIL FROM) when it differs from `from` (e.g. a bounce address). */
   envelopeFrom?: string;
+  /**
+   * UTF-8 bytes of the content (`text`, `html`, `raw`, header names and values): what a delivery
+   * worker holds to build and send the message, known before it reads the stream (the delivery job
+   * carries it; DELIVERY_MAX_BUFFERED_BYTES). Added in version 1: older events lack it.
+   */
+  contentBytes?: number;
   acceptedAt: Iso;
 }
 /**

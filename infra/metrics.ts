@@ -52,6 +52,16 @@ export function createMetrics() {
       help: 'Delivery sessions that waited for a place because DELIVERY_MAX_CONNECTIONS_PER_ADDRESS connections to their server address were open',
       registers: [registry],
     }),
+    deliveryBufferedBytes: new client.Gauge({
+      name: 'motor_delivery_buffered_bytes',
+      help: 'Content bytes of the messages this worker process is delivering (DELIVERY_MAX_BUFFERED_BYTES caps them; building and sending holds a few times that)',
+      registers: [registry],
+    }),
+    deliveryBufferWaits: new client.Counter({
+      name: 'motor_delivery_buffer_waits_total',
+      help: 'Delivery rounds that waited for room under DELIVERY_MAX_BUFFERED_BYTES before they started',
+      registers: [registry],
+    }),
     queueDepth: new client.Gauge({ name: 'motor_delivery_queue_depth', help: 'Jobs waiting or delayed in the delivery queue', labelNames: ['state'] as const, registers: [registry] }),
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),

@@ -5,7 +5,8 @@ import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } fr
 import { toEventData, type DomainEvent, type MessageAccepted } from '../domain/events';
 import { bounceAddress, type ReturnPathSettings } from '../smtp/inbound/returnPath';
 import { uuidV5 } from '../domain/ids';
-import { ATTEMPT_DEADLINE_MAX_MS, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { ATTEMPT_DEADLINE_MAX_MS, contentBytes, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { WaitingByteBudget } from '../infra/byteBudget';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
@@ -56,6 +57,8 @@ export interface DeliveryDeps {
     retrySchedule?: number[] | null;
     /** SMTP connections open at once to one server address, in the pool startDeliveryWorker makes (default 20). */
     maxConnectionsPerAddress?: number;
+    /** The `memory` budget startDeliveryWorker makes, in bytes (default 256 MiB). */
+    maxBufferedBytes?: number;
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
     /**
@@ -67,10 +70,18 @@ export interface DeliveryDeps {
   };
   /** Open SMTP sessions reused between messages; none = one connection per message. */
   pool?: SmtpConnectionPool;
+  /**
+   * The content bytes of the messages being delivered (DELIVERY_MAX_BUFFERED_BYTES): a round
+   * waits for room before it starts. None: no bound beyond the worker's concurrency.
+   */
+  memory?: WaitingByteBudget;
   now?: () => Date;
   /** Source of retry jitter, in [0, 1) like Math.random; injectable for tests. */
   random?: () => number;
 }
+
+/** DELIVERY_MAX_BUFFERED_BYTES's default: 25 messages of the largest size SMTP takes (10 MiB) at once. */
+export const DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024;
 
 /** Recipients whose retry is due within this margin are taken now (a delayed job may fire a little early). */
 const DUE_MARGIN_MS = 5000;
@@ -99,12 +110,12 @@ export type RoundResult =
   /** Run again at `at`: an attempt in flight goes stale then, or another round was just started. */
   | { kind: 'wait'; at: Date };
 
-export async function deliverRound(deps: DeliveryDeps, messageId: string): Promise<RoundResult> {
+export async function deliverRound(deps: DeliveryDeps, messageId: string, opts: { contentHeld?: boolean } = {}): Promise<RoundResult> {
   const now = deps.now ?? (() => new Date());
   const stream = streamName('message', messageId);
   const recorded = await deps.store.readStream(stream);
   if (recorded.length === 0) return { kind: 'no_message' };
-  let state: MessageState = fold(recorded.map((e) => ({ type: e.type, data: e.data }) as MessageEvent));
+  const state: MessageState = fold(recorded.map((e) => ({ type: e.type, data: e.data }) as MessageEvent));
   if (state.status !== 'accepted') return { kind: 'no_message' };
 
   const plan = planDelivery(state, new Date(now().getTime() + DUE_MARGIN_MS));
@@ -116,7 +127,28 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string): Promi
     return stale ? { kind: 'wait', at: stale } : { kind: 'not_due' };
   }
   const due = plan.recipients;
+  // The content's bytes are held from here to the end of the round: building, signing and sending
+  // take a few times the message's size (a job that knew the size waited before reading).
+  const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(contentBytesOf(state)) : null;
+  try {
+    return await attemptRound(deps, messageId, recorded, state, due);
+  } finally {
+    release?.();
+  }
+}
 
+/** The bytes a round holds for its message: MessageAccepted's contentBytes, counted here for older events. */
+function contentBytesOf(state: MessageState): number {
+  const a = state.status === 'accepted' ? state.accepted : null;
+  if (!a) return 0;
+  return a.contentBytes ?? contentBytes(a.text, a.html, a.raw, a.headers);
+}
+
+/** The round itself, once `due` is known: DeliveryStarted, the MIME message, the sessions, the outcomes. */
+async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: RecordedEvent[], startState: MessageState, due: string[]): Promise<RoundResult> {
+  const now = deps.now ?? (() => new Date());
+  const stream = streamName('message', messageId);
+  let state = startState;
   const roundId = randomUUID();
   // The deadline counts from before DeliveryStarted is appended: the in-flight window starts there.
   const startedAt = performance.now();
@@ -267,11 +299,25 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     onWait: () => inputDeps.metrics.deliveryConnectionWaits.inc(),
   });
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
-  const deps: DeliveryDeps = { ...inputDeps, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
+  const memory = inputDeps.memory ?? new WaitingByteBudget(
+    inputDeps.settings.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
+    (held) => inputDeps.metrics.deliveryBufferedBytes.set(held),
+    () => inputDeps.metrics.deliveryBufferWaits.inc(),
+  );
+  const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
-      const result = await deliverRound(deps, job.data.messageId);
+      // A first attempt knows its message's size from the log: it waits for room before reading
+      // the message, so waiting jobs hold nothing. A retry learns it from the stream (deliverRound).
+      const size = job.data.contentBytes;
+      const release = size !== undefined ? await memory.hold(size) : null;
+      let result: RoundResult;
+      try {
+        result = await deliverRound(deps, job.data.messageId, { contentHeld: release !== null });
+      } finally {
+        release?.();
+      }
       if (result.kind === 'wait') {
         // In flight (its round may have died), or another round just started: park this job until
         // then instead of completing it.

@@ -21,8 +21,8 @@ export function jobsFor(events: RecordedEvent[], now: Date): QueuedJob<DeliveryJ
   const jobs: QueuedJob<DeliveryJob>[] = [];
   for (const e of events) {
     if (e.type === 'MessageAccepted') {
-      const { messageId } = e.data as MessageAccepted;
-      jobs.push({ name: 'deliver', data: { messageId }, opts: { jobId: jobIdFor(messageId) } });
+      const { messageId, contentBytes } = e.data as MessageAccepted;
+      jobs.push({ name: 'deliver', data: contentBytes === undefined ? { messageId } : { messageId, contentBytes }, opts: { jobId: jobIdFor(messageId) } });
     } else if (e.type === 'DeliveryDeferred') {
       const d = e.data as DeliveryDeferred;
       const delay = Math.max(0, Date.parse(d.nextAttemptAt) - now.getTime());

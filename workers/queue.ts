@@ -4,7 +4,11 @@ import { bullConnection } from '../infra/redis';
 /** The delivery queue: one job per message, and per retry time of its deferrals; job ids are stable (see jobIdFor). */
 export const DELIVERY_QUEUE = 'motor-delivery';
 
-export interface DeliveryJob { messageId: string }
+export interface DeliveryJob {
+  messageId: string;
+  /** MessageAccepted's contentBytes, on a first attempt's job: the worker waits for room before reading the message. */
+  contentBytes?: number;
+}
 
 /** `prefix` namespaces the queue's Redis keys (one Redis can serve several Motor installations or test runs). */
 export function createDeliveryQueue(redisUrl: string, prefix = 'motor'): Queue<DeliveryJob> {

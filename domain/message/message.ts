@@ -153,9 +153,17 @@ export function acceptMessage(state: MessageState, cmd: AcceptMessage): [DomainE
       headers: r.headers, smtpMessageId: cmd.smtpMessageId, idempotencyKey: cmd.idempotencyKey,
       source: cmd.source, metadata: r.metadata, ...(cmd.raw !== undefined ? { raw: cmd.raw } : {}),
       ...(cmd.envelopeFrom !== undefined && cmd.envelopeFrom.toLowerCase() !== r.from.toLowerCase() ? { envelopeFrom: cmd.envelopeFrom } : {}),
+      contentBytes: contentBytes(r.text, r.html, cmd.raw, r.headers),
       acceptedAt: cmd.now.toISOString(),
     },
   }];
+}
+
+/** MessageAccepted's `contentBytes`: the UTF-8 bytes of the content a delivery builds the message from. */
+export function contentBytes(text: string | null, html: string | null, raw: string | undefined, headers: Record<string, string>): number {
+  let n = (text === null ? 0 : Buffer.byteLength(text)) + (html === null ? 0 : Buffer.byteLength(html)) + (raw === undefined ? 0 : Buffer.byteLength(raw));
+  for (const [name, value] of Object.entries(headers)) n += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return n;
 }
 
 /**

@@ -30,6 +30,18 @@ describe('message aggregate (unit, given/when/then)', () => {
     if (s.status === 'accepted') expect(Object.values(s.recipients).map((r) => r.outcome)).to.deep.equal(['queued', 'queued']);
   });
 
+  it('MessageAccepted counts its content in UTF-8 bytes (text, html, raw, header names and values) for the delivery worker', () => {
+    expect(accepted[0].data.contentBytes).to.equal(5);
+    const rich = validateSendRequest({
+      from: 'app@example.com', to: ['a@x.org'], subject: 'Hi', text: 'héllo', html: '<p>€</p>', headers: { 'X-Tag': 'ü' },
+    });
+    const [e] = acceptMessage(initialMessageState(), {
+      messageId: 'x', request: rich, motorBlockId: 'b', accountId: 'a', domainId: 'd', smtpMessageId: 'm', idempotencyKey: null, source: 'smtp', raw: 'Subject: ñ\r\n\r\nhi', now: T0,
+    });
+    // 'héllo' 6 + '<p>€</p>' 10 + 'Subject: ñ\r\n\r\nhi' 17 + 'X-Tag' 5 + 'ü' 2
+    expect(e.data.contentBytes).to.equal(6 + 10 + 17 + 5 + 2);
+  });
+
   it('AcceptMessage on an existing message → message_exists', () => {
     try {
       acceptMessage(given(accepted), { messageId: 'x', request, motorBlockId: 'b', accountId: 'a', domainId: 'd', smtpMessageId: 'm', idempotencyKey: null, source: 'http', now: T0 });

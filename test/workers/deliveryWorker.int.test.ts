@@ -10,12 +10,14 @@ import { createLogger } from '../../infra/logger.js';
 import { createMetrics } from '../../infra/metrics.js';
 import { generateDkimKey } from '../../workers/delivery/dkim.js';
 import { createResolver } from '../../workers/delivery/dns.js';
-import { deliverRound, type DeliveryDeps } from '../../workers/deliveryWorker.js';
+import { deliverRound, startDeliveryWorker, type DeliveryDeps } from '../../workers/deliveryWorker.js';
 import { jobsFor } from '../../workers/enqueuer.js';
+import { createDeliveryQueue } from '../../workers/queue.js';
+import { WaitingByteBudget } from '../../infra/byteBudget.js';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer.js';
 import { createEventStore } from '../../infra/eventstore/index.js';
 import type { EventStore } from '../../domain/eventStore.js';
-import { createTestDatabase } from '../support/db.js';
+import { createTestDatabase, TEST_REDIS_URL } from '../support/db.js';
 import { startSmtpSink, type SinkReply, type SmtpSink } from '../support/smtpSink.js';
 import { startUnansweredListener, type UnansweredListener } from '../support/unansweredListener.js';
 
@@ -85,16 +87,94 @@ describe('delivery round (int)', function () {
 
   const received = (messageId: string) => sink.messages.filter((m) => m.raw.toString().includes(`Message-ID: <${messageId}@sender.test>`)).length;
 
-  async function accept(to: string[]): Promise<string> {
+  async function accept(to: string[], content: { text?: string; contentBytes?: number } = {}): Promise<string> {
     const messageId = newId();
     const data: MessageAccepted = {
       messageId, motorBlockId: newId(), accountId: newId(), domainId: newId(), from: 'news@sender.test', fromName: null, to, subject: 'Hi',
-      text: 'Hello', html: null, headers: {}, smtpMessageId: `${messageId}@sender.test`, idempotencyKey: null, source: 'http', metadata: {},
+      text: content.text ?? 'Hello', html: null, headers: {}, smtpMessageId: `${messageId}@sender.test`, idempotencyKey: null, source: 'http', metadata: {},
+      ...(content.contentBytes !== undefined ? { contentBytes: content.contentBytes } : {}),
       acceptedAt: clock.toISOString(),
     };
     await store.append(streamName('message', messageId), [toEventData(newId(), { type: 'MessageAccepted', data })], { expectedRevision: 'no_stream' });
     return messageId;
   }
+
+  describe('memory for messages being delivered (DELIVERY_MAX_BUFFERED_BYTES)', () => {
+    const started = async (messageId: string) => (await store.readStream(streamName('message', messageId))).some((e) => e.type === 'DeliveryStarted');
+    /** Holds the sink's reply to the end of every message until `open()`. */
+    function holdDataReplies() {
+      let open!: () => void;
+      const gate = new Promise<void>((r) => { open = r; });
+      dataReply = async (): Promise<SinkReply> => { await gate; return 250; };
+      return open;
+    }
+    const until = async (what: () => Promise<boolean> | boolean) => {
+      for (let i = 0; i < 200 && !(await what()); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(await what()).to.equal(true);
+    };
+
+    it('a round whose message does not fit waits before DeliveryStarted (the size read from the stream); one larger than the budget goes alone', async () => {
+      const heldOverTime: number[] = [];
+      const memory = new WaitingByteBudget(15_000, (held) => heldOverTime.push(held));
+      const withMemory = { ...deps, memory };
+      const open = holdDataReplies();
+      try {
+        const first = await accept(['one@rcpt.test'], { text: 'a'.repeat(10_000) });
+        const second = await accept(['two@rcpt.test'], { text: 'b'.repeat(10_000) });
+        const huge = await accept(['three@rcpt.test'], { text: 'c'.repeat(40_000) });
+        const rounds = [deliverRound(withMemory, first)];
+        await until(() => started(first));
+        rounds.push(deliverRound(withMemory, second), deliverRound(withMemory, huge));
+        await until(() => memory.waitingCount === 2);
+        expect(memory.held).to.equal(10_000);
+        expect(await started(second)).to.equal(false);
+        expect(await started(huge)).to.equal(false);
+        open();
+        expect((await Promise.all(rounds)).map((r) => r.kind)).to.deep.equal(['attempted', 'attempted', 'attempted']);
+        expect([received(first), received(second), received(huge)]).to.deep.equal([1, 1, 1]);
+        // In turn, each alone: the second did not fit beside the first, the large one goes by itself.
+        expect(heldOverTime).to.deep.equal([10_000, 0, 10_000, 0, 40_000, 0]);
+      } finally {
+        open();
+      }
+    });
+
+    it('the worker waits for room before it reads a first attempt whose job carries contentBytes, and gives it back after', async () => {
+      const prefix = `memtest-${newId()}`;
+      const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
+      const metrics = createMetrics();
+      const gauge = async (name: string) => Number(/ (\d+)$/m.exec(await metrics.registry.getSingleMetricAsString(name))![1]);
+      const reads: string[] = [];
+      // Every other method runs on the store itself (its state stays its own).
+      const counting = new Proxy(store, {
+        get: (target, name) => {
+          if (name === 'readStream') return (stream: string, o?: Parameters<EventStore['readStream']>[1]) => { reads.push(stream); return target.readStream(stream, o); };
+          const v = Reflect.get(target, name, target);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      const worker = startDeliveryWorker({ ...deps, store: counting, metrics, now: () => new Date(), settings: { ...deps.settings, maxBufferedBytes: 1_000 } }, TEST_REDIS_URL, 4, prefix);
+      const open = holdDataReplies();
+      try {
+        const ids = [await accept(['m1@rcpt.test'], { contentBytes: 800 }), await accept(['m2@rcpt.test'], { contentBytes: 800 })];
+        await queue.addBulk(jobsFor(await Promise.all(ids.map(async (id) => (await store.readStream(streamName('message', id)))[0])), new Date()));
+        await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 800 && (await gauge('motor_delivery_buffer_waits_total')) === 1);
+        await until(async () => (await Promise.all(ids.map(started))).some(Boolean));
+        // One round holds its 800 bytes; the other job waits with its message unread.
+        const unread = ids.filter((id) => !reads.includes(streamName('message', id)));
+        expect(unread).to.have.length(1);
+        expect(await started(unread[0])).to.equal(false);
+        open();
+        await until(async () => (await Promise.all(ids.map(started))).every(Boolean) && ids.every((id) => received(id) === 1));
+        await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 0);
+      } finally {
+        open();
+        await worker.close();
+        await queue.obliterate({ force: true }).catch(() => undefined);
+        await queue.close();
+      }
+    });
+  });
 
   it('recipients deferred in one round come back together: the one retry job queued for them takes them all', async () => {
     const to = ['a@rcpt.test', 'b@rcpt.test', 'c@rcpt.test', 'd@rcpt.test'];
