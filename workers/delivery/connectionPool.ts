@@ -78,9 +78,10 @@ export class SmtpConnectionPool {
   /**
    * A parked session of `key`, else a place to open a connection to `address` (the caller opens
    * it and then calls `adopt()`, or `vacate()` if it could not), else waits for either. Null when
-   * `signal` aborts first.
+   * `signal` aborts first, or after `maxWaitMs` of waiting (the address's sessions are all stuck).
    */
-  acquire(key: string, address: string, signal?: AbortSignal): Promise<Grant | null> {
+  acquire(key: string, address: string, opts: { signal?: AbortSignal; maxWaitMs?: number } = {}): Promise<Grant | null> {
+    const { signal, maxWaitMs } = opts;
     const parked = this.take(key);
     if (parked) return Promise.resolve({ kind: 'parked', pc: parked });
     const state = this.state(address);
@@ -97,7 +98,9 @@ export class SmtpConnectionPool {
       other.conn.quit();
     }
     return new Promise<Grant | null>((resolve) => {
-      const onAbort = (): void => {
+      const giveUp = (): void => {
+        signal?.removeEventListener('abort', giveUp);
+        clearTimeout(timer);
         const i = state.waiting.indexOf(waiter);
         if (i !== -1) state.waiting.splice(i, 1);
         this.forget(address, state);
@@ -106,12 +109,14 @@ export class SmtpConnectionPool {
       const waiter: Waiter = {
         key,
         grant: (g) => {
-          signal?.removeEventListener('abort', onAbort);
+          signal?.removeEventListener('abort', giveUp);
+          clearTimeout(timer);
           resolve(g);
         },
       };
+      const timer = maxWaitMs === undefined ? undefined : setTimeout(giveUp, maxWaitMs);
       state.waiting.push(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      signal?.addEventListener('abort', giveUp, { once: true });
     });
   }
 

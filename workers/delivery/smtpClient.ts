@@ -359,11 +359,18 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
   }
   const pool = o.pool;
   const key = o.poolKey ?? `${o.tlsMode} ${o.servername} ${o.host} ${o.port} ${o.hostname}`;
+  // A place frees up within milliseconds at a server that answers; waiting longer than a new
+  // session may take to connect and greet means its sessions are stuck: try the next address.
+  const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
+  const maxWaitMs = t.connectMs + t.greetingMs;
   // Parked sessions that turn out dead are discarded one by one; each pass takes a fresh grant.
   for (;;) {
-    const grant = await pool.acquire(key, address, o.signal);
+    const grant = await pool.acquire(key, address, { signal: o.signal, maxWaitMs });
     if (!grant) {
-      return { kind: 'host_failed', failure: { mx: o.servername, detail: `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`, reply: null }, tlsFailed: false };
+      const detail = o.signal?.aborted
+        ? `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`
+        : `All ${pool.maxPerAddress} connections allowed to ${address} stayed busy for ${maxWaitMs} ms`;
+      return { kind: 'host_failed', failure: { mx: o.servername, detail, reply: null }, tlsFailed: false };
     }
     if (grant.kind === 'parked') {
       const r = await transaction(grant.pc, o, true);

@@ -255,6 +255,27 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
       expect(srv.messages.map((m) => /Subject: (m\d+)/.exec(m)![1])).to.deep.equal(['m1', 'm3']);
     });
 
+    it('a session that waits longer than connecting and greeting may take gives up: the recipient is deferred, the address named', async () => {
+      const srv = await scriptedServer({ dataReplyDelayMs: 1500 });
+      cleanups.push(() => srv.close());
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1 });
+      cleanups.push(() => capped.close());
+      const quick = { connectMs: 200, greetingMs: 300, socketMs: 5000 };
+      const as = (n: number) => deliverMessage({
+        raw: raw(n), envelopeFrom: 'bounces@sender.test', recipients: [`r${n}@rcpt.test`], resolver, mxPort: srv.port, allowPrivateAddresses: true, hostname: HOSTNAME, timeouts: quick, pool: capped,
+      });
+      const first = as(1);
+      await sleep(50);
+      const started = Date.now();
+      const [gaveUp] = await as(2);
+      expect(Date.now() - started).to.be.within(450, 1200);
+      expect(gaveUp).to.include({ outcome: 'deferred', smtpCode: null });
+      expect(gaveUp.detail).to.equal(`All 1 connections allowed to ${address(srv.port)} stayed busy for 500 ms`);
+      expect(capped.addressLoad(address(srv.port)).waiting).to.equal(0);
+      expect((await first)[0].outcome).to.equal('delivered');
+      expect(srv.messages).to.have.length(1);
+    });
+
     it('a connection that cannot be opened gives its place back', async () => {
       const srv = await scriptedServer({});
       const port = srv.port;
