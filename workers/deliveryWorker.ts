@@ -298,12 +298,12 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency), maxPerAddress: inputDeps.settings.maxConnectionsPerAddress,
     onWait: () => inputDeps.metrics.deliveryConnectionWaits.inc(),
   });
-  // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const memory = inputDeps.memory ?? new WaitingByteBudget(
     inputDeps.settings.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
     (held) => inputDeps.metrics.deliveryBufferedBytes.set(held),
     () => inputDeps.metrics.deliveryBufferWaits.inc(),
   );
+  // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,

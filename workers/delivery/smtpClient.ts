@@ -346,9 +346,10 @@ interface EnvelopeState {
 
 /**
  * One SMTP transaction: one MAIL FROM, RCPT each, DATA once, on a session taken from the pool
- * (already through EHLO, STARTTLS, AUTH) or on a new one. A pooled session that fails before the
- * server answered anything, or answers MAIL FROM with 421 (it timed the session out), has not
- * taken the message: the transaction is retried once on a new connection.
+ * (already through EHLO, STARTTLS, AUTH) or on a new one, within the pool's connections per
+ * address. A pooled session that fails before the server answered anything, or answers MAIL FROM
+ * with 421 (it timed the session out), has not taken the message: it is discarded and the
+ * transaction tried again on the next session the pool gives (parked or new).
  */
 async function smtpSession(o: SessionOptions): Promise<SessionResult> {
   const address = hostPort(o.host, o.port);
