@@ -85,7 +85,7 @@ export class SmtpConnectionPool {
     const parked = this.take(key);
     if (parked) return Promise.resolve({ kind: 'parked', pc: parked });
     const state = this.state(address);
-    if (this.closed || state.open < this.maxPerAddress) {
+    if (this.hasRoom(state)) {
       state.open++;
       return Promise.resolve({ kind: 'open' });
     }
@@ -141,12 +141,7 @@ export class SmtpConnectionPool {
     const state = this.addresses.get(address);
     if (!state) return;
     state.open--;
-    // A waiter's destination has nothing parked (release() hands sessions to waiters): a place is what it needs.
-    while (state.waiting.length > 0 && (this.closed || state.open < this.maxPerAddress)) {
-      state.open++;
-      state.waiting.shift()!.grant({ kind: 'open' });
-    }
-    this.forget(address, state);
+    this.admitWaiting(address, state);
   }
 
   /** The most recently parked live connection of this destination, or null. */
@@ -222,12 +217,7 @@ export class SmtpConnectionPool {
    */
   async close(): Promise<void> {
     this.closed = true;
-    for (const state of this.addresses.values()) {
-      for (const w of state.waiting.splice(0)) {
-        state.open++;
-        w.grant({ kind: 'open' });
-      }
-    }
+    for (const [address, state] of this.addresses) this.admitWaiting(address, state);
     const all = [...this.idle.values()].flat();
     this.idle.clear();
     await Promise.all(all.map((pc) => new Promise<void>((resolve) => {
@@ -248,6 +238,23 @@ export class SmtpConnectionPool {
       this.addresses.set(address, state);
     }
     return state;
+  }
+
+  /** A place for one more connection to the address (any number once the pool is closed: nothing is left to wait for). */
+  private hasRoom(state: AddressState): boolean {
+    return this.closed || state.open < this.maxPerAddress;
+  }
+
+  /**
+   * Gives the waiters places while there is room. A waiter's destination has nothing parked
+   * (release() hands sessions to waiters): a place is what it needs.
+   */
+  private admitWaiting(address: string, state: AddressState): void {
+    while (state.waiting.length > 0 && this.hasRoom(state)) {
+      state.open++;
+      state.waiting.shift()!.grant({ kind: 'open' });
+    }
+    this.forget(address, state);
   }
 
   /** Drops an address nobody uses, so the map holds only addresses with connections or waiters. */
