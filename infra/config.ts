@@ -128,6 +128,12 @@ export interface Config {
   /** SMTP connections a worker process keeps open at once to one server address (IP and port), in use or parked. */
   deliveryMaxConnectionsPerAddress: number;
   /**
+   * DELIVERY_MAX_ADDRESS_WAIT_SECONDS: how long a delivery may expect to wait for a place at a full
+   * server address, or wait without any place coming free, before it gives up on that address
+   * (next address or MX, else deferred); 0 = never wait.
+   */
+  deliveryMaxAddressWaitSeconds: number;
+  /**
    * DELIVERY_MAX_BUFFERED_BYTES: content bytes of the messages one worker process delivers at once
    * (MessageAccepted's contentBytes); a round that would go over it waits for room. At least one
    * message always goes (a larger one alone).
@@ -409,6 +415,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryRetrySchedule: seconds('DELIVERY_RETRY_SCHEDULE'),
     deliveryConcurrency: int('DELIVERY_CONCURRENCY', 32, 1, 1000),
     deliveryMaxConnectionsPerAddress: int('DELIVERY_MAX_CONNECTIONS_PER_ADDRESS', 20, 1, 1000),
+    deliveryMaxAddressWaitSeconds: int('DELIVERY_MAX_ADDRESS_WAIT_SECONDS', 10, 0, 3600),
     deliveryMaxBufferedBytes: int('DELIVERY_MAX_BUFFERED_BYTES', 256 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024),
     deliveryAttemptDeadlineSeconds: int('DELIVERY_ATTEMPT_DEADLINE_SECONDS', ATTEMPT_DEADLINE_MAX_MS / 1000, 10, ATTEMPT_DEADLINE_MAX_MS / 1000),
     campaignPageSize: int('CAMPAIGN_PAGE_SIZE', 100, 1, 1000),

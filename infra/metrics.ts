@@ -52,6 +52,11 @@ export function createMetrics() {
       help: 'Delivery sessions that waited for a place because DELIVERY_MAX_CONNECTIONS_PER_ADDRESS connections to their server address were open',
       registers: [registry],
     }),
+    deliveryConnectionGiveUps: new client.Counter({
+      name: 'motor_delivery_connection_give_ups_total',
+      help: 'Delivery sessions that gave up on a full server address (reason: queue, stalled, timeout; DELIVERY_MAX_ADDRESS_WAIT_SECONDS)',
+      labelNames: ['reason'] as const, registers: [registry],
+    }),
     deliveryBufferedBytes: new client.Gauge({
       name: 'motor_delivery_buffered_bytes',
       help: 'Content bytes of the messages this worker process is delivering (DELIVERY_MAX_BUFFERED_BYTES caps them; building and sending holds a few times that)',

@@ -246,6 +246,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
         attemptDeadlineMs: rt.config.deliveryAttemptDeadlineSeconds * 1000,
         maxConnectionsPerAddress: rt.config.deliveryMaxConnectionsPerAddress,
+        maxAddressWaitSeconds: rt.config.deliveryMaxAddressWaitSeconds,
         maxBufferedBytes: rt.config.deliveryMaxBufferedBytes,
         returnPath: rt.config.inbound.bounceDomain ? returnPathSettings(rt.config.inbound.bounceDomain, rt.config.tokenSecret) : null,
       },

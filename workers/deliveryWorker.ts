@@ -57,6 +57,8 @@ export interface DeliveryDeps {
     retrySchedule?: number[] | null;
     /** SMTP connections open at once to one server address, in the pool startDeliveryWorker makes (default 20). */
     maxConnectionsPerAddress?: number;
+    /** That pool's maxQueueMs, in seconds (DELIVERY_MAX_ADDRESS_WAIT_SECONDS, default 10). */
+    maxAddressWaitSeconds?: number;
     /** The `memory` budget startDeliveryWorker makes, in bytes (default 256 MiB). */
     maxBufferedBytes?: number;
     /** Deliveries to relays with self-signed certificates (tests). */
@@ -296,7 +298,9 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
 export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor', lockSeconds = 60): Worker<DeliveryJob> {
   const pool = inputDeps.pool ?? new SmtpConnectionPool({
     maxMessages: 100, idleMs: 5000, maxIdlePerDestination: Math.max(1, concurrency), maxPerAddress: inputDeps.settings.maxConnectionsPerAddress,
+    maxQueueMs: inputDeps.settings.maxAddressWaitSeconds === undefined ? undefined : inputDeps.settings.maxAddressWaitSeconds * 1000,
     onWait: () => inputDeps.metrics.deliveryConnectionWaits.inc(),
+    onGiveUp: (reason) => inputDeps.metrics.deliveryConnectionGiveUps.inc({ reason }),
   });
   const memory = inputDeps.memory ?? new WaitingByteBudget(
     inputDeps.settings.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,

@@ -25,8 +25,19 @@ export interface SmtpPoolOptions {
   maxIdlePerDestination?: number;
   /** Connections open at once to one server address, in use or parked (default 20). */
   maxPerAddress?: number;
+  /**
+   * How long a session may expect to wait for a place at a full address, and how long a full
+   * address may go without freeing one while sessions wait (default 10 000 ms;
+   * DELIVERY_MAX_ADDRESS_WAIT_SECONDS). Past either the session gives up on the address: a waiting
+   * session holds a worker slot that messages to other destinations could use.
+   */
+  maxQueueMs?: number;
   /** Called each time a session has to wait for a place (metrics). */
   onWait?: () => void;
+  /** Called each time a session gives up on a full address (metrics), with why. */
+  onGiveUp?: (reason: BusyReason) => void;
+  /** Clock in ms (tests); default performance.now. */
+  now?: () => number;
 }
 
 export interface PooledConnection {
@@ -44,6 +55,16 @@ export interface PooledConnection {
 /** What `acquire()` gives: a parked session of the destination, or a place to open a new one. */
 export type Grant = { kind: 'parked'; pc: PooledConnection } | { kind: 'open' };
 
+/**
+ * Why a session gave up on a full address: `queue`, the sessions waiting ahead would take longer
+ * than maxQueueMs at the pace places have been freeing up; `stalled`, no place came free for
+ * maxQueueMs; `timeout`, the caller's own bound (maxWaitMs) passed.
+ */
+export type BusyReason = 'queue' | 'stalled' | 'timeout';
+
+/** What `acquire()` gives instead of a grant when the address stays full: what to tell the sender. */
+export interface Busy { kind: 'busy'; reason: BusyReason; detail: string }
+
 interface Waiter {
   key: string;
   grant: (g: Grant) => void;
@@ -53,16 +74,26 @@ interface Waiter {
 interface AddressState {
   open: number;
   waiting: Waiter[];
+  /** When a place or session last came free here, or the address last became full (ms, the pool's clock). */
+  lastFreed: number;
+  /** Moving average of the time between places coming free while the address is full; null until measured. */
+  freeInterval: number | null;
 }
+
+/** Weight of the newest interval in AddressState.freeInterval. */
+const INTERVAL_WEIGHT = 0.2;
 
 export class SmtpConnectionPool {
   readonly maxMessages: number;
   readonly idleMs: number;
   readonly maxIdlePerDestination: number;
   readonly maxPerAddress: number;
+  readonly maxQueueMs: number;
   private readonly idle = new Map<string, PooledConnection[]>();
   private readonly addresses = new Map<string, AddressState>();
   private readonly onWait: () => void;
+  private readonly onGiveUp: (reason: BusyReason) => void;
+  private readonly now: () => number;
   private closed = false;
   /** Connections taken from the pool (for tests and metrics). */
   reused = 0;
@@ -72,51 +103,76 @@ export class SmtpConnectionPool {
     this.idleMs = opts.idleMs ?? 5000;
     this.maxIdlePerDestination = opts.maxIdlePerDestination ?? 32;
     this.maxPerAddress = opts.maxPerAddress ?? 20;
+    this.maxQueueMs = opts.maxQueueMs ?? 10_000;
     this.onWait = opts.onWait ?? (() => undefined);
+    this.onGiveUp = opts.onGiveUp ?? (() => undefined);
+    this.now = opts.now ?? (() => performance.now());
   }
 
   /**
    * A parked session of `key`, else a place to open a connection to `address` (the caller opens
-   * it and then calls `adopt()`, or `vacate()` if it could not), else waits for either. Null when
-   * `signal` aborts first, or after `maxWaitMs` of waiting (the address's sessions are all stuck).
+   * it and then calls `adopt()`, or `vacate()` if it could not), else waits for either. Gives up
+   * (`busy`) without waiting when the sessions already waiting would take longer than maxQueueMs at
+   * the pace places have been freeing up, or when none has come free for maxQueueMs; while
+   * waiting, once none has come free for maxQueueMs, or after the caller's `maxWaitMs`. Null when
+   * `signal` aborts first.
    */
-  acquire(key: string, address: string, opts: { signal?: AbortSignal; maxWaitMs?: number } = {}): Promise<Grant | null> {
+  acquire(key: string, address: string, opts: { signal?: AbortSignal; maxWaitMs?: number } = {}): Promise<Grant | Busy | null> {
     const { signal, maxWaitMs } = opts;
     const parked = this.take(key);
     if (parked) return Promise.resolve({ kind: 'parked', pc: parked });
     const state = this.state(address);
     if (this.hasRoom(state)) {
       state.open++;
+      if (!this.hasRoom(state)) state.lastFreed = this.now();
       return Promise.resolve({ kind: 'open' });
     }
     if (signal?.aborted) return Promise.resolve(null);
-    this.onWait();
-    // Full with sessions parked for other destinations at this address: one makes room.
+    // Full with sessions parked for other destinations at this address: one makes room, so the
+    // place is as good as free. Otherwise every place is in use.
     const other = this.parkedAt(address);
     if (other) {
       this.unpark(other);
       other.conn.quit();
+    } else {
+      const refused = this.refusal(address, state);
+      if (refused) return Promise.resolve(refused);
     }
-    return new Promise<Grant | null>((resolve) => {
-      const giveUp = (): void => {
-        signal?.removeEventListener('abort', giveUp);
+    this.onWait();
+    const since = this.now();
+    return new Promise<Grant | Busy | null>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const leave = (result: Busy | null): void => {
+        signal?.removeEventListener('abort', aborted);
         clearTimeout(timer);
         const i = state.waiting.indexOf(waiter);
         if (i !== -1) state.waiting.splice(i, 1);
         this.forget(address, state);
-        resolve(null);
+        resolve(result);
+      };
+      const aborted = (): void => leave(null);
+      // Wakes at the earlier of the caller's bound and maxQueueMs after the last place freed;
+      // a place freed since moves the second further.
+      const check = (): void => {
+        const now = this.now();
+        if (maxWaitMs !== undefined && now - since >= maxWaitMs) {
+          return leave(this.busy('timeout', `All ${this.maxPerAddress} connections allowed to ${address} stayed busy for ${maxWaitMs} ms`));
+        }
+        if (now - state.lastFreed >= this.maxQueueMs) return leave(this.stalled(address, now - state.lastFreed));
+        const next = Math.min(maxWaitMs === undefined ? Infinity : since + maxWaitMs, state.lastFreed + this.maxQueueMs);
+        timer = setTimeout(check, Math.max(1, Math.ceil(next - now)));
       };
       const waiter: Waiter = {
         key,
         grant: (g) => {
-          signal?.removeEventListener('abort', giveUp);
+          signal?.removeEventListener('abort', aborted);
           clearTimeout(timer);
           resolve(g);
         },
       };
-      const timer = maxWaitMs === undefined ? undefined : setTimeout(giveUp, maxWaitMs);
       state.waiting.push(waiter);
-      signal?.addEventListener('abort', giveUp, { once: true });
+      signal?.addEventListener('abort', aborted, { once: true });
+      check();
     });
   }
 
@@ -140,6 +196,7 @@ export class SmtpConnectionPool {
   vacate(address: string): void {
     const state = this.addresses.get(address);
     if (!state) return;
+    this.freed(state);
     state.open--;
     this.admitWaiting(address, state);
   }
@@ -167,10 +224,12 @@ export class SmtpConnectionPool {
   release(pc: PooledConnection): void {
     if (pc.dead || isDestroyed(pc.conn)) return;
     const reusable = !this.closed && pc.messages < this.maxMessages;
-    const waiting = this.addresses.get(pc.address)?.waiting ?? [];
+    const state = this.addresses.get(pc.address);
+    const waiting = state?.waiting ?? [];
     if (reusable && waiting.length > 0) {
       const i = waiting.findIndex((w) => w.key === pc.key);
       if (i !== -1) {
+        this.freed(state!);
         this.reused++;
         waiting.splice(i, 1)[0].grant({ kind: 'parked', pc });
         return;
@@ -178,9 +237,11 @@ export class SmtpConnectionPool {
     }
     const list = this.idle.get(pc.key) ?? [];
     if (!reusable || waiting.length > 0 || list.length >= this.maxIdlePerDestination) {
+      // Its place comes free when the connection ends (vacate).
       pc.conn.quit();
       return;
     }
+    if (state) this.freed(state);
     list.push(pc);
     this.idle.set(pc.key, list);
     pc.timer = setTimeout(() => {
@@ -234,7 +295,7 @@ export class SmtpConnectionPool {
   private state(address: string): AddressState {
     let state = this.addresses.get(address);
     if (!state) {
-      state = { open: 0, waiting: [] };
+      state = { open: 0, waiting: [], lastFreed: this.now(), freeInterval: null };
       this.addresses.set(address, state);
     }
     return state;
@@ -243,6 +304,38 @@ export class SmtpConnectionPool {
   /** A place for one more connection to the address (any number once the pool is closed: nothing is left to wait for). */
   private hasRoom(state: AddressState): boolean {
     return this.closed || state.open < this.maxPerAddress;
+  }
+
+  /**
+   * Why a session should not join the waiters of a full address, or null: none has come free for
+   * maxQueueMs, or those already waiting would take longer than that at the measured pace.
+   */
+  private refusal(address: string, state: AddressState): Busy | null {
+    const now = this.now();
+    if (now - state.lastFreed >= this.maxQueueMs) return this.stalled(address, now - state.lastFreed);
+    const ahead = state.waiting.length;
+    const expectedMs = (ahead + 1) * (state.freeInterval ?? 0);
+    if (expectedMs <= this.maxQueueMs) return null;
+    return this.busy('queue', `All ${this.maxPerAddress} connections allowed to ${address} are busy and ${ahead} sessions wait ahead: about ${Math.round(expectedMs)} ms at the pace they free up, more than the ${this.maxQueueMs} ms allowed`);
+  }
+
+  private stalled(address: string, forMs: number): Busy {
+    return this.busy('stalled', `All ${this.maxPerAddress} connections allowed to ${address} are busy and none came free for ${Math.round(forMs)} ms`);
+  }
+
+  private busy(reason: BusyReason, detail: string): Busy {
+    this.onGiveUp(reason);
+    return { kind: 'busy', reason, detail };
+  }
+
+  /** A place or session came free at the address: the pace a waiter can expect, measured while it is full. */
+  private freed(state: AddressState): void {
+    const now = this.now();
+    if (state.open >= this.maxPerAddress || state.waiting.length > 0) {
+      const gap = now - state.lastFreed;
+      state.freeInterval = state.freeInterval === null ? gap : state.freeInterval + INTERVAL_WEIGHT * (gap - state.freeInterval);
+    }
+    state.lastFreed = now;
   }
 
   /**

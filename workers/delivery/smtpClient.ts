@@ -360,17 +360,16 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
   }
   const pool = o.pool;
   const key = o.poolKey ?? `${o.tlsMode} ${o.servername} ${o.host} ${o.port} ${o.hostname}`;
-  // A place frees up within milliseconds at a server that answers; waiting longer than a new
-  // session may take to connect and greet means its sessions are stuck: try the next address.
+  // A place frees up within milliseconds at a server that answers. A session gives up on a full
+  // address when the pool judges the wait too long (its maxQueueMs) and, at the latest, after
+  // what a new session may take to connect and greet: then the next address is tried.
   const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
   const maxWaitMs = t.connectMs + t.greetingMs;
   // Parked sessions that turn out dead are discarded one by one; each pass takes a fresh grant.
   for (;;) {
     const grant = await pool.acquire(key, address, { signal: o.signal, maxWaitMs });
-    if (!grant) {
-      const detail = o.signal?.aborted
-        ? `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`
-        : `All ${pool.maxPerAddress} connections allowed to ${address} stayed busy for ${maxWaitMs} ms`;
+    if (grant === null || grant.kind === 'busy') {
+      const detail = grant?.detail ?? `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`;
       return { kind: 'host_failed', failure: { mx: o.servername, detail, reply: null }, tlsFailed: false };
     }
     if (grant.kind === 'parked') {

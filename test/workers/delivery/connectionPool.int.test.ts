@@ -276,6 +276,59 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
       expect(srv.messages).to.have.length(1);
     });
 
+    it('a full address where no place comes free for maxQueueMs: the waiter gives up, and later sessions do not wait at all', async () => {
+      const srv = await scriptedServer({ dataReplyDelayMs: 2000 });
+      cleanups.push(() => srv.close());
+      const reasons: string[] = [];
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1, maxQueueMs: 300, onGiveUp: (r) => reasons.push(r) });
+      cleanups.push(() => capped.close());
+      const first = send(srv.port, 1, ['one@rcpt.test'], capped);
+      await sleep(50);
+      let started = Date.now();
+      const [waited] = await send(srv.port, 2, ['two@rcpt.test'], capped);
+      // The place was taken about 50 ms before: 300 ms without one coming free ends the wait.
+      expect(Date.now() - started).to.be.within(150, 900);
+      expect(waited).to.include({ outcome: 'deferred', smtpCode: null });
+      expect(waited.detail).to.match(new RegExp(`^All 1 connections allowed to ${address(srv.port)} are busy and none came free for \\d+ ms$`));
+      started = Date.now();
+      const [refused] = await send(srv.port, 3, ['three@rcpt.test'], capped);
+      expect(Date.now() - started).to.be.below(150);
+      expect(refused.outcome).to.equal('deferred');
+      expect(refused.detail).to.match(/none came free for \d+ ms$/);
+      expect(reasons).to.deep.equal(['stalled', 'stalled']);
+      expect(capped.addressLoad(address(srv.port))).to.deep.equal({ open: 1, waiting: 0 });
+      expect((await first)[0].outcome).to.equal('delivered');
+      expect(srv.messages).to.have.length(1);
+    });
+
+    it('joins the line only while the sessions ahead would be through within maxQueueMs at the pace places free up', async () => {
+      const srv = await scriptedServer({ dataReplyDelayMs: 200 });
+      cleanups.push(() => srv.close());
+      const reasons: string[] = [];
+      const capped = new SmtpConnectionPool({ maxPerAddress: 1, maxQueueMs: 1100, onGiveUp: (r) => reasons.push(r) });
+      cleanups.push(() => capped.close());
+      // Three at once: the pace is unknown, so two wait; their hand-offs measure it (about 200 ms).
+      const warm = await Promise.all([1, 2, 3].map((n) => send(srv.port, n, [`r${n}@rcpt.test`], capped)));
+      expect(warm.map(([r]) => r.outcome)).to.deep.equal(['delivered', 'delivered', 'delivered']);
+      // Ten at once: one takes the parked session, about five fit in 1100 ms behind it, the rest give up at once.
+      const started = Date.now();
+      const burst = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13].map(async (n) => {
+        const [r] = await send(srv.port, n, [`r${n}@rcpt.test`], capped);
+        return { ...r, ms: Date.now() - started };
+      });
+      const results = await Promise.all(burst);
+      const refused = results.filter((r) => r.outcome === 'deferred');
+      const delivered = results.filter((r) => r.outcome === 'delivered');
+      expect(delivered.length).to.be.within(4, 7);
+      expect(refused.length).to.equal(10 - delivered.length);
+      for (const r of refused) {
+        expect(r.ms).to.be.below(150);
+        expect(r.detail).to.match(new RegExp(`^All 1 connections allowed to ${address(srv.port)} are busy and \\d+ sessions wait ahead: about \\d+ ms at the pace they free up, more than the 1100 ms allowed$`));
+      }
+      expect(reasons).to.deep.equal(Array(refused.length).fill('queue'));
+      expect(srv.mostAtOnce).to.equal(1);
+    });
+
     it('a connection that cannot be opened gives its place back', async () => {
       const srv = await scriptedServer({});
       const port = srv.port;
