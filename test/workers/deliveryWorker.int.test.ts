@@ -20,6 +20,7 @@ import type { EventStore } from '../../domain/eventStore.js';
 import { createTestDatabase, TEST_REDIS_URL } from '../support/db.js';
 import { startSmtpSink, type SinkReply, type SmtpSink } from '../support/smtpSink.js';
 import { startUnansweredListener, type UnansweredListener } from '../support/unansweredListener.js';
+import { SMTPServer } from 'smtp-server';
 
 /** deliverRound (workers/deliveryWorker.ts) on the PostgreSQL event store, against a loopback DNS server and SMTP sink. */
 describe('delivery round (int)', function () {
@@ -48,6 +49,7 @@ describe('delivery round (int)', function () {
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] }, 'mx.rcpt.test': { A: ['127.0.0.1'] },
       'slow.test': { MX: [{ exchange: 'mx.slow.test', priority: 10 }] }, 'mx.slow.test': { A: ['127.0.0.2'] },
       'unanswered.test': { MX: [{ exchange: 'mx.unanswered.test', priority: 10 }] }, 'mx.unanswered.test': { A: ['127.0.0.3'] },
+      'fast.test': { MX: [{ exchange: 'mx.fast.test', priority: 10 }] }, 'mx.fast.test': { A: ['127.0.0.4'] },
     });
     sink = await startSmtpSink({ starttls: false, rcpt: (r) => reply(r), data: (m) => dataReply(m.envelope.rcptTo) });
     silent = createServer((socket) => {
@@ -174,6 +176,58 @@ describe('delivery round (int)', function () {
         await queue.close();
       }
     });
+  });
+
+  it('a stuck receiver does not take the worker\'s slots: messages for it give up on the full address, other destinations go on', async () => {
+    // A second MX on 127.0.0.4 (same port as the sink) that takes everything at once.
+    const fastReceived: string[] = [];
+    const fast = new SMTPServer({
+      authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
+      onData(stream, session, done) {
+        stream.resume();
+        stream.on('end', () => { fastReceived.push(session.envelope.rcptTo[0].address); done(); });
+      },
+    });
+    await new Promise<void>((r) => fast.listen(sink.port, '127.0.0.4', r));
+    const prefix = `stucktest-${newId()}`;
+    const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
+    const metrics = createMetrics();
+    // Three slots, one connection per address, one second without a free session = stuck.
+    const worker = startDeliveryWorker({ ...deps, metrics, now: () => new Date(), settings: { ...deps.settings, maxConnectionsPerAddress: 1, maxAddressWaitSeconds: 1 } }, TEST_REDIS_URL, 3, prefix);
+    let open!: () => void;
+    const gate = new Promise<void>((r) => { open = r; });
+    dataReply = async (): Promise<SinkReply> => { await gate; return 250; };
+    try {
+      // Accepted now: the worker runs on the real clock (a message accepted at the fixed clock would be past its lifetime).
+      clock = new Date();
+      const stuck = [await accept(['s1@rcpt.test']), await accept(['s2@rcpt.test']), await accept(['s3@rcpt.test']), await accept(['s4@rcpt.test'])];
+      const others = [await accept(['f1@fast.test']), await accept(['f2@fast.test'])];
+      const firsts = async (ids: string[]) => Promise.all(ids.map(async (id) => (await store.readStream(streamName('message', id)))[0]));
+      const started = Date.now();
+      await queue.addBulk(jobsFor(await firsts(stuck), new Date()));
+      await new Promise((r) => setTimeout(r, 100));
+      await queue.addBulk(jobsFor(await firsts(others), new Date()));
+      for (let i = 0; i < 200 && fastReceived.length < 2; i++) await new Promise((r) => setTimeout(r, 25));
+      // With waits bounded only by connect + greeting (4 s here), s2 and s3 would hold the other two slots that long.
+      expect(fastReceived.sort()).to.deep.equal(['f1@fast.test', 'f2@fast.test']);
+      expect(Date.now() - started).to.be.below(3000);
+      const deferred = async (id: string) => (await store.readStream(streamName('message', id))).find((e) => e.type === 'DeliveryDeferred')?.data as DeliveryDeferred | undefined;
+      for (let i = 0; i < 100 && (await Promise.all(stuck.slice(1).map(deferred))).some((d) => !d); i++) await new Promise((r) => setTimeout(r, 25));
+      for (const id of stuck.slice(1)) {
+        expect((await deferred(id))?.smtpResponse).to.match(/^All 1 connections allowed to 127\.0\.0\.1:\d+ are busy and none came free for \d+ ms$/);
+      }
+      expect(await metrics.registry.getSingleMetricAsString('motor_delivery_connection_give_ups_total')).to.match(/reason="stalled"} 3$/m);
+      expect(await deferred(stuck[0])).to.equal(undefined);
+      open();
+      for (let i = 0; i < 200 && received(stuck[0]) === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(received(stuck[0])).to.equal(1);
+    } finally {
+      open();
+      await worker.close();
+      await queue.obliterate({ force: true }).catch(() => undefined);
+      await queue.close();
+      await new Promise<void>((r) => fast.close(() => r()));
+    }
   });
 
   it('recipients deferred in one round come back together: the one retry job queued for them takes them all', async () => {
