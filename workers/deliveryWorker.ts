@@ -5,7 +5,7 @@ import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } fr
 import { toEventData, type DomainEvent, type MessageAccepted } from '../domain/events';
 import { bounceAddress, type ReturnPathSettings } from '../smtp/inbound/returnPath';
 import { uuidV5 } from '../domain/ids';
-import { ATTEMPT_DEADLINE_MAX_MS, contentBytes, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { ATTEMPT_DEADLINE_MAX_MS, acceptedContentBytes, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import { WaitingByteBudget } from '../infra/byteBudget';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
@@ -129,19 +129,12 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string, opts: 
   const due = plan.recipients;
   // The content's bytes are held from here to the end of the round: building, signing and sending
   // take a few times the message's size (a job that knew the size waited before reading).
-  const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(contentBytesOf(state)) : null;
+  const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(acceptedContentBytes(state.accepted)) : null;
   try {
     return await attemptRound(deps, messageId, recorded, state, due);
   } finally {
     release?.();
   }
-}
-
-/** The bytes a round holds for its message: MessageAccepted's contentBytes, counted here for older events. */
-function contentBytesOf(state: MessageState): number {
-  const a = state.status === 'accepted' ? state.accepted : null;
-  if (!a) return 0;
-  return a.contentBytes ?? contentBytes(a.text, a.html, a.raw, a.headers);
 }
 
 /** The round itself, once `due` is known: DeliveryStarted, the MIME message, the sessions, the outcomes. */
