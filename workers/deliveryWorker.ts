@@ -128,7 +128,8 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string, opts: 
   }
   const due = plan.recipients;
   // The content's bytes are held from here to the end of the round: building, signing and sending
-  // take a few times the message's size (a job that knew the size waited before reading).
+  // take a few times the message's size. A job that carried the size waited before reading; one
+  // without it (a message or deferral older than the field, a sweep) waits here, its message read.
   const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(acceptedContentBytes(state.accepted)) : null;
   try {
     return await attemptRound(deps, messageId, recorded, state, due);
@@ -301,8 +302,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
-      // A first attempt knows its message's size from the log: it waits for room before reading
-      // the message, so waiting jobs hold nothing. A retry learns it from the stream (deliverRound).
+      // A job knows its message's size from the log (MessageAccepted for a first attempt,
+      // DeliveryDeferred for a retry): it waits for room before reading the message, so waiting
+      // jobs hold nothing. A job without it learns the size from the stream (deliverRound).
       const size = job.data.contentBytes;
       const release = size !== undefined ? await memory.hold(size) : null;
       let result: RoundResult;
