@@ -144,7 +144,16 @@ export interface DeliveryStarted extends RecipientOutcome { attempt: number }
 /** 2xx at the recipient's MX (outcome `delivered`). */
 export interface DeliverySucceeded extends RecipientOutcome, SmtpReply {}
 /** 4xx or no connection; another attempt is due at `nextAttemptAt` (outcome `deferred`). */
-export interface DeliveryDeferred extends RecipientOutcome, SmtpReply { nextAttemptAt: Iso }
+export interface DeliveryDeferred extends RecipientOutcome, SmtpReply {
+  nextAttemptAt: Iso;
+  /**
+   * The message's content bytes (MessageAccepted.contentBytes, or counted from the content for an
+   * acceptance older than that field): the retry job carries it, so the worker waits for room
+   * before it reads the message (DELIVERY_MAX_BUFFERED_BYTES). Internal: no webhook or read model
+   * shows it. Added in version 1: older events lack it.
+   */
+  contentBytes?: number;
+}
 /**
  * 5xx at the MX (outcome `bounced`), or an asynchronous bounce: a delivery status notification
  * (RFC 3464, `Action: failed`) received for a recipient whose MX or relay had accepted the message

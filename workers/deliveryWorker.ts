@@ -5,7 +5,7 @@ import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } fr
 import { toEventData, type DomainEvent, type MessageAccepted } from '../domain/events';
 import { bounceAddress, type ReturnPathSettings } from '../smtp/inbound/returnPath';
 import { uuidV5 } from '../domain/ids';
-import { ATTEMPT_DEADLINE_MAX_MS, contentBytes, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
+import { ATTEMPT_DEADLINE_MAX_MS, acceptedContentBytes, fold, inFlightStaleAt, planDelivery, recordAttempt, startDelivery, type MessageEvent, type MessageState } from '../domain/message/message';
 import { WaitingByteBudget } from '../infra/byteBudget';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
@@ -130,20 +130,14 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string, opts: 
   }
   const due = plan.recipients;
   // The content's bytes are held from here to the end of the round: building, signing and sending
-  // take a few times the message's size (a job that knew the size waited before reading).
-  const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(contentBytesOf(state)) : null;
+  // take a few times the message's size. A job that carried the size waited before reading; one
+  // without it (a message or deferral older than the field, a sweep) waits here, its message read.
+  const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(acceptedContentBytes(state.accepted)) : null;
   try {
     return await attemptRound(deps, messageId, recorded, state, due);
   } finally {
     release?.();
   }
-}
-
-/** The bytes a round holds for its message: MessageAccepted's contentBytes, counted here for older events. */
-function contentBytesOf(state: MessageState): number {
-  const a = state.status === 'accepted' ? state.accepted : null;
-  if (!a) return 0;
-  return a.contentBytes ?? contentBytes(a.text, a.html, a.raw, a.headers);
 }
 
 /** The round itself, once `due` is known: DeliveryStarted, the MIME message, the sessions, the outcomes. */
@@ -312,8 +306,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
-      // A first attempt knows its message's size from the log: it waits for room before reading
-      // the message, so waiting jobs hold nothing. A retry learns it from the stream (deliverRound).
+      // A job knows its message's size from the log (MessageAccepted for a first attempt,
+      // DeliveryDeferred for a retry): it waits for room before reading the message, so waiting
+      // jobs hold nothing. A job without it learns the size from the stream (deliverRound).
       const size = job.data.contentBytes;
       const release = size !== undefined ? await memory.hold(size) : null;
       let result: RoundResult;

@@ -9,7 +9,9 @@ import { jobIdFor, type DeliveryJob } from './queue';
 /**
  * Feeds the delivery queue from the event log, never from the request path: a MessageAccepted
  * becomes a delivery job, a DeliveryDeferred a delayed retry job due at its nextAttemptAt (one per
- * message, attempt and time: deferrals recorded together share it). The checkpoint is saved after
+ * message, attempt and time: deferrals recorded together share it). Both jobs carry the message's
+ * contentBytes when the event has it, so the worker waits for room before reading the message
+ * (docs/DELIVERY.md "Memory for messages being delivered"). The checkpoint is saved after
  * the jobs are added, so a crash re-adds some jobs, which BullMQ ignores (stable job ids;
  * workers/logEnqueuer.ts).
  */
@@ -26,7 +28,8 @@ export function jobsFor(events: RecordedEvent[], now: Date): QueuedJob<DeliveryJ
     } else if (e.type === 'DeliveryDeferred') {
       const d = e.data as DeliveryDeferred;
       const delay = Math.max(0, Date.parse(d.nextAttemptAt) - now.getTime());
-      jobs.push({ name: 'deliver', data: { messageId: d.messageId }, opts: { jobId: jobIdFor(d.messageId, d), delay } });
+      const data = d.contentBytes === undefined ? { messageId: d.messageId } : { messageId: d.messageId, contentBytes: d.contentBytes };
+      jobs.push({ name: 'deliver', data, opts: { jobId: jobIdFor(d.messageId, d), delay } });
     }
   }
   return jobs;

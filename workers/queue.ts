@@ -6,7 +6,11 @@ export const DELIVERY_QUEUE = 'motor-delivery';
 
 export interface DeliveryJob {
   messageId: string;
-  /** MessageAccepted's contentBytes, on a first attempt's job: the worker waits for room before reading the message. */
+  /**
+   * The message's content bytes: MessageAccepted's on a first attempt's job, DeliveryDeferred's on
+   * a retry's. With it the worker waits for room before reading the message; absent on jobs from
+   * older events and on the sweeper's.
+   */
   contentBytes?: number;
 }
 

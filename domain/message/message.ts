@@ -166,6 +166,11 @@ export function contentBytes(text: string | null, html: string | null, raw: stri
   return n;
 }
 
+/** The bytes a delivery of the message holds: its `contentBytes`, counted from the content for an acceptance older than the field. */
+export function acceptedContentBytes(a: MessageAccepted): number {
+  return a.contentBytes ?? contentBytes(a.text, a.html, a.raw, a.headers);
+}
+
 /**
  * How long an attempt may stay in flight (`processed` without an outcome) before it is presumed
  * lost with a crashed worker and taken again. Longer than any attempt of a live worker: a round
@@ -284,7 +289,8 @@ export function recordAttempt(state: MessageState, cmd: RecordAttempt): OutcomeE
           events.push({ type: 'DeliveryFailed', data: { ...base, reason: 'lifetime_exceeded' } });
         } else {
           const nextAt = new Date(Math.min(cmd.now.getTime() + cmd.retryDelaySeconds(attempt) * 1000, deadline));
-          events.push({ type: 'DeliveryDeferred', data: { ...base, nextAttemptAt: nextAt.toISOString() } });
+          // The size goes with the deferral so that its retry job can wait for room before reading the message.
+          events.push({ type: 'DeliveryDeferred', data: { ...base, nextAttemptAt: nextAt.toISOString(), contentBytes: acceptedContentBytes(state.accepted) } });
         }
         break;
       }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { isDomainError } from '../../domain/errors';
 import {
-  acceptMessage, fold, initialMessageState, planDelivery, recordAttempt, startDelivery, IN_FLIGHT_STALE_MS,
+  acceptMessage, fold, initialMessageState, planDelivery, recordAttempt, recipientOutcomeFacts, startDelivery, IN_FLIGHT_STALE_MS,
   type AttemptResult, type MessageEvent, type MessageState,
 } from '../../domain/message/message';
 import { recordBounceReport, recordComplaint } from '../../domain/message/reports';
@@ -63,6 +63,22 @@ describe('message aggregate (unit, given/when/then)', () => {
     expect(out[1].type === 'DeliveryDeferred' && out[1].data.nextAttemptAt).to.equal(at(62_000).toISOString());
     const bounced = recordAttempt(given(accepted, started), { results: [result('a@x.org', 'bounced', '550')], now: at(2000), lifetimeSeconds: 3600, retryDelaySeconds: retry });
     expect(bounced[0].type).to.equal('DeliveryBounced');
+  });
+
+  it('a DeliveryDeferred carries the message\'s contentBytes (counted from the content for an acceptance without it) for its retry job; the outcome facts leave it out', () => {
+    const started = startDelivery(given(accepted), { recipients: ['a@x.org'], now: at(1000) });
+    const deferral = (acceptance: MessageEvent[]) => {
+      const [e] = recordAttempt(given(acceptance, started), { results: [result('a@x.org', 'deferred', '451')], now: at(2000), lifetimeSeconds: 3600, retryDelaySeconds: retry });
+      expect(e.type).to.equal('DeliveryDeferred');
+      return e;
+    };
+    const withSize = deferral([{ ...accepted[0], data: { ...accepted[0].data, contentBytes: 12_345 } }]);
+    expect(withSize.type === 'DeliveryDeferred' && withSize.data.contentBytes).to.equal(12_345);
+    const { contentBytes: _size, ...older } = accepted[0].data;
+    const counted = deferral([{ ...accepted[0], data: older }]);
+    expect(counted.type === 'DeliveryDeferred' && counted.data.contentBytes).to.equal(5);
+    // Webhooks and the event stream tell these facts: the size is the worker's, not the user's.
+    expect(recipientOutcomeFacts(withSize)).to.not.have.property('contentBytes');
   });
 
   it('a deferral near the end of the lifetime gets a last try at the deadline; past it → DeliveryFailed lifetime_exceeded', () => {

@@ -114,6 +114,21 @@ describe('delivery round (int)', function () {
       for (let i = 0; i < 200 && !(await what()); i++) await new Promise((r) => setTimeout(r, 25));
       expect(await what()).to.equal(true);
     };
+    /** The store, with the streams read through it listed in `reads`. */
+    function countingReads() {
+      const reads: string[] = [];
+      // A Proxy, not Object.create: every other method runs on the store itself (its state stays its own).
+      const counting = new Proxy(store, {
+        get: (target, name) => {
+          if (name === 'readStream') return (stream: string, o?: Parameters<EventStore['readStream']>[1]) => { reads.push(stream); return target.readStream(stream, o); };
+          const v = Reflect.get(target, name, target);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      return { reads, counting };
+    }
+    const metricValue = async (metrics: ReturnType<typeof createMetrics>, name: string) =>
+      Number(/ (\d+)$/m.exec(await metrics.registry.getSingleMetricAsString(name))![1]);
 
     it('a round whose message does not fit waits before DeliveryStarted (the size read from the stream); one larger than the budget goes alone', async () => {
       const heldOverTime: number[] = [];
@@ -145,16 +160,8 @@ describe('delivery round (int)', function () {
       const prefix = `memtest-${newId()}`;
       const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
       const metrics = createMetrics();
-      const gauge = async (name: string) => Number(/ (\d+)$/m.exec(await metrics.registry.getSingleMetricAsString(name))![1]);
-      const reads: string[] = [];
-      // Every other method runs on the store itself (its state stays its own).
-      const counting = new Proxy(store, {
-        get: (target, name) => {
-          if (name === 'readStream') return (stream: string, o?: Parameters<EventStore['readStream']>[1]) => { reads.push(stream); return target.readStream(stream, o); };
-          const v = Reflect.get(target, name, target);
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      });
+      const gauge = (name: string) => metricValue(metrics, name);
+      const { reads, counting } = countingReads();
       const worker = startDeliveryWorker({ ...deps, store: counting, metrics, now: () => new Date(), settings: { ...deps.settings, maxBufferedBytes: 1_000 } }, TEST_REDIS_URL, 4, prefix);
       const open = holdDataReplies();
       try {
@@ -168,6 +175,43 @@ describe('delivery round (int)', function () {
         expect(await started(unread[0])).to.equal(false);
         open();
         await until(async () => (await Promise.all(ids.map(started))).every(Boolean) && ids.every((id) => received(id) === 1));
+        await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 0);
+      } finally {
+        open();
+        await worker.close();
+        await queue.obliterate({ force: true }).catch(() => undefined);
+        await queue.close();
+      }
+    });
+
+    it('the worker waits for room before it reads a retry whose job carries the deferral\'s contentBytes', async () => {
+      // Accepted and deferred two hours ago (within its lifetime then): the retries are due now.
+      clock = new Date(Date.now() - 2 * 3600_000);
+      reply = () => ({ code: 450, message: '4.2.0 Greylisted, come back later' });
+      const ids = [await accept(['r1@rcpt.test'], { contentBytes: 800 }), await accept(['r2@rcpt.test'], { contentBytes: 800 })];
+      for (const id of ids) expect(await deliverRound(deps, id)).to.deep.equal({ kind: 'attempted' });
+      reply = () => 250;
+      const deferrals = (await Promise.all(ids.map((id) => store.readStream(streamName('message', id))))).flat().filter((e) => e.type === 'DeliveryDeferred');
+      expect(deferrals.map((e) => (e.data as DeliveryDeferred).contentBytes)).to.deep.equal([800, 800]);
+
+      const prefix = `memtest-${newId()}`;
+      const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
+      const metrics = createMetrics();
+      const gauge = (name: string) => metricValue(metrics, name);
+      const { reads, counting } = countingReads();
+      const retried = async (id: string) => (await store.readStream(streamName('message', id))).filter((e) => e.type === 'DeliveryStarted').length === 2;
+      const worker = startDeliveryWorker({ ...deps, store: counting, metrics, now: () => new Date(), settings: { ...deps.settings, maxBufferedBytes: 1_000 } }, TEST_REDIS_URL, 4, prefix);
+      const open = holdDataReplies();
+      try {
+        await queue.addBulk(jobsFor(deferrals, new Date()));
+        await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 800 && (await gauge('motor_delivery_buffer_waits_total')) === 1);
+        await until(async () => (await Promise.all(ids.map(retried))).some(Boolean));
+        // One retry holds its 800 bytes; the other job waits with its message unread.
+        const unread = ids.filter((id) => !reads.includes(streamName('message', id)));
+        expect(unread).to.have.length(1);
+        expect(await retried(unread[0])).to.equal(false);
+        open();
+        await until(async () => (await Promise.all(ids.map(retried))).every(Boolean) && ids.every((id) => received(id) === 1));
         await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 0);
       } finally {
         open();
@@ -242,6 +286,11 @@ describe('delivery round (int)', function () {
     // Deferred together, at one time: the enqueuer queues one job for them (the same job id for each).
     const jobs = jobsFor(deferred, clock);
     expect(new Set(jobs.map((j) => j.opts.jobId)).size).to.equal(1);
+    // The retry job carries the message's size (counted from 'Hello': this acceptance has no contentBytes),
+    // so the worker can wait for room before reading; a deferral older than the field gives a job without it.
+    expect(jobs[0].data).to.deep.equal({ messageId, contentBytes: 5 });
+    const { contentBytes: _size, ...old } = deferred[0].data as DeliveryDeferred;
+    expect(jobsFor([{ ...deferred[0], data: old }], clock)[0].data).to.deep.equal({ messageId });
 
     // That job runs at its time: every recipient it was queued for must be due then.
     clock = new Date(clock.getTime() + jobs[0].opts.delay!);
