@@ -328,12 +328,17 @@ export class SmtpConnectionPool {
     return { kind: 'busy', reason, detail };
   }
 
-  /** A place or session came free at the address: the pace a waiter can expect, measured while it is full. */
+  /**
+   * A place or session came free at the address: the pace a waiter can expect, measured while it is
+   * full. One freed while it was not full shows the congestion over: the pace is measured anew.
+   */
   private freed(state: AddressState): void {
     const now = this.now();
     if (state.open >= this.maxPerAddress || state.waiting.length > 0) {
       const gap = now - state.lastFreed;
       state.freeInterval = state.freeInterval === null ? gap : state.freeInterval + INTERVAL_WEIGHT * (gap - state.freeInterval);
+    } else {
+      state.freeInterval = null;
     }
     state.lastFreed = now;
   }

@@ -329,6 +329,44 @@ describe('SMTP connection cache (loopback DNS + SMTP sink)', function () {
       expect(srv.mostAtOnce).to.equal(1);
     });
 
+    it('measures the pace while the address is full, and forgets it once a place comes free with room to spare', async () => {
+      let now = 0;
+      const reasons: string[] = [];
+      const p = new SmtpConnectionPool({ maxPerAddress: 3, maxQueueMs: 1000, now: () => now, onGiveUp: (r) => reasons.push(r) });
+      cleanups.push(() => p.close());
+      const a = '192.0.2.1:25';
+      const kinds: string[] = [];
+      const ask = (name: string) => p.acquire(`k ${name}`, a).then((g) => { kinds.push(`${name}:${g?.kind}`); return g; });
+      for (const n of ['A', 'B', 'C']) await ask(n);
+      const d = ask('D'); // full, pace unknown: waits
+      now = 900;
+      p.vacate(a); // 900 ms after the address filled: the pace
+      await d;
+      const e = ask('E'); // one place every 900 ms, nobody ahead: within 1000 ms
+      await ask('F'); // one ahead: about 1800 ms
+      expect(reasons).to.deep.equal(['queue']);
+      now = 950;
+      p.vacate(a);
+      await e;
+      now = 960;
+      p.vacate(a); // still measured (the address was full): the pace is now about 590 ms
+      now = 970;
+      p.vacate(a); // freed with a place already free: the congestion is over, the pace forgotten
+      expect(p.addressLoad(a)).to.deep.equal({ open: 1, waiting: 0 });
+      await ask('G');
+      await ask('H');
+      // Pace unknown again: both wait (at about 590 ms a place, J would have been refused).
+      const waiting = [ask('I'), ask('J')];
+      await sleep(20);
+      expect(p.addressLoad(a)).to.deep.equal({ open: 3, waiting: 2 });
+      expect(reasons).to.deep.equal(['queue']);
+      now = 1100;
+      p.vacate(a);
+      p.vacate(a);
+      await Promise.all(waiting);
+      expect(kinds).to.deep.equal(['A:open', 'B:open', 'C:open', 'D:open', 'F:busy', 'E:open', 'G:open', 'H:open', 'I:open', 'J:open']);
+    });
+
     it('a connection that cannot be opened gives its place back', async () => {
       const srv = await scriptedServer({});
       const port = srv.port;
