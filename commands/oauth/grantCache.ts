@@ -1,7 +1,6 @@
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { foldGrant, GRANT_TYPES, initialGrantState, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
-import type { Contention } from '../auth/streams';
 import { conflictAfterRetries, decideOnRead, eventsOf, type StreamRead } from '../decideOnStream';
 
 /** A grant's stream (domain/oauth/grant.ts). */
@@ -104,7 +103,8 @@ export class GrantCache {
   private keep(grantId: string, state: GrantState, revision: bigint): void {
     const entry: Entry = { state, revision, weight: ENTRY_WEIGHT + state.tokenIds.length + state.spentRefreshHashes.length };
     const current = this.entries.get(grantId);
-    // Two reads of one grant (checks, decisions) ran at once and the other one read or appended further: its state is the newer.
+    // Two reads of one grant (checks, decisions) ran at once and the other one read or appended
+    // further: its state is the newer.
     if (current && current.revision >= entry.revision) return;
     this.forget(grantId);
     if (entry.weight > this.maxWeight) return;
@@ -133,8 +133,8 @@ export function grantCacheOf(store: EventStore): GrantCache {
 /** The grant's state now, read through this process's cache (see GrantCache). */
 export const currentGrant = (store: EventStore, grantId: string): Promise<GrantState> => grantCacheOf(store).current(store, grantId);
 
-/** Every try lost to other changes of the grant (docs/ERRORS.md "Any route: concurrent changes"). */
-export const GRANT_CONTENTION: Contention = { code: 'grant_conflict', subject: 'This authorization' };
+/** A grant decision's tries; when every one lost to other changes of the grant, 409 grant_conflict (docs/ERRORS.md "Any route: concurrent changes"). */
+const GRANT_TRIES = { attempts: 8, exhausted: conflictAfterRetries('grant_conflict', 'This authorization') };
 
 /**
  * Decides on a grant and appends what was decided, as `decideAndAppend` (commands/auth/streams.ts)
@@ -151,8 +151,7 @@ export async function decideOnGrant<R>(
 ): Promise<{ result: R; state: GrantState }> {
   const cache = grantCacheOf(store);
   let result: R | undefined;
-  const options = { actor, attempts: GRANT_CONTENTION.attempts ?? 8, exhausted: conflictAfterRetries(GRANT_CONTENTION.code, GRANT_CONTENTION.subject) };
-  const d = await decideOnRead(store, grantStream(grantId), options, () => cache.read(store, grantId), (state) => {
+  const d = await decideOnRead(store, grantStream(grantId), { actor, ...GRANT_TRIES }, () => cache.read(store, grantId), (state) => {
     const decision = decide(state);
     result = decision.result;
     return decision.events;
