@@ -55,15 +55,40 @@ export async function decideOnStream<E extends DomainEvent>(
   store: EventStore, streamId: string, options: DecideOptions,
   decide: (recorded: RecordedEvent[]) => readonly E[] | Promise<readonly E[]>,
 ): Promise<Decision<E>> {
-  for (let attempt = 1; ; attempt++) {
+  const d = await decideOnRead(store, streamId, options, async () => {
     const recorded = await store.readStream(streamId);
-    const last = recorded.length === 0 ? null : recorded[recorded.length - 1].revision;
-    const decided = [...await decide(recorded)];
-    if (decided.length === 0) return { recorded, appended: [], written: [], revision: last };
+    return { read: recorded, revision: recorded.length === 0 ? null : recorded[recorded.length - 1].revision };
+  }, decide);
+  return { recorded: d.read, appended: d.appended, written: d.written, revision: d.revision };
+}
+
+/** What one try of `decideOnRead` read: what `decide` is given, and the revision of the stream's last event it includes (null: no stream). */
+export interface StreamRead<T> { read: T; revision: bigint | null }
+
+/** `Decision`, with what the last try read in place of the whole stream. */
+export interface ReadDecision<T, E> { read: T; appended: E[]; written: EventData[]; revision: bigint | null }
+
+/**
+ * The loop of `decideOnStream`, with the read left to the caller: for a stream whose state the
+ * process keeps folded (commands/oauth/grantCache.ts), `read` reads only the events after the
+ * revision kept and folds them onto the state kept. Whatever it reads, the `revision` it answers
+ * must be that of the last event its `read` includes, no more and no less: the append is made at
+ * that revision, so the store refuses a decision taken on a state that misses an event, and the
+ * next try calls `read` again, which must then see it.
+ */
+export async function decideOnRead<T, E extends DomainEvent>(
+  store: EventStore, streamId: string, options: DecideOptions,
+  read: () => Promise<StreamRead<T>>,
+  decide: (read: T) => readonly E[] | Promise<readonly E[]>,
+): Promise<ReadDecision<T, E>> {
+  for (let attempt = 1; ; attempt++) {
+    const r = await read();
+    const decided = [...await decide(r.read)];
+    if (decided.length === 0) return { read: r.read, appended: [], written: [], revision: r.revision };
     const written = decided.map((e) => toEventData(newId(), e, { actor: options.actor }));
     try {
-      const r = await store.append(streamId, written, { expectedRevision: last === null ? 'no_stream' : last });
-      return { recorded, appended: decided, written, revision: r.nextExpectedRevision };
+      const appended = await store.append(streamId, written, { expectedRevision: r.revision === null ? 'no_stream' : r.revision });
+      return { read: r.read, appended: decided, written, revision: appended.nextExpectedRevision };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError)) throw err;
       if (attempt >= options.attempts) throw options.exhausted(err);

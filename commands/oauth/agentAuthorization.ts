@@ -1,13 +1,14 @@
 import type { EventStore } from '../../domain/eventStore';
 import { newId } from '../../domain/ids';
 import { codeChallengeOf, parseAgentScope, serverOfResource, type AgentScope } from '../../domain/oauth/agent';
-import { decideUserRevoke, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
+import { decideUserRevoke, OAUTH_RULES, oauthError } from '../../domain/oauth/grant';
 import { fail } from '../../domain/errors';
 import type { KeyStore } from '../../infra/keys/keyStore';
-import { appendEvents, decideAndAppend } from '../auth/streams';
+import { appendEvents } from '../auth/streams';
 import { signAgentToken } from './agentTokens';
 import type { DashboardUser } from './authorization';
-import { GRANT_CONTENTION, grantStream, opaque, redeemGrant } from './authorization';
+import { opaque, redeemGrant } from './authorization';
+import { decideOnGrant, grantStream } from './grantCache';
 import type { ClientMetadataFetcher } from './clientMetadata';
 
 /**
@@ -89,9 +90,9 @@ export async function issueAgentToken(deps: AgentOAuthDeps, body: Record<string,
  * the grant). The user's own dashboard sessions are other streams and are not touched.
  */
 export async function revokeConnection(store: EventStore, user: DashboardUser, grantId: string, now: Date): Promise<void> {
-  const revoked = await decideAndAppend<GrantState, GrantEvent, boolean>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
+  const { result: revoked } = await decideOnGrant(store, grantId, `user:${user.userId}`, (s) => {
     const events = decideUserRevoke(s, { accountId: user.accountId, userId: user.userId, now });
     return { events: events ?? [], result: events !== null };
-  }, `user:${user.userId}`, GRANT_CONTENTION);
+  });
   if (!revoked) throw fail('not_found', 404, 'No connection with this id in your account');
 }

@@ -2,21 +2,20 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
-import { isDomainError } from '../../domain/errors';
+import { isDomainError, type DomainError } from '../../domain/errors';
 import { asDomainEvent, type MotorBlockCreated } from '../../domain/events';
 import { isUuid, newId } from '../../domain/ids';
 import {
-  decideApprove, decideDeny, decideRedeemCode, decideRefresh, foldGrant, GRANT_TYPES, OAUTH_RULES, oauthError, parseScope,
-  type GrantEvent, type GrantState,
+  decideApprove, decideDeny, decideRedeemCode, decideRefresh, OAUTH_RULES, oauthError, parseScope, type GrantEvent, type GrantState,
 } from '../../domain/oauth/grant';
 import { codeChallengeOf, isCodeVerifier } from '../../domain/oauth/agent';
 import { listBlocksOfAccount } from '../../projections/directory/queries';
 import { sha256Hex } from '../auth/secrets';
-import { appendEvents, decideAndAppend, load, type Contention } from '../auth/streams';
+import { appendEvents } from '../auth/streams';
 import { ownedBlock } from '../auth/credentials';
 import { accessTokenSettings, signAccessToken, verifyAccessToken, type AccessClaims } from './accessTokens';
 import { authenticateClient, findClient } from './clients';
-import { currentGrant } from './grantCache';
+import { currentGrant, decideOnGrant, grantStream } from './grantCache';
 import { issueAgentToken, startAgentAuthorization, type AgentConsentPage, type AgentOAuthDeps, type AgentTokenResponse } from './agentAuthorization';
 import type { ClientMetadataFetcher } from './clientMetadata';
 import type { KeyStore } from '../../infra/keys/keyStore';
@@ -48,11 +47,6 @@ export function grantOf(tag: Tag, value: unknown): string | null {
   const h = m[1];
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
-
-export const grantStream = (grantId: string) => streamName('oauthGrant', grantId);
-/** Every try lost to other changes of the grant (docs/ERRORS.md "Any route: concurrent changes"). */
-export const GRANT_CONTENTION: Contention = { code: 'grant_conflict', subject: 'This authorization' };
-export const loadGrant = (store: EventStore, grantId: string) => load<GrantState, GrantEvent>(store, grantStream(grantId), GRANT_TYPES, foldGrant);
 
 export interface ConsentPage {
   kind: 'smtp';
@@ -141,18 +135,18 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
   const grantId = grantOf('oct', form.form_token);
   if (!grantId) throw oauthError('invalid_request', 'form_token missing or malformed');
   const formTokenHash = sha256Hex(form.form_token);
+  const actor = `user:${user.userId}`;
   if (form.decision === 'deny') {
-    const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-      (st) => ({ events: decideDeny(st, { formTokenHash, userId: user.userId, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
+    const { state: s } = await decideOnGrant(deps.store, grantId, actor, (st) => ({ events: decideDeny(st, { formTokenHash, userId: user.userId, now }), result: undefined }));
     return { location: withParams(s.redirectUri!, { error: 'access_denied', state: s.state }) };
   }
   if (form.decision !== 'approve') throw oauthError('invalid_request', 'decision must be approve or deny');
-  const { state: pre } = await loadGrant(deps.store, grantId);
+  const pre = await currentGrant(deps.store, grantId);
   if (pre.resource !== null) {
     // An agent grant is account-wide: no block to choose.
     const code = opaque('oc', grantId);
-    const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-      (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
+    const { state: s } = await decideOnGrant(deps.store, grantId, actor,
+      (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: null, codeHash: code.hash, now }), result: undefined }));
     return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
   }
   const formBlockId = lowerUuid(form.motor_block_id);
@@ -161,8 +155,8 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
   if (pre.requestedBlockId && formBlockId && formBlockId !== pre.requestedBlockId) throw oauthError('invalid_request', 'motor_block_id differs from the authorization request');
   const block = await blockOfUser(deps.store, user.accountId, chosen);
   const code = opaque('oc', grantId);
-  const s = await decideAndAppend<GrantState, GrantEvent, GrantState>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-    (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: block.id, codeHash: code.hash, now }), result: st }), `user:${user.userId}`, GRANT_CONTENTION);
+  const { state: s } = await decideOnGrant(deps.store, grantId, actor,
+    (st) => ({ events: decideApprove(st, { formTokenHash, userId: user.userId, motorBlockId: block.id, codeHash: code.hash, now }), result: undefined }));
   return { location: withParams(s.redirectUri!, { code: code.value, state: s.state }) };
 }
 
@@ -212,7 +206,7 @@ export async function redeemGrant(
   const tokenId = newId();
   let grantId: string;
   let refresh: { value: string; hash: string };
-  let error: Error | undefined;
+  let decide: (s: GrantState) => { events: GrantEvent[]; error?: DomainError };
   if (body.grant_type === 'authorization_code') {
     if (typeof body.code !== 'string') throw oauthError('invalid_request', 'code is required');
     if (typeof body.redirect_uri !== 'string') throw oauthError('invalid_request', 'redirect_uri is required');
@@ -231,10 +225,7 @@ export async function redeemGrant(
     grantId = id;
     refresh = opaque('ort', grantId);
     const c = { clientId, codeHash: sha256Hex(body.code), redirectUri: body.redirect_uri, codeVerifier, resource: agent?.resource, tokenId, refreshTokenHash: refresh.hash, now };
-    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRedeemCode(s, c);
-      return { events: d.events, result: d.error };
-    }, `oauthClient:${clientId}`, GRANT_CONTENTION);
+    decide = (s) => decideRedeemCode(s, c);
   } else {
     if (typeof body.refresh_token !== 'string') throw oauthError('invalid_request', 'refresh_token is required');
     const id = grantOf('ort', body.refresh_token);
@@ -242,14 +233,15 @@ export async function redeemGrant(
     grantId = id;
     refresh = opaque('ort', grantId);
     const c = { clientId, refreshTokenHash: sha256Hex(body.refresh_token), newRefreshTokenHash: refresh.hash, tokenId, resource: agent?.resource, now };
-    error = await decideAndAppend<GrantState, GrantEvent, Error | undefined>(store, grantStream(grantId), GRANT_TYPES, foldGrant, (s) => {
-      const d = decideRefresh(s, c);
-      return { events: d.events, result: d.error };
-    }, `oauthClient:${clientId}`, GRANT_CONTENTION);
+    decide = (s) => decideRefresh(s, c);
   }
+  // From the state this process keeps of the grant: a refresh reads only the events appended since
+  // this process last read the grant, not the thousands of a connection kept alive for months.
+  const { result: error, state } = await decideOnGrant(store, grantId, `oauthClient:${clientId}`, (s) => {
+    const d = decide(s);
+    return { events: d.events, result: d.error };
+  });
   if (error) throw error;
-  // Through the grant cache: the events appended just now, not the whole stream once more.
-  const state = await currentGrant(store, grantId);
   return { grantId, tokenId, refresh, state };
 }
 

@@ -1,13 +1,17 @@
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { foldGrant, GRANT_TYPES, initialGrantState, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
-import { eventsOf } from '../decideOnStream';
+import { conflictAfterRetries, decideOnRead, eventsOf, type StreamRead } from '../decideOnStream';
+
+/** A grant's stream (domain/oauth/grant.ts). */
+export const grantStream = (grantId: string) => streamName('oauthGrant', grantId);
 
 /**
  * A grant's state as the token checks of every request need it (agent requests:
- * activeAgentToken; SMTP AUTH and /api/oauth2/validate: activeAccessToken), without folding the
- * whole stream each time: the stream grows by an event per token issued and per refresh rotation,
- * and a connection kept alive for months holds thousands (docs/MCP.md "What a request costs").
+ * activeAgentToken; SMTP AUTH and /api/oauth2/validate: activeAccessToken), and as the decisions
+ * on it start from (code redeemed, refresh token rotated, grant revoked: `decideOnGrant`), without
+ * folding the whole stream each time: the stream grows by an event per token issued and per refresh
+ * rotation, and a connection kept alive for months holds thousands (docs/MCP.md "What a request costs").
  *
  * Each process keeps, per grant, the state it last folded and the stream revision it was folded
  * to. A check still reads the stream every time, but only the events after that revision
@@ -44,13 +48,36 @@ export class GrantCache {
       this.touch(grantId, kept);
       return kept.state;
     }
-    const recorded = await store.readStream(streamName('oauthGrant', grantId), kept ? { fromRevision: kept.revision + 1n } : undefined);
+    return (await this.read(store, grantId)).read;
+  }
+
+  /**
+   * `current`, with the revision of the stream's last event that the state includes (null: no
+   * stream), which a decision appends at. A grant kept revoked is read too: a decision's append
+   * must be made at the stream's revision, not at the one the revocation was kept at.
+   */
+  async read(store: EventStore, grantId: string): Promise<StreamRead<GrantState>> {
+    const kept = this.entries.get(grantId);
+    const recorded = await store.readStream(grantStream(grantId), kept ? { fromRevision: kept.revision + 1n } : undefined);
     if (recorded.length === 0) {
-      if (kept) this.touch(grantId, kept);
-      return kept?.state ?? initialGrantState();
+      if (!kept) return { read: initialGrantState(), revision: null };
+      this.touch(grantId, kept);
+      return { read: kept.state, revision: kept.revision };
     }
     const state = foldGrant(eventsOf<GrantEvent>(recorded, GRANT_TYPES), kept?.state);
-    this.keep(grantId, { state, revision: recorded[recorded.length - 1].revision, weight: ENTRY_WEIGHT + state.tokenIds.length + state.spentRefreshHashes.length });
+    const revision = recorded[recorded.length - 1].revision;
+    this.keep(grantId, state, revision);
+    return { read: state, revision };
+  }
+
+  /**
+   * This process appended `events` to the grant right after the last event of `from` (an append
+   * guarded by that state's revision succeeded); `revision` is the last of them. Keeps the state
+   * after them, so that the next read starts after them too. Returns that state.
+   */
+  appended(grantId: string, from: GrantState, events: readonly GrantEvent[], revision: bigint): GrantState {
+    const state = foldGrant(events, from);
+    this.keep(grantId, state, revision);
     return state;
   }
 
@@ -73,9 +100,11 @@ export class GrantCache {
     this.entries.set(grantId, entry);
   }
 
-  private keep(grantId: string, entry: Entry): void {
+  private keep(grantId: string, state: GrantState, revision: bigint): void {
+    const entry: Entry = { state, revision, weight: ENTRY_WEIGHT + state.tokenIds.length + state.spentRefreshHashes.length };
     const current = this.entries.get(grantId);
-    // Two checks of one grant ran at once and the other one read further: its state is the newer.
+    // Two reads of one grant (checks, decisions) ran at once and the other one read or appended
+    // further: its state is the newer.
     if (current && current.revision >= entry.revision) return;
     this.forget(grantId);
     if (entry.weight > this.maxWeight) return;
@@ -103,3 +132,30 @@ export function grantCacheOf(store: EventStore): GrantCache {
 
 /** The grant's state now, read through this process's cache (see GrantCache). */
 export const currentGrant = (store: EventStore, grantId: string): Promise<GrantState> => grantCacheOf(store).current(store, grantId);
+
+/** A grant decision's tries; when every one lost to other changes of the grant, 409 grant_conflict (docs/ERRORS.md "Any route: concurrent changes"). */
+const GRANT_TRIES = { attempts: 8, exhausted: conflictAfterRetries('grant_conflict', 'This authorization') };
+
+/**
+ * Decides on a grant and appends what was decided, as `decideAndAppend` (commands/auth/streams.ts)
+ * does, but from the state this process keeps (see GrantCache): each try reads only the events
+ * after the revision kept, and appends at the revision of the last event read. Another process
+ * that appended in between (a rotation of the same refresh token, a revocation) makes the append
+ * fail; the next try reads its events and decides again on them: a refresh token spent by the
+ * other process is then a reuse. What this process appended is folded onto the state kept, at the
+ * revisions it was appended at. Returns `decide`'s result and the grant's state after the decision.
+ */
+export async function decideOnGrant<R>(
+  store: EventStore, grantId: string, actor: string,
+  decide: (state: GrantState) => { events: GrantEvent[]; result: R },
+): Promise<{ result: R; state: GrantState }> {
+  const cache = grantCacheOf(store);
+  let result: R | undefined;
+  const d = await decideOnRead(store, grantStream(grantId), { actor, ...GRANT_TRIES }, () => cache.read(store, grantId), (state) => {
+    const decision = decide(state);
+    result = decision.result;
+    return decision.events;
+  });
+  const state = d.appended.length === 0 ? d.read : cache.appended(grantId, d.read, d.appended, d.revision!);
+  return { result: result as R, state };
+}

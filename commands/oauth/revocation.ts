@@ -1,11 +1,11 @@
-import { oauthError, decideClientRevoke, foldGrant, GRANT_TYPES, type GrantEvent, type GrantState } from '../../domain/oauth/grant';
+import { oauthError, decideClientRevoke } from '../../domain/oauth/grant';
 import { sha256Hex } from '../auth/secrets';
-import { decideAndAppend } from '../auth/streams';
 import { accessTokenSettings, verifyAccessToken } from './accessTokens';
 import { agentTokenGrant } from './agentTokens';
 import type { OAuthDeps } from './authorization';
-import { GRANT_CONTENTION, grantOf, grantStream } from './authorization';
+import { grantOf } from './authorization';
 import { authenticateClient } from './clients';
+import { decideOnGrant } from './grantCache';
 
 /**
  * POST /api/oauth2/revoke (RFC 7009; docs/OAUTH.md "Revocation"): a client gives up a token it
@@ -31,6 +31,5 @@ export async function revokeToken(deps: OAuthDeps, body: Record<string, unknown>
     if (owner === null || owner.clientId !== clientId) return;
     grantId = owner.grantId;
   }
-  await decideAndAppend<GrantState, GrantEvent, void>(deps.store, grantStream(grantId), GRANT_TYPES, foldGrant,
-    (s) => ({ events: decideClientRevoke(s, { clientId, now, refreshTokenHash }), result: undefined }), `oauthClient:${clientId}`, GRANT_CONTENTION);
+  await decideOnGrant(deps.store, grantId, `oauthClient:${clientId}`, (s) => ({ events: decideClientRevoke(s, { clientId, now, refreshTokenHash }), result: undefined }));
 }

@@ -4,7 +4,7 @@ import { WrongExpectedRevisionError, type EventStore, type RecordedEvent } from 
 import { fail } from '../../domain/errors';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEventStore';
-import { conflictAfterRetries, decideOnStream, eventsOf, retryPauseMs } from '../../commands/decideOnStream';
+import { conflictAfterRetries, decideOnRead, decideOnStream, eventsOf, retryPauseMs } from '../../commands/decideOnStream';
 import { createTestDatabase } from '../support/db';
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
@@ -76,6 +76,28 @@ describe('decideOnStream (int)', () => {
     expect(seen).to.deep.equal([[], ['Other 1'], ['Other 1', 'Other 2']]);
     expect(names(await store.readStream(s))).to.deep.equal(['Other 1', 'Other 2', 'Mine after 2']);
     expect(d.revision).to.equal(2n);
+  });
+
+  it('decideOnRead, the read left to the caller: each try reads again and appends at the revision that read answers; a revision short of the stream is refused', async () => {
+    const s = freshStream();
+    await decideOnStream(store, s, { actor: 't', attempts: 1, exhausted }, () => [listCreated('l0', 'Zero')]);
+    // A caller that keeps what it read: each read fetches only the events after it.
+    let kept: RecordedEvent[] = [];
+    const fromRevisions: (bigint | null)[] = [];
+    const read = async () => {
+      const after = kept.length === 0 ? null : kept[kept.length - 1].revision;
+      fromRevisions.push(after);
+      kept = [...kept, ...await store.readStream(s, after === null ? undefined : { fromRevision: after + 1n })];
+      return { read: kept, revision: kept.length === 0 ? null : kept[kept.length - 1].revision };
+    };
+    const d = await decideOnRead(racedBy(store, s, 2), s, { actor: 't', attempts: 3, exhausted }, read, (recorded) => [listCreated('mine', `Mine after ${names(recorded).join(',')}`)]);
+    expect(fromRevisions).to.deep.equal([null, 0n, 1n]);
+    expect([d.revision, names(d.read)]).to.deep.equal([3n, ['Zero', 'Other 1', 'Other 2']]);
+    expect(names(await store.readStream(s))).to.deep.equal(['Zero', 'Other 1', 'Other 2', 'Mine after Zero,Other 1,Other 2']);
+    // A read that answers a revision short of the stream's never appends: every try is refused.
+    const stale = await decideOnRead(store, s, { actor: 't', attempts: 2, exhausted }, async () => ({ read: null, revision: 2n }), () => [listCreated('stale', 'Stale')]).catch((e) => e);
+    expect(stale.code).to.equal('list_conflict');
+    expect(names(await store.readStream(s))).to.not.include('Stale');
   });
 
   it('every try lost: `exhausted` is thrown (a 409 <what>_conflict, never the store\'s conflict), nothing of its own appended', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { GrantCache } from '../../commands/oauth/grantCache';
+import { currentGrant, decideOnGrant, GrantCache } from '../../commands/oauth/grantCache';
 import { streamName } from '../../domain/eventStore';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { newId } from '../../domain/ids';
@@ -95,5 +95,36 @@ describe('GrantCache (unit)', () => {
     await cache.current(counting, heavyThere);
     expect(counting.read, 'not kept: read whole again').to.equal(103);
     expect((await cache.current(store, heavy)).tokenIds).to.have.length(101);
+  });
+
+  it('decideOnGrant: decides on the state kept, reading only what follows it; keeps what it appended at its revisions; reads a grant kept revoked before deciding', async () => {
+    const store = new CountingStore();
+    const grantId = await seeded(store, 20);
+    const stream = streamName('oauthGrant', grantId);
+    const rotation = (i: number): GrantEvent => ({ type: 'OAuthRefreshRotated', data: { grantId, tokenId: `mine-${i}`, previousHash: H(120 + i), refreshTokenHash: H(121 + i), accessExpiresAt: T, refreshExpiresAt: T, at: T } });
+    await currentGrant(store, grantId);
+    store.read = 0;
+    const first = await decideOnGrant(store, grantId, 'test', (s) => ({ events: [rotation(0), rotation(1)], result: s.tokenIds.length }));
+    expect([first.result, store.read]).to.deep.equal([21, 0]);
+    expect(first.state).to.deep.equal(await wholeFold(store, grantId));
+    store.read = 0;
+    expect(await currentGrant(store, grantId)).to.deep.equal(first.state);
+    expect(store.read, 'its own two events are not read back').to.equal(0);
+
+    await store.append(stream, [toEventData(newId(), rotation(2))]);
+    const nothing = await decideOnGrant(store, grantId, 'test', (s) => ({ events: [], result: s.tokenIds.length }));
+    expect([nothing.result, store.read]).to.deep.equal([24, 1]);
+
+    await decideOnGrant(store, grantId, 'test', () => ({ events: [{ type: 'OAuthGrantRevoked', data: { grantId, reason: 'user_revoked', at: T } }], result: null }));
+    // Appended behind the revocation (no decision of Motor's does): a check answers the revoked
+    // state kept without reading; a decision reads it, and appends after it.
+    await store.append(stream, [toEventData(newId(), rotation(3))]);
+    store.read = 0;
+    expect((await currentGrant(store, grantId)).revoked).to.equal(true);
+    expect(store.read).to.equal(0);
+    await decideOnGrant(store, grantId, 'test', (s) => ({ events: s.revoked ? [rotation(4)] : [], result: null }));
+    expect(store.read).to.equal(1);
+    const all = await store.readStream(stream);
+    expect(all.map((e) => (e.data as { tokenId?: string }).tokenId).slice(-2)).to.deep.equal(['mine-3', 'mine-4']);
   });
 });
