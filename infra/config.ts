@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { ATTEMPT_DEADLINE_MAX_MS } from '../domain/message/message';
+import { isAtOrUnder, normalizeDomainName } from '../domain/sendingDomain/sendingDomain';
 import { QUERY_TIMEOUT_MS } from './db';
 
 /**
@@ -363,6 +364,8 @@ export function loadConfig(env: Env = process.env): Config {
   const smtpHardErrorLimit = int('SMTP_HARD_ERROR_LIMIT', 20, 1, 1000);
   const smtpSessionTimeoutSeconds = int('SMTP_SESSION_TIMEOUT_SECONDS', 1800, 1, 86_400);
   const publicBaseUrl = url('PUBLIC_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`;
+  // Compared with tenants' domain names (docs/DOMAINS.md "Bounce domain"): normalised as they are.
+  const bounceDomainSetting = str('BOUNCE_DOMAIN', null);
   const config: Config = {
     port,
     apiProcesses: int('API_PROCESSES', 1, 1, 64),
@@ -475,7 +478,7 @@ export function loadConfig(env: Env = process.env): Config {
       },
     },
     inbound: {
-      bounceDomain: str('BOUNCE_DOMAIN', null)?.toLowerCase().replace(/\.$/, '') ?? null,
+      bounceDomain: bounceDomainSetting === null ? null : normalizeDomainName(bounceDomainSetting),
       port: int('INBOUND_SMTP_PORT', 2525, 0, 65535),
       maxMessageBytes: int('INBOUND_MAX_MESSAGE_BYTES', 5 * 1024 * 1024, 1024, 100 * 1024 * 1024),
     },
@@ -517,6 +520,10 @@ export function loadConfig(env: Env = process.env): Config {
   const bounceDomain = config.inbound.bounceDomain;
   if (bounceDomain !== null && !/^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(bounceDomain)) {
     problems.push(`BOUNCE_DOMAIN must be a domain name in ASCII (got "${bounceDomain}")`);
+  }
+  // Sandbox domains are handed out by handle under this namespace: one would be the bounce domain or under it.
+  if (bounceDomain !== null && isAtOrUnder(bounceDomain, `sandbox.${config.serviceDomain}`)) {
+    problems.push(`BOUNCE_DOMAIN must not be in the sandbox namespace sandbox.${config.serviceDomain} (got "${bounceDomain}")`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

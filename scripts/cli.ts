@@ -149,7 +149,8 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       };
       return bootstrapOwner({ ...s, beforeFinish: shown }, {
         email: values.email!, domain: values.domain!, trustDns: values['trust-dns']!, dkimAlgorithm: values.dkim === 'ed25519' ? 'ed25519-sha256' : 'rsa-sha256',
-        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom, now: new Date(),
+        blockName: values['block-name'], plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, systemMailFrom: config.systemMailFrom,
+        bounceDomain: config.inbound.bounceDomain, now: new Date(),
       });
     });
   }

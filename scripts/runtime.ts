@@ -44,6 +44,7 @@ import { DataBudget } from '../smtp/dataBudget';
 import { within } from '../infra/within';
 import { startRoleProcesses, type RoleProcesses } from './roleProcesses';
 import { returnPathSettings } from '../smtp/inbound/returnPath';
+import { tenantDomainsAtOrUnder } from '../projections/directory/queries';
 
 export type Role = 'api' | 'projector' | 'worker' | 'smtp' | 'inbound';
 /** `inbound` (bounces and complaints) starts only with BOUNCE_DOMAIN set and INBOUND_SMTP_PORT not 0. */
@@ -191,6 +192,26 @@ export interface StartOptions {
 }
 
 /**
+ * Tenants' domains that are BOUNCE_DOMAIN or under it, added before the operator set it (adds are
+ * refused since): a warning naming them, at the start of each process that delivers (the role
+ * whose MAIL FROM is on the bounce domain). They are tenants' data: left as they are, still able
+ * to send, for the operator to settle (docs/DOMAINS.md "Bounce domain"). A failed lookup does not
+ * stop the start.
+ */
+export async function warnOfTenantDomainsAtBounceDomain(rt: Pick<Runtime, 'db' | 'logger'>, bounceDomain: string): Promise<void> {
+  try {
+    const found = await tenantDomainsAtOrUnder(rt.db, bounceDomain);
+    if (found.length === 0) return;
+    rt.logger.warn(
+      { bounceDomain, count: found.length, domains: found.slice(0, 50).map((d) => ({ name: d.name, domainId: d.id, accountId: d.accountId })) },
+      'tenant domains at or under BOUNCE_DOMAIN (added before it was set): they still send From: the bounce domain; see docs/DOMAINS.md "Bounce domain"',
+    );
+  } catch (err) {
+    rt.logger.warn({ err: (err as Error).message, bounceDomain }, 'could not look for tenant domains at or under BOUNCE_DOMAIN');
+  }
+}
+
+/**
  * Starts the given roles in this process; stop() drains in-flight work, then returns. Each role's
  * modules are loaded when the role starts: a worker process never loads the HTTP API (its routes,
  * controllers and OpenAPI document are the larger part of a process's heap), an API process
@@ -229,6 +250,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     }
   }
   if (roles.includes('worker')) {
+    if (rt.config.inbound.bounceDomain) await warnOfTenantDomainsAtBounceDomain(rt, rt.config.inbound.bounceDomain);
     const [{ DeliveryEnqueuer }, { DeliverySweeper }, { RetentionSweeper }, { startDeliveryWorker }, { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker }] = await Promise.all([
       import('../workers/enqueuer.js'), import('../workers/sweeper.js'), import('../workers/retention.js'), import('../workers/deliveryWorker.js'), import('../workers/blockDeletion.js'),
     ]);

@@ -16,7 +16,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { expectedRecords, type RecordInputs, type RecordPurpose } from '../../domain/sendingDomain/records';
 import {
-  MAX_DOMAIN_NAME_LENGTH, SENDING_DOMAIN_EVENTS, domainIdFor, evolve as evolveSendingDomain, fold as foldSendingDomain,
+  MAX_DOMAIN_NAME_LENGTH, SENDING_DOMAIN_EVENTS, domainIdFor, normalizeDomainName, refuseBounceDomain, evolve as evolveSendingDomain, fold as foldSendingDomain,
   type SendingDomain, type SendingDomainEvent, type SendingDomainState,
 } from '../../domain/sendingDomain/sendingDomain';
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
@@ -85,7 +85,7 @@ const systemAddress = (email: string, accountId: string) => fail('account_exists
 /** The input's address and domain as bootstrap stores them; refused before anything is claimed, stored or appended. */
 function checkInput(input: BootstrapInput): { email: string; domain: string } {
   const email = input.email.trim();
-  const domain = input.domain.trim().toLowerCase().replace(/\.$/, '');
+  const domain = normalizeDomainName(input.domain);
   if (!isValidAddress(email)) throw fail('invalid_email', 400, `Not a valid email address: ${input.email}`);
   if (!DOMAIN_RE.test(domain) || domain.length > MAX_DOMAIN_NAME_LENGTH) throw fail('invalid_domain', 400, `Not a valid domain name of at most ${MAX_DOMAIN_NAME_LENGTH} characters: ${input.domain}`);
   return { email, domain };
@@ -97,7 +97,8 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * account. The owner's address is claimed first (commands/auth/accountEmail.ts): an address that
  * belongs to an account (an earlier bootstrap's, a dashboard sign-up's, one made by an older
  * release) is refused with 409 account_exists and that account's id (details.accountId), as is
- * SYSTEM_MAIL_FROM, the system account's, provisioned or not. Of bootstraps racing for one address,
+ * SYSTEM_MAIL_FROM, the system account's, provisioned or not. A domain that is BOUNCE_DOMAIN or
+ * under it is refused (400 domain_reserved) before that. Of bootstraps racing for one address,
  * the one whose AccountCreated lands on the claimed account's stream makes it; the others are
  * refused the same way. An older release's accounts are looked up in the directory: the caller
  * catches it up first.
@@ -107,9 +108,11 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * revokes the credentials the earlier one made (see `finishBootstrap`).
  */
 export async function bootstrapOwner(
-  deps: BootstrapDeps & { db: Knex }, input: BootstrapInput & { systemMailFrom: string },
+  deps: BootstrapDeps & { db: Knex }, input: BootstrapInput & { systemMailFrom: string; bounceDomain: string | null },
 ): Promise<BootstrapResult> {
-  const { email } = checkInput(input);
+  const { email, domain } = checkInput(input);
+  // The owner's domain is a tenant's like any added over HTTP: not the operator's bounce domain (docs/DOMAINS.md).
+  refuseBounceDomain(domain, input.bounceDomain);
   const accountId = await claimOwnerEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now }, input.systemMailFrom,
     () => systemAddress(accountEmailKey(email), systemIds(input.systemMailFrom).accountId));
   // The claimed account is made here unless it exists: when the claim is another bootstrap's (one

@@ -29,7 +29,8 @@ import { checkDomainDns } from './dnsCheck';
 
 export interface DomainDeps extends ReadYourWritesDeps {
   store: EventStore; keys: KeyStore; resolver: DnsResolver; clock: Clock;
-  config: Pick<Config, 'serviceDomain' | 'domainChecks'>;
+  /** `inbound.bounceDomain`: BOUNCE_DOMAIN, which no tenant may add (nor a name under it). */
+  config: Pick<Config, 'serviceDomain' | 'domainChecks' | 'inbound'>;
 }
 
 /** Who acts: the account, and the actor recorded in event metadata (`token:<id>`, `user:<id>`). */
@@ -183,9 +184,12 @@ export async function listDomains(deps: Pick<DomainDeps, 'db' | 'config'>, accou
   return (await listDomainsOfAccount(deps.db, accountId)).map((r) => resourceOfRecord(r, deps.config.serviceDomain));
 }
 
-/** Adds a domain with a fresh ownership token and DKIM key; 409 domain_already_added when the name is on the account. */
+/**
+ * Adds a domain with a fresh ownership token and DKIM key; 409 domain_already_added when the name is
+ * on the account, 400 domain_reserved for the operator's names (SERVICE_DOMAIN, BOUNCE_DOMAIN).
+ */
 export async function addDomain(deps: DomainDeps, a: DomainActor, body: AddDomainBody): Promise<DomainResource> {
-  const name = parseDomainName(body?.domain, deps.config.serviceDomain);
+  const name = parseDomainName(body?.domain, { serviceDomain: deps.config.serviceDomain, bounceDomain: deps.config.inbound.bounceDomain });
   const dkimMode = body?.dkimMode ?? 'txt';
   if (typeof dkimMode !== 'string' || !DKIM_MODES.includes(dkimMode as DkimMode)) {
     throw fail('invalid_dkim_mode', 400, 'dkimMode must be txt or cname_managed', { details: { field: 'dkimMode' } });

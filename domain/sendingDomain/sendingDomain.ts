@@ -159,19 +159,45 @@ const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,6
  */
 export const MAX_DOMAIN_NAME_LENGTH = 253 - 'motor20261122._domainkey.'.length;
 
-/** Normalises and validates a domain name to add; names under the service's own domain are reserved. */
-export function parseDomainName(input: unknown, serviceDomain: string): string {
+/** A domain name as the domain code compares and stores it: trimmed, lower case, no trailing dot. */
+export const normalizeDomainName = (input: string): string => input.trim().toLowerCase().replace(/\.$/, '');
+
+/** `name` is `domain` itself or a name under it (both normalised); a sibling sharing a suffix (`xbounces.example.com`) is not. */
+export const isAtOrUnder = (name: string, domain: string): boolean => name === domain || name.endsWith(`.${domain}`);
+
+/** The operator's names a tenant may not add, each with every name under it. */
+export interface ReservedDomains {
+  serviceDomain: string;
+  /** BOUNCE_DOMAIN (normalised), or null when asynchronous bounces are off. */
+  bounceDomain: string | null;
+}
+
+/**
+ * 400 domain_reserved for the operator's bounce domain and the names under it: a tenant holding a
+ * DKIM key for it could send From: the domain every delivery's MAIL FROM is on, and its DSNs and
+ * reports would mix with the operator's. A parent (example.com when the bounce domain is
+ * bounces.example.com) is the tenant's own and is not refused.
+ */
+export function refuseBounceDomain(name: string, bounceDomain: string | null): void {
+  if (bounceDomain === null || !isAtOrUnder(name, bounceDomain)) return;
+  throw fail('domain_reserved', 400, `${name} is the service's bounce domain or under it`, {
+    nextAction: 'Add a domain of your own; the bounce domain carries the envelope sender of every message and is the operator\'s', details: { field: 'domain' },
+  });
+}
+
+/** Normalises and validates a domain name to add; names under the service's own domain and its bounce domain are reserved. */
+export function parseDomainName(input: unknown, reserved: ReservedDomains): string {
   if (typeof input !== 'string') throw fail('invalid_domain', 400, 'domain must be a domain name such as example.com', { details: { field: 'domain' } });
-  const name = input.trim().toLowerCase().replace(/\.$/, '');
+  const name = normalizeDomainName(input);
   if (!DOMAIN_RE.test(name) || /^\d+(\.\d+)+$/.test(name) || !/[a-z]/.test(name.slice(name.lastIndexOf('.') + 1))) {
     throw fail('invalid_domain', 400, `Not a valid domain name: ${input.slice(0, 260)}`, { details: { field: 'domain' } });
   }
   if (name.length > MAX_DOMAIN_NAME_LENGTH) {
     throw fail('invalid_domain', 400, `A sending domain has at most ${MAX_DOMAIN_NAME_LENGTH} characters (its DKIM record name must fit in 253)`, { details: { field: 'domain' } });
   }
-  const svc = serviceDomain.toLowerCase();
-  if (name === svc || name.endsWith(`.${svc}`)) {
+  if (isAtOrUnder(name, reserved.serviceDomain.toLowerCase())) {
     throw fail('domain_reserved', 400, `${name} is under the service's own domain`, { nextAction: 'Use POST /account/sandbox/provision for a sandbox domain', details: { field: 'domain' } });
   }
+  refuseBounceDomain(name, reserved.bounceDomain);
   return name;
 }

@@ -162,6 +162,17 @@ export async function listDomainsOfAccount(db: Knex, accountId: string): Promise
 }
 
 /**
+ * Tenants' domains (sandbox domains are the service's) named `domain` (normalised) or under it, of
+ * every account, oldest first: those added before BOUNCE_DOMAIN named them (docs/DOMAINS.md "Bounce domain").
+ */
+export async function tenantDomainsAtOrUnder(db: Knex, domain: string): Promise<DomainRecord[]> {
+  const rows = await tbl(db, 'domains').where({ sandbox: false })
+    .andWhere((q) => q.where('name', domain).orWhereRaw('right(name, ?) = ?', [domain.length + 1, `.${domain}`]))
+    .orderBy('added_at').orderBy('id');
+  return rows.map(toDomain);
+}
+
+/**
  * The DKIM TXT records the service must serve for cname_managed domains (the targets of the
  * owners' CNAMEs), for the operator's DNS: `name` is `<selector>.<domainId>.dkim.<SERVICE_DOMAIN>`.
  */

@@ -331,7 +331,7 @@ describe('onboarding: register → verify-code → set-password → login → re
     )).rows.map((r: { id: string }) => r.id) as string[];
     const bootstrapAs = (email: string) => bootstrapOwner(h.motor.rt, {
       email, domain: `b${randomBytes(4).toString('hex')}.example.test`, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: h.motor.config.defaultPlan.name,
-      serviceDomain: h.motor.config.serviceDomain, systemMailFrom: h.motor.config.systemMailFrom, now: new Date(),
+      serviceDomain: h.motor.config.serviceDomain, systemMailFrom: h.motor.config.systemMailFrom, bounceDomain: h.motor.config.inbound.bounceDomain, now: new Date(),
     });
 
     it('bootstrap first: the owner\'s sign-up is a login to the account bootstrap made (its keys listed), not a second account', async () => {

@@ -510,7 +510,7 @@ describe('CLI bootstrap (int)', function () {
   )).rows.map((r: { id: string }) => r.id) as string[];
   const bootstrapAs = (email: string, domain: string) => bootstrapOwner(motor.rt, {
     email, domain, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: motor.config.defaultPlan.name, serviceDomain: motor.config.serviceDomain,
-    systemMailFrom: motor.config.systemMailFrom, now: new Date(),
+    systemMailFrom: motor.config.systemMailFrom, bounceDomain: motor.config.inbound.bounceDomain, now: new Date(),
   });
 
   it('five bootstraps of one email at once (the CLI\'s command, as five operators would run it): one account, the other four account_exists with its id', async () => {
@@ -569,6 +569,39 @@ describe('CLI bootstrap (int)', function () {
 });
 
 /** A bootstrap that stopped after AccountCreated (the process died, the store failed): the next one finishes that account. */
+/** `bootstrap --domain` is a tenant's domain: never the operator's BOUNCE_DOMAIN nor a name under it (docs/DOMAINS.md "Bounce domain"). */
+describe('CLI bootstrap with BOUNCE_DOMAIN (int)', function () {
+  this.timeout(120_000);
+  const BOUNCE_DOMAIN = 'bounces.operator.test';
+  let motor: TestMotor;
+
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'], env: { BOUNCE_DOMAIN } }); });
+  after(async () => { await motor?.close(); });
+
+  const cli = (env: Record<string, string>, ...args: string[]) => runCli(motor, args, env);
+  const count = async (sql: string) => (await motor.rt.db.raw(`select count(*)::int as n from ${sql}`)).rows[0].n as number;
+  const written = async () => ({ events: await count('events'), keys: await count('motor_keys.private_keys') });
+
+  it('the bounce domain, a name under it, in upper case or with a trailing dot: exit 1 domain_reserved, nothing claimed, appended or stored', async () => {
+    const before = await written();
+    const names = [BOUNCE_DOMAIN, `MAIL.${BOUNCE_DOMAIN.toUpperCase()}`, `${BOUNCE_DOMAIN}.`, `x.Bounces.Operator.Test.`];
+    for (const [i, domain] of names.entries()) {
+      const r = await cli({ BOUNCE_DOMAIN }, 'bootstrap', '--email', `reserved${i}@boot.example.test`, '--domain', domain, '--trust-dns');
+      expect([r.code, r.out?.error], domain).to.deep.equal([1, 'domain_reserved']);
+    }
+    expect(await written()).to.deep.equal(before);
+  });
+
+  it('a sibling and the parent are the tenant\'s: bootstrapped; with BOUNCE_DOMAIN unset the bounce domain\'s own name is too', async () => {
+    for (const [i, domain] of ['notbounces.operator.test', 'operator.test'].entries()) {
+      const r = await cli({ BOUNCE_DOMAIN }, 'bootstrap', '--email', `allowed${i}@boot.example.test`, '--domain', domain, '--trust-dns');
+      expect(r.code, JSON.stringify(r.out)).to.equal(0);
+    }
+    const unset = await cli({ BOUNCE_DOMAIN: '' }, 'bootstrap', '--email', 'unset@boot.example.test', '--domain', BOUNCE_DOMAIN, '--trust-dns');
+    expect(unset.code, JSON.stringify(unset.out)).to.equal(0);
+  });
+});
+
 describe('CLI bootstrap after one that stopped midway (int)', function () {
   this.timeout(180_000);
   let motor: TestMotor;
@@ -606,7 +639,7 @@ describe('CLI bootstrap after one that stopped midway (int)', function () {
     { db: motor.rt.db, store: deps.store ?? motor.rt.store, keys: deps.keys ?? motor.rt.keys, beforeFinish: deps.beforeFinish },
     {
       email, domain, trustDns: true, dkimAlgorithm: 'rsa-sha256', plan: motor.config.defaultPlan.name, serviceDomain: motor.config.serviceDomain,
-      systemMailFrom: motor.config.systemMailFrom, now: new Date(),
+      systemMailFrom: motor.config.systemMailFrom, bounceDomain: motor.config.inbound.bounceDomain, now: new Date(),
     },
   );
   const accountOf = async (email: string) => (await motor.rt.db.raw(

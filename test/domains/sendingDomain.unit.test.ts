@@ -83,19 +83,31 @@ describe('sending domain decider (unit)', () => {
     expect(events[0].data).to.include({ previousKeyId: dkim.keyId, dkimKeyId: key.keyId, dkimSelector: 'motor' });
     expect(given(managed, ...events).dkim).to.include({ keyId: key.keyId, publicKey: 'NEW', selector: 'motor' });
   });
+  const reserved = { serviceDomain: svc, bounceDomain: null };
   it('domain names: normalised, invalid ones and the service namespace refused', () => {
-    expect(parseDomainName(' Example.COM. ', svc)).to.equal('example.com');
-    for (const bad of ['', 'localhost', 'exa mple.com', '-a.com', '1.2.3.4', 'a..com', 42]) expect(codeOf(() => parseDomainName(bad, svc)), String(bad)).to.equal('invalid_domain');
-    expect(codeOf(() => parseDomainName('x.sandbox.motor.test', svc))).to.equal('domain_reserved');
-    expect(codeOf(() => parseDomainName('motor.test', svc))).to.equal('domain_reserved');
+    expect(parseDomainName(' Example.COM. ', reserved)).to.equal('example.com');
+    for (const bad of ['', 'localhost', 'exa mple.com', '-a.com', '1.2.3.4', 'a..com', 42]) expect(codeOf(() => parseDomainName(bad, reserved)), String(bad)).to.equal('invalid_domain');
+    expect(codeOf(() => parseDomainName('x.sandbox.motor.test', reserved))).to.equal('domain_reserved');
+    expect(codeOf(() => parseDomainName('motor.test', reserved))).to.equal('domain_reserved');
+  });
+  it('domain names: the bounce domain and every name under it refused, in any case and with a trailing dot; siblings and parents are the tenant\'s', () => {
+    const bounces = { serviceDomain: svc, bounceDomain: 'bounces.operator.test' };
+    for (const bad of ['bounces.operator.test', 'BOUNCES.Operator.TEST', 'bounces.operator.test.', ' MAIL.BOUNCES.OPERATOR.TEST. ', 'a.b.bounces.operator.test']) {
+      expect(codeOf(() => parseDomainName(bad, bounces)), bad).to.equal('domain_reserved');
+    }
+    for (const ok of ['notbounces.operator.test', 'bounces-operator.test', 'bounces.operator.test.example', 'operator.test', 'x.operator.test']) {
+      expect(parseDomainName(ok, bounces), ok).to.equal(ok);
+    }
+    // Unset: nothing is refused for it.
+    expect(parseDomainName('bounces.operator.test', reserved)).to.equal('bounces.operator.test');
   });
   it('domain names: refused when a record name under it would be longer than DNS allows (253), so it could never be verified', () => {
     const named = (length: number) => `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(length - 3 * 64 - 4)}.com`;
     const longest = named(228);
-    expect(parseDomainName(longest, svc)).to.equal(longest);
+    expect(parseDomainName(longest, reserved)).to.equal(longest);
     for (const r of expectedRecords({ domainId, name: longest, serviceDomain: svc, ownershipToken: 'tok', dkimMode: 'txt', dkim })) expect(r.name.length, r.name).to.be.at.most(253);
-    expect(codeOf(() => parseDomainName(named(229), svc))).to.equal('invalid_domain');
-    expect(codeOf(() => parseDomainName(named(253), svc))).to.equal('invalid_domain');
+    expect(codeOf(() => parseDomainName(named(229), reserved))).to.equal('invalid_domain');
+    expect(codeOf(() => parseDomainName(named(253), reserved))).to.equal('invalid_domain');
   });
 });
 
