@@ -101,35 +101,60 @@ describe('delivery round (int)', function () {
     return messageId;
   }
 
+  /** Holds the sink's reply to the end of every message until the returned function (or `withWorker`'s end) opens it. */
+  let openHeld: (() => void) | null = null;
+  function holdDataReplies(): () => void {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => { open = r; });
+    dataReply = async (): Promise<SinkReply> => { await gate; return 250; };
+    openHeld = open;
+    return open;
+  }
+  const until = async (what: () => Promise<boolean> | boolean) => {
+    for (let i = 0; i < 200 && !(await what()); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(await what()).to.equal(true);
+  };
+  /** The store, with the streams read through it listed in `reads`. */
+  function countingReads() {
+    const reads: string[] = [];
+    // A Proxy, not Object.create: every other method runs on the store itself (its state stays its own).
+    const counting = new Proxy(store, {
+      get: (target, name) => {
+        if (name === 'readStream') return (stream: string, o?: Parameters<EventStore['readStream']>[1]) => { reads.push(stream); return target.readStream(stream, o); };
+        const v = Reflect.get(target, name, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    return { reads, counting };
+  }
+  const metricValue = async (metrics: ReturnType<typeof createMetrics>, name: string) =>
+    Number(/ (\d+)$/m.exec(await metrics.registry.getSingleMetricAsString(name))![1]);
+  /**
+   * A real BullMQ delivery worker on the real clock, with its own queue prefix and metrics, for
+   * `body`; afterwards held replies are let go, the worker closed and its queue removed.
+   */
+  async function withWorker(
+    opts: { store?: EventStore; concurrency: number; settings: Partial<DeliveryDeps['settings']> },
+    body: (w: { queue: ReturnType<typeof createDeliveryQueue>; metrics: ReturnType<typeof createMetrics> }) => Promise<void>,
+  ): Promise<void> {
+    const prefix = `worktest-${newId()}`;
+    const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
+    const metrics = createMetrics();
+    const worker = startDeliveryWorker({ ...deps, store: opts.store ?? store, metrics, now: () => new Date(), settings: { ...deps.settings, ...opts.settings } }, TEST_REDIS_URL, opts.concurrency, prefix);
+    try {
+      await body({ queue, metrics });
+    } finally {
+      openHeld?.();
+      await worker.close();
+      await queue.obliterate({ force: true }).catch(() => undefined);
+      await queue.close();
+    }
+  }
+  /** The first events (MessageAccepted) of the messages, as the enqueuer reads them. */
+  const firstEvents = (ids: string[]) => Promise.all(ids.map(async (id) => (await store.readStream(streamName('message', id)))[0]));
+
   describe('memory for messages being delivered (DELIVERY_MAX_BUFFERED_BYTES)', () => {
     const started = async (messageId: string) => (await store.readStream(streamName('message', messageId))).some((e) => e.type === 'DeliveryStarted');
-    /** Holds the sink's reply to the end of every message until `open()`. */
-    function holdDataReplies() {
-      let open!: () => void;
-      const gate = new Promise<void>((r) => { open = r; });
-      dataReply = async (): Promise<SinkReply> => { await gate; return 250; };
-      return open;
-    }
-    const until = async (what: () => Promise<boolean> | boolean) => {
-      for (let i = 0; i < 200 && !(await what()); i++) await new Promise((r) => setTimeout(r, 25));
-      expect(await what()).to.equal(true);
-    };
-    /** The store, with the streams read through it listed in `reads`. */
-    function countingReads() {
-      const reads: string[] = [];
-      // A Proxy, not Object.create: every other method runs on the store itself (its state stays its own).
-      const counting = new Proxy(store, {
-        get: (target, name) => {
-          if (name === 'readStream') return (stream: string, o?: Parameters<EventStore['readStream']>[1]) => { reads.push(stream); return target.readStream(stream, o); };
-          const v = Reflect.get(target, name, target);
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      });
-      return { reads, counting };
-    }
-    const metricValue = async (metrics: ReturnType<typeof createMetrics>, name: string) =>
-      Number(/ (\d+)$/m.exec(await metrics.registry.getSingleMetricAsString(name))![1]);
-
     it('a round whose message does not fit waits before DeliveryStarted (the size read from the stream); one larger than the budget goes alone', async () => {
       const heldOverTime: number[] = [];
       const memory = new WaitingByteBudget(15_000, (held) => heldOverTime.push(held));
@@ -141,7 +166,10 @@ describe('delivery round (int)', function () {
         const huge = await accept(['three@rcpt.test'], { text: 'c'.repeat(40_000) });
         const rounds = [deliverRound(withMemory, first)];
         await until(() => started(first));
-        rounds.push(deliverRound(withMemory, second), deliverRound(withMemory, huge));
+        // One after the other: each reads its stream before it waits, so two started together could line up either way.
+        rounds.push(deliverRound(withMemory, second));
+        await until(() => memory.waitingCount === 1);
+        rounds.push(deliverRound(withMemory, huge));
         await until(() => memory.waitingCount === 2);
         expect(memory.held).to.equal(10_000);
         expect(await started(second)).to.equal(false);
@@ -157,16 +185,12 @@ describe('delivery round (int)', function () {
     });
 
     it('the worker waits for room before it reads a first attempt whose job carries contentBytes, and gives it back after', async () => {
-      const prefix = `memtest-${newId()}`;
-      const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
-      const metrics = createMetrics();
-      const gauge = (name: string) => metricValue(metrics, name);
       const { reads, counting } = countingReads();
-      const worker = startDeliveryWorker({ ...deps, store: counting, metrics, now: () => new Date(), settings: { ...deps.settings, maxBufferedBytes: 1_000 } }, TEST_REDIS_URL, 4, prefix);
-      const open = holdDataReplies();
-      try {
+      await withWorker({ store: counting, concurrency: 4, settings: { maxBufferedBytes: 1_000 } }, async ({ queue, metrics }) => {
+        const gauge = (name: string) => metricValue(metrics, name);
+        const open = holdDataReplies();
         const ids = [await accept(['m1@rcpt.test'], { contentBytes: 800 }), await accept(['m2@rcpt.test'], { contentBytes: 800 })];
-        await queue.addBulk(jobsFor(await Promise.all(ids.map(async (id) => (await store.readStream(streamName('message', id)))[0])), new Date()));
+        await queue.addBulk(jobsFor(await firstEvents(ids), new Date()));
         await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 800 && (await gauge('motor_delivery_buffer_waits_total')) === 1);
         await until(async () => (await Promise.all(ids.map(started))).some(Boolean));
         // One round holds its 800 bytes; the other job waits with its message unread.
@@ -176,12 +200,7 @@ describe('delivery round (int)', function () {
         open();
         await until(async () => (await Promise.all(ids.map(started))).every(Boolean) && ids.every((id) => received(id) === 1));
         await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 0);
-      } finally {
-        open();
-        await worker.close();
-        await queue.obliterate({ force: true }).catch(() => undefined);
-        await queue.close();
-      }
+      });
     });
 
     it('the worker waits for room before it reads a retry whose job carries the deferral\'s contentBytes', async () => {
@@ -194,15 +213,11 @@ describe('delivery round (int)', function () {
       const deferrals = (await Promise.all(ids.map((id) => store.readStream(streamName('message', id))))).flat().filter((e) => e.type === 'DeliveryDeferred');
       expect(deferrals.map((e) => (e.data as DeliveryDeferred).contentBytes)).to.deep.equal([800, 800]);
 
-      const prefix = `memtest-${newId()}`;
-      const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
-      const metrics = createMetrics();
-      const gauge = (name: string) => metricValue(metrics, name);
       const { reads, counting } = countingReads();
       const retried = async (id: string) => (await store.readStream(streamName('message', id))).filter((e) => e.type === 'DeliveryStarted').length === 2;
-      const worker = startDeliveryWorker({ ...deps, store: counting, metrics, now: () => new Date(), settings: { ...deps.settings, maxBufferedBytes: 1_000 } }, TEST_REDIS_URL, 4, prefix);
-      const open = holdDataReplies();
-      try {
+      await withWorker({ store: counting, concurrency: 4, settings: { maxBufferedBytes: 1_000 } }, async ({ queue, metrics }) => {
+        const gauge = (name: string) => metricValue(metrics, name);
+        const open = holdDataReplies();
         await queue.addBulk(jobsFor(deferrals, new Date()));
         await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 800 && (await gauge('motor_delivery_buffer_waits_total')) === 1);
         await until(async () => (await Promise.all(ids.map(retried))).some(Boolean));
@@ -213,12 +228,7 @@ describe('delivery round (int)', function () {
         open();
         await until(async () => (await Promise.all(ids.map(retried))).every(Boolean) && ids.every((id) => received(id) === 1));
         await until(async () => (await gauge('motor_delivery_buffered_bytes')) === 0);
-      } finally {
-        open();
-        await worker.close();
-        await queue.obliterate({ force: true }).catch(() => undefined);
-        await queue.close();
-      }
+      });
     });
   });
 
@@ -233,47 +243,36 @@ describe('delivery round (int)', function () {
       },
     });
     await new Promise<void>((r) => fast.listen(sink.port, '127.0.0.4', r));
-    const prefix = `stucktest-${newId()}`;
-    const queue = createDeliveryQueue(TEST_REDIS_URL, prefix);
-    const metrics = createMetrics();
-    // Three slots, one connection per address, one second without a free session = stuck.
-    const worker = startDeliveryWorker({ ...deps, metrics, now: () => new Date(), settings: { ...deps.settings, maxConnectionsPerAddress: 1, maxAddressWaitSeconds: 1 } }, TEST_REDIS_URL, 3, prefix);
-    let open!: () => void;
-    const gate = new Promise<void>((r) => { open = r; });
-    dataReply = async (): Promise<SinkReply> => { await gate; return 250; };
     try {
-      // Accepted now: the worker runs on the real clock (a message accepted at the fixed clock would be past its lifetime).
-      clock = new Date();
-      const stuck = [await accept(['s1@rcpt.test']), await accept(['s2@rcpt.test']), await accept(['s3@rcpt.test']), await accept(['s4@rcpt.test'])];
-      const others = [await accept(['f1@fast.test']), await accept(['f2@fast.test'])];
-      const firsts = async (ids: string[]) => Promise.all(ids.map(async (id) => (await store.readStream(streamName('message', id)))[0]));
-      const started = Date.now();
-      await queue.addBulk(jobsFor(await firsts(stuck), new Date()));
-      await new Promise((r) => setTimeout(r, 100));
-      await queue.addBulk(jobsFor(await firsts(others), new Date()));
-      for (let i = 0; i < 200 && fastReceived.length < 2; i++) await new Promise((r) => setTimeout(r, 25));
-      // With waits bounded only by connect + greeting (4 s here), s2 and s3 would hold the other two slots that long.
-      expect(fastReceived.sort()).to.deep.equal(['f1@fast.test', 'f2@fast.test']);
-      expect(Date.now() - started).to.be.below(3000);
-      const deferred = async (id: string) => (await store.readStream(streamName('message', id))).find((e) => e.type === 'DeliveryDeferred')?.data as DeliveryDeferred | undefined;
-      // Whichever reached the address first holds its one connection; the other three gave up on it.
-      const settled = async () => (await Promise.all(stuck.map(deferred))).filter(Boolean).length === 3;
-      for (let i = 0; i < 100 && !(await settled()); i++) await new Promise((r) => setTimeout(r, 25));
-      const outcomes = await Promise.all(stuck.map(deferred));
-      const holder = stuck.filter((_, i) => !outcomes[i]);
-      expect(holder).to.have.length(1);
-      for (const d of outcomes.filter(Boolean)) {
-        expect(d!.smtpResponse).to.match(/^All 1 connections allowed to 127\.0\.0\.1:\d+ are busy and none came free for \d+ ms$/);
-      }
-      expect(await metrics.registry.getSingleMetricAsString('motor_delivery_connection_give_ups_total')).to.match(/reason="stalled"} 3$/m);
-      open();
-      for (let i = 0; i < 200 && received(holder[0]) === 0; i++) await new Promise((r) => setTimeout(r, 25));
-      expect(received(holder[0])).to.equal(1);
+      // Three slots, one connection per address, one second without a free session = stuck.
+      await withWorker({ concurrency: 3, settings: { maxConnectionsPerAddress: 1, maxAddressWaitSeconds: 1 } }, async ({ queue, metrics }) => {
+        const open = holdDataReplies();
+        // Accepted now: the worker runs on the real clock (a message accepted at the fixed clock would be past its lifetime).
+        clock = new Date();
+        const stuck = [await accept(['s1@rcpt.test']), await accept(['s2@rcpt.test']), await accept(['s3@rcpt.test']), await accept(['s4@rcpt.test'])];
+        const others = [await accept(['f1@fast.test']), await accept(['f2@fast.test'])];
+        const started = Date.now();
+        await queue.addBulk(jobsFor(await firstEvents(stuck), new Date()));
+        await new Promise((r) => setTimeout(r, 100));
+        await queue.addBulk(jobsFor(await firstEvents(others), new Date()));
+        await until(() => fastReceived.length === 2);
+        // With waits bounded only by connect + greeting (4 s here), the two jobs waiting behind the first would hold the other slots that long.
+        expect(fastReceived.sort()).to.deep.equal(['f1@fast.test', 'f2@fast.test']);
+        expect(Date.now() - started).to.be.below(3000);
+        const deferred = async (id: string) => (await store.readStream(streamName('message', id))).find((e) => e.type === 'DeliveryDeferred')?.data as DeliveryDeferred | undefined;
+        // Whichever reached the address first holds its one connection; the other three gave up on it.
+        await until(async () => (await Promise.all(stuck.map(deferred))).filter(Boolean).length === 3);
+        const outcomes = await Promise.all(stuck.map(deferred));
+        const holder = stuck.filter((_, i) => !outcomes[i]);
+        expect(holder).to.have.length(1);
+        for (const d of outcomes.filter(Boolean)) {
+          expect(d!.smtpResponse).to.match(/^All 1 connections allowed to 127\.0\.0\.1:\d+ are busy and none came free for \d+ ms$/);
+        }
+        expect(await metrics.registry.getSingleMetricAsString('motor_delivery_connection_give_ups_total')).to.match(/reason="stalled"} 3$/m);
+        open();
+        await until(() => received(holder[0]) === 1);
+      });
     } finally {
-      open();
-      await worker.close();
-      await queue.obliterate({ force: true }).catch(() => undefined);
-      await queue.close();
       await new Promise<void>((r) => fast.close(() => r()));
     }
   });
