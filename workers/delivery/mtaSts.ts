@@ -1,5 +1,6 @@
 import https from 'node:https';
 import { isIP } from 'node:net';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { classifyDnsError, type DnsResolver } from './dns.js';
 import { asciiDomain, resolveHostAddresses } from './mx.js';
 import { isPublicAddress, pinnedLookup, type Address } from '../../infra/outboundAddress.js';
@@ -113,8 +114,11 @@ export interface MtaStsSource {
   /** The policy in force (cached or fetched), null when none. Never rejects. */
   policyFor(domain: string, signal?: AbortSignal): Promise<MtaStsPolicy | null>;
   report(event: MtaStsEvent): void;
-  /** CA certificates (PEM) that verify MX certificates, when not only the default store. */
-  readonly ca?: string[];
+  /**
+   * Verifies MX certificates when not with the default trust store alone (DELIVERY_TLS_CA_FILE):
+   * made once, as parsing a whole trust store for every connection would cost milliseconds each.
+   */
+  readonly secureContext?: SecureContext;
 }
 
 export interface MtaStsSettings {
@@ -151,7 +155,7 @@ interface Kept { policy: MtaStsPolicy; expires: number }
  * `retryAfterFailureMs`, so a broken policy host costs one timeout, not one per message.
  */
 export class MtaStsPolicies implements MtaStsSource {
-  readonly ca?: string[];
+  readonly secureContext?: SecureContext;
   private readonly policies = new Map<string, Kept>();
   private readonly records = new Map<string, { answer: RecordAnswer; expires: number }>();
   private readonly failures = new Map<string, number>();
@@ -160,7 +164,7 @@ export class MtaStsPolicies implements MtaStsSource {
   private readonly maxEntries: number;
 
   constructor(private readonly settings: MtaStsSettings) {
-    this.ca = settings.ca;
+    this.secureContext = settings.ca ? createSecureContext({ ca: settings.ca }) : undefined;
     this.now = settings.now ?? Date.now;
     this.maxEntries = settings.maxEntries ?? 10_000;
   }
@@ -252,7 +256,7 @@ export class MtaStsPolicies implements MtaStsSource {
       const req = https.request({
         host, port: this.settings.port, path: '/.well-known/mta-sts.txt', method: 'GET', servername: host,
         agent: false, lookup: pinnedLookup(addresses), signal: deadline, rejectUnauthorized: true,
-        ...(this.settings.ca ? { ca: this.settings.ca } : {}),
+        ...(this.secureContext ? { secureContext: this.secureContext } : {}),
         headers: { accept: 'text/plain', 'user-agent': 'Motor-MTA-STS/1.0' },
       });
       const done = (result: { kind: 'ok'; body: string } | { kind: 'failed'; detail: string }): void => {
