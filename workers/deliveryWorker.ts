@@ -13,7 +13,9 @@ import type { Metrics } from '../infra/metrics';
 import { bullConnection } from '../infra/redis';
 import type { DirectoryCache } from '../commands/directoryCache';
 import { SmtpConnectionPool } from './delivery/connectionPool';
+import { rootCertificates } from 'node:tls';
 import { cachingResolver, type DnsResolver } from './delivery/dns';
+import { MtaStsPolicies, type MtaStsEvent, type MtaStsSource } from './delivery/mtaSts';
 import { signMessage } from './delivery/dkim';
 import { buildMime } from './delivery/mime';
 import { nextAttemptDelay } from './delivery/retrySchedule';
@@ -64,6 +66,13 @@ export interface DeliveryDeps {
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
     /**
+     * MTA-STS (RFC 8461) in direct delivery: policies fetched from the policy hosts' HTTPS `port`
+     * (MTA_STS_PORT) and honoured. Unset or null: no policy is looked up (MTA_STS=off).
+     */
+    mtaSts?: { port: number } | null;
+    /** DELIVERY_TLS_CA_FILE's PEM text, trusted besides the default store for MX and policy host certificates. */
+    tlsCa?: string | null;
+    /**
      * BOUNCE_DOMAIN and its key: the envelope sender becomes the message's bounce address
      * (smtp/inbound/returnPath.ts), one per message, so its recipients of one domain still share one
      * transaction. Unset: the sender's own address (or an SMTP submission's MAIL FROM).
@@ -72,6 +81,8 @@ export interface DeliveryDeps {
   };
   /** Open SMTP sessions reused between messages; none = one connection per message. */
   pool?: SmtpConnectionPool;
+  /** MTA-STS policies (startDeliveryWorker makes them from settings.mtaSts, createMtaStsPolicies); none: not honoured. */
+  mtaSts?: MtaStsSource;
   /**
    * The content bytes of the messages being delivered (DELIVERY_MAX_BUFFERED_BYTES): a round
    * waits for room before it starts. None: no bound beyond the worker's concurrency.
@@ -271,7 +282,7 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
         raw: signed, envelopeFrom: envelopeSender(accepted, deps.settings.returnPath ?? null), recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
-        pool: deps.pool, onResults: record, signal: deadline.signal,
+        pool: deps.pool, onResults: record, signal: deadline.signal, mtaSts: deps.mtaSts,
       });
     }
   } finally {
@@ -282,6 +293,34 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
   deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
   if (appendError) throw (appendError as { err: unknown }).err;
   return { kind: 'attempted' };
+}
+
+/**
+ * The worker's MTA-STS policy cache (settings.mtaSts; undefined when off), its lookups through the
+ * deps' resolver (DNS_SERVERS), what it does logged and counted (motor_delivery_mta_sts_total).
+ */
+export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logger' | 'metrics' | 'settings'>): MtaStsPolicies | undefined {
+  const settings = deps.settings.mtaSts;
+  if (!settings) return undefined;
+  const onEvent = (e: MtaStsEvent): void => {
+    deps.metrics.deliveryMtaSts.inc({ result: e.kind });
+    switch (e.kind) {
+      case 'fetched':
+        return deps.logger.info({ domain: e.domain, id: e.id, mode: e.mode }, 'MTA-STS policy fetched');
+      case 'cached':
+        return;
+      case 'fetch_failed':
+        return deps.logger.warn({ domain: e.domain, detail: e.detail, keptPolicy: e.kept }, 'MTA-STS policy could not be fetched');
+      case 'enforced_refusal':
+        return deps.logger.warn({ domain: e.domain, detail: e.detail }, 'MTA-STS policy refused an MX host');
+      case 'testing_would_fail':
+        return deps.logger.warn({ domain: e.domain, detail: e.detail }, 'MTA-STS policy in testing mode would have refused this delivery');
+    }
+  };
+  return new MtaStsPolicies({
+    resolver: deps.resolver, port: settings.port, allowPrivateAddresses: deps.settings.allowPrivateAddresses,
+    ca: deps.settings.tlsCa ? [...rootCertificates, deps.settings.tlsCa] : undefined, onEvent,
+  });
 }
 
 /**
@@ -302,7 +341,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     () => inputDeps.metrics.deliveryBufferWaits.inc(),
   );
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
-  const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
+  const resolver = cachingResolver(inputDeps.resolver);
+  const mtaSts = inputDeps.mtaSts ?? createMtaStsPolicies({ ...inputDeps, resolver });
+  const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver, mtaSts };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
