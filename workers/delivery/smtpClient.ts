@@ -226,8 +226,9 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
 async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, refusals: string[]): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
   const testing = policy?.mode === 'testing' ? policy : null;
-  // A policy's sessions verify certificates (enforce) or tell whether they would have (testing).
-  const tls = policy && opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
+  // What enforce verifies certificates with, and testing judges them by. Given to every session,
+  // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
+  const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
   const refuse = (mxHost: string, why: string): HostFailure => {
     const detail = `MTA-STS policy of ${opts.domain} (enforce): ${why}`;
     refusals.push(detail);

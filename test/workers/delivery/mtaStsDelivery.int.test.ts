@@ -42,6 +42,7 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
       zones[`_mta-sts.${d}`] = { TXT: ['v=STSv1; id=1;'] };
     }
     zones['mx.elsewhere.test'] = { A: ['127.0.0.1'] };
+    zones['relay.test'] = { A: ['127.0.0.1'] };
     dns = await startDnsServer(zones);
     resolver = createResolver([dns.address], { timeoutMs: 2000, tries: 1 });
   });
@@ -159,6 +160,18 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
     } finally {
       await pool.close();
     }
+  });
+
+  it('relay mode (SMTP_RELAY_URL) looks up no policy', async () => {
+    const relay = await sink();
+    const before = dns.queries.length;
+    const [r] = await deliverMessage({
+      raw: Buffer.from('From: a@sender.test\r\nSubject: hi\r\n\r\nhello\r\n'), envelopeFrom: 'a@sender.test', recipients: ['ann@enforce.test'],
+      resolver, mxPort: 25, relayUrl: `smtp://relay.test:${relay.port}`, relayTls: { rejectUnauthorized: false }, hostname: 'out.motor.test', timeouts, mtaSts: sts,
+    });
+    expect(r).to.include({ outcome: 'delivered', mx: 'relay.test' });
+    expect(dns.queries.slice(before).filter((q) => q.name.startsWith('_mta-sts.'))).to.deep.equal([]);
+    expect(policies.requests).to.deep.equal([]);
   });
 
   it('a failed fetch with nothing cached: delivered as without a policy', async () => {
