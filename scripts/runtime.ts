@@ -264,6 +264,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     }
     const deps: DeliveryDeps = {
       store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics, now: () => rt.clock.now(),
+      logLines: rt.smtpLogLines,
       settings: {
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,

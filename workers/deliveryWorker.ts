@@ -9,6 +9,7 @@ import { ATTEMPT_DEADLINE_MAX_MS, acceptedContentBytes, fold, inFlightStaleAt, p
 import { WaitingByteBudget } from '../infra/byteBudget';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
+import type { LogLimiter } from '../infra/logLimiter';
 import type { Metrics } from '../infra/metrics';
 import { bullConnection } from '../infra/redis';
 import type { DirectoryCache } from '../commands/directoryCache';
@@ -83,6 +84,11 @@ export interface DeliveryDeps {
   pool?: SmtpConnectionPool;
   /** MTA-STS policies (startDeliveryWorker makes them from settings.mtaSts, createMtaStsPolicies); none: not honoured. */
   mtaSts?: MtaStsSource;
+  /**
+   * Caps lines a tenant can multiply by where it sends (the MTA-STS warnings, one per delivery to a
+   * domain with a broken policy or MX), per recipient domain (SMTP_LOG_*). None: every line written.
+   */
+  logLines?: LogLimiter;
   /**
    * The content bytes of the messages being delivered (DELIVERY_MAX_BUFFERED_BYTES): a round
    * waits for room before it starts. None: no bound beyond the worker's concurrency.
@@ -299,9 +305,14 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
  * The worker's MTA-STS policy cache (settings.mtaSts; undefined when off), its lookups through the
  * deps' resolver (DNS_SERVERS), what it does logged and counted (motor_delivery_mta_sts_total).
  */
-export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logger' | 'metrics' | 'settings'>): MtaStsPolicies | undefined {
+export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logger' | 'metrics' | 'settings' | 'logLines'>): MtaStsPolicies | undefined {
   const settings = deps.settings.mtaSts;
   if (!settings) return undefined;
+  const warning = (msg: string): ((fields: Record<string, unknown>) => void) =>
+    deps.logLines ? deps.logLines.kind(deps.logger, 'warn', msg, 'domain') : (fields) => deps.logger.warn(fields, msg);
+  const fetchFailed = warning('MTA-STS policy could not be fetched');
+  const refused = warning('MTA-STS policy refused an MX host');
+  const wouldFail = warning('MTA-STS policy in testing mode would have refused this delivery');
   const onEvent = (e: MtaStsEvent): void => {
     deps.metrics.deliveryMtaSts.inc({ result: e.kind });
     switch (e.kind) {
@@ -310,11 +321,11 @@ export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logg
       case 'cached':
         return;
       case 'fetch_failed':
-        return deps.logger.warn({ domain: e.domain, detail: e.detail, keptPolicy: e.kept }, 'MTA-STS policy could not be fetched');
+        return fetchFailed({ domain: e.domain, detail: e.detail, keptPolicy: e.kept });
       case 'enforced_refusal':
-        return deps.logger.warn({ domain: e.domain, detail: e.detail }, 'MTA-STS policy refused an MX host');
+        return refused({ domain: e.domain, detail: e.detail });
       case 'testing_would_fail':
-        return deps.logger.warn({ domain: e.domain, detail: e.detail }, 'MTA-STS policy in testing mode would have refused this delivery');
+        return wouldFail({ domain: e.domain, detail: e.detail });
     }
   };
   return new MtaStsPolicies({
