@@ -617,9 +617,10 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
       const failed = [...refused].map((r) => noReply(r, 'failed', o.servername, detail));
       const rest = o.recipients.filter((r) => !refused.has(r));
       if (rest.length === 0) {
+        const tls = tlsOf(pc.conn);
         if (o.pool) o.pool.release(pc);
         else pc.conn.quit();
-        return { kind: 'done', results: failed, tls: tlsOf(pc.conn) };
+        return { kind: 'done', results: failed, tls };
       }
       const sent = await transaction(pc, { ...o, recipients: rest }, reused);
       return sent !== 'retry' && sent.kind === 'done' ? { ...sent, results: [...failed, ...sent.results] } : sent;
@@ -630,6 +631,8 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
 
 async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: boolean): Promise<SessionResult | 'retry'> {
   const conn = pc.conn;
+  // Read before the session is handed back or closed: its socket is gone after.
+  const tls = tlsOf(conn);
   const raw = conn as unknown as { lastServerResponse: string | false; _envelope?: EnvelopeState; _destroyed?: boolean };
   pc.messages++;
   // Tells "the server answered nothing in this transaction" from a reply that decided.
@@ -675,7 +678,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
     const dataReply = parseReply(sent.info.response);
     return {
       kind: 'done',
-    tls: tlsOf(conn),
+      tls,
       results: o.recipients.map((r, i) => {
         const rejected = sent.info!.rejectedErrors?.find((e) => (e as SmtpError).recipient === wire[i]) as SmtpError | undefined;
         return rejected?.response ? fromReply(r, parseReply(rejected.response), mx) : fromReply(r, dataReply, mx);
@@ -693,7 +696,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
   const rejectedErrors = err!.command === 'MAIL FROM' ? [] : (err!.rejectedErrors ?? envelope.rejectedErrors ?? []);
   return {
     kind: 'done',
-    tls: tlsOf(conn),
+      tls,
     results: o.recipients.map((r, i) => {
       const rejected = rejectedErrors.find((e) => e.recipient === wire[i]);
       if (rejected?.response) return fromReply(r, parseReply(rejected.response), mx);
