@@ -159,7 +159,7 @@ export class MtaStsPolicies implements MtaStsSource {
   private readonly policies = new Map<string, Kept>();
   private readonly records = new Map<string, { answer: RecordAnswer; expires: number }>();
   private readonly failures = new Map<string, number>();
-  private readonly fetching = new Map<string, Promise<MtaStsPolicy | string>>();
+  private readonly fetching = new Map<string, Promise<MtaStsPolicy | null>>();
   private readonly now: () => number;
   private readonly maxEntries: number;
 
@@ -184,22 +184,28 @@ export class MtaStsPolicies implements MtaStsSource {
       if (cached) this.report({ kind: 'cached', domain, id: cached.id, mode: cached.mode });
       return cached;
     }
-    const failureKey = `${domain} ${record.id}`;
-    if ((this.failures.get(failureKey) ?? 0) > this.now()) return cached;
+    const key = `${domain} ${record.id}`;
+    if ((this.failures.get(key) ?? 0) > this.now()) return cached;
     if (signal?.aborted) return cached;
-
-    let fetching = this.fetching.get(failureKey);
+    // Deliveries to one domain at the same moment share one fetch (and one event).
+    let fetching = this.fetching.get(key);
     if (!fetching) {
-      fetching = this.fetch(domain, record.id).finally(() => this.fetching.delete(failureKey));
-      this.fetching.set(failureKey, fetching);
+      fetching = this.fetchAndKeep(domain, record.id, cached !== null).finally(() => this.fetching.delete(key));
+      this.fetching.set(key, fetching);
     }
-    const fetched = await fetching;
+    return (await fetching) ?? cached;
+  }
+
+  /** Fetches the policy of `id` and keeps it; null when it cannot be had (remembered for a while). */
+  private async fetchAndKeep(domain: string, id: string, keptOne: boolean): Promise<MtaStsPolicy | null> {
+    const key = `${domain} ${id}`;
+    const fetched = await this.fetch(domain, id);
     if (typeof fetched === 'string') {
-      this.remember(this.failures, failureKey, this.now() + (this.settings.retryAfterFailureMs ?? 300_000));
-      this.report({ kind: 'fetch_failed', domain, detail: fetched, kept: cached !== null });
-      return cached;
+      this.remember(this.failures, key, this.now() + (this.settings.retryAfterFailureMs ?? 300_000));
+      this.report({ kind: 'fetch_failed', domain, detail: fetched, kept: keptOne });
+      return null;
     }
-    this.failures.delete(failureKey);
+    this.failures.delete(key);
     this.remember(this.policies, domain, { policy: fetched, expires: this.now() + fetched.maxAgeSeconds * 1000 });
     this.report({ kind: 'fetched', domain, id: fetched.id, mode: fetched.mode });
     return fetched;

@@ -39,6 +39,7 @@ describe('MTA-STS policy discovery and cache (loopback DNS + HTTPS policy host)'
     server.setPolicy('mta-sts.rcpt.test', POLICY);
     dns.setRecords('_mta-sts.rcpt.test', { TXT: ['v=STSv1; id=one;'] });
   });
+  const kinds = () => events.map((e) => e.kind);
   const policies = (overrides: Partial<MtaStsSettings> = {}) => new MtaStsPolicies({
     resolver: createResolver([dns.address], { timeoutMs: 2000, tries: 1 }), port: server.port, allowPrivateAddresses: true, ca,
     recordTtlMs: 0, now: () => now, onEvent: (e) => events.push(e), ...overrides,
@@ -50,6 +51,14 @@ describe('MTA-STS policy discovery and cache (loopback DNS + HTTPS policy host)'
     expect(await p.policyFor('RCPT.test')).to.include({ id: 'one' });
     expect(server.requests).to.deep.equal([{ host: 'mta-sts.rcpt.test', path: '/.well-known/mta-sts.txt' }]);
     expect(events.map((e) => e.kind)).to.deep.equal(['fetched', 'cached']);
+  });
+
+  it('shares one fetch, and one event, between deliveries to a domain at the same moment', async () => {
+    const p = policies();
+    const got = await Promise.all([p.policyFor('rcpt.test'), p.policyFor('rcpt.test'), p.policyFor('rcpt.test')]);
+    expect(got.map((g) => g?.id)).to.deep.equal(['one', 'one', 'one']);
+    expect(server.count('mta-sts.rcpt.test')).to.equal(1);
+    expect(kinds()).to.deep.equal(['fetched']);
   });
 
   it('fetches again when the id changes, and keeps the cached policy when that fetch fails', async () => {
