@@ -79,6 +79,18 @@ export interface Config {
   mxAllowPrivateAddresses: boolean;
   /** smtp(s)://user:pass@host:port: deliver everything through this smart host. */
   smtpRelayUrl: string | null;
+  /**
+   * MTA-STS (RFC 8461) in direct delivery (MTA_STS on/off, default on; docs/DELIVERY.md "MTA-STS"):
+   * recipient domains' policies are fetched and honoured. `port`: MTA_STS_PORT, the policy hosts'
+   * HTTPS port (443; tests run a policy host on loopback, as MX_PORT an MX). Policy hosts at
+   * non-public addresses follow MX_ALLOW_PRIVATE_ADDRESSES.
+   */
+  mtaSts: { enabled: boolean; port: number };
+  /**
+   * DELIVERY_TLS_CA_FILE: PEM certificates added to the default trust store to verify MX hosts'
+   * certificates (under MTA-STS) and MTA-STS policy hosts'. Unset in production; tests use a test CA.
+   */
+  deliveryTlsCaFile: string | null;
   /** HS256 key for public bearer tokens. */
   tokenSecret: string;
   /** Encrypts private keys (DKIM) at rest in the key store. */
@@ -358,6 +370,15 @@ export function loadConfig(env: Env = process.env): Config {
     return fallback;
   };
 
+  const onOff = (name: string, fallback: boolean): boolean => {
+    const raw = str(name, null);
+    if (raw === null) return fallback;
+    if (raw.toLowerCase() === 'on') return true;
+    if (raw.toLowerCase() === 'off') return false;
+    problems.push(`${name} must be on or off (got "${raw}")`);
+    return fallback;
+  };
+
   const port = int('PORT', 3000, 0, 65535);
   const smtpPort = int('SMTP_PORT', 2587, 0, 65535);
   const smtpsPort = int('SMTPS_PORT', 2465, 0, 65535);
@@ -384,6 +405,8 @@ export function loadConfig(env: Env = process.env): Config {
     mxPort: int('MX_PORT', 25, 1, 65535),
     mxAllowPrivateAddresses: bool('MX_ALLOW_PRIVATE_ADDRESSES', false),
     smtpRelayUrl: url('SMTP_RELAY_URL', ['smtp', 'smtps']),
+    mtaSts: { enabled: onOff('MTA_STS', true), port: int('MTA_STS_PORT', 443, 1, 65535) },
+    deliveryTlsCaFile: str('DELIVERY_TLS_CA_FILE', null),
     tokenSecret,
     keyEncryptionKey,
     enforceAccountLimit: bool('ENFORCE_ACCOUNT_LIMIT', false),
@@ -496,7 +519,7 @@ export function loadConfig(env: Env = process.env): Config {
   };
   config.plans = { ...PLAN_TIERS, [config.defaultPlan.name]: config.defaultPlan };
   if ((config.smtp.tlsCertPath === null) !== (config.smtp.tlsKeyPath === null)) problems.push('SMTP_TLS_CERT and SMTP_TLS_KEY must be set together');
-  for (const [name, path] of [['SMTP_TLS_CERT', config.smtp.tlsCertPath], ['SMTP_TLS_KEY', config.smtp.tlsKeyPath], ['SMTP_CLIENT_CA', config.smtp.clientCaPath]] as const) {
+  for (const [name, path] of [['SMTP_TLS_CERT', config.smtp.tlsCertPath], ['SMTP_TLS_KEY', config.smtp.tlsKeyPath], ['SMTP_CLIENT_CA', config.smtp.clientCaPath], ['DELIVERY_TLS_CA_FILE', config.deliveryTlsCaFile]] as const) {
     if (path !== null && !existsSync(path)) problems.push(`${name} names a file that does not exist (${path})`);
   }
   if (config.smtp.port !== 0 && config.smtp.port === config.smtp.securePort) problems.push('SMTP_PORT and SMTPS_PORT must differ');

@@ -67,6 +67,11 @@ export function createMetrics() {
       help: 'Delivery rounds that waited for room under DELIVERY_MAX_BUFFERED_BYTES before they started',
       registers: [registry],
     }),
+    deliveryMtaSts: new client.Counter({
+      name: 'motor_delivery_mta_sts_total',
+      help: 'MTA-STS in direct delivery, by result: fetched (a policy fetched), cached (a kept policy applied), fetch_failed (no policy could be fetched), enforced_refusal (an enforce policy refused an MX host in a delivery to a domain), testing_would_fail (a testing policy would have refused a delivery made)',
+      labelNames: ['result'] as const, registers: [registry],
+    }),
     queueDepth: new client.Gauge({ name: 'motor_delivery_queue_depth', help: 'Jobs waiting or delayed in the delivery queue', labelNames: ['state'] as const, registers: [registry] }),
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),

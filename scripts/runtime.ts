@@ -4,6 +4,7 @@
  * benchmarks all assemble Motor through here, so there is one wiring.
  */
 import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
 import { setMaxListeners } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -263,6 +264,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     }
     const deps: DeliveryDeps = {
       store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics, now: () => rt.clock.now(),
+      logLines: rt.smtpLogLines,
       settings: {
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,
@@ -271,6 +273,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
         maxAddressWaitSeconds: rt.config.deliveryMaxAddressWaitSeconds,
         maxBufferedBytes: rt.config.deliveryMaxBufferedBytes,
         returnPath: rt.config.inbound.bounceDomain ? returnPathSettings(rt.config.inbound.bounceDomain, rt.config.tokenSecret) : null,
+        mtaSts: rt.config.mtaSts.enabled ? { port: rt.config.mtaSts.port } : null,
+        tlsCa: rt.config.deliveryTlsCaFile ? readFileSync(rt.config.deliveryTlsCaFile, 'utf8') : null,
       },
     };
     workers.push(startDeliveryWorker(deps, rt.redisUrl, rt.config.deliveryConcurrency, rt.queuePrefix, rt.config.deliveryJobLockSeconds));

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { rootCertificates } from 'node:tls';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { EventData, EventStore, RecordedEvent } from '../domain/eventStore';
 import { EventStoreUnavailableError, WrongExpectedRevisionError, streamName } from '../domain/eventStore';
@@ -9,11 +10,13 @@ import { ATTEMPT_DEADLINE_MAX_MS, acceptedContentBytes, fold, inFlightStaleAt, p
 import { WaitingByteBudget } from '../infra/byteBudget';
 import type { KeyStore } from '../infra/keys/keyStore';
 import type { Logger } from '../infra/logger';
+import type { LogLimiter } from '../infra/logLimiter';
 import type { Metrics } from '../infra/metrics';
 import { bullConnection } from '../infra/redis';
 import type { DirectoryCache } from '../commands/directoryCache';
 import { SmtpConnectionPool } from './delivery/connectionPool';
 import { cachingResolver, type DnsResolver } from './delivery/dns';
+import { MtaStsPolicies, type MtaStsEvent, type MtaStsSource } from './delivery/mtaSts';
 import { signMessage } from './delivery/dkim';
 import { buildMime } from './delivery/mime';
 import { nextAttemptDelay } from './delivery/retrySchedule';
@@ -64,6 +67,13 @@ export interface DeliveryDeps {
     /** Deliveries to relays with self-signed certificates (tests). */
     relayTls?: { rejectUnauthorized: boolean };
     /**
+     * MTA-STS (RFC 8461) in direct delivery: policies fetched from the policy hosts' HTTPS `port`
+     * (MTA_STS_PORT) and honoured. Unset or null: no policy is looked up (MTA_STS=off).
+     */
+    mtaSts?: { port: number } | null;
+    /** DELIVERY_TLS_CA_FILE's PEM text, trusted besides the default store for MX and policy host certificates. */
+    tlsCa?: string | null;
+    /**
      * BOUNCE_DOMAIN and its key: the envelope sender becomes the message's bounce address
      * (smtp/inbound/returnPath.ts), one per message, so its recipients of one domain still share one
      * transaction. Unset: the sender's own address (or an SMTP submission's MAIL FROM).
@@ -72,6 +82,13 @@ export interface DeliveryDeps {
   };
   /** Open SMTP sessions reused between messages; none = one connection per message. */
   pool?: SmtpConnectionPool;
+  /** MTA-STS policies (startDeliveryWorker makes them from settings.mtaSts, createMtaStsPolicies); none: not honoured. */
+  mtaSts?: MtaStsSource;
+  /**
+   * Caps lines a tenant can multiply by where it sends (the MTA-STS warnings, one per delivery to a
+   * domain with a broken policy or MX), per recipient domain (SMTP_LOG_*). None: every line written.
+   */
+  logLines?: LogLimiter;
   /**
    * The content bytes of the messages being delivered (DELIVERY_MAX_BUFFERED_BYTES): a round
    * waits for room before it starts. None: no bound beyond the worker's concurrency.
@@ -271,7 +288,7 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
         raw: signed, envelopeFrom: envelopeSender(accepted, deps.settings.returnPath ?? null), recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
-        pool: deps.pool, onResults: record, signal: deadline.signal,
+        pool: deps.pool, onResults: record, signal: deadline.signal, mtaSts: deps.mtaSts,
       });
     }
   } finally {
@@ -282,6 +299,39 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
   deps.metrics.deliveryDuration.observe(Number(process.hrtime.bigint() - t0) / 1e9);
   if (appendError) throw (appendError as { err: unknown }).err;
   return { kind: 'attempted' };
+}
+
+/**
+ * The worker's MTA-STS policy cache (settings.mtaSts; undefined when off), its lookups through the
+ * deps' resolver (DNS_SERVERS), what it does logged and counted (motor_delivery_mta_sts_total).
+ */
+export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logger' | 'metrics' | 'settings' | 'logLines'>): MtaStsPolicies | undefined {
+  const settings = deps.settings.mtaSts;
+  if (!settings) return undefined;
+  const warning = (msg: string): ((fields: Record<string, unknown>) => void) =>
+    deps.logLines ? deps.logLines.kind(deps.logger, 'warn', msg, 'domain') : (fields) => deps.logger.warn(fields, msg);
+  const fetchFailed = warning('MTA-STS policy could not be fetched');
+  const refused = warning('MTA-STS policy refused an MX host');
+  const wouldFail = warning('MTA-STS policy in testing mode would have refused this delivery');
+  const onEvent = (e: MtaStsEvent): void => {
+    deps.metrics.deliveryMtaSts.inc({ result: e.kind });
+    switch (e.kind) {
+      case 'fetched':
+        return deps.logger.info({ domain: e.domain, id: e.id, mode: e.mode }, 'MTA-STS policy fetched');
+      case 'cached':
+        return;
+      case 'fetch_failed':
+        return fetchFailed({ domain: e.domain, detail: e.detail, keptPolicy: e.kept });
+      case 'enforced_refusal':
+        return refused({ domain: e.domain, detail: e.detail });
+      case 'testing_would_fail':
+        return wouldFail({ domain: e.domain, detail: e.detail });
+    }
+  };
+  return new MtaStsPolicies({
+    resolver: deps.resolver, port: settings.port, allowPrivateAddresses: deps.settings.allowPrivateAddresses,
+    ca: deps.settings.tlsCa ? [...rootCertificates, deps.settings.tlsCa] : undefined, onEvent,
+  });
 }
 
 /**
@@ -302,7 +352,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     () => inputDeps.metrics.deliveryBufferWaits.inc(),
   );
   // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
-  const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver: cachingResolver(inputDeps.resolver) };
+  const resolver = cachingResolver(inputDeps.resolver);
+  const mtaSts = inputDeps.mtaSts ?? createMtaStsPolicies({ ...inputDeps, resolver });
+  const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver, mtaSts };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {

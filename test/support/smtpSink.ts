@@ -27,6 +27,8 @@ export interface SmtpSinkOptions {
   name?: string;
   /** Offer SMTPUTF8 (default true, as smtp-server does). */
   smtputf8?: boolean;
+  /** The certificate to present (default testCertificate(), self-signed); test/support/testCa.ts issues valid ones. */
+  tls?: { key: Buffer; cert: Buffer };
 }
 
 export interface ReceivedMessage {
@@ -92,7 +94,7 @@ function replyError(reply: SinkReply): Error | null {
  * Replies come from the scripts in `opts`; every message that reaches DATA is recorded.
  */
 export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSink> {
-  const { key, cert } = testCertificate();
+  const { key, cert } = opts.tls ?? testCertificate();
   const starttls = opts.starttls ?? true;
   let rcptScript = opts.rcpt;
   const messages: ReceivedMessage[] = [];

@@ -10,7 +10,7 @@ import { createLogger } from '../../infra/logger.js';
 import { createMetrics } from '../../infra/metrics.js';
 import { generateDkimKey } from '../../workers/delivery/dkim.js';
 import { createResolver } from '../../workers/delivery/dns.js';
-import { deliverRound, startDeliveryWorker, type DeliveryDeps } from '../../workers/deliveryWorker.js';
+import { createMtaStsPolicies, deliverRound, startDeliveryWorker, type DeliveryDeps } from '../../workers/deliveryWorker.js';
 import { jobsFor } from '../../workers/enqueuer.js';
 import { createDeliveryQueue } from '../../workers/queue.js';
 import { WaitingByteBudget } from '../../infra/byteBudget.js';
@@ -19,6 +19,8 @@ import { createEventStore } from '../../infra/eventstore/index.js';
 import type { EventStore } from '../../domain/eventStore.js';
 import { createTestDatabase, TEST_REDIS_URL } from '../support/db.js';
 import { startSmtpSink, type SinkReply, type SmtpSink } from '../support/smtpSink.js';
+import { startPolicyServer } from '../support/mtaStsServer.js';
+import { issuedCertificate, testCa } from '../support/testCa.js';
 import { startUnansweredListener, type UnansweredListener } from '../support/unansweredListener.js';
 import { SMTPServer } from 'smtp-server';
 
@@ -478,5 +480,41 @@ describe('delivery round (int)', function () {
     for (const d of deferred) expect(d).to.include({ smtpCode: null }).and.to.have.property('smtpResponse').that.matches(/^Attempt deadline exceeded/);
     // The end of the message was out, unanswered: the MX may have taken it, and it is tried again (at least once).
     expect(received(messageId)).to.equal(1);
+  });
+
+  it('MTA-STS: an enforce policy that does not list the MX defers the recipient with the reason; testing mode delivers and counts what enforce would refuse', async () => {
+    clock = new Date();
+    const policyHost = await startPolicyServer(issuedCertificate(['mta-sts.sts.test', 'mta-sts.ststesting.test']));
+    try {
+      for (const [domain, mode] of [['sts.test', 'enforce'], ['ststesting.test', 'testing']]) {
+        // Both send to the sink's mx.rcpt.test, which offers no STARTTLS.
+        dns.setRecords(domain, { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] });
+        dns.setRecords(`_mta-sts.${domain}`, { TXT: ['v=STSv1; id=20261129;'] });
+        dns.setRecords(`mta-sts.${domain}`, { A: ['127.0.0.1'] });
+        policyHost.setPolicy(`mta-sts.${domain}`, `version: STSv1\nmode: ${mode}\nmx: mx.${domain}\nmx: mx.rcpt.test\nmax_age: 86400\n`);
+      }
+      policyHost.setPolicy('mta-sts.sts.test', 'version: STSv1\nmode: enforce\nmx: mx.sts.test\nmax_age: 86400\n');
+      const metrics = createMetrics();
+      const settings = { ...deps.settings, mtaSts: { port: policyHost.port }, tlsCa: testCa().cert.toString() };
+      const withSts: DeliveryDeps = { ...deps, metrics, settings, now: () => new Date() };
+      withSts.mtaSts = createMtaStsPolicies(withSts);
+
+      const messageId = await accept(['ann@sts.test', 'bob@ststesting.test']);
+      expect(await deliverRound(withSts, messageId)).to.deep.equal({ kind: 'attempted' });
+      const events = await store.readStream(streamName('message', messageId));
+      const deferred = events.filter((e) => e.type === 'DeliveryDeferred').map((e) => e.data as DeliveryDeferred);
+      expect(deferred.map((d) => ({ recipient: d.recipient, smtpCode: d.smtpCode, smtpResponse: d.smtpResponse }))).to.deep.equal([
+        { recipient: 'ann@sts.test', smtpCode: null, smtpResponse: 'MTA-STS policy of sts.test (enforce): mx.rcpt.test is not a listed MX' },
+      ]);
+      expect(events.filter((e) => e.type === 'DeliverySucceeded').map((e) => (e.data as { recipient: string }).recipient)).to.deep.equal(['bob@ststesting.test']);
+      expect(received(messageId)).to.equal(1);
+
+      const counted = await metrics.registry.getSingleMetricAsString('motor_delivery_mta_sts_total');
+      expect(counted).to.include('motor_delivery_mta_sts_total{result="fetched"} 2');
+      expect(counted).to.include('motor_delivery_mta_sts_total{result="enforced_refusal"} 1');
+      expect(counted).to.include('motor_delivery_mta_sts_total{result="testing_would_fail"} 1');
+    } finally {
+      await policyHost.close();
+    }
   });
 });

@@ -1,10 +1,11 @@
 import { isAscii } from 'node:buffer';
 import { connect as tcpConnect, isIP, type Socket } from 'node:net';
-import type { ConnectionOptions as TlsOptions } from 'node:tls';
+import type { ConnectionOptions as TlsOptions, TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { SmtpConnectionPool, PooledConnection } from './connectionPool.js';
 import type { DnsResolver } from './dns.js';
-import { envelopeAddress, resolveHostAddresses, resolveMxHosts } from './mx.js';
+import { mxAllowed, type MtaStsPolicy, type MtaStsSource } from './mtaSts.js';
+import { envelopeAddress, resolveHostAddresses, resolveMxHosts, type MxHost } from './mx.js';
 import { isPublicAddress } from '../../infra/outboundAddress.js';
 import { storableText } from '../../domain/storableJson.js';
 
@@ -66,6 +67,8 @@ export interface DomainDeliveryOptions {
   pool?: SmtpConnectionPool;
   /** The attempt's deadline (see DeliverMessageOptions.signal). */
   signal?: AbortSignal;
+  /** MTA-STS policies (RFC 8461) to honour; none: opportunistic TLS everywhere, as without MTA-STS. */
+  mtaSts?: MtaStsSource;
 }
 
 export interface RelayDeliveryOptions {
@@ -114,6 +117,8 @@ export interface DeliverMessageOptions {
    * have taken it, as when the connection drops there.
    */
   signal?: AbortSignal;
+  /** MTA-STS policies to honour in direct delivery (MTA_STS); the relay is not concerned. */
+  mtaSts?: MtaStsSource;
 }
 
 const DEFAULT_TIMEOUTS: Required<DeliveryTimeouts> = { connectMs: 30_000, greetingMs: 60_000, socketMs: 300_000 };
@@ -173,7 +178,7 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
       const i = next++;
       const [domain, recipients] = groups[i];
       results[i] = domain
-        ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, allowPrivateAddresses: opts.allowPrivateAddresses, random: opts.random })
+        ? await deliverToDomain({ ...common, domain, recipients, mxPort: opts.mxPort, allowPrivateAddresses: opts.allowPrivateAddresses, random: opts.random, mtaSts: opts.mtaSts })
         : recipients.map((r) => noReply(r, 'failed', null, 'Recipient address has no domain'));
       opts.onResults?.(results[i]);
     }
@@ -183,30 +188,63 @@ export async function deliverMessage(opts: DeliverMessageOptions): Promise<Recip
 }
 
 /**
- * Delivers to one domain: MX hosts in order, each address of a host in turn, until one session
- * gets as far as MAIL FROM. That session's replies are final for this attempt; a host that cannot
- * be reached, greets with an error or drops the session before the message is through moves on to
- * the next host. STARTTLS is used whenever offered, without certificate checks (opportunistic
- * MTA-to-MTA TLS, RFC 7435); a host whose TLS handshake fails is retried once in plain text.
- */
-/**
  * MX hosts looked at per attempt, in preference order (Postfix's smtp_mx_address_limit is 5): a
  * domain publishing hundreds of MX records, unresolvable or slow, cannot hold a delivery slot for
  * hundreds of lookups. The connection budget (6 by default) still applies within them.
  */
 export const MAX_MX_HOSTS = 10;
 
+/**
+ * Delivers to one domain: MX hosts in order, each address of a host in turn, until one session
+ * gets as far as MAIL FROM. That session's replies are final for this attempt; a host that cannot
+ * be reached, greets with an error or drops the session before the message is through moves on to
+ * the next host. STARTTLS is used whenever offered, without certificate checks (opportunistic
+ * MTA-to-MTA TLS, RFC 7435); a host whose TLS handshake fails is retried once in plain text.
+ *
+ * Under an MTA-STS policy in `enforce` mode (RFC 8461 §4, §5) only the MX hosts the policy lists
+ * are tried, each over STARTTLS with a certificate valid for its name, never in plain text; a
+ * host refused so is skipped like one that cannot be reached, and when none is left the
+ * recipients are deferred with the policy's reason. In `testing` mode delivery is as without a
+ * policy, and a delivery that `enforce` would have refused is reported.
+ */
 export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
-  const mx = await unlessAborted(opts.signal, resolveMxHosts(opts.resolver, opts.domain, { random: opts.random }));
-  if (mx === ABORTED) return deadlineResults(opts.recipients, null);
+  const found = await unlessAborted(opts.signal, Promise.all([
+    resolveMxHosts(opts.resolver, opts.domain, { random: opts.random }),
+    opts.mtaSts ? opts.mtaSts.policyFor(opts.domain, opts.signal).catch(() => null) : null,
+  ]));
+  if (found === ABORTED) return deadlineResults(opts.recipients, null);
+  const [mx, policy] = found;
   if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
   if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
+  const refusals: string[] = [];
+  const results = await deliverToHosts(opts, mx.hosts, policy, refusals);
+  if (refusals.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: storableText(refusals.join('; '), MAX_REPLY_TEXT) });
+  return results;
+}
 
+/** The MX hosts in turn (deliverToDomain); what an enforce policy refused is added to `refusals`. */
+async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, refusals: string[]): Promise<RecipientResult[]> {
+  const enforce = policy?.mode === 'enforce' ? policy : null;
+  const testing = policy?.mode === 'testing' ? policy : null;
+  // What enforce verifies certificates with, and testing judges them by. Given to every session,
+  // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
+  const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
+  const refuse = (mxHost: string, why: string): HostFailure => {
+    const detail = `MTA-STS policy of ${opts.domain} (enforce): ${why}`;
+    refusals.push(detail);
+    return { mx: mxHost, detail, reply: null };
+  };
   let budget = opts.maxConnectionAttempts ?? 6;
   let lastFailure: HostFailure | null = null;
   let everyHostUnresolvable = true;
-  for (const host of mx.hosts.slice(0, MAX_MX_HOSTS)) {
+  for (const host of hosts.slice(0, MAX_MX_HOSTS)) {
     if (budget <= 0) break;
+    if (enforce && !mxAllowed(enforce, host.exchange)) {
+      // Not unresolvable: the domain takes mail, only not at this host. Deferred, and tried again.
+      everyHostUnresolvable = false;
+      lastFailure = refuse(host.exchange, `${host.exchange} is not a listed MX`);
+      continue;
+    }
     const addresses = await unlessAborted(opts.signal, resolveHostAddresses(opts.resolver, host.exchange));
     if (addresses === ABORTED) return deadlineResults(opts.recipients, host.exchange);
     if (addresses.kind !== 'addresses') {
@@ -234,11 +272,27 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
         raw: opts.raw,
         pool: opts.pool,
         signal: opts.signal,
+        tls,
       };
+      if (enforce) {
+        // STARTTLS required, certificate verified for the MX host name, no plain-text fallback.
+        const session = await smtpSession({ ...base, tlsMode: 'mta-sts' });
+        if (session.kind === 'done') return session.results;
+        if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
+        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : session.failure;
+        continue;
+      }
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
-      if (session.kind === 'host_failed' && session.tlsFailed && !opts.signal?.aborted) session = await smtpSession({ ...base, tlsMode: 'none' });
+      const tlsFailure = session.kind === 'host_failed' ? session.tlsFailure : null;
+      if (tlsFailure && !opts.signal?.aborted) session = await smtpSession({ ...base, tlsMode: 'none' });
       // A verdict that came before the deadline stands; a session cut short by it tells nothing.
-      if (session.kind === 'done') return session.results;
+      if (session.kind === 'done') {
+        if (testing) {
+          const wouldFail = enforceWouldRefuse(testing, host.exchange, tlsFailure, session.tls);
+          if (wouldFail) opts.mtaSts?.report({ kind: 'testing_would_fail', domain: opts.domain, detail: `MTA-STS policy of ${opts.domain} (testing): ${wouldFail}` });
+        }
+        return session.results;
+      }
       if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
       lastFailure = session.failure;
     }
@@ -249,6 +303,15 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
     return opts.recipients.map((r) => noReply(r, 'failed', lastFailure!.mx, `No MX host of ${opts.domain} has an address (${lastFailure!.detail})`));
   }
   return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
+}
+
+/** Why `enforce` would have refused a delivery made to `mxHost` (null: it would have allowed it). */
+function enforceWouldRefuse(policy: MtaStsPolicy, mxHost: string, tlsFailure: string | null, tls: SessionTls): string | null {
+  if (!mxAllowed(policy, mxHost)) return `${mxHost} is not a listed MX`;
+  if (tlsFailure) return tlsFailure;
+  if (!tls.secure) return `${mxHost} does not offer STARTTLS`;
+  if (!tls.authorized) return `certificate of ${mxHost} not valid: ${tls.error ?? 'unknown reason'}`;
+  return null;
 }
 
 /**
@@ -308,7 +371,13 @@ interface HostFailure {
   reply: SmtpReply | null;
 }
 
-type SessionResult = { kind: 'done'; results: RecipientResult[] } | { kind: 'host_failed'; failure: HostFailure; tlsFailed: boolean };
+/** The TLS of the session a verdict came on: `authorized` when its certificate is valid for the MX host name. */
+interface SessionTls { secure: boolean; authorized: boolean; error: string | null }
+
+type SessionResult =
+  | { kind: 'done'; results: RecipientResult[]; tls: SessionTls }
+  /** `tlsFailure`: STARTTLS failed (opportunistic, mta-sts), and why; null for any other failure. */
+  | { kind: 'host_failed'; failure: HostFailure; tlsFailure: string | null };
 
 interface SessionOptions {
   host: string;
@@ -319,9 +388,12 @@ interface SessionOptions {
   envelopeFrom: string;
   recipients: string[];
   raw: Buffer;
-  /** opportunistic: STARTTLS if offered, any certificate; none: plain text; starttls-verified / implicit: relay. */
-  tlsMode: 'opportunistic' | 'none' | 'starttls-verified' | 'implicit';
-  tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca'>;
+  /**
+   * opportunistic: STARTTLS if offered, any certificate; none: plain text; mta-sts: STARTTLS
+   * required, certificate verified for `servername`; starttls-verified / implicit: relay.
+   */
+  tlsMode: 'opportunistic' | 'none' | 'mta-sts' | 'starttls-verified' | 'implicit';
+  tls?: Pick<TlsOptions, 'rejectUnauthorized' | 'ca' | 'secureContext'>;
   auth?: { user: string; pass: string };
   pool?: SmtpConnectionPool;
   /** Destination key in the pool (default: TLS mode, host name, IP, port). */
@@ -332,6 +404,8 @@ interface SessionOptions {
 /** The part of a nodemailer error this module reads. */
 interface SmtpError extends Error {
   code?: string;
+  /** The code nodemailer replaced with its own (a socket's ECONNRESET, a certificate's DEPTH_ZERO_SELF_SIGNED_CERT). */
+  originalCode?: string;
   response?: string;
   responseCode?: number;
   command?: string;
@@ -370,7 +444,7 @@ async function smtpSession(o: SessionOptions): Promise<SessionResult> {
     const grant = await pool.acquire(key, address, { signal: o.signal, maxWaitMs });
     if (grant === null || grant.kind === 'busy') {
       const detail = grant?.detail ?? `${ATTEMPT_DEADLINE_DETAIL} while waiting for one of the ${pool.maxPerAddress} connections allowed to ${address}`;
-      return { kind: 'host_failed', failure: { mx: o.servername, detail, reply: null }, tlsFailed: false };
+      return { kind: 'host_failed', failure: { mx: o.servername, detail, reply: null }, tlsFailure: null };
     }
     if (grant.kind === 'parked') {
       const r = await transaction(grant.pc, o, true);
@@ -452,8 +526,8 @@ const hostPort = (host: string, port: number): string => (isIP(host) === 6 ? `[$
 async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMTPConnection } | Extract<SessionResult, { kind: 'host_failed' }>> {
   const t = { ...DEFAULT_TIMEOUTS, ...o.timeouts };
   const connected = await connectTcp(o, t.connectMs);
-  if ('error' in connected) return { kind: 'host_failed', failure: { mx: o.servername, detail: describe(connected.error), reply: null }, tlsFailed: false };
-  const verified = o.tlsMode === 'starttls-verified' || o.tlsMode === 'implicit';
+  if ('error' in connected) return { kind: 'host_failed', failure: { mx: o.servername, detail: describe(connected.error), reply: null }, tlsFailure: null };
+  const verified = o.tlsMode === 'starttls-verified' || o.tlsMode === 'implicit' || o.tlsMode === 'mta-sts';
   // SNI takes host names only; for an IP the certificate is checked against the IP itself.
   const sni = isIP(o.servername) ? undefined : o.servername;
   const conn = new SMTPConnection({
@@ -466,11 +540,13 @@ async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMT
     ignoreTLS: o.tlsMode === 'none',
     opportunisticTLS: o.tlsMode === 'opportunistic',
     // Credentials never travel in clear text: a relay that cannot STARTTLS gets no AUTH.
-    requireTLS: o.tlsMode === 'starttls-verified' && !!o.auth,
+    // MTA-STS enforce: no plain text either.
+    requireTLS: o.tlsMode === 'mta-sts' || (o.tlsMode === 'starttls-verified' && !!o.auth),
     tls: {
       servername: sni,
       rejectUnauthorized: verified ? (o.tls?.rejectUnauthorized ?? true) : false,
       ...(o.tls?.ca ? { ca: o.tls.ca } : {}),
+      ...(o.tls?.secureContext ? { secureContext: o.tls.secureContext } : {}),
     },
     // nodemailer's bound on the whole set-up, counted here from the TCP connection (greeting, EHLO,
     // STARTTLS, handshake); it cuts the greeting wait and a TLS handshake to what is left of it.
@@ -499,10 +575,28 @@ async function openSession(o: SessionOptions): Promise<{ kind: 'open'; conn: SMT
       kind: 'host_failed',
       failure: { mx: o.servername, detail: describe(e), reply: e.response ? parseReply(e.response) : null },
       // A failed handshake surfaces as ETLS or as a socket error while `upgrading` is still set.
-      tlsFailed: o.tlsMode === 'opportunistic' && (e.code === 'ETLS' || conn.upgrading === true),
+      tlsFailure: (o.tlsMode === 'opportunistic' || o.tlsMode === 'mta-sts') && (e.code === 'ETLS' || conn.upgrading === true) ? tlsFailureOf(e, o.servername) : null,
     };
   }
   return { kind: 'open', conn };
+}
+
+/** Certificate verification errors (OpenSSL's verify codes, node's altname check), as opposed to a handshake that failed. */
+const CERT_ERROR = /CERT|^UNABLE_TO_|^HOSTNAME_MISMATCH$|^INVALID_(CA|PURPOSE)$|^PATH_LENGTH_EXCEEDED$/;
+
+/** Why STARTTLS with `mxHost` failed, as an MTA-STS refusal reads it. */
+function tlsFailureOf(e: SmtpError, mxHost: string): string {
+  const code = e.originalCode ?? e.code ?? '';
+  if (CERT_ERROR.test(code)) return `certificate of ${mxHost} not valid: ${storableText(`${code}: ${e.message}`, 500)}`;
+  if (e.command === 'STARTTLS' && e.response) return `${mxHost} does not offer STARTTLS (${storableText(e.response, 200)})`;
+  return `TLS with ${mxHost} failed: ${describe(e)}`;
+}
+
+/** The session's TLS: nodemailer's `secure`, and the socket's verdict on the certificate (checked even when not enforced). */
+function tlsOf(conn: SMTPConnection): SessionTls {
+  const socket = (conn as unknown as { _socket?: Partial<TLSSocket> })._socket;
+  const secure = (conn as unknown as { secure?: boolean }).secure === true;
+  return { secure, authorized: secure && socket?.authorized === true, error: secure && socket?.authorizationError ? String(socket.authorizationError) : null };
 }
 
 /** A mailbox whose local part is not ASCII: it exists only under SMTPUTF8 (RFC 6531). */
@@ -523,12 +617,13 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
       const failed = [...refused].map((r) => noReply(r, 'failed', o.servername, detail));
       const rest = o.recipients.filter((r) => !refused.has(r));
       if (rest.length === 0) {
+        const tls = tlsOf(pc.conn);
         if (o.pool) o.pool.release(pc);
         else pc.conn.quit();
-        return { kind: 'done', results: failed };
+        return { kind: 'done', results: failed, tls };
       }
       const sent = await transaction(pc, { ...o, recipients: rest }, reused);
-      return sent !== 'retry' && sent.kind === 'done' ? { kind: 'done', results: [...failed, ...sent.results] } : sent;
+      return sent !== 'retry' && sent.kind === 'done' ? { ...sent, results: [...failed, ...sent.results] } : sent;
     }
   }
   return sendTransaction(pc, o, reused);
@@ -536,6 +631,8 @@ async function transaction(pc: PooledConnection, o: SessionOptions, reused: bool
 
 async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: boolean): Promise<SessionResult | 'retry'> {
   const conn = pc.conn;
+  // Read before the session is handed back or closed: its socket is gone after.
+  const tls = tlsOf(conn);
   const raw = conn as unknown as { lastServerResponse: string | false; _envelope?: EnvelopeState; _destroyed?: boolean };
   pc.messages++;
   // Tells "the server answered nothing in this transaction" from a reply that decided.
@@ -581,6 +678,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
     const dataReply = parseReply(sent.info.response);
     return {
       kind: 'done',
+      tls,
       results: o.recipients.map((r, i) => {
         const rejected = sent.info!.rejectedErrors?.find((e) => (e as SmtpError).recipient === wire[i]) as SmtpError | undefined;
         return rejected?.response ? fromReply(r, parseReply(rejected.response), mx) : fromReply(r, dataReply, mx);
@@ -590,7 +688,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
 
   if (!err!.responseCode || !err!.response) {
     // The session died without a verdict (reset, timeout): nothing was accepted, try elsewhere.
-    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailed: false };
+    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailure: null };
   }
   const verdict = parseReply(err!.response);
   // A refused MAIL FROM decides for everyone: with PIPELINING the RCPT replies that follow it are
@@ -598,6 +696,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
   const rejectedErrors = err!.command === 'MAIL FROM' ? [] : (err!.rejectedErrors ?? envelope.rejectedErrors ?? []);
   return {
     kind: 'done',
+    tls,
     results: o.recipients.map((r, i) => {
       const rejected = rejectedErrors.find((e) => e.recipient === wire[i]);
       if (rejected?.response) return fromReply(r, parseReply(rejected.response), mx);

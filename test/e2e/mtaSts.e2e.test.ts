@@ -1,0 +1,76 @@
+import { expect } from 'chai';
+import type { BootstrapResult } from '../../commands/admin/bootstrap';
+import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
+import { startPolicyServer, type PolicyServer } from '../support/mtaStsServer';
+import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
+import { issuedCertificate, testCa } from '../support/testCa';
+import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+
+/**
+ * MTA-STS through the whole product (docs/DELIVERY.md "MTA-STS"): MTA_STS on by default,
+ * MTA_STS_PORT and DELIVERY_TLS_CA_FILE from the environment, the policy host and MX on loopback.
+ */
+describe('MTA-STS: send → policy → deliver or defer (e2e)', function () {
+  this.timeout(60_000);
+  let dns: TestDnsServer;
+  let mx: SmtpSink;
+  let policyHost: PolicyServer;
+  let motor: TestMotor;
+  let block: BootstrapResult;
+  let senderDomain: string;
+
+  before(async () => {
+    policyHost = await startPolicyServer(issuedCertificate(['mta-sts.sts.test', 'mta-sts.strict.test']));
+    policyHost.setPolicy('mta-sts.sts.test', 'version: STSv1\nmode: enforce\nmx: mx.sts.test\nmax_age: 86400\n');
+    policyHost.setPolicy('mta-sts.strict.test', 'version: STSv1\nmode: enforce\nmx: *.strict.test\nmax_age: 86400\n');
+    dns = await startDnsServer({
+      // strict.test's MX is not one its policy lists.
+      'sts.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
+      'strict.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
+      'mx.sts.test': { A: ['127.0.0.1'] },
+      '_mta-sts.sts.test': { TXT: ['v=STSv1; id=1;'] },
+      '_mta-sts.strict.test': { TXT: ['v=STSv1; id=1;'] },
+      'mta-sts.sts.test': { A: ['127.0.0.1'] },
+      'mta-sts.strict.test': { A: ['127.0.0.1'] },
+    });
+    mx = await startSmtpSink({ tls: issuedCertificate(['mx.sts.test']) });
+    motor = await startTestMotor({
+      env: { DNS_SERVERS: dns.address, MX_PORT: String(mx.port), MTA_STS_PORT: String(policyHost.port), DELIVERY_TLS_CA_FILE: testCa().certPath, DELIVERY_RETRY_SCHEDULE: '60' },
+    });
+    block = await motor.bootstrap({ trustDns: true });
+    senderDomain = block.dnsRecords.find((r) => r.purpose === 'spf')!.name;
+    for (const r of block.dnsRecords) dns.addRecords(r.name, { TXT: [r.value] });
+  });
+  after(async () => {
+    await motor?.close();
+    await mx?.close();
+    await policyHost?.close();
+    await dns?.close();
+  });
+
+  const send = (to: string) => postJson(`${motor.baseUrl}/v1/send`, { from: `app@${senderDomain}`, to, subject: 'Hello', text: 'Hi there' }, { 'X-Api-Key': block.apiKey });
+  async function outcome(id: string, wanted: string) {
+    const token = await motor.token(block, ['logs.read']);
+    return eventually(async () => {
+      const r = await getJson(`${motor.baseUrl}/api/public/v1/messages/${id}`, { authorization: `Bearer ${token}` });
+      return r.status === 200 && r.body.data.currentOutcome === wanted ? r.body.data : null;
+    }, 20_000);
+  }
+
+  it('delivers over verified TLS to the MX an enforce policy lists', async () => {
+    const res = await send('ann@sts.test');
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    expect(await outcome(res.body.data.id, 'delivered')).to.include({ smtpCode: '250' });
+    const received = mx.messages.find((m) => m.raw.toString().includes(res.body.data.id));
+    expect(received?.secure).to.equal(true);
+    expect(policyHost.count('mta-sts.sts.test')).to.equal(1);
+  });
+
+  it('defers a recipient whose domain\'s enforce policy does not list its MX, with the reason', async () => {
+    const res = await send('bob@strict.test');
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    const deferred = await outcome(res.body.data.id, 'deferred');
+    expect(deferred).to.include({ smtpCode: null, smtpResponse: 'MTA-STS policy of strict.test (enforce): mx.sts.test is not a listed MX' });
+    expect(mx.messages.some((m) => m.raw.toString().includes(res.body.data.id))).to.equal(false);
+  });
+});
