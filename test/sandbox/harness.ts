@@ -4,7 +4,7 @@ import { parseApiKey } from '../../domain/credentials/apiKeys';
 import { streamName } from '../../domain/eventStore';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { newId } from '../../domain/ids';
-import { findApiKeyByPrefix, getDomain } from '../../projections/directory/queries';
+import { findApiKeyByPrefix, getBlock, getDomain } from '../../projections/directory/queries';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { eventually, getJson, postJson } from '../support/motor';
 import { startSmtpHarness, type SmtpHarness } from '../smtp/harness';
@@ -75,7 +75,8 @@ export async function startSandboxHarness(env: Record<string, string> = {}): Pro
         serviceDomain: h.motor.config.serviceDomain, now: new Date(),
       });
       const prefix = parseApiKey(result.accountApiKey)!.prefix;
-      await eventually(async () => findApiKeyByPrefix(h.motor.rt.db, prefix));
+      // The block too: bootstrap appends the keys before the block, and the projector may show one batch without the next.
+      await eventually(async () => (await findApiKeyByPrefix(h.motor.rt.db, prefix)) !== null && (await getBlock(h.motor.rt.db, result.motorBlockId)) !== null);
       const domain = result.dnsRecords.find((r) => r.purpose === 'spf')!.name;
       for (const r of result.dnsRecords) h.dns.addRecords(r.name, { TXT: [r.value] });
       return { ...result, domain, email };

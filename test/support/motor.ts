@@ -66,7 +66,8 @@ export async function startTestMotor(
         plan: config.defaultPlan.name, serviceDomain: config.serviceDomain, now: new Date(),
       });
       const prefix = parseApiKey(result.accountApiKey)!.prefix;
-      await catchUpUntil(runner, async () => (await findApiKeyByPrefix(rt.db, prefix)) !== null);
+      // The block too: bootstrap appends the keys before the block, and a projector running beside this runner may show one without the other.
+      await catchUpUntil(runner, async () => (await findApiKeyByPrefix(rt.db, prefix)) !== null && (await getBlock(rt.db, result.motorBlockId)) !== null);
       return result;
     },
     async setLimits(id, limits) {
