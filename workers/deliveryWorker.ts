@@ -304,6 +304,7 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
 /**
  * The worker's MTA-STS policy cache (settings.mtaSts; undefined when off), its lookups through the
  * deps' resolver (DNS_SERVERS), what it does logged and counted (motor_delivery_mta_sts_total).
+ * The policies keep no TXT answers: startDeliveryWorker gives its cachingResolver, which does.
  */
 export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logger' | 'metrics' | 'settings' | 'logLines'>): MtaStsPolicies | undefined {
   const settings = deps.settings.mtaSts;
@@ -336,8 +337,9 @@ export function createMtaStsPolicies(deps: Pick<DeliveryDeps, 'resolver' | 'logg
 
 /**
  * The BullMQ worker. Unless the deps bring their own, it adds a connection cache (SMTP sessions
- * to a destination reused for up to 100 messages, 5 s idle) and a DNS cache for the MX/A/AAAA
- * lookups; `close()` closes the cached connections after the jobs in hand are finished.
+ * to a destination reused for up to 100 messages, 5 s idle); it always adds a DNS cache for the
+ * MX/A/AAAA and `_mta-sts` TXT lookups, which the MTA-STS policies it makes share; `close()` closes
+ * the cached connections after the jobs in hand are finished.
  */
 export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, concurrency: number, prefix = 'motor', lockSeconds = 60): Worker<DeliveryJob> {
   const pool = inputDeps.pool ?? new SmtpConnectionPool({

@@ -27,6 +27,8 @@ describe('MTA-STS: send → policy → deliver or defer (e2e)', function () {
       // strict.test's MX is not one its policy lists.
       'sts.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
       'strict.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
+      // plain.test publishes no policy, like most domains.
+      'plain.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
       'mx.sts.test': { A: ['127.0.0.1'] },
       '_mta-sts.sts.test': { TXT: ['v=STSv1; id=1;'] },
       '_mta-sts.strict.test': { TXT: ['v=STSv1; id=1;'] },
@@ -72,5 +74,15 @@ describe('MTA-STS: send → policy → deliver or defer (e2e)', function () {
     const deferred = await outcome(res.body.data.id, 'deferred');
     expect(deferred).to.include({ smtpCode: null, smtpResponse: 'MTA-STS policy of strict.test (enforce): mx.sts.test is not a listed MX' });
     expect(mx.messages.some((m) => m.raw.toString().includes(res.body.data.id))).to.equal(false);
+  });
+
+  it('asks TXT _mta-sts of a domain without a policy once for two deliveries within a minute (the worker\'s DNS cache)', async () => {
+    for (const to of ['carl@plain.test', 'dora@plain.test']) {
+      const res = await send(to);
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      await outcome(res.body.data.id, 'delivered');
+    }
+    expect(dns.queries.filter((q) => q.name === '_mta-sts.plain.test' && q.type === 'TXT')).to.have.length(1);
+    expect(policyHost.count('mta-sts.plain.test')).to.equal(0);
   });
 });

@@ -100,24 +100,32 @@ export function createResolver(dnsServers: string[], opts: ResolverOptions = {})
 }
 
 export interface CacheOptions {
-  /** Longest time an answer is kept, ms (default 60 s; MX answers carry no TTL in Node: always this). */
+  /** Longest time an answer is kept, ms (default 60 s; MX and TXT answers carry no TTL in Node: always this). */
   maxTtlMs?: number;
-  /** How long NXDOMAIN / NODATA is kept, ms (default 5 s). Temporary errors are never cached. */
+  /** How long NXDOMAIN / NODATA is kept for MX, A, AAAA, ms (default 5 s). Temporary errors are never cached. */
   negativeTtlMs?: number;
+  /**
+   * How long NXDOMAIN / NODATA is kept for TXT, ms (default `maxTtlMs`). Most recipient domains
+   * publish no `_mta-sts` record: that "no" is the usual answer, and asked for every message.
+   */
+  txtNegativeTtlMs?: number;
   /** Entries kept at most (default 10,000; the oldest go first). */
   maxEntries?: number;
   now?: () => number;
 }
 
 /**
- * A small TTL cache in front of the delivery lookups (MX, A, AAAA): the same answer for every
- * message to a domain for up to `maxTtlMs` (A/AAAA: the record TTL when shorter). Definitive
- * negative answers are kept briefly; temporary failures (SERVFAIL, timeout) are not kept.
- * Concurrent lookups of the same name share one query. TXT, CNAME, PTR pass through.
+ * A small TTL cache in front of the delivery lookups (MX, A, AAAA, and TXT for MTA-STS): the same
+ * answer for every message to a domain for up to `maxTtlMs` (A/AAAA: the record TTL when shorter).
+ * Definitive negative answers are kept `negativeTtlMs` (TXT: `txtNegativeTtlMs`); temporary
+ * failures (SERVFAIL, timeout) are not kept. Concurrent lookups of the same name share one query.
+ * CNAME and PTR pass through. Only the delivery worker uses it: the domain checks, where an owner
+ * has just published a record, ask the uncached resolver.
  */
 export function cachingResolver(inner: DnsResolver, opts: CacheOptions = {}): DnsResolver {
   const maxTtl = opts.maxTtlMs ?? 60_000;
   const negTtl = opts.negativeTtlMs ?? 5_000;
+  const txtNegTtl = opts.txtNegativeTtlMs ?? maxTtl;
   const maxEntries = opts.maxEntries ?? 10_000;
   const now = opts.now ?? Date.now;
   type Entry = { expires: number; value?: unknown; error?: unknown; pending?: Promise<unknown> };
@@ -139,7 +147,7 @@ export function cachingResolver(inner: DnsResolver, opts: CacheOptions = {}): Dn
       },
       (err: unknown) => {
         if (classifyDnsError(err) === 'temporary') cache.delete(key);
-        else store(key, { expires: now() + negTtl, error: err });
+        else store(key, { expires: now() + (rrtype === 'TXT' ? txtNegTtl : negTtl), error: err });
         throw err;
       },
     );
@@ -165,7 +173,7 @@ export function cachingResolver(inner: DnsResolver, opts: CacheOptions = {}): Dn
     resolveMx: (name) => cached('MX', name, async () => ({ value: await inner.resolveMx(name), ttlMs: maxTtl })),
     resolve4: (name) => addresses('A', name),
     resolve6: (name) => addresses('AAAA', name),
-    resolveTxt: (name) => inner.resolveTxt(name),
+    resolveTxt: (name) => cached('TXT', name, async () => ({ value: await inner.resolveTxt(name), ttlMs: maxTtl })),
     resolveCname: (name) => inner.resolveCname(name),
     resolvePtr: (name) => inner.resolvePtr(name),
   };

@@ -122,6 +122,10 @@ export interface MtaStsSource {
 }
 
 export interface MtaStsSettings {
+  /**
+   * Asked for the `_mta-sts` TXT record on every lookup: the worker gives the delivery path's
+   * cachingResolver (dns.ts), which keeps that answer, found or not, 60 s.
+   */
   resolver: DnsResolver;
   /** 443 in production (MTA_STS_PORT); tests run the policy host on loopback. */
   port: number;
@@ -133,8 +137,6 @@ export interface MtaStsSettings {
   timeoutMs?: number;
   /** Domains whose policy is kept at most (default 10,000; the oldest go first). */
   maxEntries?: number;
-  /** How long a `_mta-sts` TXT answer is reused (default 60 s, like the MX cache; 0: every time). */
-  recordTtlMs?: number;
   /** After a failed fetch, the same policy id is not fetched again for this long (default 5 min). */
   retryAfterFailureMs?: number;
   now?: () => number;
@@ -147,17 +149,16 @@ interface Kept { policy: MtaStsPolicy; expires: number }
 
 /**
  * The per-process policy cache (§5.1). For each delivery to a domain the `_mta-sts` TXT record
- * is read (its answer kept `recordTtlMs`); a policy is kept for its max_age and reused while the
- * record's id is the one it was fetched under; a new id fetches again. When the record is gone or
- * unreadable, or a fetch fails, an unexpired kept policy still applies (§3.3: an attacker who can
- * strip the record must not turn the policy off); with none kept there is no policy and delivery
- * goes on as without MTA-STS. A failed fetch is not tried again for the same id for
+ * is asked of the resolver (its answers are kept there, not here); a policy is kept for its
+ * max_age and reused while the record's id is the one it was fetched under; a new id fetches
+ * again. When the record is gone or unreadable, or a fetch fails, an unexpired kept policy still
+ * applies (§3.3: an attacker who can strip the record must not turn the policy off); with none
+ * kept there is no policy and delivery goes on as without MTA-STS. A failed fetch is not tried again for the same id for
  * `retryAfterFailureMs`, so a broken policy host costs one timeout, not one per message.
  */
 export class MtaStsPolicies implements MtaStsSource {
   readonly secureContext?: SecureContext;
   private readonly policies = new Map<string, Kept>();
-  private readonly records = new Map<string, { answer: RecordAnswer; expires: number }>();
   private readonly failures = new Map<string, number>();
   private readonly fetching = new Map<string, Promise<MtaStsPolicy | null>>();
   private readonly now: () => number;
@@ -212,18 +213,12 @@ export class MtaStsPolicies implements MtaStsSource {
   }
 
   private async record(domain: string): Promise<RecordAnswer> {
-    const hit = this.records.get(domain);
-    if (hit && hit.expires > this.now()) return hit.answer;
-    let answer: RecordAnswer;
     try {
       const id = parseStsRecord(await this.settings.resolver.resolveTxt(`_mta-sts.${domain}`));
-      answer = id === null ? { kind: 'none' } : { kind: 'id', id };
+      return id === null ? { kind: 'none' } : { kind: 'id', id };
     } catch (err) {
-      answer = classifyDnsError(err) === 'temporary' ? { kind: 'error' } : { kind: 'none' };
+      return classifyDnsError(err) === 'temporary' ? { kind: 'error' } : { kind: 'none' };
     }
-    const ttl = this.settings.recordTtlMs ?? 60_000;
-    if (ttl > 0 && answer.kind !== 'error') this.remember(this.records, domain, { answer, expires: this.now() + ttl });
-    return answer;
   }
 
   private remember<V>(map: Map<string, V>, key: string, value: V): void {

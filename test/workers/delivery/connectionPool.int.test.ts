@@ -422,14 +422,15 @@ describe('cachingResolver', function () {
       'rcpt.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
       'mx.rcpt.test': { A: ['127.0.0.1'] },
       'flaky.test': { MX: [{ exchange: 'mx.rcpt.test', priority: 10 }] },
+      '_mta-sts.rcpt.test': { TXT: ['v=STSv1; id=one;'] },
     });
   });
   after(() => dns.close());
+  const count = (name: string, type: string) => dns.queries.filter((q) => q.name === name && q.type === type).length;
 
   it('answers MX and A from the cache, shares concurrent lookups, keeps NXDOMAIN briefly and never SERVFAIL', async () => {
     let now = 1_000_000;
     const r = cachingResolver(createResolver([dns.address], { timeoutMs: 300, tries: 1 }), { maxTtlMs: 60_000, negativeTtlMs: 5_000, now: () => now });
-    const count = (name: string, type: string) => dns.queries.filter((q) => q.name === name && q.type === type).length;
     await Promise.all([r.resolveMx('rcpt.test'), r.resolveMx('rcpt.test')]);
     expect(await r.resolveMx('RCPT.test')).to.deep.equal([{ exchange: 'mx.rcpt.test', priority: 10 }]);
     expect(count('rcpt.test', 'MX')).to.equal(1);
@@ -451,5 +452,58 @@ describe('cachingResolver', function () {
     await r.resolveMx('flaky.test').catch(() => undefined);
     await r.resolveMx('flaky.test').catch(() => undefined);
     expect(count('flaky.test', 'MX')).to.be.at.least(2);
+  });
+
+  it('answers TXT from the cache for 60 s, shares concurrent lookups, keeps a missing TXT 60 s where a missing MX is kept 5 s', async () => {
+    let now = 1_000_000;
+    const r = cachingResolver(createResolver([dns.address], { timeoutMs: 300, tries: 1 }), { now: () => now });
+    const [a, b] = await Promise.all([r.resolveTxt('_mta-sts.rcpt.test'), r.resolveTxt('_mta-sts.rcpt.test')]);
+    expect(a).to.deep.equal([['v=STSv1; id=one;']]);
+    expect(b).to.deep.equal(a);
+    now += 59_000;
+    expect(await r.resolveTxt('_MTA-STS.rcpt.test')).to.deep.equal([['v=STSv1; id=one;']]);
+    expect(count('_mta-sts.rcpt.test', 'TXT')).to.equal(1);
+    now += 2_000;
+    await r.resolveTxt('_mta-sts.rcpt.test');
+    expect(count('_mta-sts.rcpt.test', 'TXT')).to.equal(2);
+
+    // NXDOMAIN (no such name) and NODATA (mx.rcpt.test has an A record only), beside an NXDOMAIN MX.
+    const kinds = async () => Promise.all([
+      r.resolveTxt('_mta-sts.gone.test').then(() => 'answered', (e) => e.kind),
+      r.resolveTxt('mx.rcpt.test').then(() => 'answered', (e) => e.kind),
+      r.resolveMx('gone.test').then(() => 'answered', (e) => e.kind),
+    ]);
+    const asked = () => [count('_mta-sts.gone.test', 'TXT'), count('mx.rcpt.test', 'TXT'), count('gone.test', 'MX')];
+    expect(await kinds()).to.deep.equal(['nxdomain', 'nodata', 'nxdomain']);
+    expect(await kinds()).to.deep.equal(['nxdomain', 'nodata', 'nxdomain']);
+    expect(asked()).to.deep.equal([1, 1, 1]);
+    now += 6_000;
+    await kinds();
+    expect(asked()).to.deep.equal([1, 1, 2]);
+    now += 55_000;
+    expect(await kinds()).to.deep.equal(['nxdomain', 'nodata', 'nxdomain']);
+    expect(asked()).to.deep.equal([2, 2, 3]);
+  });
+
+  it('keeps a missing TXT for txtNegativeTtlMs when given, and never keeps a TXT SERVFAIL', async () => {
+    let now = 1_000_000;
+    const r = cachingResolver(createResolver([dns.address], { timeoutMs: 300, tries: 1 }), { txtNegativeTtlMs: 10_000, now: () => now });
+    await r.resolveTxt('_mta-sts.short.test').catch(() => undefined);
+    now += 9_000;
+    await r.resolveTxt('_mta-sts.short.test').catch(() => undefined);
+    expect(count('_mta-sts.short.test', 'TXT')).to.equal(1);
+    now += 2_000;
+    await r.resolveTxt('_mta-sts.short.test').catch(() => undefined);
+    expect(count('_mta-sts.short.test', 'TXT')).to.equal(2);
+
+    dns.setFailure('_mta-sts.flaky.test', 'servfail');
+    const first = await r.resolveTxt('_mta-sts.flaky.test').then(() => 'answered', (e) => e.kind);
+    expect(first).to.equal('temporary');
+    const asked = count('_mta-sts.flaky.test', 'TXT');
+    dns.setFailure('_mta-sts.flaky.test', null);
+    dns.setRecords('_mta-sts.flaky.test', { TXT: ['v=STSv1; id=back;'] });
+    // The failure was not kept: the next lookup asks again and gets the record.
+    expect(await r.resolveTxt('_mta-sts.flaky.test')).to.deep.equal([['v=STSv1; id=back;']]);
+    expect(count('_mta-sts.flaky.test', 'TXT')).to.equal(asked + 1);
   });
 });

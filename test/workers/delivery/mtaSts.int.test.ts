@@ -4,7 +4,7 @@ import { startDnsServer, type TestDnsServer } from '../../support/dnsServer.js';
 import { startPolicyServer, type PolicyServer } from '../../support/mtaStsServer.js';
 import { testCertificate } from '../../support/smtpSink.js';
 import { issuedCertificate, testCa } from '../../support/testCa.js';
-import { createResolver } from '../../../workers/delivery/dns.js';
+import { cachingResolver, createResolver } from '../../../workers/delivery/dns.js';
 import { MtaStsPolicies, type MtaStsEvent, type MtaStsSettings } from '../../../workers/delivery/mtaSts.js';
 
 const POLICY = 'version: STSv1\nmode: enforce\nmx: mx.rcpt.test\nmax_age: 3600\n';
@@ -42,7 +42,7 @@ describe('MTA-STS policy discovery and cache (loopback DNS + HTTPS policy host)'
   const kinds = () => events.map((e) => e.kind);
   const policies = (overrides: Partial<MtaStsSettings> = {}) => new MtaStsPolicies({
     resolver: createResolver([dns.address], { timeoutMs: 2000, tries: 1 }), port: server.port, allowPrivateAddresses: true, ca,
-    recordTtlMs: 0, now: () => now, onEvent: (e) => events.push(e), ...overrides,
+    now: () => now, onEvent: (e) => events.push(e), ...overrides,
   });
 
   it('fetches the policy named by the TXT record over HTTPS and keeps it while the id is unchanged', async () => {
@@ -100,6 +100,40 @@ describe('MTA-STS policy discovery and cache (loopback DNS + HTTPS policy host)'
     expect(await p.policyFor('[127.0.0.1]')).to.equal(null);
     expect(server.requests).to.deep.equal([]);
     expect(events).to.deep.equal([]);
+  });
+
+  it('through the delivery worker\'s cachingResolver, asks TXT _mta-sts at most once a minute per domain, with a policy or without', async () => {
+    const p = policies({ resolver: cachingResolver(createResolver([dns.address], { timeoutMs: 2000, tries: 1 }), { now: () => now }) });
+    const before = dns.queries.length;
+    const asked = (name: string) => dns.queries.slice(before).filter((q) => q.name === name && q.type === 'TXT').length;
+    const round = () => Promise.all([p.policyFor('rcpt.test'), p.policyFor('rcpt.test'), p.policyFor('quiet.test'), p.policyFor('quiet.test')]);
+    expect((await round()).map((g) => g?.id ?? null)).to.deep.equal(['one', 'one', null, null]);
+    now += 59_000;
+    expect((await round()).map((g) => g?.id ?? null)).to.deep.equal(['one', 'one', null, null]);
+    expect([asked('_mta-sts.rcpt.test'), asked('_mta-sts.quiet.test')]).to.deep.equal([1, 1]);
+    now += 2_000;
+    await round();
+    expect([asked('_mta-sts.rcpt.test'), asked('_mta-sts.quiet.test')]).to.deep.equal([2, 2]);
+    expect(server.count('mta-sts.rcpt.test')).to.equal(1);
+  });
+
+  it('asks again after a SERVFAIL on the record (not kept), applying the kept policy meanwhile', async () => {
+    const p = policies({ resolver: cachingResolver(createResolver([dns.address], { timeoutMs: 2000, tries: 1 }), { now: () => now }) });
+    await p.policyFor('rcpt.test');
+    now += 61_000;
+    dns.setFailure('_mta-sts.rcpt.test', 'servfail');
+    const asked = () => dns.queries.filter((q) => q.name === '_mta-sts.rcpt.test' && q.type === 'TXT').length;
+    try {
+      const before = asked();
+      expect(await p.policyFor('rcpt.test')).to.include({ id: 'one' });
+      const afterFailure = asked();
+      expect(await p.policyFor('rcpt.test')).to.include({ id: 'one' });
+      expect(afterFailure).to.be.above(before);
+      expect(asked(), 'the failure was not kept').to.be.above(afterFailure);
+    } finally {
+      dns.setFailure('_mta-sts.rcpt.test', null);
+    }
+    expect(server.count('mta-sts.rcpt.test')).to.equal(1);
   });
 
   const refused = async (answer: Parameters<PolicyServer['setPolicy']>[1], detail: RegExp, overrides: Partial<MtaStsSettings> = {}) => {

@@ -58,7 +58,7 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
     dns.setRecords('enforce.test', { MX: [{ exchange: 'mx.enforce.test', priority: 10 }] });
     sts = new MtaStsPolicies({
       resolver, port: policies.port, allowPrivateAddresses: true, ca: [...rootCertificates, testCa().cert.toString()],
-      recordTtlMs: 0, onEvent: (e) => events.push(e),
+      onEvent: (e) => events.push(e),
     });
   });
   afterEach(async () => {
