@@ -353,9 +353,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     (held) => inputDeps.metrics.deliveryBufferedBytes.set(held),
     () => inputDeps.metrics.deliveryBufferWaits.inc(),
   );
-  // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const resolver = cachingResolver(inputDeps.resolver);
   const mtaSts = inputDeps.mtaSts ?? createMtaStsPolicies({ ...inputDeps, resolver });
+  // BENCH_SMTP_POOL=0: benchmark knob (bench:deliver --engine-pool=off|both), one connection per message as before.
   const deps: DeliveryDeps = { ...inputDeps, memory, pool: process.env.BENCH_SMTP_POOL === '0' ? undefined : pool, resolver, mtaSts };
   const worker = new Worker<DeliveryJob>(
     DELIVERY_QUEUE,

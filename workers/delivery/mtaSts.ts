@@ -153,8 +153,9 @@ interface Kept { policy: MtaStsPolicy; expires: number }
  * max_age and reused while the record's id is the one it was fetched under; a new id fetches
  * again. When the record is gone or unreadable, or a fetch fails, an unexpired kept policy still
  * applies (§3.3: an attacker who can strip the record must not turn the policy off); with none
- * kept there is no policy and delivery goes on as without MTA-STS. A failed fetch is not tried again for the same id for
- * `retryAfterFailureMs`, so a broken policy host costs one timeout, not one per message.
+ * kept there is no policy and delivery goes on as without MTA-STS. A failed fetch is not tried
+ * again for the same id for `retryAfterFailureMs`, so a broken policy host costs one timeout, not
+ * one per message.
  */
 export class MtaStsPolicies implements MtaStsSource {
   readonly secureContext?: SecureContext;
