@@ -44,6 +44,8 @@ const USAGE = `Usage: npm run cli -- <command>
   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
       Creates an account, its sending domain (with a DKIM key), a Motor Block, a block API key and an
       account API key. --trust-dns marks ownership, SPF and DKIM as configured without a DNS check.
+      --domain is checked as POST /domains checks it: exit 1, invalid_domain, or domain_reserved for
+      SERVICE_DOMAIN, BOUNCE_DOMAIN or a name under one.
       Once per owner: an email that has an account already (any case; a dashboard account, one
       being bootstrapped at the same moment, or SYSTEM_MAIL_FROM too) is refused with exit 1,
       account_exists and that accountId (new keys for it: key create). The owner signs in to the

@@ -196,8 +196,8 @@ export interface StartOptions {
  * Tenants' domains that are BOUNCE_DOMAIN or under it, added before the operator set it (adds are
  * refused since): a warning naming them, at the start of each process that delivers (the role
  * whose MAIL FROM is on the bounce domain). They are tenants' data: left as they are, still able
- * to send, for the operator to settle (docs/DOMAINS.md "Bounce domain"). A failed lookup does not
- * stop the start.
+ * to send (though no new block is put on them), for the operator to settle (docs/DOMAINS.md
+ * "Bounce domain"). A failed lookup does not stop the start.
  */
 export async function warnOfTenantDomainsAtBounceDomain(rt: Pick<Runtime, 'db' | 'logger'>, bounceDomain: string): Promise<void> {
   try {

@@ -16,7 +16,7 @@ import type { KeyStore } from '../../infra/keys/keyStore';
 import { generateDkimKey } from '../../workers/delivery/dkim';
 import { expectedRecords, type RecordInputs, type RecordPurpose } from '../../domain/sendingDomain/records';
 import {
-  MAX_DOMAIN_NAME_LENGTH, SENDING_DOMAIN_EVENTS, domainIdFor, normalizeDomainName, refuseBounceDomain, evolve as evolveSendingDomain, fold as foldSendingDomain,
+  SENDING_DOMAIN_EVENTS, domainIdFor, parseDomainName, evolve as evolveSendingDomain, fold as foldSendingDomain,
   type SendingDomain, type SendingDomainEvent, type SendingDomainState,
 } from '../../domain/sendingDomain/sendingDomain';
 import { ACCOUNT_PLAN_EVENTS, decideChangePlan, foldPlan, type AccountPlanEvent } from '../../domain/account/plan';
@@ -58,8 +58,6 @@ export interface BootstrapResult {
   dnsRecords: DnsRecord[];
 }
 
-const DOMAIN_RE = /^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/;
-
 export const dkimSelectorFor = (now: Date): string => `motor${now.toISOString().slice(0, 10).replace(/-/g, '')}`;
 
 /** The order the CLI has always printed the records in: DKIM, SPF, DMARC, then ownership (when the domain has a token). */
@@ -82,13 +80,16 @@ const accountExists = (email: string, accountId: string) => fail('account_exists
 const systemAddress = (email: string, accountId: string) => fail('account_exists', 409,
   `${email} is the sender of the service's own mail (system account ${accountId}); bootstrap an account with another address`, { details: { accountId } });
 
-/** The input's address and domain as bootstrap stores them; refused before anything is claimed, stored or appended. */
-function checkInput(input: BootstrapInput): { email: string; domain: string } {
+/**
+ * The input's address and domain as bootstrap stores them; refused before anything is claimed,
+ * stored or appended. The domain is a tenant's like one added over HTTP, checked by the same
+ * parseDomainName (docs/DOMAINS.md): 400 invalid_domain, or domain_reserved for SERVICE_DOMAIN
+ * and, when `bounceDomain` is given, BOUNCE_DOMAIN (each with the names under it).
+ */
+function checkInput(input: BootstrapInput, bounceDomain: string | null): { email: string; domain: string } {
   const email = input.email.trim();
-  const domain = normalizeDomainName(input.domain);
   if (!isValidAddress(email)) throw fail('invalid_email', 400, `Not a valid email address: ${input.email}`);
-  if (!DOMAIN_RE.test(domain) || domain.length > MAX_DOMAIN_NAME_LENGTH) throw fail('invalid_domain', 400, `Not a valid domain name of at most ${MAX_DOMAIN_NAME_LENGTH} characters: ${input.domain}`);
-  return { email, domain };
+  return { email, domain: parseDomainName(input.domain, { serviceDomain: input.serviceDomain, bounceDomain }) };
 }
 
 /**
@@ -97,11 +98,11 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
  * account. The owner's address is claimed first (commands/auth/accountEmail.ts): an address that
  * belongs to an account (an earlier bootstrap's, a dashboard sign-up's, one made by an older
  * release) is refused with 409 account_exists and that account's id (details.accountId), as is
- * SYSTEM_MAIL_FROM, the system account's, provisioned or not. A domain that is BOUNCE_DOMAIN or
- * under it is refused (400 domain_reserved) before that. Of bootstraps racing for one address,
- * the one whose AccountCreated lands on the claimed account's stream makes it; the others are
- * refused the same way. An older release's accounts are looked up in the directory: the caller
- * catches it up first.
+ * SYSTEM_MAIL_FROM, the system account's, provisioned or not. A domain that the HTTP add refuses
+ * (invalid, or SERVICE_DOMAIN or BOUNCE_DOMAIN or under one: 400 domain_reserved) is refused
+ * before that. Of bootstraps racing for one address, the one whose AccountCreated lands on the
+ * claimed account's stream makes it; the others are refused the same way. An older release's
+ * accounts are looked up in the directory: the caller catches it up first.
  *
  * The one account that is not refused is one an earlier bootstrap made and did not finish (it
  * stopped after AccountCreated, before its BootstrapFinished): this bootstrap finishes it, and
@@ -110,9 +111,7 @@ function checkInput(input: BootstrapInput): { email: string; domain: string } {
 export async function bootstrapOwner(
   deps: BootstrapDeps & { db: Knex }, input: BootstrapInput & { systemMailFrom: string; bounceDomain: string | null },
 ): Promise<BootstrapResult> {
-  const { email, domain } = checkInput(input);
-  // The owner's domain is a tenant's like any added over HTTP: not the operator's bounce domain (docs/DOMAINS.md).
-  refuseBounceDomain(domain, input.bounceDomain);
+  const { email } = checkInput(input, input.bounceDomain);
   const accountId = await claimOwnerEmail(deps, { email, accountId: newId(), actor: 'cli', now: input.now }, input.systemMailFrom,
     () => systemAddress(accountEmailKey(email), systemIds(input.systemMailFrom).accountId));
   // The claimed account is made here unless it exists: when the claim is another bootstrap's (one
@@ -152,10 +151,11 @@ export interface BootstrapDeps {
 /**
  * A new account with its domain, block and keys. It claims no address: tests and benchmarks rely
  * on making a new account each time (one email, many accounts); the CLI goes through
- * bootstrapOwner. With `input.accountId` (the account the owner's address was claimed for) an
- * account that exists already is refused (409 account_exists) before any key is stored or anything
- * else appended, unless an unfinished bootstrap made it (`unfinishedBootstrapBlock`): then this one
- * finishes it.
+ * bootstrapOwner. It refuses SERVICE_DOMAIN but is not told BOUNCE_DOMAIN (tests make a domain a
+ * tenant added before the operator set it this way). With `input.accountId` (the account the
+ * owner's address was claimed for) an account that exists already is refused (409 account_exists)
+ * before any key is stored or anything else appended, unless an unfinished bootstrap made it
+ * (`unfinishedBootstrapBlock`): then this one finishes it.
  */
 export async function bootstrap(store: EventStore, keys: KeyStore, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
   return finishBootstrap({ store, keys }, input);
@@ -189,7 +189,7 @@ export async function bootstrap(store: EventStore, keys: KeyStore, input: Bootst
  */
 async function finishBootstrap(deps: BootstrapDeps, input: BootstrapInput & { accountId?: string }): Promise<BootstrapResult> {
   const { store, keys } = deps;
-  const { email, domain: given } = checkInput(input);
+  const { email, domain: given } = checkInput(input, null);
   const at = input.now.toISOString();
   const accountId = input.accountId ?? newId();
 

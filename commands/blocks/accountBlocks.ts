@@ -28,7 +28,8 @@ import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './
 export interface BlockDeps extends ReadYourWritesDeps {
   store: EventStore;
   clock: Clock;
-  config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'publicBaseUrl'>;
+  /** `inbound.bounceDomain`: no new block is put on a domain at or under BOUNCE_DOMAIN (docs/BLOCKS.md). */
+  config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'publicBaseUrl' | 'inbound'>;
 }
 export interface Caller { accountId: string; actor: string }
 
@@ -175,7 +176,7 @@ export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateB
     smtpUsername: newSmtpUsername(), idempotencyKey: key, inputFingerprint: fingerprint, now,
   };
   // A retry needs no context: the decider compares fingerprints.
-  const retryCommand: MotorBlockCommand = { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false } };
+  const retryCommand: MotorBlockCommand = { type: 'CreateMotorBlock', data: base, context: { domain: null, liveBlocks: 0, maxBlocks: 0, nameTaken: false, bounceDomain: null } };
   // A retry of a key already used needs no lock; a new block is decided under the account's lock.
   const r = (await loadBlock(deps.store, motorBlockId)).state !== null
     ? await run(deps, caller, motorBlockId, 'block.create', async () => retryCommand)
@@ -188,6 +189,7 @@ export async function createBlock(deps: BlockDeps, caller: Caller, body: CreateB
         type: 'CreateMotorBlock', data: base,
         context: {
           domain, liveBlocks: blocksCountedByPlan(account.blocks), maxBlocks: planOf(deps.config, account.plan).plan.maxBlocks, nameTaken: nameTaken(account.blocks, name),
+          bounceDomain: deps.config.inbound.bounceDomain,
         },
       };
       // A refused create records nothing; an accepted one is on the account's list before its
@@ -222,7 +224,7 @@ export async function assignBlockDomain(deps: BlockDeps, caller: Caller, id: str
   const domainId = checkDomainId(body?.domainId);
   const r = await run(deps, caller, id, 'block.assign_domain', async () => ({
     type: 'AssignMotorBlockDomain', data: { domainId, confirm: confirmed(body.confirm), now: deps.clock.now() },
-    context: { domain: await readDomainFacts(deps.store, domainId) },
+    context: { domain: await readDomainFacts(deps.store, domainId), bounceDomain: deps.config.inbound.bounceDomain },
   }));
   return dto(deps, r.after!);
 }

@@ -52,7 +52,7 @@ export class DeveloperSandboxController extends Controller {
   }
 
   @Post('convert')
-  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id, domain_reserved')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned, domain_not_found')
   @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict, sandbox_conflict')
   public async convert(@Request() req: ExpressRequest, @Body() body: ConvertSandboxBody): Promise<SandboxConvertResponse> {

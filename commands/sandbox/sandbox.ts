@@ -8,6 +8,7 @@ import {
   ACCOUNT_SANDBOX_EVENTS, SANDBOX_BLOCK_EVENTS, assertConvertible, checkAllowlist, checkChannel, checkHandle, decideClaimHandle, decideConvert, decideProvision,
   decideSetAllowlist, effectiveAllowlist, foldAccount, foldBlock, generatedHandle, sandboxBlockName, sandboxDomainName, MAX_ALLOWLIST, type ProductionType,
 } from '../../domain/sandbox/sandbox';
+import { refuseBounceDomainForBlock } from '../../domain/sendingDomain/sendingDomain';
 import { planOf, type Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import {
@@ -32,7 +33,11 @@ import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 /** Every try lost to other changes of the sandbox's streams (docs/ERRORS.md "Any route: concurrent changes"). */
 const SANDBOX_CONTENTION: Contention = { code: 'sandbox_conflict', subject: 'The sandbox' };
 
-export interface SandboxDeps extends ReadYourWritesDeps { store: EventStore; keys: KeyStore; config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback'> }
+export interface SandboxDeps extends ReadYourWritesDeps {
+  store: EventStore; keys: KeyStore;
+  /** `inbound.bounceDomain`: no conversion onto a domain at or under BOUNCE_DOMAIN. */
+  config: Pick<Config, 'serviceDomain' | 'plans' | 'defaultPlan' | 'accountFallback' | 'inbound'>;
+}
 export interface SandboxActor { accountId: string; /** Event metadata actor, e.g. `user:<id>` or `token:<id>`. */ actor: string }
 
 export interface SandboxStatus {
@@ -253,13 +258,18 @@ export interface ConvertResult {
 
 const PRODUCTION_TYPES: readonly ProductionType[] = ['transactional', 'general_purpose'];
 
-/** The target: a domain of the account, ownership verified, not a sandbox domain. */
-async function conversionTarget(store: EventStore, accountId: string, domainId: string): Promise<{ domainId: string; name: string }> {
+/**
+ * The target: a domain of the account, not at or under the bounce domain (the block becomes a
+ * production block on it, as a created one would: docs/BLOCKS.md), ownership verified, not a
+ * sandbox domain.
+ */
+async function conversionTarget(store: EventStore, accountId: string, domainId: string, bounceDomain: string | null): Promise<{ domainId: string; name: string }> {
   const events = (await store.readStream(streamName('sendingDomain', domainId))).map(asDomainEvent);
   const added = events[0]?.type === 'DomainAdded' ? events[0].data : null;
   if (!added || added.accountId !== accountId) {
     throw fail('domain_not_found', 404, 'No such domain on this account', { nextAction: 'Add it first: POST /api/public/v1/domains' });
   }
+  refuseBounceDomainForBlock({ id: domainId, name: added.name }, bounceDomain);
   if (added.sandbox) {
     throw fail('domain_not_verified', 409, `${added.name} is a sandbox domain; convert onto a verified domain of your own`, {
       details: { domainId, reason: 'sandbox_domain' }, nextAction: 'Add and verify your domain: POST /api/public/v1/domains, then POST /api/public/v1/domains/{id}/verify',
@@ -287,7 +297,7 @@ export async function convertSandbox(deps: SandboxDeps, a: SandboxActor, body: C
   // A converted sandbox answers 409 whatever the target (one-way), before the target is looked at.
   assertConvertible((await load(deps.store, stream, SANDBOX_BLOCK_EVENTS, foldBlock)).state, a.accountId);
   // An id in capitals is the same id (docs/ARCHITECTURE.md "Ids in paths"): streams are named by the lower-case spelling.
-  const target = await conversionTarget(deps.store, a.accountId, body.domainId.toLowerCase());
+  const target = await conversionTarget(deps.store, a.accountId, body.domainId.toLowerCase(), deps.config.inbound.bounceDomain);
   // The block becomes a production block with a production name: the plan limit and the name are
   // checked under the account's block-names lock on the account's and the blocks' streams, as
   // creates (and renames) check them, so a create and a conversion racing cannot both take the last

@@ -1,4 +1,5 @@
 import { fail } from '../errors';
+import { refuseBounceDomainForBlock } from '../sendingDomain/sendingDomain';
 import type {
   DomainEvent, MotorBlockCreated, MotorBlockDeleted, MotorBlockDeletionRequested, MotorBlockType,
 } from '../events';
@@ -106,11 +107,13 @@ export interface CreateMotorBlock {
     motorBlockId: string; accountId: string; grantId: string; name: string; blockType: ManagedType; description: string | null;
     domainId: string; smtpUsername: string; idempotencyKey: string; inputFingerprint: string; now: Date;
   };
-  context: { domain: DomainFacts | null; liveBlocks: number; maxBlocks: number; nameTaken: boolean };
+  context: { domain: DomainFacts | null; liveBlocks: number; maxBlocks: number; nameTaken: boolean; bounceDomain: string | null };
 }
 export interface RenameMotorBlock { type: 'RenameMotorBlock'; data: { name: string; now: Date }; context: { nameTaken: boolean } }
 export interface ChangeMotorBlockType { type: 'ChangeMotorBlockType'; data: { blockType: ManagedType; confirm: boolean; now: Date } }
-export interface AssignMotorBlockDomain { type: 'AssignMotorBlockDomain'; data: { domainId: string; confirm: boolean; now: Date }; context: { domain: DomainFacts | null } }
+export interface AssignMotorBlockDomain {
+  type: 'AssignMotorBlockDomain'; data: { domainId: string; confirm: boolean; now: Date }; context: { domain: DomainFacts | null; bounceDomain: string | null };
+}
 export interface DeactivateMotorBlock { type: 'DeactivateMotorBlock'; data: { confirm: boolean; now: Date } }
 export interface ReactivateMotorBlock { type: 'ReactivateMotorBlock'; data: { now: Date }; context: { domain: DomainFacts | null } }
 /** The operator stops a block of any type (`cli block deactivate`): a suspension the account cannot lift. */
@@ -175,8 +178,15 @@ const notDeleting = (s: MotorBlock): MotorBlock => {
   if (s.status === 'deletion_queued') throw errors.deleteInProgress();
   return s;
 };
-function checkDomain(d: DomainFacts | null, accountId: string): DomainFacts {
+/**
+ * The domain a block is put on (create, assign-domain): the account's, not at or under the bounce
+ * domain (`bounceDomain`: BOUNCE_DOMAIN, or null when it is off or not asked; such a domain was
+ * added before it was set), and a verified production domain. The blocks already on a domain are
+ * not asked about the bounce domain (a reactivation, an assign of the current domain).
+ */
+function checkDomain(d: DomainFacts | null, accountId: string, bounceDomain: string | null): DomainFacts {
   if (d === null || d.accountId !== accountId) throw errors.domainNotFound();
+  refuseBounceDomainForBlock(d, bounceDomain);
   if (!isProductionReady(d, accountId)) throw errors.domainNotVerified(d);
   return d;
 }
@@ -196,7 +206,7 @@ export function decide(command: MotorBlockCommand, state: MotorBlockState): Moto
         if (state.status === 'deleted') throw errors.createdBlockDeleted();
         return [];
       }
-      checkDomain(command.context.domain, c.accountId);
+      checkDomain(command.context.domain, c.accountId, command.context.bounceDomain);
       if (command.context.liveBlocks >= command.context.maxBlocks) throw errors.limitReached(command.context.maxBlocks);
       if (command.context.nameTaken) throw errors.nameConflict(c.name);
       return [{
@@ -224,7 +234,7 @@ export function decide(command: MotorBlockCommand, state: MotorBlockState): Moto
     case 'AssignMotorBlockDomain': {
       const s = notDeleting(managed(live(state)));
       if (!command.data.confirm) throw errors.confirmationRequired();
-      checkDomain(command.context.domain, s.accountId);
+      checkDomain(command.context.domain, s.accountId, s.domainId === command.data.domainId ? null : command.context.bounceDomain);
       if (s.domainId === command.data.domainId) return [];
       return [{ type: 'MotorBlockDomainAssigned', data: { motorBlockId: s.id, domainId: command.data.domainId, previousDomainId: s.domainId, at: command.data.now.toISOString() } }];
     }

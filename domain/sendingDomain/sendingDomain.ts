@@ -172,6 +172,8 @@ export interface ReservedDomains {
   bounceDomain: string | null;
 }
 
+const BOUNCE_DOMAIN_IS_THE_OPERATORS = 'the bounce domain carries the envelope sender of every message and is the operator\'s';
+
 /**
  * 400 domain_reserved for the operator's bounce domain and the names under it: a tenant holding a
  * DKIM key for it could send From: the domain every delivery's MAIL FROM is on, and its DSNs and
@@ -181,7 +183,22 @@ export interface ReservedDomains {
 export function refuseBounceDomain(name: string, bounceDomain: string | null): void {
   if (bounceDomain === null || !isAtOrUnder(name, bounceDomain)) return;
   throw fail('domain_reserved', 400, `${name} is the service's bounce domain or under it`, {
-    nextAction: 'Add a domain of your own; the bounce domain carries the envelope sender of every message and is the operator\'s', details: { field: 'domain' },
+    nextAction: `Add a domain of your own; ${BOUNCE_DOMAIN_IS_THE_OPERATORS}`, details: { field: 'domain' },
+  });
+}
+
+/**
+ * 400 domain_reserved for a block newly put on a domain at or under the bounce domain (create,
+ * assign-domain, sandbox convert). Such a domain was added before BOUNCE_DOMAIN named it: it stays
+ * the tenant's, and the blocks on it keep sending and reactivating (stopping them would break a
+ * live sender without warning), but it gets no new one. Names are compared normalised (an older
+ * release may have stored another spelling).
+ */
+export function refuseBounceDomainForBlock(domain: { id: string; name: string }, bounceDomain: string | null): void {
+  if (bounceDomain === null || !isAtOrUnder(normalizeDomainName(domain.name), bounceDomain)) return;
+  throw fail('domain_reserved', 400, `${domain.name} is the service's bounce domain or under it (set after the domain was added): no new Motor Block may use it`, {
+    nextAction: `Use a domain of your own for the block; blocks already on ${domain.name} keep sending, and ${BOUNCE_DOMAIN_IS_THE_OPERATORS}`,
+    details: { field: 'domainId', domainId: domain.id },
   });
 }
 

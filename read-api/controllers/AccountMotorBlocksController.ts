@@ -68,7 +68,7 @@ export class AccountMotorBlocksController extends Controller {
   @Post('motor-blocks')
   @Security('publicBearer', ['config.manage'])
   @SuccessResponse(201, 'Created')
-  @Response<ErrorResponse>(400, 'invalid_idempotency_key, validation_error')
+  @Response<ErrorResponse>(400, 'invalid_idempotency_key, validation_error, domain_reserved')
   @Response<ErrorResponse>(404, 'domain_not_found')
   @Response<ErrorResponse>(409, 'idempotency_conflict, domain_not_verified, motor_block_limit_reached, motor_block_name_conflict, motor_block_type_not_allowed')
   public async createAccountBlock(
@@ -109,7 +109,7 @@ export class AccountMotorBlocksController extends Controller {
   /** Moves the block to another verified, non-sandbox domain of the account; needs confirm: true. */
   @Post('motor-blocks/{id}/assign-domain')
   @Security('publicBearer', ['config.manage'])
-  @Response<ErrorResponse>(400, 'confirmation_required, validation_error, motor_block_id_conflict')
+  @Response<ErrorResponse>(400, 'confirmation_required, validation_error, motor_block_id_conflict, domain_reserved')
   @Response<ErrorResponse>(404, 'motor_block_not_found, domain_not_found')
   @Response<ErrorResponse>(409, 'domain_not_verified, motor_block_type_not_allowed, motor_block_delete_in_progress')
   public async assignAccountBlockDomain(@Request() req: ExpressRequest, @Path() id: string, @Body() body: AssignDomainBody, @Query() motorBlockId?: string): Promise<AccountMotorBlockResponse> {

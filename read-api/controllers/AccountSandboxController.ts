@@ -57,7 +57,7 @@ export class AccountSandboxController extends Controller {
 
   /** One-way conversion of the sandbox block onto a verified domain. Reports the credential changes; never returns a credential. */
   @Post('convert')
-  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id, domain_reserved')
   @Response<ErrorResponse>(404, 'sandbox_not_provisioned, domain_not_found')
   @Response<ErrorResponse>(409, 'domain_not_verified, sandbox_already_converted, motor_block_limit_reached, motor_block_name_conflict, sandbox_conflict')
   public async convert(@Request() req: ExpressRequest, @Body() body: ConvertSandboxBody): Promise<SandboxConvertResponse> {

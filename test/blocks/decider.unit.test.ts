@@ -46,7 +46,7 @@ const create = (over: Partial<CreateMotorBlock['data']> = {}, context: Partial<C
     motorBlockId: BLOCK, accountId: ACCOUNT, grantId: accountGrantId(ACCOUNT), name: 'Shop', blockType: 'general_purpose', description: null,
     domainId: DOMAIN, smtpUsername: 'mb_abc', idempotencyKey: 'k', inputFingerprint: 'fp1', now: T0, ...over,
   },
-  context: { domain: verified(), liveBlocks: 0, maxBlocks: 5, nameTaken: false, ...context },
+  context: { domain: verified(), liveBlocks: 0, maxBlocks: 5, nameTaken: false, bounceDomain: null, ...context },
 });
 
 /** given(events).when(command) → then(events) or thenFails(code). */
@@ -106,6 +106,20 @@ describe('Motor Block decider (unit, given/when/then)', () => {
     });
     it('name already used in the account → motor_block_name_conflict', () => {
       given().when(create({}, { nameTaken: true })).thenFails('motor_block_name_conflict');
+    });
+    it('a domain at or under the bounce domain (added before BOUNCE_DOMAIN was set) → domain_reserved, before its verification is looked at', () => {
+      for (const name of ['bounces.example.com', 'mail.bounces.example.com', 'Mail.Bounces.Example.com.']) {
+        given().when(create({}, { domain: verified({ name }), bounceDomain: 'bounces.example.com' })).thenFails('domain_reserved');
+      }
+      given().when(create({}, { domain: verified({ name: 'bounces.example.com', ownershipVerified: false }), bounceDomain: 'bounces.example.com' })).thenFails('domain_reserved');
+      // Of another account: not found, as any domain of another account.
+      given().when(create({}, { domain: verified({ name: 'bounces.example.com', accountId: OTHER }), bounceDomain: 'bounces.example.com' })).thenFails('domain_not_found');
+    });
+    it('the parent and a sibling of the bounce domain, or BOUNCE_DOMAIN unset → MotorBlockCreated', () => {
+      for (const name of ['example.com', 'notbounces.example.com']) {
+        given().when(create({}, { domain: verified({ name }), bounceDomain: 'bounces.example.com' })).then((out) => expect(types(out)).to.deep.equal(['MotorBlockCreated']));
+      }
+      given().when(create({}, { domain: verified({ name: 'bounces.example.com' }), bounceDomain: null })).then((out) => expect(types(out)).to.deep.equal(['MotorBlockCreated']));
     });
   });
 
@@ -260,18 +274,27 @@ describe('Motor Block decider (unit, given/when/then)', () => {
       given(created()).when({ type: 'ChangeMotorBlockType', data: { blockType: 'transactional', confirm: false, now: T0 } }).thenFails('confirmation_required');
     });
     it('assign a verified domain with confirm → MotorBlockDomainAssigned', () => {
-      given(created()).when({ type: 'AssignMotorBlockDomain', data: { domainId: DOMAIN2, confirm: true, now: T0 }, context: { domain: verified({ id: DOMAIN2 }) } })
+      given(created()).when({ type: 'AssignMotorBlockDomain', data: { domainId: DOMAIN2, confirm: true, now: T0 }, context: { domain: verified({ id: DOMAIN2 }), bounceDomain: null } })
         .then((out) => {
           expect(types(out)).to.deep.equal(['MotorBlockDomainAssigned']);
           expect(fold([created(), ...out])?.domainId).to.equal(DOMAIN2);
         });
     });
-    it('assign: no confirm → confirmation_required; unverified → domain_not_verified; sandbox → domain_not_verified; other account → domain_not_found', () => {
-      const assign = (confirm: boolean, domain: DomainFacts | null): MotorBlockCommand => ({ type: 'AssignMotorBlockDomain', data: { domainId: DOMAIN2, confirm, now: T0 }, context: { domain } });
+    it('assign: no confirm → confirmation_required; unverified → domain_not_verified; sandbox → domain_not_verified; other account → domain_not_found; at or under the bounce domain → domain_reserved', () => {
+      const assign = (confirm: boolean, domain: DomainFacts | null, bounceDomain: string | null = null): MotorBlockCommand => ({
+        type: 'AssignMotorBlockDomain', data: { domainId: DOMAIN2, confirm, now: T0 }, context: { domain, bounceDomain },
+      });
       given(created()).when(assign(false, verified({ id: DOMAIN2 }))).thenFails('confirmation_required');
       given(created()).when(assign(true, verified({ id: DOMAIN2, ownershipVerified: false }))).thenFails('domain_not_verified');
       given(created()).when(assign(true, verified({ id: DOMAIN2, sandbox: true }))).thenFails('domain_not_verified');
       given(created()).when(assign(true, verified({ id: DOMAIN2, accountId: OTHER }))).thenFails('domain_not_found');
+      given(created()).when(assign(true, verified({ id: DOMAIN2, name: 'mail.bounces.example.com' }), 'bounces.example.com')).thenFails('domain_reserved');
+    });
+    it('assign of the domain the block is on already, at or under the bounce domain → nothing to do (the block is not put on it anew)', () => {
+      given(created({ domainId: DOMAIN2 })).when({
+        type: 'AssignMotorBlockDomain', data: { domainId: DOMAIN2, confirm: true, now: T0 },
+        context: { domain: verified({ id: DOMAIN2, name: 'mail.bounces.example.com' }), bounceDomain: 'bounces.example.com' },
+      }).then((out) => expect(out).to.deep.equal([]));
     });
     it('changes while a deletion is queued → motor_block_delete_in_progress', () => {
       given(created(), deactivated, deletionRequested()).when({ type: 'RenameMotorBlock', data: { name: 'X', now: T0 }, context: { nameTaken: false } })

@@ -569,13 +569,18 @@ describe('CLI bootstrap (int)', function () {
 });
 
 /** A bootstrap that stopped after AccountCreated (the process died, the store failed): the next one finishes that account. */
-/** `bootstrap --domain` is a tenant's domain: never the operator's BOUNCE_DOMAIN nor a name under it (docs/DOMAINS.md "Bounce domain"). */
+/**
+ * `bootstrap --domain` is a tenant's domain, checked as the HTTP add checks one (parseDomainName):
+ * never SERVICE_DOMAIN, the operator's BOUNCE_DOMAIN nor a name under either (docs/DOMAINS.md
+ * "Bounce domain").
+ */
 describe('CLI bootstrap with BOUNCE_DOMAIN (int)', function () {
   this.timeout(120_000);
   const BOUNCE_DOMAIN = 'bounces.operator.test';
+  const SERVICE_DOMAIN = 'motor.test';
   let motor: TestMotor;
 
-  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'], env: { BOUNCE_DOMAIN } }); });
+  before(async () => { motor = await startTestMotor({ roles: ['api', 'projector'], env: { BOUNCE_DOMAIN, SERVICE_DOMAIN } }); });
   after(async () => { await motor?.close(); });
 
   const cli = (env: Record<string, string>, ...args: string[]) => runCli(motor, args, env);
@@ -589,6 +594,27 @@ describe('CLI bootstrap with BOUNCE_DOMAIN (int)', function () {
       const r = await cli({ BOUNCE_DOMAIN }, 'bootstrap', '--email', `reserved${i}@boot.example.test`, '--domain', domain, '--trust-dns');
       expect([r.code, r.out?.error], domain).to.deep.equal([1, 'domain_reserved']);
     }
+    expect(await written()).to.deep.equal(before);
+  });
+
+  it('SERVICE_DOMAIN, a name under it (a sandbox name too), in any case or with a trailing dot: exit 1 domain_reserved as the HTTP add; names the add finds invalid: exit 1 invalid_domain; nothing claimed, appended or stored', async () => {
+    const before = await written();
+    const env = { BOUNCE_DOMAIN, SERVICE_DOMAIN };
+    const reserved = [SERVICE_DOMAIN, 'Motor.Test.', 'mail.motor.test', 'x.sandbox.MOTOR.test'];
+    for (const [i, domain] of reserved.entries()) {
+      const r = await cli(env, 'bootstrap', '--email', `service${i}@boot.example.test`, '--domain', domain, '--trust-dns');
+      expect([r.code, r.out?.error, r.out?.field], domain).to.deep.equal([1, 'domain_reserved', 'domain']);
+    }
+    // An address, a numeric top-level label: the add refuses them, bootstrap (with a pattern of its own) took them.
+    for (const [i, domain] of ['192.0.2.1', 'example.123', 'exa mple.com'].entries()) {
+      const r = await cli(env, 'bootstrap', '--email', `invalid${i}@boot.example.test`, '--domain', domain, '--trust-dns');
+      expect([r.code, r.out?.error], domain).to.deep.equal([1, 'invalid_domain']);
+    }
+    // Without --json: one line on stderr, the code first.
+    const plain = await cliStderr(['bootstrap', '--email', 'service-plain@boot.example.test', '--domain', SERVICE_DOMAIN], { DATABASE_URL: motor.rt.databaseUrl, ...env });
+    expect(plain.code).to.equal(1);
+    expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
+    expect(plain.stderr).to.match(/^domain_reserved: /).and.include(SERVICE_DOMAIN);
     expect(await written()).to.deep.equal(before);
   });
 
