@@ -78,6 +78,13 @@ const MIGRATIONS = [
         // The last successful attempt of a delivery other than a test (the worker's failure clock).
         t.timestamp('last_success_at', { useTz: true });
       });
+      // A read model made before this column: the last success its attempts still hold (inside the
+      // retention window), rather than none, which would let the clock run from the endpoint's creation.
+      await knex.raw(`
+        UPDATE ${schema}.endpoints e SET last_success_at = s.at
+        FROM (SELECT a.webhook_id, max(a.attempted_at) AS at FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id
+              WHERE a.outcome = 'delivered' AND d.event <> 'webhook.test' GROUP BY a.webhook_id) s
+        WHERE e.id = s.webhook_id`);
     },
   },
 ];
