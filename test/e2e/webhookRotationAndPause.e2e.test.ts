@@ -240,7 +240,10 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
       const w = await create(receiver.url('/down?pause=1'));
       const job = await queueDelivery(w.id);
       const fourDaysOn = workerDeps(at(Date.now() + 4 * DAY));
+      const paused = async () => (await motor.rt.metrics.webhookEndpointsPaused.get()).values[0]?.value ?? 0;
+      const pausedBefore = await paused();
       expect(await attemptDelivery(fourDaysOn, job, 1)).to.equal('failed');
+      expect(await paused(), 'motor_webhook_endpoints_paused_total').to.equal(pausedBefore + 1);
       const shown = await listed(w.id);
       expect(shown).to.include({ enabled: false, disabledReason: 'failing', failingSince: w.createdAt });
       const events = await motor.rt.store.readStream(streamName('webhook', w.id));

@@ -166,6 +166,7 @@ async function pauseIfFailing(deps: WebhookWorkerDeps, job: WebhookJob, now: Dat
       const revision = events[events.length - 1].revision;
       try {
         await deps.store.append(stream, [toEventData(disabledEventIdOf(job.webhookId, revision), event, { actor: 'worker:webhooks' })], { expectedRevision: revision });
+        deps.metrics.webhookEndpointsPaused.inc();
         deps.logger.info({ webhookId: job.webhookId, motorBlockId: job.motorBlockId, deliveryId: job.deliveryId, since: event.data.since }, 'webhook endpoint paused: its deliveries kept failing');
         return;
       } catch (err) {
