@@ -390,6 +390,28 @@ export interface WebhookCreated {
 /** The endpoint's whole new state (url, events, enabled) after a PUT. */
 export interface WebhookUpdated { webhookId: string; motorBlockId: string; url: string; events: WebhookEventName[]; enabled: boolean; updatedAt: Iso }
 export interface WebhookDeleted { webhookId: string; motorBlockId: string; deletedAt: Iso }
+/**
+ * The signing secret was replaced (POST .../rotate-secret): `secretKeyId` signs from now on. The
+ * secret it replaces (`previousSecretKeyId`) still signs X-Service-Signature-Previous until
+ * `previousValidUntil` (null: dropped at once). Only one previous secret: a rotation inside the
+ * window drops the one before. Both secrets live in the key store, never in the log.
+ */
+export interface WebhookSecretRotated {
+  webhookId: string; motorBlockId: string; secretKeyId: string; previousSecretKeyId: string;
+  previousValidUntil: Iso | null; rotatedAt: Iso;
+}
+/**
+ * The webhook worker paused an endpoint whose deliveries kept failing: a delivery ended `failed`
+ * and no attempt had succeeded since `since` (the last success, or the endpoint's creation or last
+ * re-enabling), at least WEBHOOK_DISABLE_AFTER_DAYS before `disabledAt`. As a PUT `enabled: false`;
+ * a PUT `enabled: true` resumes it.
+ */
+export interface WebhookEndpointDisabled {
+  webhookId: string; motorBlockId: string; reason: 'failing'; since: Iso;
+  /** The delivery whose final failure decided it. */
+  deliveryId: string;
+  disabledAt: Iso;
+}
 
 // ---------------------------------------------------------------- webhookDelivery-<deliveryId>
 /**
@@ -410,6 +432,8 @@ export interface WebhookDeliveryAttempted {
   httpStatus: number | null; error: string | null; responseBody: string | null; durationMs: number;
   nextAttemptAt: Iso | null;
   attemptedAt: Iso;
+  /** The delivery's event (a `webhook.test` never counts for the failure clock). Absent on events before it was added. */
+  event?: WebhookEventName | 'webhook.test';
 }
 
 // ---------------------------------------------------------------- export-<uuid> (docs/EXPORTS.md)
@@ -581,6 +605,8 @@ export interface EventCatalogue {
   WebhookCreated: WebhookCreated;
   WebhookUpdated: WebhookUpdated;
   WebhookDeleted: WebhookDeleted;
+  WebhookSecretRotated: WebhookSecretRotated;
+  WebhookEndpointDisabled: WebhookEndpointDisabled;
   WebhookDeliveryQueued: WebhookDeliveryQueued;
   WebhookDeliveryAttempted: WebhookDeliveryAttempted;
   ExportRequested: ExportRequested;
@@ -686,6 +712,8 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   WebhookCreated: { category: 'webhook', version: 1 },
   WebhookUpdated: { category: 'webhook', version: 1 },
   WebhookDeleted: { category: 'webhook', version: 1 },
+  WebhookSecretRotated: { category: 'webhook', version: 1 },
+  WebhookEndpointDisabled: { category: 'webhook', version: 1 },
   WebhookDeliveryQueued: { category: 'webhookDelivery', version: 1 },
   WebhookDeliveryAttempted: { category: 'webhookDelivery', version: 1 },
   ExportRequested: { category: 'export', version: 1 },

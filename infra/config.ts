@@ -169,6 +169,8 @@ export interface Config {
     concurrency: number;
     /** Lets endpoints resolve to loopback and private addresses (off in production: SSRF guard). */
     allowPrivateAddresses: boolean;
+    /** Days without a successful attempt after which a delivery ending `failed` pauses its endpoint; 0: never. */
+    disableAfterDays: number;
   };
   /** Seconds a delivery job stays locked to its worker without a renewal (a crashed worker's jobs come back after it). */
   deliveryJobLockSeconds: number;
@@ -452,6 +454,7 @@ export function loadConfig(env: Env = process.env): Config {
       timeoutSeconds: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60),
       concurrency: int('WEBHOOK_CONCURRENCY', 16, 1, 1000),
       allowPrivateAddresses: bool('WEBHOOK_ALLOW_PRIVATE_URLS', false),
+      disableAfterDays: int('WEBHOOK_DISABLE_AFTER_DAYS', 3, 0, 365),
     },
     projectionBatchSize: int('PROJECTION_BATCH_SIZE', 5000, 1, 100_000),
     projectionBatchIntervalMs: int('PROJECTION_BATCH_INTERVAL_MS', 100, 0, 10_000),

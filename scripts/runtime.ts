@@ -298,7 +298,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     exportQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'export queue connection error'));
     background.push(new ExportEnqueuer(rt.db, rt.store, exportQueue, rt.logger).run(abort.signal).finally(() => exportQueue.close().catch(() => {})));
     extraWorkers.push(startExportWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
-    extraWorkers.push(startWebhookWorker({ store: rt.store, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
+    extraWorkers.push(startWebhookWorker({ store: rt.store, db: rt.db, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
     // Campaigns (docs/COMMUNICATIONS.md "Campaigns"): a subscriber queues one job per page of contacts, a worker sends them.
     const { CampaignEnqueuer, createCampaignQueue, startCampaignWorker } = await import('../workers/campaigns.js');
     const campaignQueue = createCampaignQueue(rt.redisUrl, rt.queuePrefix);

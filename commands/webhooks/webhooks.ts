@@ -6,7 +6,7 @@ import { fail } from '../../domain/errors';
 import { toEventData, type DomainEvent, type WebhookEventName } from '../../domain/events';
 import { newId, isUuid, type Clock } from '../../domain/ids';
 import {
-  MAX_WEBHOOKS_PER_BLOCK, deliveryIdOf, foldEndpoint, testEventPayload, webhookEvents, webhookUrl, type EndpointState,
+  MAX_WEBHOOKS_PER_BLOCK, deliveryIdOf, foldEndpoint, previousSecretWindow, rotateSecret, testEventPayload, webhookEvents, webhookUrl, type EndpointState,
 } from '../../domain/webhooks/webhooks';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
@@ -50,7 +50,14 @@ function endpointUrl(deps: WebhookDeps, value: unknown): string {
 }
 export interface WebhookCaller { accountId: string; motorBlockId: string; actor: string }
 
-export interface WebhookView { id: string; url: string; events: WebhookEventName[]; enabled: boolean; createdAt: string; updatedAt: string }
+export interface WebhookView {
+  id: string; url: string; events: WebhookEventName[]; enabled: boolean;
+  /** `failing`: the worker paused it, as its deliveries kept failing (docs/WEBHOOKS.md "Failing endpoints"); null otherwise. */
+  disabledReason: 'failing' | null;
+  /** With `disabledReason` `failing`: since when no attempt had succeeded (ISO 8601); null otherwise. */
+  failingSince: string | null;
+  createdAt: string; updatedAt: string;
+}
 export interface WebhookDeliveryView {
   id: string; event: string; messageId: string | null;
   status: 'queued' | 'delivered' | 'retrying' | 'failed';
@@ -101,8 +108,7 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   if (await full(deps.db)) throw limitReached();
   const webhookId = newId();
   const secretKeyId = newId();
-  const secret = `whsec_${randomBytes(32).toString('base64url')}`;
-  await deps.keys.put(secretKeyId, SECRET_ALGORITHM, secret);
+  const secret = await newSecret(deps.keys, secretKeyId);
   const now = deps.clock.now().toISOString();
   // Creates of one block take turns: a transaction-scoped advisory lock, held until the new row is
   // in the read model (awaited on the locked connection itself, so waiters cannot starve the pool
@@ -123,7 +129,46 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
     await deps.keys.remove(secretKeyId);
     throw refused;
   }
-  return { webhook: { id: webhookId, url, events, enabled: true, createdAt: now, updatedAt: now }, secret };
+  return { webhook: { id: webhookId, url, events, enabled: true, disabledReason: null, failingSince: null, createdAt: now, updatedAt: now }, secret };
+}
+
+/** A signing secret, kept encrypted in the key store under `keyId`: only the id goes into the log. */
+async function newSecret(keys: KeyStore, keyId: string): Promise<string> {
+  const secret = `whsec_${randomBytes(32).toString('base64url')}`;
+  await keys.put(keyId, SECRET_ALGORITHM, secret);
+  return secret;
+}
+
+/**
+ * POST .../rotate-secret: a new secret signs X-Service-Signature from now on; the one it replaces
+ * signs X-Service-Signature-Previous for `previousSecretValidForSeconds` (0 to 604,800, default
+ * 86,400), so a receiver can accept either while it switches. A previous secret still in its window
+ * is dropped (only one previous), and its key with it once the rotation is in the log.
+ */
+export async function rotateWebhookSecret(deps: WebhookDeps, caller: WebhookCaller, webhookId: string, body: unknown): Promise<{ webhook: WebhookView; secret: string }> {
+  const b = body === undefined || body === null ? {} : objectBody(body);
+  const windowSeconds = previousSecretWindow(b.previousSecretValidForSeconds);
+  const { state, revision } = await loadOwn(deps, caller, webhookId);
+  await assertBlockTakesWrites(deps.store, caller.motorBlockId);
+  const secretKeyId = newId();
+  const secret = await newSecret(deps.keys, secretKeyId);
+  try {
+    await appendAndAwait(deps, 'webhook.rotate_secret', webhookId, rotateSecret(state, { webhookId, secretKeyId, windowSeconds, now: deps.clock.now() }), revision, caller.actor);
+  } catch (err) {
+    // Not in the log (a concurrent change: 409 webhook_conflict): the new key is nobody's.
+    if (!(await isInLog(deps.store, webhookId, secretKeyId))) await deps.keys.remove(secretKeyId);
+    throw err;
+  }
+  // The replaced previous secret (in its window or not) signs nothing any more; a zero window drops the current one too.
+  if (state.previousSecretKeyId) await deps.keys.remove(state.previousSecretKeyId);
+  if (windowSeconds === 0) await deps.keys.remove(state.secretKeyId);
+  return { webhook: (await listWebhooks(deps.db, caller.motorBlockId, webhookId))[0], secret };
+}
+
+/** Whether a rotation naming `secretKeyId` reached the endpoint's stream (an append that failed after writing it). */
+async function isInLog(store: EventStore, webhookId: string, secretKeyId: string): Promise<boolean> {
+  const events = await store.readStream(stream(webhookId)).catch(() => []);
+  return events.some((e) => e.type === 'WebhookSecretRotated' && (e.data as { secretKeyId: string }).secretKeyId === secretKeyId);
 }
 
 /** PUT: any of url, events, enabled; what is left out keeps its value. */
@@ -168,14 +213,19 @@ export async function testWebhook(deps: WebhookDeps, caller: WebhookCaller, webh
   return { deliveryId, status: 'queued' };
 }
 
-interface EndpointRow { id: string; url: string; events: WebhookEventName[]; enabled: boolean; created_at: Date; updated_at: Date }
+interface EndpointRow {
+  id: string; url: string; events: WebhookEventName[]; enabled: boolean; disabled_reason: 'failing' | null; failing_since: Date | null; created_at: Date; updated_at: Date;
+}
 
 /** The block's live endpoints, oldest first (or the one named). */
 export async function listWebhooks(db: Knex, motorBlockId: string, webhookId?: string): Promise<WebhookView[]> {
   const q = db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ motor_block_id: motorBlockId }).whereNull('deleted_at');
   if (webhookId) q.andWhere({ id: webhookId });
-  const rows = (await q.orderBy([{ column: 'created_at' }, { column: 'id' }]).select('id', 'url', 'events', 'enabled', 'created_at', 'updated_at')) as EndpointRow[];
-  return rows.map((r) => ({ id: r.id, url: r.url, events: r.events, enabled: r.enabled, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString() }));
+  const rows = (await q.orderBy([{ column: 'created_at' }, { column: 'id' }]).select('id', 'url', 'events', 'enabled', 'disabled_reason', 'failing_since', 'created_at', 'updated_at')) as EndpointRow[];
+  return rows.map((r) => ({
+    id: r.id, url: r.url, events: r.events, enabled: r.enabled, disabledReason: r.disabled_reason, failingSince: r.failing_since?.toISOString() ?? null,
+    createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString(),
+  }));
 }
 
 async function requireEndpoint(db: Knex, motorBlockId: string, webhookId: string): Promise<void> {

@@ -90,20 +90,103 @@ export function retryDelaySeconds(schedule: readonly number[], attempt: number):
 /** An endpoint as its own stream `webhook-<id>` says it is now (commands decide on it; the worker posts by it). */
 export interface EndpointState {
   motorBlockId: string; accountId: string; url: string; events: WebhookEventName[]; enabled: boolean; deleted: boolean; secretKeyId: string;
+  /** The secret a rotation replaced, still signing X-Service-Signature-Previous until `previousValidUntil`. */
+  previousSecretKeyId: string | null; previousValidUntil: string | null;
+  /** Why the endpoint is paused when the worker paused it (`failing`), and since when nothing had succeeded then. */
+  disabledReason: 'failing' | null; failingSince: string | null;
+  /** Where the failure clock starts at the latest: creation, or the last PUT that resumed a paused endpoint. */
+  clockStartsAt: string;
 }
 
 export function foldEndpoint(events: readonly RecordedEvent[]): EndpointState | null {
   let s: EndpointState | null = null;
-  for (const e of events) {
-    const event = e as unknown as DomainEvent;
-    if (event.type === 'WebhookCreated') {
-      const d = event.data;
-      s = { motorBlockId: d.motorBlockId, accountId: d.accountId, url: d.url, events: d.events, enabled: true, deleted: false, secretKeyId: d.secretKeyId };
-    } else if (s !== null && event.type === 'WebhookUpdated') {
-      s = Object.assign(s, { url: event.data.url, events: event.data.events, enabled: event.data.enabled });
-    } else if (s !== null && event.type === 'WebhookDeleted') {
-      s.deleted = true;
-    }
-  }
+  for (const e of events) s = evolveEndpoint(s, e as unknown as DomainEvent);
   return s;
 }
+
+export function evolveEndpoint(s: EndpointState | null, event: DomainEvent): EndpointState | null {
+  if (event.type === 'WebhookCreated') {
+    const d = event.data;
+    return {
+      motorBlockId: d.motorBlockId, accountId: d.accountId, url: d.url, events: d.events, enabled: true, deleted: false, secretKeyId: d.secretKeyId,
+      previousSecretKeyId: null, previousValidUntil: null, disabledReason: null, failingSince: null, clockStartsAt: d.createdAt,
+    };
+  }
+  if (s === null) return s;
+  switch (event.type) {
+    case 'WebhookUpdated': {
+      const d = event.data;
+      const resumed = d.enabled && !s.enabled;
+      return {
+        ...s, url: d.url, events: d.events, enabled: d.enabled,
+        // Resuming is the owner's answer to the pause: the reason goes, and the clock starts again.
+        ...(d.enabled ? { disabledReason: null, failingSince: null } : {}),
+        ...(resumed ? { clockStartsAt: d.updatedAt } : {}),
+      };
+    }
+    case 'WebhookSecretRotated':
+      return { ...s, secretKeyId: event.data.secretKeyId, previousSecretKeyId: event.data.previousValidUntil === null ? null : event.data.previousSecretKeyId, previousValidUntil: event.data.previousValidUntil };
+    case 'WebhookEndpointDisabled':
+      return { ...s, enabled: false, disabledReason: event.data.reason, failingSince: event.data.since };
+    case 'WebhookDeleted':
+      return { ...s, deleted: true };
+    default:
+      return s;
+  }
+}
+
+/** `previousSecretValidForSeconds` of a rotation: how long the replaced secret still signs (SPEC "Webhooks"; docs/WEBHOOKS.md). */
+export const MAX_PREVIOUS_SECRET_SECONDS = 7 * 24 * 3600;
+export const DEFAULT_PREVIOUS_SECRET_SECONDS = 24 * 3600;
+
+/** 0 to 604,800 whole seconds, default 86,400; refused with 400 validation_error. */
+export function previousSecretWindow(value: unknown): number {
+  if (value === undefined) return DEFAULT_PREVIOUS_SECRET_SECONDS;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_PREVIOUS_SECRET_SECONDS) {
+    throw fail('validation_error', 400, `previousSecretValidForSeconds must be an integer from 0 to ${MAX_PREVIOUS_SECRET_SECONDS}`, { details: { field: 'previousSecretValidForSeconds' } });
+  }
+  return value;
+}
+
+/**
+ * The rotation event: the current secret becomes the previous one until `now + windowSeconds`
+ * (a zero window drops it at once). A previous secret still in its window is replaced: there is
+ * only ever one.
+ */
+export function rotateSecret(state: EndpointState, input: { webhookId: string; secretKeyId: string; windowSeconds: number; now: Date }): DomainEvent<'WebhookSecretRotated'> {
+  return {
+    type: 'WebhookSecretRotated',
+    data: {
+      webhookId: input.webhookId, motorBlockId: state.motorBlockId, secretKeyId: input.secretKeyId, previousSecretKeyId: state.secretKeyId,
+      previousValidUntil: input.windowSeconds === 0 ? null : new Date(input.now.getTime() + input.windowSeconds * 1000).toISOString(),
+      rotatedAt: input.now.toISOString(),
+    },
+  };
+}
+
+/** The previous secret's key id while it still signs at `now`, else null. */
+export function previousSecretAt(state: EndpointState, now: Date): string | null {
+  return state.previousSecretKeyId !== null && state.previousValidUntil !== null && Date.parse(state.previousValidUntil) > now.getTime() ? state.previousSecretKeyId : null;
+}
+
+/**
+ * Whether a delivery that just ended `failed` pauses its endpoint (docs/WEBHOOKS.md "Failing
+ * endpoints"): the endpoint is enabled, no attempt has succeeded for at least `disableAfterDays`
+ * (since the last success, or since its creation or last resume when later; 0 days: never), and the
+ * delivery is not a test. Returns the event, or null.
+ */
+export function disableIfFailing(state: EndpointState, input: {
+  webhookId: string; deliveryId: string; event: string; lastSuccessAt: Date | null; disableAfterDays: number; now: Date;
+}): DomainEvent<'WebhookEndpointDisabled'> | null {
+  if (input.disableAfterDays <= 0 || input.event === 'webhook.test' || state.deleted || !state.enabled) return null;
+  const start = Date.parse(state.clockStartsAt);
+  const since = input.lastSuccessAt && input.lastSuccessAt.getTime() > start ? input.lastSuccessAt.getTime() : start;
+  if (input.now.getTime() - since < input.disableAfterDays * 86_400_000) return null;
+  return {
+    type: 'WebhookEndpointDisabled',
+    data: { webhookId: input.webhookId, motorBlockId: state.motorBlockId, reason: 'failing', since: new Date(since).toISOString(), deliveryId: input.deliveryId, disabledAt: input.now.toISOString() },
+  };
+}
+
+/** The id of a WebhookEndpointDisabled: one per endpoint revision it was decided at, so a repeated decision appends nothing new. */
+export const disabledEventIdOf = (webhookId: string, revision: bigint): string => uuidV5(`webhook-disabled:${webhookId}:${revision}`);

@@ -15,7 +15,7 @@ import { TOMBSTONE } from '../blockTombstone';
  */
 
 export const WEBHOOKS_SCHEMA = 'rm_webhooks';
-export const WEBHOOKS_EVENTS = ['WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'WebhookDeliveryQueued', 'WebhookDeliveryAttempted', TOMBSTONE] as const;
+export const WEBHOOKS_EVENTS = ['WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'WebhookSecretRotated', 'WebhookEndpointDisabled', 'WebhookDeliveryQueued', 'WebhookDeliveryAttempted', TOMBSTONE] as const;
 
 const MIGRATIONS = [
   {
@@ -66,6 +66,27 @@ const MIGRATIONS = [
       });
     },
   },
+  {
+    // Secret rotation and the failure clock (docs/WEBHOOKS.md "Rotating the secret", "Failing endpoints").
+    name: '002_rotation_failing',
+    async up(knex: Knex, schema: string) {
+      await knex.schema.withSchema(schema).alterTable('endpoints', (t) => {
+        t.uuid('previous_secret_key_id');
+        t.timestamp('previous_secret_valid_until', { useTz: true });
+        t.text('disabled_reason');
+        t.timestamp('failing_since', { useTz: true });
+        // The last successful attempt of a delivery other than a test (the worker's failure clock).
+        t.timestamp('last_success_at', { useTz: true });
+      });
+      // A read model made before this column: the last success its attempts still hold (inside the
+      // retention window), rather than none, which would let the clock run from the endpoint's creation.
+      await knex.raw(`
+        UPDATE ${schema}.endpoints e SET last_success_at = s.at
+        FROM (SELECT a.webhook_id, max(a.attempted_at) AS at FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id
+              WHERE a.outcome = 'delivered' AND d.event <> 'webhook.test' GROUP BY a.webhook_id) s
+        WHERE e.id = s.webhook_id`);
+    },
+  },
 ];
 
 async function applyWebhooks(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
@@ -85,7 +106,24 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
       }
       case 'WebhookUpdated': {
         const d = event.data;
-        await t('endpoints').where({ id: d.webhookId }).update({ url: d.url, events: d.events, enabled: d.enabled, updated_at: d.updatedAt, revision });
+        // Resuming clears why the worker paused it (domain/webhooks evolveEndpoint).
+        await t('endpoints').where({ id: d.webhookId }).update({
+          url: d.url, events: d.events, enabled: d.enabled, updated_at: d.updatedAt, revision,
+          ...(d.enabled ? { disabled_reason: null, failing_since: null } : {}),
+        });
+        break;
+      }
+      case 'WebhookSecretRotated': {
+        const d = event.data;
+        await t('endpoints').where({ id: d.webhookId }).update({
+          secret_key_id: d.secretKeyId, previous_secret_key_id: d.previousValidUntil === null ? null : d.previousSecretKeyId,
+          previous_secret_valid_until: d.previousValidUntil, updated_at: d.rotatedAt, revision,
+        });
+        break;
+      }
+      case 'WebhookEndpointDisabled': {
+        const d = event.data;
+        await t('endpoints').where({ id: d.webhookId }).update({ enabled: false, disabled_reason: d.reason, failing_since: d.since, updated_at: d.disabledAt, revision });
         break;
       }
       case 'WebhookDeleted':
@@ -114,6 +152,17 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
           last_duration_ms: d.durationMs, last_attempt_at: d.attemptedAt, next_attempt_at: d.nextAttemptAt,
           completed_at: d.outcome === 'retrying' ? null : d.attemptedAt,
         });
+        // The failure clock: the last success of a delivery that is not a test. Events recorded before
+        // they named their delivery's event are told by the delivery row.
+        if (d.outcome === 'delivered') {
+          const counts = d.event !== undefined ? d.event !== 'webhook.test'
+            : (await t('deliveries').where({ id: d.deliveryId }).first('event'))?.event !== 'webhook.test';
+          if (counts) {
+            await t('endpoints').where({ id: d.webhookId })
+              .andWhere((q) => q.whereNull('last_success_at').orWhere('last_success_at', '<', d.attemptedAt))
+              .update({ last_success_at: d.attemptedAt });
+          }
+        }
         break;
       }
       case 'MotorBlockDeleted': {

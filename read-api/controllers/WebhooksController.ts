@@ -2,7 +2,7 @@ import type { Request as ExpressRequest } from 'express';
 import { Body, Controller, Delete, Get, Path, Post, Put, Query, Request, Response, Route, Security, SuccessResponse, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import {
-  createWebhook, deleteWebhook, listDeliveries, listWebhooks, testWebhook, updateWebhook, webhookStats,
+  createWebhook, deleteWebhook, listDeliveries, listWebhooks, rotateWebhookSecret, testWebhook, updateWebhook, webhookStats,
   type WebhookDeliveryView, type WebhookStats, type WebhookView,
 } from '../../commands/webhooks/webhooks';
 import type { WebhookEventName } from '../../domain/events';
@@ -20,11 +20,21 @@ export interface WebhookBody {
   /** PUT only: pause (false) or resume (true) deliveries. */
   enabled?: unknown;
 }
+export interface RotateSecretBody {
+  /** Seconds the replaced secret still signs X-Service-Signature-Previous: 0 to 604800, default 86400. */
+  previousSecretValidForSeconds?: unknown;
+}
 export interface WebhookListResponse { success: true; data: WebhookView[] }
 export interface WebhookResponse { success: true; data: WebhookView }
 export interface WebhookCreatedResponse {
   success: true;
   /** `secret` is shown here once: it signs every delivery (X-Service-Signature). */
+  data: WebhookView & { secret: string };
+  message: string;
+}
+export interface WebhookSecretRotatedResponse {
+  success: true;
+  /** The new `secret` is shown here once: it signs X-Service-Signature from now on. */
   data: WebhookView & { secret: string };
   message: string;
 }
@@ -101,6 +111,23 @@ export class WebhooksController extends Controller {
   public async remove(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string): Promise<WebhookDeletedResponse> {
     const { deps, caller } = callerOf(req, id);
     return { success: true, data: await deleteWebhook(deps, caller, webhookId) };
+  }
+
+  /**
+   * Replaces the signing secret; the answer carries the new one, once. The replaced secret still signs
+   * X-Service-Signature-Previous for `previousSecretValidForSeconds` (default one day), so the receiver
+   * can accept either while it switches.
+   */
+  @Post('{id}/webhooks/{webhookId}/rotate-secret')
+  @Security('publicBearer', ['webhooks.manage'])
+  @Response<ErrorResponse>(400, 'validation_error, invalid_id')
+  @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
+  @Response<ErrorResponse>(409, 'webhook_conflict; motor_block_delete_in_progress')
+  @Response<ErrorResponse>(422, 'validation_error: not a JSON object, or a field other than previousSecretValidForSeconds')
+  public async rotateSecret(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body?: RotateSecretBody): Promise<WebhookSecretRotatedResponse> {
+    const { deps, caller } = callerOf(req, id);
+    const { webhook, secret } = await rotateWebhookSecret(deps, caller, webhookId, body);
+    return { success: true, data: { ...webhook, secret }, message: 'Keep the new secret: it is not shown again. The previous one signs X-Service-Signature-Previous until its window ends' };
   }
 
   /** Queues a synthetic `webhook.test` delivery (also to a disabled endpoint); read its outcome in the deliveries. */

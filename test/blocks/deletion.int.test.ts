@@ -217,6 +217,7 @@ async function writesWith(motor: TestMotor, motorBlockId: string, hookId: string
     await call(motor, 'POST', `${base}/webhooks`, token, { url: 'https://hooks.example.test/after' }),
     await call(motor, 'PUT', `${base}/webhooks/${hookId}`, token, { enabled: false }),
     await call(motor, 'POST', `${base}/webhooks/${hookId}/test`, token, {}),
+    await call(motor, 'POST', `${base}/webhooks/${hookId}/rotate-secret`, token, {}),
     await call(motor, 'DELETE', `${base}/webhooks/${hookId}`, token),
   ];
   return answers.map((r) => [r.status, r.body.code]);

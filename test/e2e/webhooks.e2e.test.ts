@@ -401,8 +401,8 @@ describe('webhooks (e2e)', function () {
     it('a job run again after its worker died past recording an attempt numbers the next one after it (its record is not dropped as a repeat)', async () => {
       const w = await create(receiver.url('/flaky'));
       const deps = {
-        store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
-        settings: { retrySchedule: [60], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: true },
+        store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
+        settings: { retrySchedule: [60], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: true, disableAfterDays: 0 },
       };
       const job = { deliveryId: '0194b3c0-0000-7000-8000-000000000002', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test' as const, payload: { id: 'y' } };
       await queueDelivery(job);
@@ -422,8 +422,8 @@ describe('webhooks (e2e)', function () {
       const job = { deliveryId: '0194b3c0-0000-7000-8000-000000000001', webhookId: w.id, motorBlockId: block.motorBlockId, event: 'webhook.test' as const, payload: { id: 'x' } };
       await queueDelivery(job);
       const outcome = await attemptDelivery({
-        store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
-        settings: { retrySchedule: [], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: false },
+        store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
+        settings: { retrySchedule: [], timeoutSeconds: 2, concurrency: 1, allowPrivateAddresses: false, disableAfterDays: 0 },
       }, job, 1);
       expect(outcome).to.equal('failed');
       expect(receiver.received.length).to.equal(posts);

@@ -8,6 +8,7 @@ import { AUTH, MCP, MCP_ENV, connectAgent, metadataUrlOf, revokeGrant, rpc, tool
 const FULL = '/v1/service/mcp';
 const ANALYTICS = '/v1/service_analytics/mcp';
 const DOMAINS = '/v1/service_domains/mcp';
+const WEBHOOKS = '/v1/service_webhooks/mcp';
 const REQUEST_LIMIT = 30;
 
 const TOOLS = {
@@ -17,7 +18,7 @@ const TOOLS = {
   domainsManage: ['add_domain', 'verify_domain', 'check_domain_dns', 'rotate_domain_dkim'],
   sandbox: ['get_sandbox_status', 'provision_sandbox', 'set_sandbox_allowlist', 'convert_sandbox'],
   webhooksRead: ['list_webhooks', 'list_webhook_deliveries', 'get_webhook_stats'],
-  webhooksManage: ['create_webhook', 'update_webhook', 'delete_webhook', 'test_webhook'],
+  webhooksManage: ['create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'test_webhook'],
   recipients: ['list_free_recipients', 'add_free_recipient', 'remove_free_recipient'],
   blocks: ['create_motor_block', 'rename_motor_block', 'deactivate_motor_block', 'reactivate_motor_block', 'delete_motor_block', 'get_motor_block_deletion'],
 };
@@ -157,6 +158,14 @@ describe('MCP agent-tool servers: metadata, authentication, scopes (int)', funct
     const implied = await rpc(motor, DOMAINS, toolCall(9, 'get_domain', { domainId: b.domainId }), manager.accessToken);
     expect(implied.status).to.equal(200);
     expect(JSON.parse(implied.body.result.content[0].text).id).to.equal(b.domainId);
+  });
+
+  it('rotate_webhook_secret needs manage:webhooks: a read:webhooks grant gets 403 insufficient_scope', async () => {
+    const reader = await grant(WEBHOOKS, ['read:webhooks']);
+    const r = await rpc(motor, WEBHOOKS, toolCall(5, 'rotate_webhook_secret', { motorBlockId: b.motorBlockId, webhookId: '0194b3c0-0000-7000-8000-000000000001' }), reader.accessToken);
+    expect(r.status).to.equal(403);
+    expect(r.headers.get('www-authenticate')).to.equal(`Bearer error="insufficient_scope", scope="manage:webhooks", resource_metadata="${metadataUrlOf(WEBHOOKS)}"`);
+    expect(r.body.missing_scopes).to.deep.equal(['manage:webhooks']);
   });
 
   it('a batch needing two missing scopes gets one challenge naming both', async () => {

@@ -123,6 +123,7 @@ describe('MCP agent tools (int)', function () {
         ['get_block_overview', { motorBlockId: theirs }],
         ['list_webhooks', { motorBlockId: theirs }],
         ['create_webhook', { motorBlockId: theirs, url: 'https://hooks.example.test/x' }],
+        ['rotate_webhook_secret', { motorBlockId: theirs, webhookId: randomUUID() }],
         ['rename_motor_block', { motorBlockId: theirs, name: 'mine now' }],
         ['deactivate_motor_block', { motorBlockId: theirs, confirm: true }],
       ];
@@ -189,14 +190,22 @@ describe('MCP agent tools (int)', function () {
     });
   });
 
-  it('webhooks: create (secret once) → list → update → test → deliveries and stats → delete', async () => {
+  it('webhooks: create (secret once) → rotate its secret → list → update → test → deliveries and stats → delete', async () => {
     const created = await ok(agent, 'create_webhook', { motorBlockId: owner.motorBlockId, url: 'https://hooks.example.test/motor', events: ['message.delivered'] });
     expect(created.secret).to.match(/^whsec_/);
-    expect(created).to.include({ url: 'https://hooks.example.test/motor', enabled: true });
+    expect(created).to.include({ url: 'https://hooks.example.test/motor', enabled: true, disabledReason: null, failingSince: null });
     const webhookId = created.id as string;
+    // Rotation: the new secret once, as create shows its own; the endpoint as the resource is.
+    const rotated = await ok(agent, 'rotate_webhook_secret', { motorBlockId: owner.motorBlockId, webhookId, previousSecretValidForSeconds: 60 });
+    expect(rotated.secret).to.match(/^whsec_/).and.not.equal(created.secret);
+    expect(rotated).to.include({ id: webhookId, url: 'https://hooks.example.test/motor', enabled: true, disabledReason: null, failingSince: null });
+    expect(await lastActor(streamName('webhook', webhookId))).to.equal(`agent:${grantId}`);
+    const badWindow = await call(agent, 'rotate_webhook_secret', { motorBlockId: owner.motorBlockId, webhookId, previousSecretValidForSeconds: 604801 });
+    expect([badWindow.isError, badWindow.json.error]).to.deep.equal([true, 'validation_error']);
     const listed = await ok(agent, 'list_webhooks', { motorBlockId: owner.motorBlockId });
     expect(listed.webhooks.map((w: { id: string }) => w.id)).to.include(webhookId);
     expect(JSON.stringify(listed)).to.not.include(created.secret);
+    expect(JSON.stringify(listed)).to.not.include(rotated.secret);
     const updated = await ok(agent, 'update_webhook', { motorBlockId: owner.motorBlockId, webhookId, enabled: false });
     expect(updated).to.include({ id: webhookId, enabled: false });
     const queued = await ok(agent, 'test_webhook', { motorBlockId: owner.motorBlockId, webhookId });

@@ -60,4 +60,31 @@ describe('webhooks projection (int)', () => {
     expect(stats).to.include({ delivered: 1, failed: 3 });
     expect(stats.latency).to.deep.equal({ attempts: 2, avgMs: 100, p50Ms: 100, p95Ms: 118 });
   });
+
+  it('a read model made before the failure clock learns each endpoint\'s last success from the attempts it holds (tests left out)', async () => {
+    const schema = 'rm_webhooks_backfill_test';
+    const [before, add] = webhooksProjection.migrations;
+    await db.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
+    await before.up(db, schema);
+    const t = (table: string) => db.withSchema(schema).table(table);
+    const [a, b] = [randomUUID(), randomUUID()];
+    const at = (h: number) => new Date(Date.UTC(2026, 10, 20, h));
+    for (const id of [a, b]) {
+      await t('endpoints').insert({ id, motor_block_id: randomUUID(), account_id: randomUUID(), url: 'https://x.test/', events: ['message.delivered'], enabled: true, secret_key_id: randomUUID(), created_at: at(0), updated_at: at(0), revision: 0 });
+    }
+    const delivery = async (webhookId: string, event: string, attempts: Array<[string, number]>) => {
+      const id = randomUUID();
+      await t('deliveries').insert({ id, webhook_id: webhookId, motor_block_id: randomUUID(), event, status: 'delivered', queued_at: at(0) });
+      for (const [i, [outcome, h]] of attempts.entries()) await t('attempts').insert({ delivery_id: id, attempt: i + 1, webhook_id: webhookId, motor_block_id: randomUUID(), outcome, duration_ms: 5, attempted_at: at(h) });
+    };
+    await delivery(a, 'message.delivered', [['retrying', 1], ['delivered', 2]]);
+    await delivery(a, 'message.delivered', [['delivered', 5]]);
+    await delivery(a, 'webhook.test', [['delivered', 9]]);
+    await delivery(b, 'webhook.test', [['delivered', 9]]);
+    await delivery(b, 'message.delivered', [['failed', 10]]);
+    await add.up(db, schema);
+    const rows = await t('endpoints').select('id', 'last_success_at');
+    expect(Object.fromEntries(rows.map((r) => [r.id, r.last_success_at?.toISOString() ?? null]))).to.deep.equal({ [a]: at(5).toISOString(), [b]: null });
+    await db.raw(`DROP SCHEMA ${schema} CASCADE`);
+  });
 });

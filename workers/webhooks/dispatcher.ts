@@ -40,7 +40,7 @@ export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';
 /** The dispatcher's name, and so its row in motor_workers.checkpoints. */
 export const WEBHOOK_DISPATCHER = 'webhook-dispatcher';
 const TYPES = [
-  'WebhookCreated', 'WebhookUpdated', 'WebhookDeleted', 'MotorBlockDeletionRequested', 'MotorBlockDeleted', 'MessageAccepted',
+  'WebhookCreated', 'WebhookUpdated', 'WebhookEndpointDisabled', 'WebhookDeleted', 'MotorBlockDeletionRequested', 'MotorBlockDeleted', 'MessageAccepted',
   'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived',
   'WebhookDeliveryQueued',
 ] as const;
@@ -158,6 +158,13 @@ export class WebhookDispatcher {
         case 'WebhookUpdated': {
           const t = this.targets.get(event.data.webhookId);
           if (t) Object.assign(t, { events: event.data.events, enabled: event.data.enabled });
+          changedTargets.add(event.data.webhookId);
+          break;
+        }
+        case 'WebhookEndpointDisabled': {
+          // Paused by the worker (its deliveries kept failing): as a PUT `enabled: false`.
+          const t = this.targets.get(event.data.webhookId);
+          if (t) t.enabled = false;
           changedTargets.add(event.data.webhookId);
           break;
         }

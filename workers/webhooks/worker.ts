@@ -1,8 +1,12 @@
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Knex } from 'knex';
 import { WrongExpectedRevisionError, streamName, type EventData, type EventStore } from '../../domain/eventStore';
 import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
 import type { Clock } from '../../domain/ids';
-import { attemptEventIdOf, foldEndpoint, retryDelaySeconds } from '../../domain/webhooks/webhooks';
+import {
+  attemptEventIdOf, disableIfFailing, disabledEventIdOf, foldEndpoint, previousSecretAt, retryDelaySeconds, type EndpointState,
+} from '../../domain/webhooks/webhooks';
+import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { loadBlock } from '../../commands/blocks/grants';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import type { Logger } from '../../infra/logger';
@@ -27,8 +31,12 @@ export interface WebhookJob {
   payload: Record<string, unknown>;
 }
 
-export interface WebhookSettings { retrySchedule: number[]; timeoutSeconds: number; concurrency: number; allowPrivateAddresses: boolean }
-export interface WebhookWorkerDeps { store: EventStore; keys: KeyStore; clock: Clock; logger: Logger; metrics: Metrics; settings: WebhookSettings }
+export interface WebhookSettings { retrySchedule: number[]; timeoutSeconds: number; concurrency: number; allowPrivateAddresses: boolean; disableAfterDays: number }
+export interface WebhookWorkerDeps {
+  store: EventStore; keys: KeyStore; clock: Clock; logger: Logger; metrics: Metrics; settings: WebhookSettings;
+  /** The webhooks read model: an endpoint's last successful attempt (the failure clock). */
+  db: Knex;
+}
 
 export function createWebhookQueue(redisUrl: string, prefix = 'motor'): Queue<WebhookJob> {
   return new Queue<WebhookJob>(WEBHOOK_QUEUE, {
@@ -73,14 +81,14 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
   } else if (!endpoint.enabled && job.event !== 'webhook.test') {
     result = { ok: false, status: null, error: 'webhook_disabled', responseBody: null, durationMs: 0 };
   } else {
-    const secret = await deps.keys.get(endpoint.secretKeyId);
-    if (!secret) throw new UnrecoverableError(`signing secret ${endpoint.secretKeyId} of webhook ${job.webhookId} is missing from the key store`);
+    const secrets = await signingSecrets(deps, job.webhookId, endpoint);
     const body = JSON.stringify(job.payload);
     result = await postWebhook({
       url: endpoint.url,
       body,
       headers: {
-        'X-Service-Signature': signWebhookBody(secret.privateKeyPem, body),
+        'X-Service-Signature': signWebhookBody(secrets.current, body),
+        ...(secrets.previous === null ? {} : { 'X-Service-Signature-Previous': signWebhookBody(secrets.previous, body) }),
         'X-Service-Event': job.event,
         'X-Service-Delivery': job.deliveryId,
         'X-Service-Attempt': String(attempt),
@@ -99,6 +107,7 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
     httpStatus: result.status, error: result.error, responseBody: result.responseBody, durationMs: result.durationMs,
     nextAttemptAt: wait === null ? null : new Date(now.getTime() + wait * 1000).toISOString(),
     attemptedAt: now.toISOString(),
+    event: job.event as WebhookDeliveryAttempted['event'],
   };
   const record = toEventData(attemptEventIdOf(job.deliveryId, attempt), { type: 'WebhookDeliveryAttempted', data }, { actor: 'worker:webhooks' });
   if (!(await recordAttempt(deps.store, streamName('webhookDelivery', job.deliveryId), record, recorded[recorded.length - 1].revision))) {
@@ -106,7 +115,67 @@ export async function attemptDelivery(deps: WebhookWorkerDeps, job: WebhookJob, 
     return 'dropped';
   }
   deps.metrics.webhookAttempts.inc({ outcome });
+  // A delivery that failed at the endpoint (not one stopped by a pause or a deletion) may pause it.
+  if (outcome === 'failed' && !final) await pauseIfFailing(deps, job, now);
   return outcome;
+}
+
+/**
+ * The secrets an attempt signs with, read at the attempt (so a retry after a rotation is signed
+ * with the new one): the current one, and the previous one while its window lasts. A rotation may
+ * have removed a key (the previous one, or the current one with a zero window) since this attempt
+ * read the endpoint: then the endpoint is read once more.
+ */
+async function signingSecrets(deps: WebhookWorkerDeps, webhookId: string, endpoint: EndpointState): Promise<{ current: string; previous: string | null }> {
+  let state = endpoint;
+  for (let tries = 1; ; tries++) {
+    const previousId = previousSecretAt(state, deps.clock.now());
+    const [current, previous] = await Promise.all([deps.keys.get(state.secretKeyId), previousId === null ? null : deps.keys.get(previousId)]);
+    if (current) return { current: current.privateKeyPem, previous: previous?.privateKeyPem ?? null };
+    const again = tries === 1 ? foldEndpoint(await deps.store.readStream(streamName('webhook', webhookId))) : null;
+    if (!again || again.secretKeyId === state.secretKeyId) {
+      throw new UnrecoverableError(`signing secret ${state.secretKeyId} of webhook ${webhookId} is missing from the key store`);
+    }
+    state = again;
+  }
+}
+
+/**
+ * After a delivery ended `failed`: pauses its endpoint when nothing has succeeded there for
+ * WEBHOOK_DISABLE_AFTER_DAYS (domain/webhooks disableIfFailing). The last success is the read
+ * model's (`rm_webhooks.endpoints.last_success_at`); the decision is appended to `webhook-<id>` at
+ * the revision it was made on, with an id derived from that revision: a job run twice appends it
+ * once, and a PUT that lands first (a resume resets the clock) makes this append conflict, after
+ * which it is decided again on the new state. A failure here is logged, not thrown: the attempt is
+ * recorded, and the endpoint's next failed delivery decides again.
+ */
+async function pauseIfFailing(deps: WebhookWorkerDeps, job: WebhookJob, now: Date): Promise<void> {
+  const { disableAfterDays } = deps.settings;
+  if (disableAfterDays <= 0 || job.event === 'webhook.test') return;
+  const stream = streamName('webhook', job.webhookId);
+  try {
+    for (let tries = 1; tries <= 5; tries++) {
+      const [events, row] = await Promise.all([
+        deps.store.readStream(stream),
+        deps.db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ id: job.webhookId }).first('last_success_at') as Promise<{ last_success_at: Date | null } | undefined>,
+      ]);
+      const state = foldEndpoint(events);
+      if (!state) return;
+      const event = disableIfFailing(state, { webhookId: job.webhookId, deliveryId: job.deliveryId, event: job.event, lastSuccessAt: row?.last_success_at ?? null, disableAfterDays, now });
+      if (!event) return;
+      const revision = events[events.length - 1].revision;
+      try {
+        await deps.store.append(stream, [toEventData(disabledEventIdOf(job.webhookId, revision), event, { actor: 'worker:webhooks' })], { expectedRevision: revision });
+        deps.metrics.webhookEndpointsPaused.inc();
+        deps.logger.info({ webhookId: job.webhookId, motorBlockId: job.motorBlockId, deliveryId: job.deliveryId, since: event.data.since }, 'webhook endpoint paused: its deliveries kept failing');
+        return;
+      } catch (err) {
+        if (!(err instanceof WrongExpectedRevisionError)) throw err;
+      }
+    }
+  } catch (err) {
+    deps.logger.warn({ err, webhookId: job.webhookId, deliveryId: job.deliveryId }, 'could not decide whether to pause a failing webhook endpoint');
+  }
 }
 
 /**

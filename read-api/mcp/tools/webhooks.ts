@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import {
-  createWebhook, deleteWebhook, listDeliveries, listWebhooks, testWebhook, updateWebhook, webhookStats, type WebhookCaller, type WebhookDeps,
+  createWebhook, deleteWebhook, listDeliveries, listWebhooks, rotateWebhookSecret, testWebhook, updateWebhook, webhookStats, type WebhookCaller, type WebhookDeps,
 } from '../../../commands/webhooks/webhooks';
 import { WEBHOOK_EVENTS } from '../../../domain/webhooks/webhooks';
 import { intParam } from '../../http/params';
@@ -91,6 +91,19 @@ export const updateWebhookTool = defineTool({
   },
 });
 
+export const rotateWebhookSecretTool = defineTool({
+  name: 'rotate_webhook_secret',
+  scope: 'manage:webhooks',
+  readOnly: false,
+  description: 'Replace a webhook\'s signing secret. The answer carries the new secret ONCE: it signs X-Service-Signature from now on; the replaced one signs X-Service-Signature-Previous for previousSecretValidForSeconds (default 86400, 0 drops it at once) so the receiver can switch without downtime.',
+  input: { motorBlockId, webhookId, previousSecretValidForSeconds: z.number().int().optional().describe('0 to 604800, default 86400') },
+  async run(env, { motorBlockId, webhookId, ...body }) {
+    const { deps, caller } = await callerOf(env, motorBlockId);
+    const { webhook, secret } = await rotateWebhookSecret(deps, caller, webhookId, body);
+    return { ...webhook, secret, message: 'Keep the new secret: it is not shown again' };
+  },
+});
+
 export const deleteWebhookTool = defineTool({
   name: 'delete_webhook',
   scope: 'manage:webhooks',
@@ -117,5 +130,5 @@ export const testWebhookTool = defineTool({
 });
 
 export const WEBHOOK_TOOLS = [
-  listWebhooksTool, listWebhookDeliveriesTool, getWebhookStatsTool, createWebhookTool, updateWebhookTool, deleteWebhookTool, testWebhookTool,
+  listWebhooksTool, listWebhookDeliveriesTool, getWebhookStatsTool, createWebhookTool, updateWebhookTool, rotateWebhookSecretTool, deleteWebhookTool, testWebhookTool,
 ];

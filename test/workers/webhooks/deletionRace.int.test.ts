@@ -63,8 +63,8 @@ describe('block deletion and webhooks: races (int)', function () {
 
   const webhookDeps = () => ({ store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true });
   const workerDeps = (): WebhookWorkerDeps => ({
-    store: motor.rt.store, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
-    settings: { retrySchedule: [60], timeoutSeconds: 30, concurrency: 1, allowPrivateAddresses: true },
+    store: motor.rt.store, db: motor.rt.db, keys: motor.rt.keys, clock: motor.rt.clock, logger: motor.rt.logger, metrics: motor.rt.metrics,
+    settings: { retrySchedule: [60], timeoutSeconds: 30, concurrency: 1, allowPrivateAddresses: true, disableAfterDays: 0 },
   });
   const deletionDeps = (followers?: BlockDeletionDeps['followers']): BlockDeletionDeps => ({
     // The test's directory has no cache (TTL 0): nothing to wait out after its row shows the request.
