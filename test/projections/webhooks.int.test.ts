@@ -8,6 +8,7 @@ import { PostgresEventStore } from '../../infra/eventstore/postgres/postgresEven
 import { webhooksProjection } from '../../projections/webhooks/projection.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { createTestDatabase } from '../support/db.js';
+import { catchUpAll } from './fixtures.js';
 
 /** The webhooks read model from its events (projections/webhooks), read through the stats route's query. */
 describe('webhooks projection (int)', () => {
@@ -54,7 +55,8 @@ describe('webhooks projection (int)', () => {
       { outcome: 'failed', error: 'invalid_url', durationMs: 0, httpStatus: null }]);
     const runner = new ProjectionRunner(db, store, webhooksProjection);
     await runner.init();
-    await runner.catchUp();
+    // 12 events: the endpoint's and its four deliveries' (one catchUp may stop short: fixtures.ts).
+    await catchUpAll(runner, 12);
 
     const stats = await webhookStats(db, motorBlockId, webhookId, 1, { retentionDays: 30, now });
     expect(stats).to.include({ delivered: 1, failed: 3 });
