@@ -361,8 +361,9 @@ export function startDeliveryWorker(inputDeps: DeliveryDeps, redisUrl: string, c
     DELIVERY_QUEUE,
     async (job: Job<DeliveryJob>, token?: string) => {
       // A job knows its message's size from the log (MessageAccepted for a first attempt,
-      // DeliveryDeferred for a retry): it waits for room before reading the message, so waiting
-      // jobs hold nothing. A job without it learns the size from the stream (deliverRound).
+      // DeliveryDeferred for a retry) or the messages read model (a sweeper's job): it waits for
+      // room before reading the message, so waiting jobs hold nothing. A job without it learns the
+      // size from the stream (deliverRound).
       const size = job.data.contentBytes;
       const release = size !== undefined ? await memory.hold(size) : null;
       let result: RoundResult;

@@ -8,8 +8,9 @@ export interface DeliveryJob {
   messageId: string;
   /**
    * The message's content bytes: MessageAccepted's on a first attempt's job, DeliveryDeferred's on
-   * a retry's. With it the worker waits for room before reading the message; absent on jobs from
-   * older events and on the sweeper's.
+   * a retry's, the messages read model's on the sweeper's. With it the worker waits for room before
+   * reading the message; absent on jobs from older events, and on the sweeper's when the read
+   * model's row has no size (made before its content_bytes column, until a replay).
    */
   contentBytes?: number;
 }

@@ -2,14 +2,16 @@ import type { Knex } from 'knex';
 import type { Queue } from 'bullmq';
 import type { Logger } from '../infra/logger';
 import { sleep } from '../infra/sleep';
-import { findStalledMessageIds } from '../projections/messages/stalled';
+import { findStalledMessages } from '../projections/messages/stalled';
 import type { DeliveryJob } from './queue';
 
 /**
  * The safety net under the enqueuer: if Redis lost jobs (restart without persistence, eviction)
  * or a job failed for good, the message would wait forever. Every few minutes the sweeper asks the
  * messages read model for recipients that should have moved on and queues a delivery round for
- * them (job id per message and sweep window, so sweeps do not pile up).
+ * them (job id per message and sweep window, so sweeps do not pile up). The job carries the
+ * message's contentBytes when the read model has it, as the enqueuer's do, so it waits for room in
+ * the delivery memory budget before reading the message (docs/DELIVERY.md).
  *
  * The first sweep comes soon after start (firstSweepDelayMs), not a whole interval later: the
  * timer starts again with every worker process, so a worker restarted more often than `everyMs`
@@ -43,12 +45,16 @@ export class DeliverySweeper {
   }
 
   async sweepOnce(now = new Date()): Promise<number> {
-    const ids = await findStalledMessageIds(this.db, now, this.opts.stalledAfterMs, 1000);
-    if (ids.length === 0) return 0;
+    const stalled = await findStalledMessages(this.db, now, this.opts.stalledAfterMs, 1000);
+    if (stalled.length === 0) return 0;
     const window = Math.floor(now.getTime() / this.opts.everyMs);
-    await this.queue.addBulk(ids.map((messageId) => ({ name: 'deliver', data: { messageId }, opts: { jobId: `${messageId}-sweep-${window}` } })));
-    this.logger.warn({ count: ids.length }, 'sweeper re-queued stalled messages');
-    return ids.length;
+    await this.queue.addBulk(stalled.map(({ messageId, contentBytes }) => ({
+      name: 'deliver',
+      data: contentBytes === null ? { messageId } : { messageId, contentBytes },
+      opts: { jobId: `${messageId}-sweep-${window}` },
+    })));
+    this.logger.warn({ count: stalled.length }, 'sweeper re-queued stalled messages');
+    return stalled.length;
   }
 
   async run(signal: AbortSignal): Promise<void> {

@@ -80,4 +80,16 @@ export const messagesMigrations: readonly ProjectionMigration[] = [
       await knex.raw(`create index messages_account_queued on ${q('messages')} (account_id, queued_at desc, id desc)`);
     },
   },
+  {
+    // The message's content bytes (MessageAccepted.contentBytes): the sweeper's jobs carry it, so
+    // they wait for room in the delivery memory budget before reading the message (docs/DELIVERY.md
+    // "Memory for messages being delivered"). Rows made before this column stay null until a
+    // replay (`npm run replay -- messages`); their sweeper jobs go without the size, as before.
+    name: '002_content_bytes',
+    async up(knex, schema) {
+      await knex.schema.withSchema(schema).alterTable('messages', (t) => {
+        t.integer('content_bytes');
+      });
+    },
+  },
 ];

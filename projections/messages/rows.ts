@@ -26,6 +26,8 @@ export interface MessageRow {
   metadata: Record<string, string>;
   source: string | null;
   updated_at: Date;
+  /** Null in rows made before the column (migration 002) until a replay. */
+  content_bytes: number | null;
 }
 
 export interface RecipientRow {
@@ -67,7 +69,7 @@ export interface EventRow {
 export const MESSAGE_COLUMNS = [
   'id', 'accepted', 'motor_block_id', 'account_id', 'domain_id', 'from_address', 'from_name', 'subject', 'smtp_message_id',
   'recipients', 'recipient_domains', 'expected_count', 'current_outcome', 'is_terminal', 'queued_at', 'processed_at',
-  'delivered_at', 'bounced_at', 'smtp_code', 'smtp_response', 'smtp_at', 'metadata', 'source', 'updated_at',
+  'delivered_at', 'bounced_at', 'smtp_code', 'smtp_response', 'smtp_at', 'metadata', 'source', 'updated_at', 'content_bytes',
 ] as const satisfies readonly (keyof MessageRow)[];
 
 export const RECIPIENT_COLUMNS = [
@@ -124,6 +126,7 @@ export function viewFromRows(m: MessageRow, recipients: RecipientRow[]): Message
     smtpAt: m.smtp_at,
     metadata: m.metadata ?? {},
     source: (m.source as MessageView['source']) ?? null,
+    contentBytes: m.content_bytes ?? null,
     updatedAt: m.updated_at,
     recipientStates: recipients.map(recipientFromRow).sort((a, b) => a.ordinal - b.ordinal),
   };
@@ -155,6 +158,7 @@ export function messageRowOf(v: MessageView): MessageRow {
     metadata: v.metadata,
     source: v.source,
     updated_at: v.updatedAt,
+    content_bytes: v.contentBytes,
   };
 }
 

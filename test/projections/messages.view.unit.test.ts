@@ -37,6 +37,30 @@ describe('messages view (pure reducer)', () => {
     expect(v.metadata).to.deep.equal({ order: '42' });
   });
 
+  describe('content bytes (for the delivery sweeper)', () => {
+    const acceptedWith = (data: Record<string, unknown>) => {
+      const e = accepted(['a@r.test']);
+      return { ...e, data: { ...(e.data as object), ...data } };
+    };
+    it('takes MessageAccepted.contentBytes', () => {
+      expect(foldMessageView([acceptedWith({ contentBytes: 12_345 })])!.contentBytes).to.equal(12_345);
+    });
+    it('counts the content of an acceptance older than the field, as the delivery worker does', () => {
+      const v = foldMessageView([acceptedWith({ text: 'héllo', html: '<p>x</p>', raw: 'R', headers: { 'X-A': 'b' } })])!;
+      expect(v.contentBytes).to.equal(6 + 8 + 1 + 4);
+    });
+    it('is null when the content was left out (a live subscription, large event) and the field is absent, never a size counted from nothing', () => {
+      const left = acceptedWith({});
+      for (const key of ['text', 'html', 'raw', 'headers']) delete (left.data as Record<string, unknown>)[key];
+      expect(foldMessageView([left])!.contentBytes).to.equal(null);
+      // A size known before is kept.
+      expect(foldMessageView([acceptedWith({ contentBytes: 7 }), left])!.contentBytes).to.equal(7);
+    });
+    it('is null before the acceptance', () => {
+      expect(foldMessageView([started('a@r.test', 1)])!.contentBytes).to.equal(null);
+    });
+  });
+
   it('single recipient: queued → processed → deferred → processed → delivered with first-reached timestamps', () => {
     const events = [accepted(['a@r.test']), started('a@r.test', 1), deferred('a@r.test', 2), started('a@r.test', 62, 2), delivered('a@r.test', 63)];
     const steps: Outcome[] = [];

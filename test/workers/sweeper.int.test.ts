@@ -61,6 +61,27 @@ describe('delivery sweeper (integration)', () => {
     expect(await queue.getJobCountByTypes('waiting', 'delayed')).to.equal(1);
   });
 
+  it('puts the message\'s size in the job when the read model has it (waits for room before reading), none for a row without it', async () => {
+    const block = randomUUID();
+    const sized = randomUUID();
+    const unsized = randomUUID();
+    const accepted = acceptedEvent(sized, block, ['e@x.test'], 0);
+    (accepted.data as { contentBytes: number }).contentBytes = 4321;
+    await store.append(`message-${sized}`, [accepted]);
+    await store.append(`message-${unsized}`, [acceptedEvent(unsized, block, ['f@x.test'], 0)]);
+    const runner = new ProjectionRunner(db, store, messagesProjection);
+    await catchUpUntil(runner, async () => (await getMessage(db, sized)) !== null && (await getMessage(db, unsized)) !== null);
+    // As a row made before the content_bytes column is, until a replay.
+    await db.withSchema('rm_messages').table('messages').where({ id: unsized }).update({ content_bytes: null });
+
+    const sweeper = new DeliverySweeper(db, queue, createLogger('silent'), { everyMs: 120_000, stalledAfterMs: 15 * 60_000 });
+    const now = new Date();
+    await sweeper.sweepOnce(now);
+    const window = Math.floor(now.getTime() / 120_000);
+    expect((await queue.getJob(`${sized}-sweep-${window}`))?.data).to.deep.equal({ messageId: sized, contentBytes: 4321 });
+    expect((await queue.getJob(`${unsized}-sweep-${window}`))?.data).to.deep.equal({ messageId: unsized });
+  });
+
   it('sweeps first soon after start, not a whole interval later', async function () {
     this.timeout(20_000);
     const block = randomUUID();
