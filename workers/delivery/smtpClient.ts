@@ -218,21 +218,59 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
   if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
   const refusals: string[] = [];
   const results = await deliverToHosts(opts, mx.hosts, policy, refusals);
-  if (refusals.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: storableText(refusals.join('; '), MAX_REPLY_TEXT) });
+  if (refusals.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'enforce'), refusals) });
   return results;
 }
 
-/** The MX hosts in turn (deliverToDomain); what an enforce policy refused is added to `refusals`. */
+const policyPrefix = (domain: string, mode: 'enforce' | 'testing'): string => `MTA-STS policy of ${domain} (${mode}): `;
+
+/** Longest reason kept for one host in hostReasons(): a certificate error fits, a megabyte of 421 text does not. */
+const MAX_HOST_REASON = 600;
+
+/**
+ * `prefix` and the reason of each host, in the order tried, `; ` between them: a reason given
+ * twice (two addresses of one host) is written once, a long one cut at MAX_HOST_REASON, and
+ * hosts that would take the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are
+ * left out whole and counted, so what is kept reads as written.
+ */
+export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_TEXT): string {
+  const unique = [...new Set(reasons)].map((r) => (r.length > MAX_HOST_REASON ? `${storableText(r, MAX_HOST_REASON - 3)}...` : r));
+  let text = storableText(prefix, max);
+  for (let i = 0; i < unique.length; i++) {
+    const entry = `${i === 0 ? '' : '; '}${unique[i]}`;
+    const rest = unique.length - i - 1;
+    // Room for the count of what would be left out, unless this is the last one.
+    const tail = rest > 0 ? `; ${rest} more hosts not shown`.length : 0;
+    if (text.length + entry.length + tail > max) {
+      const more = unique.length - i;
+      return storableText(`${text}${i === 0 ? '' : '; '}${more} more ${more === 1 ? 'host' : 'hosts'} not shown`, max);
+    }
+    text += entry;
+  }
+  return text;
+}
+
+/**
+ * The MX hosts in turn (deliverToDomain); why an enforce policy refused each is added to
+ * `refusals`. When it refused any and no host gave a verdict, the recipients are deferred with
+ * the reason of every host tried (hostReasons), refused or failed otherwise, not the last's only.
+ */
 async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, refusals: string[]): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
   const testing = policy?.mode === 'testing' ? policy : null;
   // What enforce verifies certificates with, and testing judges them by. Given to every session,
   // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
   const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
+  /** Every host failure's reason, in order: what an enforce deferral names. */
+  const reasons: string[] = [];
+  const failed = (failure: HostFailure): HostFailure => {
+    reasons.push(`${failure.mx}: ${failure.detail}`);
+    return failure;
+  };
   const refuse = (mxHost: string, why: string): HostFailure => {
-    const detail = `MTA-STS policy of ${opts.domain} (enforce): ${why}`;
-    refusals.push(detail);
-    return { mx: mxHost, detail, reply: null };
+    refusals.push(why);
+    reasons.push(why);
+    return { mx: mxHost, detail: `${policyPrefix(opts.domain, 'enforce')}${why}`, reply: null };
   };
   let budget = opts.maxConnectionAttempts ?? 6;
   let lastFailure: HostFailure | null = null;
@@ -249,13 +287,13 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
     if (addresses === ABORTED) return deadlineResults(opts.recipients, host.exchange);
     if (addresses.kind !== 'addresses') {
       if (addresses.kind === 'temporary') everyHostUnresolvable = false;
-      lastFailure = { mx: host.exchange, detail: addresses.message, reply: null };
+      lastFailure = failed({ mx: host.exchange, detail: addresses.message, reply: null });
       continue;
     }
     const usable = opts.allowPrivateAddresses ? addresses.addresses : addresses.addresses.filter(isPublicAddress);
     if (usable.length === 0) {
       // Counted as a host without an address: only such hosts, and the domain cannot take mail from here.
-      lastFailure = { mx: host.exchange, detail: `${host.exchange} has only non-public addresses (${addresses.addresses.slice(0, 3).join(', ')}), refused unless MX_ALLOW_PRIVATE_ADDRESSES is on`, reply: null };
+      lastFailure = failed({ mx: host.exchange, detail: `${host.exchange} has only non-public addresses (${addresses.addresses.slice(0, 3).join(', ')}), refused unless MX_ALLOW_PRIVATE_ADDRESSES is on`, reply: null });
       continue;
     }
     everyHostUnresolvable = false;
@@ -279,7 +317,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
         const session = await smtpSession({ ...base, tlsMode: 'mta-sts' });
         if (session.kind === 'done') return session.results;
         if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : session.failure;
+        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : failed(session.failure);
         continue;
       }
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
@@ -294,13 +332,18 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
         return session.results;
       }
       if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-      lastFailure = session.failure;
+      lastFailure = failed(session.failure);
     }
   }
 
   if (everyHostUnresolvable && lastFailure) {
     // Exim's rule: every MX names a host that does not exist, so the domain cannot take mail.
     return opts.recipients.map((r) => noReply(r, 'failed', lastFailure!.mx, `No MX host of ${opts.domain} has an address (${lastFailure!.detail})`));
+  }
+  if (refusals.length > 0) {
+    // The policy's deferral (no SMTP code): a 421 from a listed host is one of the reasons named.
+    const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), reasons);
+    return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure?.mx ?? null, detail));
   }
   return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
 }

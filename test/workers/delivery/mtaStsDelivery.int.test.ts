@@ -118,6 +118,28 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
     expect(s.messages).to.deep.equal([]);
   });
 
+  it('enforce: when every MX host is refused, each one\'s reason is recorded, not the last one\'s only', async () => {
+    policies.setPolicy('mta-sts.enforce.test', policy('enforce', 'mx2.enforce.test', 'mx3.enforce.test'));
+    dns.setRecords('enforce.test', { MX: [1, 2, 3].map((n) => ({ exchange: `mx${n}.enforce.test`, priority: n * 10 })) });
+    dns.setRecords('mx1.enforce.test', { A: ['127.0.0.1'] });
+    dns.setRecords('mx2.enforce.test', { A: ['127.0.0.1'] });
+    // mx3 on another loopback address at mx2's port: the one MX port reaches both.
+    dns.setRecords('mx3.enforce.test', { A: ['127.0.0.2'] });
+    const noTls = await sink({ starttls: false });
+    const otherName = await sink({ ...validFor('mx.elsewhere.test'), listen: { host: '127.0.0.2', port: noTls.port } });
+    const r = await deliver('ann@enforce.test', noTls.port);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, smtpResponse: null, mx: 'mx3.enforce.test' });
+    const reasons = r.detail!.replace(/^MTA-STS policy of enforce\.test \(enforce\): /, '').split('; ');
+    expect(reasons).to.have.length(3);
+    expect(reasons[0]).to.equal('mx1.enforce.test is not a listed MX');
+    expect(reasons[1]).to.match(/^mx2\.enforce\.test does not offer STARTTLS/);
+    expect(reasons[2]).to.match(/^certificate of mx3\.enforce\.test not valid: ERR_TLS_CERT_ALTNAME_INVALID/);
+    expect([noTls.connections, otherName.connections]).to.deep.equal([1, 1]);
+    expect(noTls.messages.concat(otherName.messages)).to.deep.equal([]);
+    // One count for the attempt, naming the three.
+    expect(events.filter((e) => e.kind === 'enforced_refusal')).to.deep.equal([{ kind: 'enforced_refusal', domain: 'enforce.test', detail: r.detail }]);
+  });
+
   it('testing: delivers as without a policy, and reports what enforce would have refused', async () => {
     const s = await sink();
     const r = await deliver('ann@testing.test', s.port);
