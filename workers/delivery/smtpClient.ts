@@ -205,7 +205,8 @@ export const MAX_MX_HOSTS = 10;
  * are tried, each over STARTTLS with a certificate valid for its name, never in plain text; a
  * host refused so is skipped like one that cannot be reached, and when none is left the
  * recipients are deferred with the policy's reason. In `testing` mode delivery is as without a
- * policy, and a delivery that `enforce` would have refused is reported.
+ * policy, and every host tried that `enforce` would have refused is reported, whether it or
+ * another took the message, or none did. Each is one report per attempt, naming every host.
  */
 export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
   const found = await unlessAborted(opts.signal, Promise.all([
@@ -216,10 +217,19 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
   const [mx, policy] = found;
   if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
   if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
-  const refusals: string[] = [];
-  const results = await deliverToHosts(opts, mx.hosts, policy, refusals);
-  if (refusals.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'enforce'), refusals) });
+  const findings: PolicyFindings = { refused: [], wouldFail: [] };
+  const results = await deliverToHosts(opts, mx.hosts, policy, findings);
+  if (findings.refused.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'enforce'), findings.refused) });
+  if (findings.wouldFail.length > 0) opts.mtaSts?.report({ kind: 'testing_would_fail', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'testing'), findings.wouldFail) });
   return results;
+}
+
+/** What a policy made of the MX hosts of one attempt, in the order they were tried. */
+interface PolicyFindings {
+  /** enforce: why each refused host was (not listed, no STARTTLS, certificate not valid). */
+  refused: string[];
+  /** testing: why enforce would have refused each host tried, whatever became of the message. */
+  wouldFail: string[];
 }
 
 const policyPrefix = (domain: string, mode: 'enforce' | 'testing'): string => `MTA-STS policy of ${domain} (${mode}): `;
@@ -251,11 +261,11 @@ export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_T
 }
 
 /**
- * The MX hosts in turn (deliverToDomain); why an enforce policy refused each is added to
- * `refusals`. When it refused any and no host gave a verdict, the recipients are deferred with
+ * The MX hosts in turn (deliverToDomain); what the policy made of each is added to `findings`.
+ * When an enforce policy refused any and no host gave a verdict, the recipients are deferred with
  * the reason of every host tried (hostReasons), refused or failed otherwise, not the last's only.
  */
-async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, refusals: string[]): Promise<RecipientResult[]> {
+async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, findings: PolicyFindings): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
   const testing = policy?.mode === 'testing' ? policy : null;
   // What enforce verifies certificates with, and testing judges them by. Given to every session,
@@ -268,7 +278,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
     return failure;
   };
   const refuse = (mxHost: string, why: string): HostFailure => {
-    refusals.push(why);
+    findings.refused.push(why);
     reasons.push(why);
     return { mx: mxHost, detail: `${policyPrefix(opts.domain, 'enforce')}${why}`, reply: null };
   };
@@ -283,6 +293,9 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
       lastFailure = refuse(host.exchange, `${host.exchange} is not a listed MX`);
       continue;
     }
+    // testing: a host enforce would skip is still tried; its TLS is not judged on top (one reason a host, as enforce gives).
+    const judgeTls = testing !== null && mxAllowed(testing, host.exchange);
+    if (testing && !judgeTls) findings.wouldFail.push(`${host.exchange} is not a listed MX`);
     const addresses = await unlessAborted(opts.signal, resolveHostAddresses(opts.resolver, host.exchange));
     if (addresses === ABORTED) return deadlineResults(opts.recipients, host.exchange);
     if (addresses.kind !== 'addresses') {
@@ -323,14 +336,15 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
       const tlsFailure = session.kind === 'host_failed' ? session.tlsFailure : null;
       if (tlsFailure && !opts.signal?.aborted) session = await smtpSession({ ...base, tlsMode: 'none' });
-      // A verdict that came before the deadline stands; a session cut short by it tells nothing.
-      if (session.kind === 'done') {
-        if (testing) {
-          const wouldFail = enforceWouldRefuse(testing, host.exchange, tlsFailure, session.tls);
-          if (wouldFail) opts.mtaSts?.report({ kind: 'testing_would_fail', domain: opts.domain, detail: `MTA-STS policy of ${opts.domain} (testing): ${wouldFail}` });
-        }
-        return session.results;
+      if (judgeTls) {
+        // A failed handshake, or the TLS of a session that got as far as a transaction, verdict or
+        // not; a host that failed before STARTTLS (refused, 421 greeting) tells nothing of its TLS.
+        const sessionTls = session.kind === 'done' ? session.tls : session.tls ?? null;
+        const wouldFail = tlsFailure ?? (sessionTls ? tlsWouldRefuse(host.exchange, sessionTls) : null);
+        if (wouldFail) findings.wouldFail.push(wouldFail);
       }
+      // A verdict that came before the deadline stands; a session cut short by it tells nothing.
+      if (session.kind === 'done') return session.results;
       if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
       lastFailure = failed(session.failure);
     }
@@ -340,7 +354,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
     // Exim's rule: every MX names a host that does not exist, so the domain cannot take mail.
     return opts.recipients.map((r) => noReply(r, 'failed', lastFailure!.mx, `No MX host of ${opts.domain} has an address (${lastFailure!.detail})`));
   }
-  if (refusals.length > 0) {
+  if (findings.refused.length > 0) {
     // The policy's deferral (no SMTP code): a 421 from a listed host is one of the reasons named.
     const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), reasons);
     return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure?.mx ?? null, detail));
@@ -348,10 +362,8 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
   return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
 }
 
-/** Why `enforce` would have refused a delivery made to `mxHost` (null: it would have allowed it). */
-function enforceWouldRefuse(policy: MtaStsPolicy, mxHost: string, tlsFailure: string | null, tls: SessionTls): string | null {
-  if (!mxAllowed(policy, mxHost)) return `${mxHost} is not a listed MX`;
-  if (tlsFailure) return tlsFailure;
+/** Why `enforce` would have refused the TLS of a session with the listed `mxHost` (null: it would have allowed it). */
+function tlsWouldRefuse(mxHost: string, tls: SessionTls): string | null {
   if (!tls.secure) return `${mxHost} does not offer STARTTLS`;
   if (!tls.authorized) return `certificate of ${mxHost} not valid: ${tls.error ?? 'unknown reason'}`;
   return null;
@@ -419,8 +431,11 @@ interface SessionTls { secure: boolean; authorized: boolean; error: string | nul
 
 type SessionResult =
   | { kind: 'done'; results: RecipientResult[]; tls: SessionTls }
-  /** `tlsFailure`: STARTTLS failed (opportunistic, mta-sts), and why; null for any other failure. */
-  | { kind: 'host_failed'; failure: HostFailure; tlsFailure: string | null };
+  /**
+   * `tlsFailure`: STARTTLS failed (opportunistic, mta-sts), and why; null for any other failure.
+   * `tls`: the session's TLS when it failed in the transaction (after EHLO and STARTTLS).
+   */
+  | { kind: 'host_failed'; failure: HostFailure; tlsFailure: string | null; tls?: SessionTls };
 
 interface SessionOptions {
   host: string;
@@ -731,7 +746,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
 
   if (!err!.responseCode || !err!.response) {
     // The session died without a verdict (reset, timeout): nothing was accepted, try elsewhere.
-    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailure: null };
+    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailure: null, tls };
   }
   const verdict = parseReply(err!.response);
   // A refused MAIL FROM decides for everyone: with PIPELINING the RCPT replies that follow it are
