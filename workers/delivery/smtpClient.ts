@@ -339,8 +339,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
       if (judgeTls) {
         // A failed handshake, or the TLS of a session that got as far as a transaction, verdict or
         // not; a host that failed before STARTTLS (refused, 421 greeting) tells nothing of its TLS.
-        const sessionTls = session.kind === 'done' ? session.tls : session.tls ?? null;
-        const wouldFail = tlsFailure ?? (sessionTls ? tlsWouldRefuse(host.exchange, sessionTls) : null);
+        const wouldFail = tlsFailure ?? (session.tls ? tlsWouldRefuse(host.exchange, session.tls) : null);
         if (wouldFail) findings.wouldFail.push(wouldFail);
       }
       // A verdict that came before the deadline stands; a session cut short by it tells nothing.
