@@ -20,15 +20,23 @@ describe('MTA-STS: send → policy → deliver or defer (e2e)', function () {
   let senderDomain: string;
 
   before(async () => {
-    policyHost = await startPolicyServer(issuedCertificate(['mta-sts.sts.test', 'mta-sts.strict.test']));
+    policyHost = await startPolicyServer(issuedCertificate(['mta-sts.sts.test', 'mta-sts.strict.test', 'mta-sts.multi.test']));
     policyHost.setPolicy('mta-sts.sts.test', 'version: STSv1\nmode: enforce\nmx: mx.sts.test\nmax_age: 86400\n');
     policyHost.setPolicy('mta-sts.strict.test', 'version: STSv1\nmode: enforce\nmx: *.strict.test\nmax_age: 86400\n');
+    policyHost.setPolicy('mta-sts.multi.test', 'version: STSv1\nmode: enforce\nmx: mx2.multi.test\nmx: mx3.multi.test\nmax_age: 86400\n');
     dns = await startDnsServer({
       // strict.test's MX is not one its policy lists.
       'sts.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
       'strict.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
       // plain.test publishes no policy, like most domains.
       'plain.test': { MX: [{ exchange: 'mx.sts.test', priority: 10 }] },
+      // multi.test: mx1 is not listed, mx2 is the MX whose certificate is mx.sts.test's, nothing listens at mx3.
+      'multi.test': { MX: [1, 2, 3].map((n) => ({ exchange: `mx${n}.multi.test`, priority: n * 10 })) },
+      'mx1.multi.test': { A: ['127.0.0.1'] },
+      'mx2.multi.test': { A: ['127.0.0.1'] },
+      'mx3.multi.test': { A: ['127.0.0.3'] },
+      '_mta-sts.multi.test': { TXT: ['v=STSv1; id=1;'] },
+      'mta-sts.multi.test': { A: ['127.0.0.1'] },
       'mx.sts.test': { A: ['127.0.0.1'] },
       '_mta-sts.sts.test': { TXT: ['v=STSv1; id=1;'] },
       '_mta-sts.strict.test': { TXT: ['v=STSv1; id=1;'] },
@@ -74,6 +82,18 @@ describe('MTA-STS: send → policy → deliver or defer (e2e)', function () {
     const deferred = await outcome(res.body.data.id, 'deferred');
     expect(deferred).to.include({ smtpCode: null, smtpResponse: 'MTA-STS policy of strict.test (enforce): mx.sts.test is not a listed MX' });
     expect(mx.messages.some((m) => m.raw.toString().includes(res.body.data.id))).to.equal(false);
+  });
+
+  it('defers with every MX host\'s reason when an enforce policy leaves none usable', async () => {
+    const res = await send('eve@multi.test');
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    const deferred = await outcome(res.body.data.id, 'deferred');
+    expect(deferred.smtpCode).to.equal(null);
+    const reasons = String(deferred.smtpResponse).replace(/^MTA-STS policy of multi\.test \(enforce\): /, '').split('; ');
+    expect(reasons[0]).to.equal('mx1.multi.test is not a listed MX');
+    expect(reasons[1]).to.match(/^certificate of mx2\.multi\.test not valid: ERR_TLS_CERT_ALTNAME_INVALID/);
+    expect(reasons[2]).to.equal(`mx3.multi.test: ESOCKET: connect ECONNREFUSED 127.0.0.3:${mx.port}`);
+    expect(reasons).to.have.length(3);
   });
 
   it('asks TXT _mta-sts of a domain without a policy once for two deliveries within a minute (the worker\'s DNS cache)', async () => {

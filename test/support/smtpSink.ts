@@ -29,6 +29,11 @@ export interface SmtpSinkOptions {
   smtputf8?: boolean;
   /** The certificate to present (default testCertificate(), self-signed); test/support/testCa.ts issues valid ones. */
   tls?: { key: Buffer; cert: Buffer };
+  /**
+   * Where to listen (default 127.0.0.1 and a random port): another loopback address on a sink's
+   * port is a second MX that a delivery's one MX port reaches.
+   */
+  listen?: { host: string; port: number };
 }
 
 export interface ReceivedMessage {
@@ -46,7 +51,7 @@ export interface ReceivedMessage {
 }
 
 export interface SmtpSink {
-  host: '127.0.0.1';
+  host: string;
   port: number;
   /** Messages received (accepted or not by the `data` script), in order. */
   messages: ReceivedMessage[];
@@ -90,7 +95,7 @@ function replyError(reply: SinkReply): Error | null {
 }
 
 /**
- * A recipient MX (or, with `auth`, a smart host) on 127.0.0.1 and a random port, for tests.
+ * A recipient MX (or, with `auth`, a smart host) on 127.0.0.1 and a random port (or `listen`), for tests.
  * Replies come from the scripts in `opts`; every message that reaches DATA is recorded.
  */
 export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSink> {
@@ -175,12 +180,12 @@ export async function startSmtpSink(opts: SmtpSinkOptions = {}): Promise<SmtpSin
 
   await new Promise<void>((resolve, reject) => {
     server.server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(opts.listen?.port ?? 0, opts.listen?.host ?? '127.0.0.1', () => resolve());
   });
   const port = (server.server.address() as AddressInfo).port;
 
   return {
-    host: '127.0.0.1',
+    host: opts.listen?.host ?? '127.0.0.1',
     port,
     messages,
     rcptAttempts,

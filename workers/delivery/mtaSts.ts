@@ -104,9 +104,15 @@ export type MtaStsEvent =
   | { kind: 'cached'; domain: string; id: string; mode: MtaStsMode }
   /** No policy could be fetched; `kept`: an unexpired cached policy is used instead. */
   | { kind: 'fetch_failed'; domain: string; detail: string; kept: boolean }
-  /** Under `enforce`, an MX host was refused (not listed, no STARTTLS, certificate not valid). */
+  /**
+   * Under `enforce`, MX hosts of one delivery attempt were refused (not listed, no STARTTLS,
+   * certificate not valid): one event per attempt and domain, `detail` naming each host.
+   */
   | { kind: 'enforced_refusal'; domain: string; detail: string }
-  /** Under `testing`, a delivery went through that `enforce` would have refused. */
+  /**
+   * Under `testing`, MX hosts of one delivery attempt that `enforce` would have refused, whether
+   * the message went through or not: one event per attempt and domain, `detail` naming each host.
+   */
   | { kind: 'testing_would_fail'; domain: string; detail: string };
 
 /** What smtpClient needs: the policy in force for a domain, and somewhere to say what it did. */

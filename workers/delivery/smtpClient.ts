@@ -205,7 +205,8 @@ export const MAX_MX_HOSTS = 10;
  * are tried, each over STARTTLS with a certificate valid for its name, never in plain text; a
  * host refused so is skipped like one that cannot be reached, and when none is left the
  * recipients are deferred with the policy's reason. In `testing` mode delivery is as without a
- * policy, and a delivery that `enforce` would have refused is reported.
+ * policy, and every host tried that `enforce` would have refused is reported, whether it or
+ * another took the message, or none did. Each is one report per attempt, naming every host.
  */
 export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<RecipientResult[]> {
   const found = await unlessAborted(opts.signal, Promise.all([
@@ -216,23 +217,70 @@ export async function deliverToDomain(opts: DomainDeliveryOptions): Promise<Reci
   const [mx, policy] = found;
   if (mx.kind === 'permanent') return opts.recipients.map((r) => noReply(r, 'failed', null, mx.message));
   if (mx.kind === 'temporary') return opts.recipients.map((r) => noReply(r, 'deferred', null, mx.message));
-  const refusals: string[] = [];
-  const results = await deliverToHosts(opts, mx.hosts, policy, refusals);
-  if (refusals.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: storableText(refusals.join('; '), MAX_REPLY_TEXT) });
+  const findings: PolicyFindings = { refused: [], wouldFail: [] };
+  const results = await deliverToHosts(opts, mx.hosts, policy, findings);
+  if (findings.refused.length > 0) opts.mtaSts?.report({ kind: 'enforced_refusal', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'enforce'), findings.refused) });
+  if (findings.wouldFail.length > 0) opts.mtaSts?.report({ kind: 'testing_would_fail', domain: opts.domain, detail: hostReasons(policyPrefix(opts.domain, 'testing'), findings.wouldFail) });
   return results;
 }
 
-/** The MX hosts in turn (deliverToDomain); what an enforce policy refused is added to `refusals`. */
-async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, refusals: string[]): Promise<RecipientResult[]> {
+/** What a policy made of the MX hosts of one attempt, in the order they were tried. */
+interface PolicyFindings {
+  /** enforce: why each refused host was (not listed, no STARTTLS, certificate not valid). */
+  refused: string[];
+  /** testing: why enforce would have refused each host tried, whatever became of the message. */
+  wouldFail: string[];
+}
+
+const policyPrefix = (domain: string, mode: 'enforce' | 'testing'): string => `MTA-STS policy of ${domain} (${mode}): `;
+
+/** Longest reason kept for one host in hostReasons(): a certificate error fits, a megabyte of 421 text does not. */
+const MAX_HOST_REASON = 600;
+
+/**
+ * `prefix` and the reason of each host, in the order tried, `; ` between them: a reason given
+ * twice (two addresses of one host) is written once, a long one cut at MAX_HOST_REASON, and
+ * hosts that would take the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are
+ * left out whole and counted, so what is kept reads as written.
+ */
+export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_TEXT): string {
+  const unique = [...new Set(reasons)].map((r) => (r.length > MAX_HOST_REASON ? `${storableText(r, MAX_HOST_REASON - 3)}...` : r));
+  let text = storableText(prefix, max);
+  for (let i = 0; i < unique.length; i++) {
+    const entry = `${i === 0 ? '' : '; '}${unique[i]}`;
+    const rest = unique.length - i - 1;
+    // Room for the count of what would be left out, unless this is the last one.
+    const tail = rest > 0 ? `; ${rest} more hosts not shown`.length : 0;
+    if (text.length + entry.length + tail > max) {
+      const more = unique.length - i;
+      return storableText(`${text}${i === 0 ? '' : '; '}${more} more ${more === 1 ? 'host' : 'hosts'} not shown`, max);
+    }
+    text += entry;
+  }
+  return text;
+}
+
+/**
+ * The MX hosts in turn (deliverToDomain); what the policy made of each is added to `findings`.
+ * When an enforce policy refused any and no host gave a verdict, the recipients are deferred with
+ * the reason of every host tried (hostReasons), refused or failed otherwise, not the last's only.
+ */
+async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, findings: PolicyFindings): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
   const testing = policy?.mode === 'testing' ? policy : null;
   // What enforce verifies certificates with, and testing judges them by. Given to every session,
   // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
   const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
+  /** Every host failure's reason, in order: what an enforce deferral names. */
+  const reasons: string[] = [];
+  const failed = (failure: HostFailure): HostFailure => {
+    reasons.push(`${failure.mx}: ${failure.detail}`);
+    return failure;
+  };
   const refuse = (mxHost: string, why: string): HostFailure => {
-    const detail = `MTA-STS policy of ${opts.domain} (enforce): ${why}`;
-    refusals.push(detail);
-    return { mx: mxHost, detail, reply: null };
+    findings.refused.push(why);
+    reasons.push(why);
+    return { mx: mxHost, detail: `${policyPrefix(opts.domain, 'enforce')}${why}`, reply: null };
   };
   let budget = opts.maxConnectionAttempts ?? 6;
   let lastFailure: HostFailure | null = null;
@@ -245,17 +293,20 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
       lastFailure = refuse(host.exchange, `${host.exchange} is not a listed MX`);
       continue;
     }
+    // testing: a host enforce would skip is still tried; its TLS is not judged on top (one reason a host, as enforce gives).
+    const judgeTls = testing !== null && mxAllowed(testing, host.exchange);
+    if (testing && !judgeTls) findings.wouldFail.push(`${host.exchange} is not a listed MX`);
     const addresses = await unlessAborted(opts.signal, resolveHostAddresses(opts.resolver, host.exchange));
     if (addresses === ABORTED) return deadlineResults(opts.recipients, host.exchange);
     if (addresses.kind !== 'addresses') {
       if (addresses.kind === 'temporary') everyHostUnresolvable = false;
-      lastFailure = { mx: host.exchange, detail: addresses.message, reply: null };
+      lastFailure = failed({ mx: host.exchange, detail: addresses.message, reply: null });
       continue;
     }
     const usable = opts.allowPrivateAddresses ? addresses.addresses : addresses.addresses.filter(isPublicAddress);
     if (usable.length === 0) {
       // Counted as a host without an address: only such hosts, and the domain cannot take mail from here.
-      lastFailure = { mx: host.exchange, detail: `${host.exchange} has only non-public addresses (${addresses.addresses.slice(0, 3).join(', ')}), refused unless MX_ALLOW_PRIVATE_ADDRESSES is on`, reply: null };
+      lastFailure = failed({ mx: host.exchange, detail: `${host.exchange} has only non-public addresses (${addresses.addresses.slice(0, 3).join(', ')}), refused unless MX_ALLOW_PRIVATE_ADDRESSES is on`, reply: null });
       continue;
     }
     everyHostUnresolvable = false;
@@ -279,22 +330,22 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
         const session = await smtpSession({ ...base, tlsMode: 'mta-sts' });
         if (session.kind === 'done') return session.results;
         if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : session.failure;
+        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : failed(session.failure);
         continue;
       }
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
       const tlsFailure = session.kind === 'host_failed' ? session.tlsFailure : null;
       if (tlsFailure && !opts.signal?.aborted) session = await smtpSession({ ...base, tlsMode: 'none' });
-      // A verdict that came before the deadline stands; a session cut short by it tells nothing.
-      if (session.kind === 'done') {
-        if (testing) {
-          const wouldFail = enforceWouldRefuse(testing, host.exchange, tlsFailure, session.tls);
-          if (wouldFail) opts.mtaSts?.report({ kind: 'testing_would_fail', domain: opts.domain, detail: `MTA-STS policy of ${opts.domain} (testing): ${wouldFail}` });
-        }
-        return session.results;
+      if (judgeTls) {
+        // A failed handshake, or the TLS of a session that got as far as a transaction, verdict or
+        // not; a host that failed before STARTTLS (refused, 421 greeting) tells nothing of its TLS.
+        const wouldFail = tlsFailure ?? (session.tls ? tlsWouldRefuse(host.exchange, session.tls) : null);
+        if (wouldFail) findings.wouldFail.push(wouldFail);
       }
+      // A verdict that came before the deadline stands; a session cut short by it tells nothing.
+      if (session.kind === 'done') return session.results;
       if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-      lastFailure = session.failure;
+      lastFailure = failed(session.failure);
     }
   }
 
@@ -302,13 +353,16 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
     // Exim's rule: every MX names a host that does not exist, so the domain cannot take mail.
     return opts.recipients.map((r) => noReply(r, 'failed', lastFailure!.mx, `No MX host of ${opts.domain} has an address (${lastFailure!.detail})`));
   }
+  if (findings.refused.length > 0) {
+    // The policy's deferral (no SMTP code): a 421 from a listed host is one of the reasons named.
+    const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), reasons);
+    return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure?.mx ?? null, detail));
+  }
   return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
 }
 
-/** Why `enforce` would have refused a delivery made to `mxHost` (null: it would have allowed it). */
-function enforceWouldRefuse(policy: MtaStsPolicy, mxHost: string, tlsFailure: string | null, tls: SessionTls): string | null {
-  if (!mxAllowed(policy, mxHost)) return `${mxHost} is not a listed MX`;
-  if (tlsFailure) return tlsFailure;
+/** Why `enforce` would have refused the TLS of a session with the listed `mxHost` (null: it would have allowed it). */
+function tlsWouldRefuse(mxHost: string, tls: SessionTls): string | null {
   if (!tls.secure) return `${mxHost} does not offer STARTTLS`;
   if (!tls.authorized) return `certificate of ${mxHost} not valid: ${tls.error ?? 'unknown reason'}`;
   return null;
@@ -376,8 +430,11 @@ interface SessionTls { secure: boolean; authorized: boolean; error: string | nul
 
 type SessionResult =
   | { kind: 'done'; results: RecipientResult[]; tls: SessionTls }
-  /** `tlsFailure`: STARTTLS failed (opportunistic, mta-sts), and why; null for any other failure. */
-  | { kind: 'host_failed'; failure: HostFailure; tlsFailure: string | null };
+  /**
+   * `tlsFailure`: STARTTLS failed (opportunistic, mta-sts), and why; null for any other failure.
+   * `tls`: the session's TLS when it failed in the transaction (after EHLO and STARTTLS).
+   */
+  | { kind: 'host_failed'; failure: HostFailure; tlsFailure: string | null; tls?: SessionTls };
 
 interface SessionOptions {
   host: string;
@@ -688,7 +745,7 @@ async function sendTransaction(pc: PooledConnection, o: SessionOptions, reused: 
 
   if (!err!.responseCode || !err!.response) {
     // The session died without a verdict (reset, timeout): nothing was accepted, try elsewhere.
-    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailure: null };
+    return { kind: 'host_failed', failure: { mx, detail: describe(err!), reply: null }, tlsFailure: null, tls };
   }
   const verdict = parseReply(err!.response);
   // A refused MAIL FROM decides for everyone: with PIPELINING the RCPT replies that follow it are

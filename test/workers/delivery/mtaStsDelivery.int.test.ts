@@ -56,6 +56,7 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
     policies.setPolicy('mta-sts.testing.test', policy('testing', 'mx.testing.test'));
     policies.setPolicy('mta-sts.none.test', policy('none'));
     dns.setRecords('enforce.test', { MX: [{ exchange: 'mx.enforce.test', priority: 10 }] });
+    dns.setRecords('testing.test', { MX: [{ exchange: 'mx.testing.test', priority: 10 }] });
     sts = new MtaStsPolicies({
       resolver, port: policies.port, allowPrivateAddresses: true, ca: [...rootCertificates, testCa().cert.toString()],
       onEvent: (e) => events.push(e),
@@ -116,6 +117,72 @@ describe('delivery under MTA-STS (loopback DNS, HTTPS policy host, SMTP sinks)',
     expect(r).to.include({ outcome: 'deferred', mx: 'mx.enforce.test' });
     expect(r.detail).to.match(/^MTA-STS policy of enforce\.test \(enforce\): mx\.enforce\.test does not offer STARTTLS/);
     expect(s.messages).to.deep.equal([]);
+  });
+
+  it('enforce: when every MX host is refused, each one\'s reason is recorded, not the last one\'s only', async () => {
+    policies.setPolicy('mta-sts.enforce.test', policy('enforce', 'mx2.enforce.test', 'mx3.enforce.test'));
+    dns.setRecords('enforce.test', { MX: [1, 2, 3].map((n) => ({ exchange: `mx${n}.enforce.test`, priority: n * 10 })) });
+    dns.setRecords('mx1.enforce.test', { A: ['127.0.0.1'] });
+    dns.setRecords('mx2.enforce.test', { A: ['127.0.0.1'] });
+    // mx3 on another loopback address at mx2's port: the one MX port reaches both.
+    dns.setRecords('mx3.enforce.test', { A: ['127.0.0.2'] });
+    const noTls = await sink({ starttls: false });
+    const otherName = await sink({ ...validFor('mx.elsewhere.test'), listen: { host: '127.0.0.2', port: noTls.port } });
+    const r = await deliver('ann@enforce.test', noTls.port);
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, smtpResponse: null, mx: 'mx3.enforce.test' });
+    const reasons = r.detail!.replace(/^MTA-STS policy of enforce\.test \(enforce\): /, '').split('; ');
+    expect(reasons).to.have.length(3);
+    expect(reasons[0]).to.equal('mx1.enforce.test is not a listed MX');
+    expect(reasons[1]).to.match(/^mx2\.enforce\.test does not offer STARTTLS/);
+    expect(reasons[2]).to.match(/^certificate of mx3\.enforce\.test not valid: ERR_TLS_CERT_ALTNAME_INVALID/);
+    expect([noTls.connections, otherName.connections]).to.deep.equal([1, 1]);
+    expect(noTls.messages.concat(otherName.messages)).to.deep.equal([]);
+    // One count for the attempt, naming the three.
+    expect(events.filter((e) => e.kind === 'enforced_refusal')).to.deep.equal([{ kind: 'enforced_refusal', domain: 'enforce.test', detail: r.detail }]);
+  });
+
+  it('enforce: a listed host that could not be reached is named among the refused ones, with its own reason', async () => {
+    // 127.0.0.3: loopback, nothing listening there.
+    dns.setRecords('enforce.test', { MX: [{ exchange: 'mx.enforce.test', priority: 10 }, { exchange: 'mx.elsewhere.test', priority: 20 }] });
+    dns.setRecords('mx.enforce.test', { A: ['127.0.0.3'] });
+    try {
+      const s = await sink();
+      const r = await deliver('ann@enforce.test', s.port);
+      expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'mx.elsewhere.test' });
+      expect(r.detail).to.equal(`MTA-STS policy of enforce.test (enforce): mx.enforce.test: ESOCKET: connect ECONNREFUSED 127.0.0.3:${s.port}; mx.elsewhere.test is not a listed MX`);
+      // The refusal event names the policy's refusals only.
+      expect(events.filter((e) => e.kind === 'enforced_refusal').map((e) => (e as { detail: string }).detail)).to.deep.equal(['MTA-STS policy of enforce.test (enforce): mx.elsewhere.test is not a listed MX']);
+    } finally {
+      dns.setRecords('mx.enforce.test', { A: ['127.0.0.1'] });
+    }
+  });
+
+  it('testing: reports every host tried that enforce would have refused, not only the one that took the message (one report per attempt)', async () => {
+    // mx0 is not listed and cannot be reached (127.0.0.3, nothing listening); mx.testing.test takes the message.
+    dns.setRecords('testing.test', { MX: [{ exchange: 'mx0.testing.test', priority: 5 }, { exchange: 'mx.testing.test', priority: 10 }] });
+    dns.setRecords('mx0.testing.test', { A: ['127.0.0.3'] });
+    const wouldFail = () => events.filter((e) => e.kind === 'testing_would_fail').map((e) => (e as { detail: string }).detail);
+
+    const valid = await sink(validFor('mx.testing.test'));
+    expect(await deliver('ann@testing.test', valid.port)).to.include({ outcome: 'delivered', mx: 'mx.testing.test' });
+    expect(wouldFail()).to.deep.equal(['MTA-STS policy of testing.test (testing): mx0.testing.test is not a listed MX']);
+
+    events = [];
+    const selfSigned = await sink();
+    expect(await deliver('bob@testing.test', selfSigned.port)).to.include({ outcome: 'delivered', mx: 'mx.testing.test' });
+    expect(wouldFail()).to.have.length(1);
+    expect(wouldFail()[0]).to.match(/^MTA-STS policy of testing\.test \(testing\): mx0\.testing\.test is not a listed MX; certificate of mx\.testing\.test not valid: /);
+
+    // Delivered by none: still reported, the recipients deferred as without a policy.
+    events = [];
+    dns.setRecords('mx.testing.test', { A: ['127.0.0.3'] });
+    try {
+      const r = await deliver('cat@testing.test', valid.port);
+      expect(r).to.include({ outcome: 'deferred', mx: 'mx.testing.test', detail: `ESOCKET: connect ECONNREFUSED 127.0.0.3:${valid.port}` });
+      expect(wouldFail()).to.deep.equal(['MTA-STS policy of testing.test (testing): mx0.testing.test is not a listed MX']);
+    } finally {
+      dns.setRecords('mx.testing.test', { A: ['127.0.0.1'] });
+    }
   });
 
   it('testing: delivers as without a policy, and reports what enforce would have refused', async () => {

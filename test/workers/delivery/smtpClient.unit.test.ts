@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { MAX_REPLY_TEXT, groupByDomain, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
+import { MAX_REPLY_TEXT, groupByDomain, hostReasons, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
 
 describe('smtpClient (pure parts)', () => {
   it('groupByDomain groups case-insensitively by domain, keeping order and the addresses as given', () => {
@@ -28,5 +28,20 @@ describe('smtpClient (pure parts)', () => {
 
   it('outcomeForCode maps 2xx/4xx/5xx to delivered/deferred/bounced', () => {
     expect(['250', '251', '421', '450', '550', '554'].map(outcomeForCode)).to.deep.equal(['delivered', 'delivered', 'deferred', 'deferred', 'bounced', 'bounced']);
+  });
+
+  it('hostReasons names each host once after the prefix, and stays within the smtpResponse limit by leaving whole hosts out', () => {
+    const prefix = 'MTA-STS policy of rcpt.test (enforce): ';
+    expect(hostReasons(prefix, ['mx1.rcpt.test is not a listed MX'])).to.equal(`${prefix}mx1.rcpt.test is not a listed MX`);
+    expect(hostReasons(prefix, ['a is not a listed MX', 'b does not offer STARTTLS', 'b does not offer STARTTLS'])).to.equal(`${prefix}a is not a listed MX; b does not offer STARTTLS`);
+
+    const long = Array.from({ length: 10 }, (_, i) => `certificate of mx${i}.rcpt.test not valid: ${'x'.repeat(1000)}`);
+    const text = hostReasons(prefix, long);
+    expect(text.length).to.be.at.most(MAX_REPLY_TEXT);
+    const entries = text.slice(prefix.length).split('; ');
+    // Each reason cut at 600 characters and marked; the hosts that did not fit counted, not cut.
+    expect(entries.slice(0, -1).every((e, i) => e.startsWith(`certificate of mx${i}.rcpt.test`) && e.length === 600 && e.endsWith('...'))).to.equal(true);
+    expect(entries.at(-1)).to.equal(`${10 - (entries.length - 1)} more hosts not shown`);
+    expect(hostReasons(prefix, long.slice(0, 2), 700)).to.equal(`${prefix}${long[0].slice(0, 597)}...; 1 more host not shown`);
   });
 });
