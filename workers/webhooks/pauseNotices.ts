@@ -42,8 +42,11 @@ import { CheckpointWriter } from '../logEnqueuer';
 export const WEBHOOK_PAUSE_NOTIFIER = 'webhook-pause-notices';
 /** Under the send's replay window with an hour to spare for clocks that disagree. */
 export const NOTICE_MAX_AGE_MS = IDEMPOTENCY_WINDOW_MS - 3600_000;
-/** The waits before the second, third and fourth try of a send. */
-export const NOTICE_RETRY_DELAYS_MS = [2_000, 10_000, 60_000];
+/**
+ * The waits before the second to fifth try of a send: about six minutes in all, long enough for a
+ * store failover or the system block's directory row, and holding back only other notices.
+ */
+export const NOTICE_RETRY_DELAYS_MS = [2_000, 10_000, 60_000, 300_000];
 
 export type NoticeOutcome = 'sent' | 'skipped' | 'failed';
 
