@@ -136,7 +136,7 @@ export class WebhookPauseNotifier {
     const delays = this.options.retryDelaysMs ?? NOTICE_RETRY_DELAYS_MS;
     for (let tries = 1; ; tries++) {
       try {
-        const outcome = await this.tryNotify(e.id, d);
+        const outcome = await this.tryNotify(e, d);
         this.deps.metrics.webhookPauseNotices.inc({ outcome });
         return outcome;
       } catch (err) {
@@ -153,14 +153,15 @@ export class WebhookPauseNotifier {
     }
   }
 
-  private async tryNotify(eventId: string, d: WebhookEndpointDisabled): Promise<NoticeOutcome> {
+  private async tryNotify(e: RecordedEvent, d: WebhookEndpointDisabled): Promise<NoticeOutcome> {
+    const eventId = e.id;
     const now = this.deps.clock.now();
     const skip = (why: string): NoticeOutcome => {
       this.deps.logger.info({ webhookId: d.webhookId, motorBlockId: d.motorBlockId, eventId, why }, 'paused webhook endpoint: no mail to its owner');
       return 'skipped';
     };
     if (now.getTime() - Date.parse(d.disabledAt) > NOTICE_MAX_AGE_MS) return skip('the pause is too old to mail once only');
-    const facts = await this.factsOf(d);
+    const facts = await this.factsOf(e.revision, d);
     if (typeof facts === 'string') return skip(facts);
     const mail = pauseNoticeMail(facts, this.deps.config.publicBaseUrl);
     await (this.options.send ?? sendSystemMail)(this.deps, {
@@ -171,16 +172,19 @@ export class WebhookPauseNotifier {
   }
 
   /** The facts of the mail, or why there is none to send. */
-  private async factsOf(d: WebhookEndpointDisabled): Promise<PauseFacts | string> {
+  private async factsOf(revision: bigint, d: WebhookEndpointDisabled): Promise<PauseFacts | string> {
     const { store } = this.deps;
-    const [endpoint, { state: block }, attempts] = await Promise.all([
-      store.readStream(streamName('webhook', d.webhookId)).then(foldEndpoint),
+    const [events, { state: block }, attempts] = await Promise.all([
+      store.readStream(streamName('webhook', d.webhookId)),
       loadBlock(store, d.motorBlockId),
       store.readStream(streamName('webhookDelivery', d.deliveryId)),
     ]);
+    const endpoint = foldEndpoint(events);
     if (!endpoint || endpoint.deleted) return 'the endpoint is deleted';
-    // The owner answered first (a PUT resumed it): nothing to tell. Paused again since: that pause has its own mail, this one still tells of its own.
-    if (endpoint.enabled) return 'the endpoint was resumed';
+    // The owner answered first (a PUT resumed it): nothing to tell. Paused again after that, the
+    // later pause tells of it with its own mail.
+    const resumed = events.some((x) => x.revision > revision && x.type === 'WebhookUpdated' && (x.data as { enabled: boolean }).enabled);
+    if (resumed) return 'the endpoint was resumed';
     if (!block || block.status === 'deleted' || block.status === 'deletion_queued') return 'the block is deleted';
     const account = (await store.readStream(streamName('account', endpoint.accountId), { maxCount: 1 })).map(asDomainEvent)[0];
     if (account?.type !== 'AccountCreated' || !account.data.email) return 'the account has no owner address';

@@ -65,15 +65,15 @@ describe('webhook pause notices (integration)', function () {
     }, { actor: 'test' })], { expectedRevision: 'no_stream' });
     return job;
   };
-  const workerDeps = (): WebhookWorkerDeps => ({
-    store: h.motor.rt.store, db: h.motor.rt.db, keys: h.motor.rt.keys, clock: h.motor.rt.clock, logger: h.motor.rt.logger, metrics: h.motor.rt.metrics,
+  const workerDeps = (clock = h.motor.rt.clock): WebhookWorkerDeps => ({
+    store: h.motor.rt.store, db: h.motor.rt.db, keys: h.motor.rt.keys, clock, logger: h.motor.rt.logger, metrics: h.motor.rt.metrics,
     settings: { retrySchedule: [], timeoutSeconds: 5, concurrency: 1, allowPrivateAddresses: true, disableAfterDays: 3 },
   });
   /** Pauses the endpoint the way the worker does: a delivery failing for good, ten days into the failure clock. */
-  const pauseForFailing = async (webhookId: string, motorBlockId = acct.motorBlockId): Promise<{ job: WebhookJob; paused: RecordedEvent }> => {
+  const pauseForFailing = async (webhookId: string, motorBlockId = acct.motorBlockId, clock = h.motor.rt.clock): Promise<{ job: WebhookJob; paused: RecordedEvent }> => {
     const job = await queueDelivery(webhookId, motorBlockId);
-    expect(await attemptDelivery(workerDeps(), job, 1)).to.equal('failed');
-    const paused = (await h.motor.rt.store.readStream(streamName('webhook', webhookId))).find((e) => e.type === 'WebhookEndpointDisabled');
+    expect(await attemptDelivery(workerDeps(clock), job, 1)).to.equal('failed');
+    const paused = (await h.motor.rt.store.readStream(streamName('webhook', webhookId))).filter((e) => e.type === 'WebhookEndpointDisabled').pop();
     expect(paused, 'the endpoint was paused').to.not.equal(undefined);
     return { job, paused: paused! };
   };
@@ -196,7 +196,7 @@ describe('webhook pause notices (integration)', function () {
     expect(await mailsAbout(b.url)).to.have.length(1);
   });
 
-  it('the system account, a pause too old to mail once only, and a resumed endpoint get nothing', async () => {
+  it('the system account, a pause too old to mail once only, and a pause resumed since get nothing', async () => {
     const notifier = new WebhookPauseNotifier(notifierDeps());
     // The system block exists once a system mail went out; an endpoint on it has no owner to tell.
     const systemBlockId = await provisionSystemBlock(notifierDeps(), new Date());
@@ -211,5 +211,10 @@ describe('webhook pause notices (integration)', function () {
     const { paused: event } = await pauseForFailing(r.id);
     await updateWebhook(webhookDeps(h.motor.rt.clock), caller(), r.id, { enabled: true });
     expect(await notifier.notify(event)).to.equal('skipped');
+    // Paused again (the clock restarted at the resume): the later pause is the one to tell, the earlier still nothing.
+    const again = (await pauseForFailing(r.id, acct.motorBlockId, at(Date.now() + 4 * DAY))).paused;
+    expect(again.id).to.not.equal(event.id);
+    expect(await notifier.notify(event)).to.equal('skipped');
+    expect(await notifier.notify(again)).to.equal('sent');
   });
 });
