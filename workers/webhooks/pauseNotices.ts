@@ -160,7 +160,11 @@ export class WebhookPauseNotifier {
       this.deps.logger.info({ webhookId: d.webhookId, motorBlockId: d.motorBlockId, eventId, why }, 'paused webhook endpoint: no mail to its owner');
       return 'skipped';
     };
-    if (now.getTime() - Date.parse(d.disabledAt) > NOTICE_MAX_AGE_MS) return skip('the pause is too old to mail once only');
+    if (now.getTime() - Date.parse(d.disabledAt) > NOTICE_MAX_AGE_MS) {
+      // Not the owner's doing but the follower's lateness: a notice lost, which the operator should hear of.
+      this.deps.logger.warn({ webhookId: d.webhookId, motorBlockId: d.motorBlockId, eventId, disabledAt: d.disabledAt }, 'paused webhook endpoint: the pause is too old to mail once only; its owner is not mailed');
+      return 'skipped';
+    }
     const facts = await this.factsOf(e.revision, d);
     if (typeof facts === 'string') return skip(facts);
     const mail = pauseNoticeMail(facts, this.deps.config.publicBaseUrl);
