@@ -15,6 +15,7 @@ export function createMetrics() {
     mcpToolCalls: new client.Counter({ name: 'motor_mcp_tool_calls_total', help: 'Agent tool calls (MCP) by tool and outcome (ok, or the error code)', labelNames: ['tool', 'outcome'] as const, registers: [registry] }),
     webhookAttempts: new client.Counter({ name: 'motor_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, failed)', labelNames: ['outcome'] as const, registers: [registry] }),
     webhookEndpointsPaused: new client.Counter({ name: 'motor_webhook_endpoints_paused_total', help: 'Webhook endpoints the worker paused because their deliveries kept failing (WEBHOOK_DISABLE_AFTER_DAYS)', registers: [registry] }),
+    webhookPauseNotices: new client.Counter({ name: 'motor_webhook_pause_notices_total', help: 'Mails to account owners about endpoints paused for failing, by outcome (sent, skipped, failed)', labelNames: ['outcome'] as const, registers: [registry] }),
     inboundReports: new client.Counter({
       name: 'motor_inbound_reports_total',
       help: 'Messages to the bounce domain by kind (dsn, arf, other; none: a recipient refused at RCPT; unknown: not read) and result (recorded, ignored, no_message, refused_recipient, temporary_failure)',

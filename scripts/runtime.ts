@@ -284,14 +284,18 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
     extraWorkers.push(startBlockDeletionWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger, directoryCacheTtlMs: rt.directory.ttlMs }, rt.redisUrl, rt.queuePrefix));
     // Outgoing webhooks (docs/WEBHOOKS.md): the dispatcher queues deliveries from the log, a worker posts them.
-    const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }] = await Promise.all([
-      import('../workers/webhooks/dispatcher.js'), import('../workers/webhooks/worker.js'),
+    const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }, { WebhookPauseNotifier }] = await Promise.all([
+      import('../workers/webhooks/dispatcher.js'), import('../workers/webhooks/worker.js'), import('../workers/webhooks/pauseNotices.js'),
     ]);
     const webhookQueue = createWebhookQueue(rt.redisUrl, rt.queuePrefix);
     webhookQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'webhook queue connection error'));
     const webhookSettings = rt.config.webhooks;
     background.push(new WebhookDispatcher(rt.db, rt.store, webhookQueue, rt.logger, { jobOptions: { attempts: webhookSettings.retrySchedule.length + 1 } })
       .run(abort.signal).finally(() => webhookQueue.close().catch(() => {})));
+    // The owner of an endpoint paused for failing gets one mail, from the log (docs/WEBHOOKS.md "Failing endpoints").
+    background.push(new WebhookPauseNotifier({
+      store: rt.store, db: rt.db, keys: rt.keys, quota: rt.quota, config: rt.config, logger: rt.logger, metrics: rt.metrics, clock: rt.clock,
+    }).run(abort.signal));
     // Exports (docs/EXPORTS.md): a subscriber queues the jobs, a worker builds the files.
     const { ExportEnqueuer, createExportQueue, startExportWorker } = await import('../workers/exports.js');
     const exportQueue = createExportQueue(rt.redisUrl, rt.queuePrefix);
