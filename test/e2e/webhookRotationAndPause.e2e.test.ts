@@ -1,6 +1,4 @@
-import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { createWebhook } from '../../commands/webhooks/webhooks';
@@ -12,43 +10,7 @@ import { webhooksProjection } from '../../projections/webhooks/projection';
 import { WEBHOOK_DISPATCH_SCHEMA } from '../../workers/webhooks/dispatcher';
 import { attemptDelivery, createWebhookQueue, type WebhookJob, type WebhookWorkerDeps } from '../../workers/webhooks/worker';
 import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
-
-interface Received { path: string; headers: IncomingHttpHeaders; raw: string; body: any } // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** An HTTP receiver on loopback: records every POST; /ok 200, /down 503, /flaky 500 once per delivery then 200. */
-async function startReceiver(): Promise<{ url: (path: string) => string; received: Received[]; close(): Promise<void> }> {
-  const received: Received[] = [];
-  const flakySeen = new Set<string>();
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks).toString('utf8');
-      received.push({ path: req.url ?? '', headers: req.headers, raw, body: JSON.parse(raw) });
-      const delivery = String(req.headers['x-service-delivery']);
-      if (req.url?.startsWith('/down')) res.writeHead(503).end('maintenance');
-      else if (req.url?.startsWith('/flaky') && !flakySeen.has(delivery)) {
-        flakySeen.add(delivery);
-        res.writeHead(500).end('try later');
-      } else res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: (path) => `http://127.0.0.1:${port}${path}`,
-    received,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
-}
-
-/** What a receiver does (docs/WEBHOOKS.md "Verifying"): the HMAC of the raw bytes, compared in constant time. */
-const verifies = (secret: string, r: Received, header = 'x-service-signature'): boolean => {
-  const given = r.headers[header];
-  if (typeof given !== 'string') return false;
-  const expected = Buffer.from(createHmac('sha256', secret).update(r.raw).digest('hex'));
-  return expected.length === given.length && timingSafeEqual(expected, Buffer.from(given));
-};
+import { startWebhookReceiver, verifiesWebhook } from '../support/webhookReceiver';
 
 const DAY = 86_400_000;
 const at = (ms: number): Clock => ({ now: () => new Date(ms) });
@@ -62,12 +24,12 @@ const at = (ms: number): Clock => ({ now: () => new Date(ms) });
 describe('webhook secret rotation and failing endpoints (e2e)', function () {
   this.timeout(90_000);
   let motor: TestMotor;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let block: BootstrapResult;
   let manage: string;
 
   before(async () => {
-    receiver = await startReceiver();
+    receiver = await startWebhookReceiver();
     motor = await startTestMotor({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true', WEBHOOK_RETRY_SCHEDULE: '1,1', WEBHOOK_TIMEOUT_SECONDS: '5' } });
     block = await motor.bootstrap();
     manage = await motor.token(block, ['webhooks.manage']);
@@ -154,13 +116,13 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
       expect(await endpointEvents(w.id)).to.deep.equal(['WebhookCreated', 'WebhookSecretRotated']);
 
       const during = await testDelivery(w.id);
-      expect(verifies(r.secret, during), 'new secret: X-Service-Signature').to.equal(true);
-      expect(verifies(w.secret, during), 'old secret no longer signs X-Service-Signature').to.equal(false);
-      expect(verifies(w.secret, during, 'x-service-signature-previous'), 'old secret: X-Service-Signature-Previous').to.equal(true);
+      expect(verifiesWebhook(r.secret, during), 'new secret: X-Service-Signature').to.equal(true);
+      expect(verifiesWebhook(w.secret, during), 'old secret no longer signs X-Service-Signature').to.equal(false);
+      expect(verifiesWebhook(w.secret, during, 'x-service-signature-previous'), 'old secret: X-Service-Signature-Previous').to.equal(true);
 
       await new Promise((res) => setTimeout(res, 3100));
       const after = await testDelivery(w.id);
-      expect(verifies(r.secret, after)).to.equal(true);
+      expect(verifiesWebhook(r.secret, after)).to.equal(true);
       expect(after.headers).not.to.have.property('x-service-signature-previous');
     });
 
@@ -169,13 +131,13 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
       const second = await rotated(w.id); // default window: a day
       const third = await rotated(w.id, { previousSecretValidForSeconds: 0 });
       const dropped = await testDelivery(w.id);
-      expect(verifies(third.secret, dropped)).to.equal(true);
+      expect(verifiesWebhook(third.secret, dropped)).to.equal(true);
       expect(dropped.headers, 'a zero window: no previous signature').not.to.have.property('x-service-signature-previous');
       const fourth = await rotated(w.id, {});
       const d = await testDelivery(w.id);
-      expect(verifies(fourth.secret, d)).to.equal(true);
-      expect(verifies(third.secret, d, 'x-service-signature-previous'), 'the previous is the one just replaced').to.equal(true);
-      for (const s of [w.secret, second.secret]) expect(verifies(s, d, 'x-service-signature-previous')).to.equal(false);
+      expect(verifiesWebhook(fourth.secret, d)).to.equal(true);
+      expect(verifiesWebhook(third.secret, d, 'x-service-signature-previous'), 'the previous is the one just replaced').to.equal(true);
+      for (const s of [w.secret, second.secret]) expect(verifiesWebhook(s, d, 'x-service-signature-previous')).to.equal(false);
       // The replaced keys are gone from the key store; the current and the previous one are there.
       const rotations = (await motor.rt.store.readStream(streamName('webhook', w.id))).filter((e) => e.type === 'WebhookSecretRotated').map((e) => e.data as { secretKeyId: string; previousSecretKeyId: string });
       const last = rotations[rotations.length - 1];
@@ -220,7 +182,7 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
       expect(await attemptDelivery(deps, job, 2)).to.equal('delivered');
       const posts = receiver.received.filter((x) => x.headers['x-service-delivery'] === job.deliveryId);
       expect(posts.map((p) => p.headers['x-service-attempt'])).to.deep.equal(['1', '2']);
-      expect([verifies(w.secret, posts[0]), verifies(r.secret, posts[1]), verifies(w.secret, posts[1])]).to.deep.equal([true, true, false]);
+      expect([verifiesWebhook(w.secret, posts[0]), verifiesWebhook(r.secret, posts[1]), verifiesWebhook(w.secret, posts[1])]).to.deep.equal([true, true, false]);
     });
   });
 

@@ -1,6 +1,3 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { createWebhook, deleteWebhook } from '../../commands/webhooks/webhooks';
@@ -11,41 +8,7 @@ import { attemptDelivery, createWebhookQueue } from '../../workers/webhooks/work
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
 import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
-
-interface Received { path: string; headers: IncomingHttpHeaders; raw: string; body: any } // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** An HTTP receiver on loopback: records every POST, answers by path (/ok 200, /down 503, /flaky 500 once per delivery then 200). */
-async function startReceiver(): Promise<{ url: (path: string) => string; received: Received[]; close(): Promise<void> }> {
-  const received: Received[] = [];
-  const flakySeen = new Set<string>();
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks).toString('utf8');
-      received.push({ path: req.url ?? '', headers: req.headers, raw, body: JSON.parse(raw) });
-      const delivery = String(req.headers['x-service-delivery']);
-      if (req.url === '/down') res.writeHead(503).end('maintenance');
-      else if (req.url === '/flaky' && !flakySeen.has(delivery)) {
-        flakySeen.add(delivery);
-        res.writeHead(500).end('try later');
-      } else res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: (path) => `http://127.0.0.1:${port}${path}`,
-    received,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
-}
-
-const verify = (secret: string, r: Received): boolean => {
-  const expected = Buffer.from(createHmac('sha256', secret).update(r.raw).digest('hex'));
-  const given = Buffer.from(String(r.headers['x-service-signature']));
-  return expected.length === given.length && timingSafeEqual(expected, given);
-};
+import { startWebhookReceiver, verifiesWebhook } from '../support/webhookReceiver';
 
 /**
  * Outgoing webhooks end to end (docs/WEBHOOKS.md): management routes with their scopes and errors,
@@ -57,7 +20,7 @@ describe('webhooks (e2e)', function () {
   let dns: TestDnsServer;
   let mx: SmtpSink;
   let motor: TestMotor;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let block: BootstrapResult;
   let senderDomain: string;
   let manage: string;
@@ -68,7 +31,7 @@ describe('webhooks (e2e)', function () {
       'mx.rcpt.test': { A: ['127.0.0.1'] },
     });
     mx = await startSmtpSink({ rcpt: (r) => (r.toLowerCase().startsWith('bounce') ? { code: 550, message: '5.1.1 no such user' } : 250) });
-    receiver = await startReceiver();
+    receiver = await startWebhookReceiver();
     motor = await startTestMotor({
       env: {
         DNS_SERVERS: dns.address, MX_PORT: String(mx.port), DELIVERY_RETRY_SCHEDULE: '1,1,1',
@@ -286,7 +249,7 @@ describe('webhooks (e2e)', function () {
       }, 30_000);
       expect(got.map((r) => r.body.event).sort()).to.deep.equal(['message.delivered', 'message.processed']);
       for (const r of got) {
-        expect(verify(all.secret, r), 'signature').to.equal(true);
+        expect(verifiesWebhook(all.secret, r), 'signature').to.equal(true);
         expect(r.headers['content-type']).to.equal('application/json');
         expect(r.headers['x-service-event']).to.equal(r.body.event);
         expect(r.headers['x-service-delivery']).to.equal(r.body.id);
@@ -296,7 +259,7 @@ describe('webhooks (e2e)', function () {
       }
       const delivered = got.find((r) => r.body.event === 'message.delivered')!;
       expect(delivered.body.data.smtpCode).to.equal('250');
-      expect(verify(bouncesOnly.secret, delivered), 'another endpoint\'s secret does not verify').to.equal(false);
+      expect(verifiesWebhook(bouncesOnly.secret, delivered), 'another endpoint\'s secret does not verify').to.equal(false);
       expect(receiver.received.filter((r) => r.path === '/ok?only=bounced' && r.body.data?.messageId === messageId)).to.have.length(0);
 
       const list = await eventually(async () => {
@@ -317,7 +280,7 @@ describe('webhooks (e2e)', function () {
       const got = await eventually(async () => receiver.received.find((r) => r.path === '/ok?only=bounced' && r.body.data?.messageId === messageId), 30_000);
       expect(got.body.event).to.equal('message.bounced');
       expect(got.body.data).to.include({ status: 'bounced', smtpCode: '550' });
-      expect(verify(bouncesOnly.secret, got)).to.equal(true);
+      expect(verifiesWebhook(bouncesOnly.secret, got)).to.equal(true);
     });
 
     it('retries a failed attempt with the same delivery id and body until it is delivered', async () => {
@@ -357,7 +320,7 @@ describe('webhooks (e2e)', function () {
       expect((await deliveries(w.id)).map((x) => x.id), 'listed at once').to.include(r.body.data.deliveryId);
       const got = await eventually(async () => receiver.received.find((x) => x.body.id === r.body.data.deliveryId), 20_000);
       expect(got.body).to.include({ event: 'webhook.test', motorBlockId: block.motorBlockId });
-      expect(verify(w.secret, got)).to.equal(true);
+      expect(verifiesWebhook(w.secret, got)).to.equal(true);
       const d = await eventually(async () => (await deliveries(w.id)).find((x) => x.status === 'delivered'));
       expect(d).to.include({ id: r.body.data.deliveryId, event: 'webhook.test' });
       await del(`/webhooks/${w.id}`);
