@@ -339,10 +339,13 @@ async function main(): Promise<void> {
     const err = e as Error;
     const unavailable = unavailableCode(e, config?.eventstoreUrl);
     const refused = refusedSession(e);
-    /** A refusal: `{error, message, ...fields}` on stdout with --json, else `<code>: <message>` on stderr; exit 1. */
-    const refusal = (code: string, message: string, fields: Record<string, unknown> = {}) => {
-      if (json) process.stdout.write(`${JSON.stringify({ error: code, message, ...fields })}\n`);
-      else process.stderr.write(`${code}: ${message}\n`);
+    /**
+     * A refusal: `{error, message, nextAction?, ...fields}` on stdout with --json, else one line
+     * `<code>: <message>` (and ` (next: <nextAction>)` when it has one) on stderr; exit 1.
+     */
+    const refusal = (code: string, message: string, fields: Record<string, unknown> = {}, nextAction?: string) => {
+      if (json) process.stdout.write(`${JSON.stringify({ error: code, message, ...(nextAction ? { nextAction } : {}), ...fields })}\n`);
+      else process.stderr.write(`${code}: ${message}${nextAction ? ` (next: ${nextAction})` : ''}\n`);
       process.exitCode = 1;
     };
     // parseArgs' own refusals (unknown option, missing value, stray argument) are usage errors too.
@@ -354,7 +357,7 @@ async function main(): Promise<void> {
       process.exitCode = 2;
     } else if (isDomainError(e)) {
       // The fields a refusal names (account_exists: the accountId) come after the code and the message.
-      refusal(e.code, e.message, e.details);
+      refusal(e.code, e.message, e.details, e.nextAction);
     } else if (unavailable !== null) {
       // The database (or EventStoreDB) cannot be reached or did not answer in time: one line, not a stack.
       refusal(unavailable, unavailableMessage(e, config));

@@ -604,6 +604,8 @@ describe('CLI bootstrap with BOUNCE_DOMAIN (int)', function () {
     for (const [i, domain] of reserved.entries()) {
       const r = await cli(env, 'bootstrap', '--email', `service${i}@boot.example.test`, '--domain', domain, '--trust-dns');
       expect([r.code, r.out?.error, r.out?.field], domain).to.deep.equal([1, 'domain_reserved', 'domain']);
+      // What to do instead, as the HTTP envelope says it.
+      expect(r.out?.nextAction, domain).to.be.a('string').and.include('sandbox');
     }
     // An address, a numeric top-level label: the add refuses them, bootstrap (with a pattern of its own) took them.
     for (const [i, domain] of ['192.0.2.1', 'example.123', 'exa mple.com'].entries()) {
@@ -614,7 +616,7 @@ describe('CLI bootstrap with BOUNCE_DOMAIN (int)', function () {
     const plain = await cliStderr(['bootstrap', '--email', 'service-plain@boot.example.test', '--domain', SERVICE_DOMAIN], { DATABASE_URL: motor.rt.databaseUrl, ...env });
     expect(plain.code).to.equal(1);
     expect(plain.stderr.trimEnd().split('\n')).to.have.length(1);
-    expect(plain.stderr).to.match(/^domain_reserved: /).and.include(SERVICE_DOMAIN);
+    expect(plain.stderr).to.match(/^domain_reserved: /).and.include(SERVICE_DOMAIN).and.match(/ \(next: .*sandbox.*\)$/m);
     expect(await written()).to.deep.equal(before);
   });
 
