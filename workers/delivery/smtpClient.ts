@@ -262,8 +262,10 @@ export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_T
 
 /**
  * The MX hosts in turn (deliverToDomain); what the policy made of each is added to `findings`.
- * When an enforce policy refused any and no host gave a verdict, the recipients are deferred with
- * the reason of every host tried (hostReasons), refused or failed otherwise, not the last's only.
+ * When no host gave a verdict, the recipients are deferred with the reason of every host tried
+ * (hostReasons), not the last's only: under an enforce policy that refused any, with the policy's
+ * prefix; otherwise when more than one host failed and the last gave no reply to keep (a 421
+ * greeting is kept as the verdict, as it is with one host).
  */
 async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, findings: PolicyFindings): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
@@ -271,10 +273,13 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
   // What enforce verifies certificates with, and testing judges them by. Given to every session,
   // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
   const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
-  /** Every host failure's reason, in order: what an enforce deferral names. */
+  /** Every host failure's reason, in order: what a deferral without a verdict names. */
   const reasons: string[] = [];
+  /** The hosts behind `reasons`: two addresses of one host count once, so one host's deferral reads as it always has. */
+  const failedHosts = new Set<string>();
   const failed = (failure: HostFailure): HostFailure => {
     reasons.push(`${failure.mx}: ${failure.detail}`);
+    failedHosts.add(failure.mx);
     return failure;
   };
   const refuse = (mxHost: string, why: string): HostFailure => {
@@ -357,6 +362,11 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
     // The policy's deferral (no SMTP code): a 421 from a listed host is one of the reasons named.
     const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), reasons);
     return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure?.mx ?? null, detail));
+  }
+  if (lastFailure && !lastFailure.reply && failedHosts.size > 1) {
+    // mx1 timed out and mx2 refused the connection: the operator needs both, not mx2's alone.
+    const detail = hostReasons(`No MX host of ${opts.domain} took the message: `, reasons);
+    return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure!.mx, detail));
   }
   return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
 }

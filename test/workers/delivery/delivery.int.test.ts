@@ -52,6 +52,14 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       'down.failover.test': { A: ['127.0.0.2'] },
       'up.failover.test': { A: ['127.0.0.1'] },
       'alldown.test': { MX: [{ exchange: 'down.failover.test', priority: 10 }] },
+      // Refused at down.failover.test, then whatever the test's raw server on 127.0.0.1 does.
+      'twomx.test': {
+        MX: [
+          { exchange: 'down.failover.test', priority: 10 },
+          { exchange: 'up.twomx.test', priority: 20 },
+        ],
+      },
+      'up.twomx.test': { A: ['127.0.0.1'] },
       'ghostmx.test': { MX: [{ exchange: 'ghost.ghostmx.test', priority: 10 }] },
       // Its MX port is one where the TCP handshake never completes (test/support/unansweredListener.ts).
       'unanswered.test': { MX: [{ exchange: 'mx.unanswered.test', priority: 10 }] },
@@ -295,12 +303,12 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
   it('defers with the connection error when no MX can be reached', async () => {
     const s = await sink();
     const [r] = await deliver(s, await signedMessage({ to: ['a@alldown.test'] }), ['a@alldown.test']);
-    expect(r).to.include({ outcome: 'deferred', smtpCode: null, mx: 'down.failover.test' });
-    expect(r.detail).to.match(/ECONNREFUSED|ECONNECTION/);
+    // One host: its own failure, without a prefix or its name (as the docs show it).
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, smtpResponse: null, mx: 'down.failover.test', detail: `ESOCKET: connect ECONNREFUSED 127.0.0.2:${s.port}` });
   });
 
-  /** Delivers to a@rcpt.test with rcpt.test's MX answered by a raw TCP server of the test's making. */
-  const deliverToRawMx = async (onConnection: (socket: Socket) => void, t: typeof timeouts, signal?: AbortSignal): Promise<RecipientResult> => {
+  /** Delivers to a@<domain> (rcpt.test by default) with its MX on 127.0.0.1 answered by a raw TCP server of the test's making. */
+  const deliverToRawMx = async (onConnection: (socket: Socket) => void, t: typeof timeouts, signal?: AbortSignal, domain = 'rcpt.test'): Promise<RecipientResult> => {
     const sockets: Socket[] = [];
     const server: Server = createServer((socket) => {
       sockets.push(socket);
@@ -309,9 +317,9 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const [r] = await deliverToDomain({
-        domain: 'rcpt.test',
-        recipients: ['a@rcpt.test'],
-        raw: await signedMessage({ to: ['a@rcpt.test'] }),
+        domain,
+        recipients: [`a@${domain}`],
+        raw: await signedMessage({ to: [`a@${domain}`] }),
         envelopeFrom: `bounces@${SENDER_DOMAIN}`,
         resolver,
         mxPort: (server.address() as AddressInfo).port,
@@ -430,6 +438,22 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(relayed.map((r) => r.recipient)).to.deep.equal(recipients);
     expect(s.connections).to.equal(0);
     expect(dns.queries.length).to.equal(queriesBefore);
+  });
+
+  it('defers naming every MX host when none gave a verdict: the first refused the connection, the second dropped the session', async () => {
+    const r = await deliverToRawMx((socket) => {
+      socket.write('220 up.twomx.test ESMTP\r\n');
+      socket.once('data', () => socket.destroy());
+    }, timeouts, undefined, 'twomx.test');
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, enhancedCode: null, smtpResponse: null, mx: 'up.twomx.test' });
+    expect(r.detail).to.match(/^No MX host of twomx\.test took the message: down\.failover\.test: ESOCKET: connect ECONNREFUSED 127\.0\.0\.2:\d+; up\.twomx\.test: ECONNECTION: Connection closed unexpectedly$/);
+  });
+
+  it('defers with the reply of the last MX host when it gave one (451 greeting), the unreachable first one not named', async () => {
+    const r = await deliverToRawMx((socket) => socket.end('451 4.3.2 up.twomx.test: try again later\r\n'), timeouts, undefined, 'twomx.test');
+    expect(r).to.include({ outcome: 'deferred', smtpCode: '451', enhancedCode: '4.3.2', mx: 'up.twomx.test' });
+    expect(r.smtpResponse).to.equal('451 4.3.2 up.twomx.test: try again later');
+    expect(r.detail).not.to.match(/No MX host|down\.failover\.test/);
   });
 
   it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
