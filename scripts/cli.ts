@@ -1,7 +1,8 @@
 /**
  * Operator CLI: `npm run cli -- <command>`. Uses DATABASE_URL (or the embedded PostgreSQL of
  * `npm start`) and EVENTSTORE_URL like the service. Every command prints JSON with --json; key
- * create prints a short human form without it (the key on a line of its own).
+ * create (the key on a line of its own) and key list (a line per key) print a short human form
+ * without it.
  *
  *   bootstrap --email <owner> --domain <domain> [--trust-dns] [--dkim rsa|ed25519] [--block-name <name>] [--json]
  *   block set-limits <motorBlockId> --burst N --hourly N --daily N [--json]
@@ -14,6 +15,7 @@
  *   key create --block <motorBlockId> [--json]
  *   key create --account <accountId> [--scopes a,b,...] [--json]
  *   key revoke <apiKey | mk_live_<prefix> | prefix> [--json]
+ *   key list (--account <accountId> | --block <motorBlockId>) [--include-revoked] [--json]
  *   status [--json]
  */
 import { parseArgs } from 'node:util';
@@ -30,7 +32,8 @@ import { zoneLines } from '../commands/domains/serviceZone';
 import { parseApiKey } from '../domain/credentials/apiKeys';
 import { catchUpUntil, openStorage } from './storage';
 import { registerClient } from '../commands/oauth/clients';
-import { createAccountKeyAsOperator, createBlockKeyAsOperator, revokeKeyAsOperator, type OperatorKey } from '../commands/auth/credentials';
+import { createAccountKeyAsOperator, createBlockKeyAsOperator, listKeysAsOperator, revokeKeyAsOperator, type OperatorKey } from '../commands/auth/credentials';
+import { accountsProjection } from '../projections/accounts/projection';
 import { rotateAgentSigningKey } from '../commands/oauth/agentTokens';
 import { streamName } from '../domain/eventStore';
 import { isDatabaseTimeout, QUERY_TIMEOUT_MS, QueryTimeoutError } from '../infra/db';
@@ -87,6 +90,15 @@ const USAGE = `Usage: npm run cli -- <command>
   key revoke <apiKey | mk_live_<prefix> | ak_live_<prefix> | prefix> [--json]
       Revokes an API key of any account (e.g. one reported leaked), named by the whole key or its
       prefix. Requests with it are refused (401) from then on. Prints the key's id, account and block.
+  key list (--account <accountId> | --block <motorBlockId>) [--include-revoked] [--json]
+      Lists an account's API keys (its account keys and the block keys of each of its blocks) or one
+      block's, oldest first, to find the one to key revoke: e.g. the keys of a bootstrap cut off
+      before it printed them, or every key of an account after a leak. One line per key: its public
+      part (mk_live_<prefix> or ak_live_<prefix>, as key revoke takes it), kind, block, created,
+      active or revoked. Revoked keys only with --include-revoked. Never a secret or its hash.
+      --json: {"keys": [{keyId, kind, prefix, name, accountId, motorBlockId, scopes (account keys),
+      createdAt, revoked, revokedAt}]}. An unknown account: exit 1, not_found; an unknown or
+      deleted block: exit 1, motor_block_not_found.
   status [--json]
       Whether the event store and Redis answer, how far behind the log each read model is, and the
       jobs of each queue by state. Exits 1 when the store or Redis cannot be reached or a read
@@ -278,6 +290,34 @@ async function run(argv: string[], config: Config): Promise<unknown> {
       const r = await revokeKeyAsOperator(s.store, key.id, new Date());
       await s.until(async () => (await findApiKeyByPrefix(s.db, prefix))?.revokedAt != null);
       return { ...r, prefix };
+    });
+  }
+  if (command === 'key' && sub === 'list') {
+    const { values } = parseArgs({
+      args: rest,
+      options: { block: { type: 'string' }, account: { type: 'string' }, 'include-revoked': { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+      strict: true,
+    });
+    if ((values.block === undefined) === (values.account === undefined)) throw new UsageError('key list needs either --account <accountId> or --block <motorBlockId>');
+    if (values.block !== undefined && !isUuid(values.block)) throw new UsageError('key list --block needs a Motor Block id (uuid)');
+    if (values.account !== undefined && !isUuid(values.account)) throw new UsageError('key list --account needs an account id (uuid)');
+    return withServices(config, async (s) => {
+      // The lists are read models: caught up first, as block list and key revoke do, so that keys
+      // created just before (key create, a bootstrap cut off) are in them.
+      await s.catchUp();
+      await migrateProjection(s.db, accountsProjection);
+      await new ProjectionRunner(s.db, s.store, accountsProjection).catchUp();
+      const of = values.block !== undefined ? { motorBlockId: values.block.toLowerCase() } : { accountId: values.account!.toLowerCase() };
+      const all = await listKeysAsOperator(s.store, s.db, of);
+      const keys = values['include-revoked'] ? all : all.filter((k) => !k.revoked);
+      const owner = 'motorBlockId' in of ? `Motor Block ${of.motorBlockId}` : `account ${of.accountId}`;
+      const lines = keys.map((k) => [
+        k.prefix, k.kind.padEnd(7), k.motorBlockId ? `block ${k.motorBlockId}` : 'no block'.padEnd(42), `created ${k.createdAt}`, k.revokedAt ? `revoked ${k.revokedAt}` : 'active',
+      ].join('  '));
+      const hidden = all.length - keys.length;
+      const none = `No${values['include-revoked'] ? '' : ' active'} API keys for ${owner}`;
+      const note = hidden > 0 ? `\n(${hidden} revoked not shown: --include-revoked)` : '';
+      return new Described({ keys }, `${lines.length ? lines.join('\n') : none}${note}`);
     });
   }
   if (command === 'status') {

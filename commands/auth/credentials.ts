@@ -1,6 +1,7 @@
+import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
-import { generateApiKey, generateSmtpPassword, maskApiKey, type ApiKeyKind } from '../../domain/credentials/apiKeys';
+import { generateApiKey, generateSmtpPassword, maskApiKey, publicKeyPart, type ApiKeyKind } from '../../domain/credentials/apiKeys';
 import { SCOPES, isScope } from '../../domain/credentials/scopes';
 import { fail } from '../../domain/errors';
 import { asDomainEvent, type ApiKeyCreated, type MotorBlockCreated } from '../../domain/events';
@@ -8,6 +9,8 @@ import { isUuid, newId } from '../../domain/ids';
 import { MOTOR_BLOCK_EVENTS, errors as blockErrors, fold as foldBlock, type MotorBlock, type MotorBlockEvent } from '../../domain/motorBlock/motorBlock';
 import { eventsOf } from '../decideOnStream';
 import { appendEvents } from './streams';
+import { listAccountApiKeys, listBlockApiKeys, type ApiKeyListItem } from '../../projections/accounts/queries';
+import { listBlocksOfAccount } from '../../projections/directory/queries';
 
 /**
  * Credential management for a signed-in dashboard user (docs/AUTH.md): account API keys, a
@@ -157,9 +160,50 @@ export async function createBlockKeyAsOperator(store: EventStore, motorBlockId: 
 }
 
 export async function createAccountKeyAsOperator(store: EventStore, accountId: string, body: { scopes?: unknown }, now: Date): Promise<OperatorKey> {
+  await existingAccount(store, accountId);
+  return { ...await newAccountKey(store, 'cli', accountId, body, now), accountId };
+}
+
+/** The operator names an account by id: read from its stream (no projection lag), 404 not_found when there is none. */
+async function existingAccount(store: EventStore, accountId: string): Promise<void> {
   const first = (await store.readStream(streamName('account', accountId)))[0];
   if (first?.type !== 'AccountCreated') throw fail('not_found', 404, `No account ${accountId}`);
-  return { ...await newAccountKey(store, 'cli', accountId, body, now), accountId };
+}
+
+/** A key as `key list` shows it: its public prefix (what key revoke takes), never the secret or its hash. */
+export interface OperatorKeyListItem {
+  keyId: string; kind: ApiKeyKind; prefix: string; name: string | null; accountId: string; motorBlockId: string | null;
+  /** Account keys only: the scopes the key may grant. */
+  scopes?: string[];
+  createdAt: string; revoked: boolean; revokedAt: string | null;
+}
+
+/**
+ * The operator's list of keys (`npm run cli -- key list`), e.g. to find the keys of a bootstrap cut
+ * off before it printed them, or every key of an account after a leak: the account's keys and the
+ * keys of each of its blocks, or one block's keys, oldest first. Read from the dashboard's lists
+ * (the accounts read model; the account's blocks from the directory), which the caller catches up
+ * first. The account or block is checked on its stream as key create checks it: an unknown account
+ * is 404 not_found, an unknown or deleted block 404 motor_block_not_found.
+ */
+export async function listKeysAsOperator(store: EventStore, db: Knex, of: { accountId: string } | { motorBlockId: string }): Promise<OperatorKeyListItem[]> {
+  let accountId: string;
+  let items: ApiKeyListItem[];
+  if ('motorBlockId' in of) {
+    accountId = (await existingBlock(store, of.motorBlockId)).created.accountId;
+    items = await listBlockApiKeys(db, of.motorBlockId);
+  } else {
+    accountId = of.accountId;
+    await existingAccount(store, accountId);
+    const blocks = await listBlocksOfAccount(db, accountId);
+    items = [await listAccountApiKeys(db, accountId), ...await Promise.all(blocks.map((b) => listBlockApiKeys(db, b.id)))].flat();
+  }
+  return items
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+    .map((k) => ({
+      keyId: k.id, kind: k.kind, prefix: publicKeyPart(k.kind, k.prefix), name: k.name, accountId, motorBlockId: k.motorBlockId,
+      ...(k.kind === 'account' ? { scopes: k.scopes } : {}), createdAt: k.createdAt, revoked: k.revokedAt !== null, revokedAt: k.revokedAt,
+    }));
 }
 
 export async function revokeBlockKey(store: EventStore, a: Actor, motorBlockId: string, keyId: string, now: Date) {

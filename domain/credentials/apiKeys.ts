@@ -53,7 +53,9 @@ export function secretMatches(secret: string, storedHash: string): boolean {
 }
 
 /** What list views show: never usable as a key (parseApiKey rejects it). */
-export const maskApiKey = (kind: ApiKeyKind, prefix: string): string => `${KIND_TAG[kind]}_live_${prefix}_${'*'.repeat(8)}`;
+/** The key's public part, `mk_live_<prefix>` / `ak_live_<prefix>`: what the operator's key revoke takes besides the whole key. */
+export const publicKeyPart = (kind: ApiKeyKind, prefix: string): string => `${KIND_TAG[kind]}_live_${prefix}`;
+export const maskApiKey = (kind: ApiKeyKind, prefix: string): string => `${publicKeyPart(kind, prefix)}_${'*'.repeat(8)}`;
 
 /** A generated SMTP password: 32 base62 characters (190 bits), stored as hashSecret(password). */
 export function generateSmtpPassword(): { password: string; passwordHash: string } {

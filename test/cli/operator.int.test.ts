@@ -332,6 +332,99 @@ describe('CLI key create (int)', function () {
   });
 });
 
+/** `npm run cli -- key list`: an operator finds the keys of an account or a block, to revoke one, without ever seeing a secret. */
+describe('CLI key list (int)', function () {
+  this.timeout(120_000);
+  let motor: TestMotor;
+  let block: Awaited<ReturnType<TestMotor['bootstrap']>>;
+  let other: Awaited<ReturnType<TestMotor['bootstrap']>>;
+  /** Every whole key made in this suite: none may be printed. */
+  const secrets: string[] = [];
+  let created: string;
+
+  before(async () => {
+    motor = await startTestMotor({ roles: ['api', 'projector'] });
+    block = await motor.bootstrap({ email: 'list@example.test', domain: 'list.example.test' });
+    other = await motor.bootstrap({ email: 'other-list@example.test', domain: 'other-list.example.test' });
+    created = (await cli('key', 'create', '--block', block.motorBlockId)).out.apiKey;
+    expect((await cli('key', 'revoke', block.apiKey)).out).to.include({ kind: 'block', changed: true });
+    secrets.push(block.apiKey, block.accountApiKey, created, other.apiKey, other.accountApiKey);
+  });
+  after(async () => { await motor?.close(); });
+
+  const cli = (...args: string[]) => runCli(motor, args);
+  const publicPart = (apiKey: string) => apiKey.split('_').slice(0, 3).join('_');
+  const expectNoSecret = (printed: unknown) => {
+    const text = JSON.stringify(printed);
+    for (const key of secrets) {
+      const { secret } = parseApiKey(key)!;
+      expect(text).not.to.include(secret);
+      expect(text).not.to.include(hashSecret(secret));
+    }
+  };
+
+  it('--account: its account key and its block\'s keys, the revoked one only with --include-revoked; no secret, no hash', async () => {
+    const r = await cli('key', 'list', '--account', block.accountId);
+    expect(r.code).to.equal(0);
+    expect(r.out.keys.map((k: { prefix: string; kind: string }) => [k.prefix, k.kind])).to.have.deep.members([
+      [publicPart(block.accountApiKey), 'account'], [publicPart(created), 'block'],
+    ]);
+    const account = r.out.keys.find((k: { kind: string }) => k.kind === 'account');
+    expect(account).to.deep.include({ accountId: block.accountId, motorBlockId: null, revoked: false, revokedAt: null, scopes: [...SCOPES] });
+    expect(account.keyId).to.be.a('string');
+    expect(Date.parse(account.createdAt)).to.be.a('number').and.not.NaN;
+    const blockKey = r.out.keys.find((k: { kind: string }) => k.kind === 'block');
+    expect(blockKey).to.deep.include({ accountId: block.accountId, motorBlockId: block.motorBlockId, revoked: false });
+    expect(blockKey).not.to.have.property('scopes');
+    expectNoSecret(r.out);
+
+    const all = await cli('key', 'list', '--account', block.accountId.toUpperCase(), '--include-revoked');
+    expect(all.out.keys).to.have.length(3);
+    const revoked = all.out.keys.find((k: { prefix: string }) => k.prefix === publicPart(block.apiKey));
+    expect(revoked).to.deep.include({ kind: 'block', motorBlockId: block.motorBlockId, revoked: true });
+    expect(revoked.revokedAt).to.be.a('string');
+    expect(all.out.keys.map((k: { createdAt: string }) => k.createdAt), 'oldest first').to.deep.equal(all.out.keys.map((k: { createdAt: string }) => k.createdAt).sort());
+    expectNoSecret(all.out);
+
+    // What it prints is what key revoke takes.
+    const byPrefix = await cli('key', 'revoke', account.prefix);
+    expect(byPrefix.out).to.include({ id: account.keyId, kind: 'account', changed: true });
+    expect((await cli('key', 'list', '--account', block.accountId)).out.keys.map((k: { prefix: string }) => k.prefix)).to.deep.equal([publicPart(created)]);
+  });
+
+  it('--block: that block\'s keys only (no account key, no other account\'s)', async () => {
+    const r = await cli('key', 'list', '--block', block.motorBlockId, '--include-revoked');
+    expect(r.code).to.equal(0);
+    expect(r.out.keys.map((k: { prefix: string }) => k.prefix)).to.have.members([publicPart(block.apiKey), publicPart(created)]);
+    expect(r.out.keys.every((k: { kind: string; accountId: string }) => k.kind === 'block' && k.accountId === block.accountId)).to.equal(true);
+    expectNoSecret(r.out);
+    const theirs = await cli('key', 'list', '--block', other.motorBlockId);
+    expect(theirs.out.keys.map((k: { prefix: string }) => k.prefix)).to.deep.equal([publicPart(other.apiKey)]);
+  });
+
+  it('unknown account → exit 1 not_found, unknown block → exit 1 motor_block_not_found; neither, both or a malformed id → exit 2', async () => {
+    const account = await cli('key', 'list', '--account', '0193a5f0-0000-7000-8000-00000000beef');
+    expect([account.code, account.out?.error]).to.deep.equal([1, 'not_found']);
+    const unknown = await cli('key', 'list', '--block', '0193a5f0-0000-7000-8000-00000000beef');
+    expect([unknown.code, unknown.out?.error]).to.deep.equal([1, 'motor_block_not_found']);
+    expect((await cli('key', 'list')).code, 'neither').to.equal(2);
+    expect((await cli('key', 'list', '--account', block.accountId, '--block', block.motorBlockId)).code, 'both').to.equal(2);
+    expect((await cli('key', 'list', '--account', 'not-an-id')).code, 'malformed').to.equal(2);
+  });
+
+  it('without --json: one line per key with its public part, kind, block and state; no secret', async () => {
+    const { stdout } = await run('npx', ['tsx', 'scripts/cli.ts', 'key', 'list', '--block', block.motorBlockId, '--include-revoked'], {
+      env: { ...process.env, DATABASE_URL: motor.rt.databaseUrl, REDIS_URL: motor.rt.redisUrl, TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123', LOG_LEVEL: 'silent' },
+    });
+    const lines = stdout.trimEnd().split('\n');
+    expect(lines).to.have.length(2);
+    const revoked = lines.find((l) => l.startsWith(publicPart(block.apiKey)))!;
+    expect(revoked).to.include('block').and.include(block.motorBlockId).and.include('revoked');
+    expect(lines.find((l) => l.startsWith(publicPart(created)))).to.include('active');
+    expectNoSecret(stdout);
+  });
+});
+
 /** Exit code and stderr of `npm run cli -- <args>` (for refusals, which print no JSON). */
 async function cliStderr(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
   try {
