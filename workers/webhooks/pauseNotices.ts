@@ -1,5 +1,6 @@
 import { streamName, type RecordedEvent } from '../../domain/eventStore';
 import { asDomainEvent, type WebhookDeliveryAttempted, type WebhookEndpointDisabled } from '../../domain/events';
+import { storableText } from '../../domain/storableJson';
 import type { Clock } from '../../domain/ids';
 import { SYSTEM_PLAN } from '../../domain/account/plan';
 import { foldEndpoint } from '../../domain/webhooks/webhooks';
@@ -70,9 +71,10 @@ export interface PauseFacts {
   lastAttempt: Pick<WebhookDeliveryAttempted, 'attempt' | 'httpStatus' | 'error' | 'responseBody' | 'attemptedAt'> | null;
 }
 
+/** `s` on one line, cut at `max` UTF-16 units by storableText (a block name's emoji is not split in half). */
 const oneLine = (s: string, max: number) => {
   const flat = s.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+  return flat.length > max ? `${storableText(flat, max)}…` : flat;
 };
 
 /** The notice (pure): subject naming block and URL, since when it failed, the last error, how to check and resume. */

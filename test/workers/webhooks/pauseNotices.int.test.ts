@@ -144,6 +144,13 @@ describe('webhook pause notices (integration)', function () {
     expect(mail.subject).to.include(`"${block.name}"`);
   });
 
+  it('a long block name is cut whole: an emoji at the cut is not split into a lone surrogate', () => {
+    const facts = { webhookId: randomUUID(), url: 'https://hooks.example.test/x', motorBlockId: randomUUID(), ownerEmail: 'o@example.test', since: '', disabledAt: '', deliveryId: '', lastAttempt: null };
+    const { subject } = pauseNoticeMail({ ...facts, blockName: `${'a'.repeat(79)}😀 and more` }, 'https://motor.example.test');
+    expect(subject.isWellFormed()).to.equal(true);
+    expect(subject).to.include(`"${'a'.repeat(79)}…"`);
+  });
+
   it('the same pause handed over again (a notifier restarted from an earlier checkpoint) mails nothing more', async () => {
     const replayedAt = Date.now();
     const sent: string[] = [];
