@@ -239,9 +239,10 @@ const MAX_HOST_REASON = 600;
 
 /**
  * `prefix` and the reason of each host, in the order tried, `; ` between them: a reason given
- * twice (two addresses of one host) is written once, a long one cut at MAX_HOST_REASON, and
- * hosts that would take the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are
- * left out whole and counted, so what is kept reads as written.
+ * twice (two addresses of one host refused alike by a policy; other failures name the address,
+ * see triedReasons) is written once, a long one cut at MAX_HOST_REASON, and hosts that would take
+ * the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are left out whole and
+ * counted, so what is kept reads as written.
  */
 export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_TEXT): string {
   const unique = [...new Set(reasons)].map((r) => (r.length > MAX_HOST_REASON ? `${storableText(r, MAX_HOST_REASON - 3)}...` : r));
