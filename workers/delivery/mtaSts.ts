@@ -28,6 +28,13 @@ export interface MtaStsPolicy {
 
 /** RFC 8461 §3.2: max_age is at most 31557600 seconds (about a year). */
 export const MAX_AGE_LIMIT = 31_557_600;
+/**
+ * The shortest a fetched policy is kept, whatever its max_age (0 is valid): kept for its max_age
+ * alone, a `max_age: 0` policy would be fetched again by every delivery to its domain, one HTTPS
+ * request per message to a host the domain may not have sized for that. A minute matches how long
+ * the `_mta-sts` TXT answer is kept (dns.ts), so a new policy id is still seen within a minute.
+ */
+export const MIN_POLICY_KEEP_SECONDS = 60;
 /** §3.3: the policy file is small; a sender may refuse a larger one. */
 export const MAX_POLICY_BYTES = 64 * 1024;
 
@@ -156,8 +163,8 @@ interface Kept { policy: MtaStsPolicy; expires: number }
 /**
  * The per-process policy cache (§5.1). For each delivery to a domain the `_mta-sts` TXT record
  * is asked of the resolver (its answers are kept there, not here); a policy is kept for its
- * max_age and reused while the record's id is the one it was fetched under; a new id fetches
- * again. When the record is gone or unreadable, or a fetch fails, an unexpired kept policy still
+ * max_age, at least MIN_POLICY_KEEP_SECONDS, and reused while the record's id is the one it was
+ * fetched under; a new id fetches again, once for all the deliveries that ask at the same time. When the record is gone or unreadable, or a fetch fails, an unexpired kept policy still
  * applies (§3.3: an attacker who can strip the record must not turn the policy off); with none
  * kept there is no policy and delivery goes on as without MTA-STS. A failed fetch is not tried
  * again for the same id for `retryAfterFailureMs`, so a broken policy host costs one timeout, not
@@ -214,7 +221,8 @@ export class MtaStsPolicies implements MtaStsSource {
       return null;
     }
     this.failures.delete(key);
-    this.remember(this.policies, domain, { policy: fetched, expires: this.now() + fetched.maxAgeSeconds * 1000 });
+    const keepSeconds = Math.max(fetched.maxAgeSeconds, MIN_POLICY_KEEP_SECONDS);
+    this.remember(this.policies, domain, { policy: fetched, expires: this.now() + keepSeconds * 1000 });
     this.report({ kind: 'fetched', domain, id: fetched.id, mode: fetched.mode });
     return fetched;
   }

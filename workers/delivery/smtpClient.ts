@@ -239,9 +239,10 @@ const MAX_HOST_REASON = 600;
 
 /**
  * `prefix` and the reason of each host, in the order tried, `; ` between them: a reason given
- * twice (two addresses of one host) is written once, a long one cut at MAX_HOST_REASON, and
- * hosts that would take the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are
- * left out whole and counted, so what is kept reads as written.
+ * twice (two addresses of one host refused alike by a policy; other failures name the address,
+ * see triedReasons) is written once, a long one cut at MAX_HOST_REASON, and hosts that would take
+ * the text past `max` (the MAX_REPLY_TEXT of a recorded smtpResponse) are left out whole and
+ * counted, so what is kept reads as written.
  */
 export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_TEXT): string {
   const unique = [...new Set(reasons)].map((r) => (r.length > MAX_HOST_REASON ? `${storableText(r, MAX_HOST_REASON - 3)}...` : r));
@@ -262,10 +263,10 @@ export function hostReasons(prefix: string, reasons: string[], max = MAX_REPLY_T
 
 /**
  * The MX hosts in turn (deliverToDomain); what the policy made of each is added to `findings`.
- * When no host gave a verdict, the recipients are deferred with the reason of every host tried
- * (hostReasons), not the last's only: under an enforce policy that refused any, with the policy's
- * prefix; otherwise when more than one host failed and the last gave no reply to keep (a 421
- * greeting is kept as the verdict, as it is with one host).
+ * When no host gave a verdict, the recipients are deferred with the reason of every host and
+ * address tried (hostReasons), not the last's only: under an enforce policy that refused any, with
+ * the policy's prefix; otherwise when more than one try failed (two hosts, or two addresses of
+ * one) and the last gave no reply to keep (see noVerdict).
  */
 async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], policy: MtaStsPolicy | null, findings: PolicyFindings): Promise<RecipientResult[]> {
   const enforce = policy?.mode === 'enforce' ? policy : null;
@@ -273,18 +274,15 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
   // What enforce verifies certificates with, and testing judges them by. Given to every session,
   // policy or not, so that a parked opportunistic session judges alike whichever domain takes it.
   const tls = opts.mtaSts?.secureContext ? { secureContext: opts.mtaSts.secureContext } : undefined;
-  /** Every host failure's reason, in order: what a deferral without a verdict names. */
-  const reasons: string[] = [];
-  /** The hosts behind `reasons`: two addresses of one host count once, so one host's deferral reads as it always has. */
-  const failedHosts = new Set<string>();
-  const failed = (failure: HostFailure): HostFailure => {
-    reasons.push(`${failure.mx}: ${failure.detail}`);
-    failedHosts.add(failure.mx);
+  /** Every failed try (a host, or one of its addresses), in order: what a deferral without a verdict names. */
+  const tries: FailedTry[] = [];
+  const failed = (failure: HostFailure, address: string | null = null): HostFailure => {
+    tries.push({ mx: failure.mx, address, reason: failure.detail });
     return failure;
   };
-  const refuse = (mxHost: string, why: string): HostFailure => {
+  const refuse = (mxHost: string, why: string, address: string | null = null): HostFailure => {
     findings.refused.push(why);
-    reasons.push(why);
+    tries.push({ mx: mxHost, address, reason: why, namesHost: true });
     return { mx: mxHost, detail: `${policyPrefix(opts.domain, 'enforce')}${why}`, reply: null };
   };
   let budget = opts.maxConnectionAttempts ?? 6;
@@ -335,7 +333,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
         const session = await smtpSession({ ...base, tlsMode: 'mta-sts' });
         if (session.kind === 'done') return session.results;
         if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure) : failed(session.failure);
+        lastFailure = session.tlsFailure ? refuse(host.exchange, session.tlsFailure, address) : failed(session.failure, address);
         continue;
       }
       let session = await smtpSession({ ...base, tlsMode: 'opportunistic' });
@@ -350,7 +348,7 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
       // A verdict that came before the deadline stands; a session cut short by it tells nothing.
       if (session.kind === 'done') return session.results;
       if (opts.signal?.aborted) return deadlineResults(opts.recipients, host.exchange);
-      lastFailure = failed(session.failure);
+      lastFailure = failed(session.failure, address);
     }
   }
 
@@ -360,15 +358,43 @@ async function deliverToHosts(opts: DomainDeliveryOptions, hosts: MxHost[], poli
   }
   if (findings.refused.length > 0) {
     // The policy's deferral (no SMTP code): a 421 from a listed host is one of the reasons named.
-    const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), reasons);
+    const detail = hostReasons(policyPrefix(opts.domain, 'enforce'), triedReasons(tries));
     return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure?.mx ?? null, detail));
   }
-  if (lastFailure && !lastFailure.reply && failedHosts.size > 1) {
-    // mx1 timed out and mx2 refused the connection: the operator needs both, not mx2's alone.
-    const detail = hostReasons(`No MX host of ${opts.domain} took the message: `, reasons);
-    return opts.recipients.map((r) => noReply(r, 'deferred', lastFailure!.mx, detail));
-  }
-  return opts.recipients.map((r) => fromHostFailure(r, lastFailure));
+  return noVerdict(opts.recipients, lastFailure, tries, `No MX host of ${opts.domain} took the message: `);
+}
+
+/**
+ * A try that gave no verdict: an MX host (no address: its lookup failed, or a policy refused it
+ * unseen) or one address of it. `namesHost`: `reason` is an MTA-STS refusal, which names the host itself.
+ */
+export interface FailedTry { mx: string; address: string | null; reason: string; namesHost?: boolean }
+
+/**
+ * The reasons of `tries` for hostReasons(): `host: reason`, or `host[address]: reason` (Postfix's
+ * way of writing it) for a host of which more than one address was tried, so that two addresses
+ * are told apart even when their failures do not name them (a dropped session, a 421).
+ */
+export function triedReasons(tries: FailedTry[]): string[] {
+  const addresses = new Map<string, number>();
+  for (const t of tries) if (t.address !== null) addresses.set(t.mx, (addresses.get(t.mx) ?? 0) + 1);
+  return tries.map((t) => {
+    if (t.namesHost) return t.reason;
+    const where = t.address !== null && (addresses.get(t.mx) ?? 0) > 1 ? `${t.mx}[${t.address}]` : t.mx;
+    return `${where}: ${t.reason}`;
+  });
+}
+
+/**
+ * No try gave a verdict: the recipients are deferred. A last try that replied (a 421 greeting, a
+ * 535 to AUTH) keeps its reply as the verdict, as one try keeps its own failure; otherwise every
+ * try is named after `prefix` (mx1 timed out and mx2 refused the connection, or both addresses of
+ * one host did: the operator needs each, not the last's alone).
+ */
+function noVerdict(recipients: string[], last: HostFailure | null, tries: FailedTry[], prefix: string): RecipientResult[] {
+  if (!last || last.reply || tries.length < 2) return recipients.map((r) => fromHostFailure(r, last));
+  const detail = hostReasons(prefix, triedReasons(tries));
+  return recipients.map((r) => noReply(r, 'deferred', last.mx, detail));
 }
 
 /** Why `enforce` would have refused the TLS of a session with the listed `mxHost` (null: it would have allowed it). */
@@ -382,7 +408,8 @@ function tlsWouldRefuse(mxHost: string, tls: SessionTls): string | null {
  * Delivers everything through one smart host (SMTP_RELAY_URL: smtp://user:pass@host:port with
  * STARTTLS, or smtps:// for implicit TLS; port 587 / 465 when not given), authenticating when
  * credentials are given. The relay's certificate is verified; with credentials STARTTLS is
- * required, so they never go out in clear text.
+ * required, so they never go out in clear text. A relay name with two addresses that both fail
+ * defers naming each (noVerdict), as MX hosts do.
  */
 export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptions): Promise<RecipientResult[]> {
   const url = new URL(relayUrl);
@@ -396,6 +423,7 @@ export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptio
   if (addresses.kind !== 'addresses') return opts.recipients.map((r) => noReply(r, 'deferred', hostName, `Relay ${addresses.message}`));
 
   let failure: HostFailure | null = null;
+  const tries: FailedTry[] = [];
   for (const address of addresses.addresses.slice(0, 2)) {
     const session = await smtpSession({
       host: address,
@@ -416,8 +444,9 @@ export async function deliverViaRelay(relayUrl: string, opts: RelayDeliveryOptio
     if (session.kind === 'done') return session.results;
     if (opts.signal?.aborted) return deadlineResults(opts.recipients, hostName);
     failure = session.failure;
+    tries.push({ mx: hostName, address, reason: failure.detail });
   }
-  return opts.recipients.map((r) => fromHostFailure(r, failure));
+  return noVerdict(opts.recipients, failure, tries, `No address of relay ${hostName} took the message: `);
 }
 
 // ---------------------------------------------------------------------------------------------

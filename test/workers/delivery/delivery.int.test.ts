@@ -60,11 +60,16 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
         ],
       },
       'up.twomx.test': { A: ['127.0.0.1'] },
+      // One MX host, two addresses: refused at 127.0.0.2, then the test's raw server on 127.0.0.1.
+      'twoaddr.test': { MX: [{ exchange: 'mx.twoaddr.test', priority: 10 }] },
+      'mx.twoaddr.test': { A: ['127.0.0.2', '127.0.0.1'] },
       'ghostmx.test': { MX: [{ exchange: 'ghost.ghostmx.test', priority: 10 }] },
       // Its MX port is one where the TCP handshake never completes (test/support/unansweredListener.ts).
       'unanswered.test': { MX: [{ exchange: 'mx.unanswered.test', priority: 10 }] },
       'mx.unanswered.test': { A: ['127.0.0.1'] },
       'relay.test': { A: ['127.0.0.1'] },
+      // A relay name with two addresses (the test certificate names it): refused at 127.0.0.2, then whatever listens on 127.0.0.1.
+      'smtp.test': { A: ['127.0.0.2', '127.0.0.1'] },
       'rsa._domainkey.sender.test': { TXT: [keys['rsa-sha256'].dnsTxtValue] },
       'ed._domainkey.sender.test': { TXT: [keys['ed25519-sha256'].dnsTxtValue] },
     });
@@ -456,6 +461,21 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
     expect(r.detail).not.to.match(/No MX host|down\.failover\.test/);
   });
 
+  it('defers naming each address of one MX host when none gave a verdict: the first refused the connection, the second dropped the session', async () => {
+    const r = await deliverToRawMx((socket) => {
+      socket.write('220 mx.twoaddr.test ESMTP\r\n');
+      socket.once('data', () => socket.destroy());
+    }, timeouts, undefined, 'twoaddr.test');
+    expect(r).to.include({ outcome: 'deferred', smtpCode: null, enhancedCode: null, smtpResponse: null, mx: 'mx.twoaddr.test' });
+    expect(r.detail).to.match(/^No MX host of twoaddr\.test took the message: mx\.twoaddr\.test\[127\.0\.0\.2\]: ESOCKET: connect ECONNREFUSED 127\.0\.0\.2:\d+; mx\.twoaddr\.test\[127\.0\.0\.1\]: ECONNECTION: Connection closed unexpectedly$/);
+  });
+
+  it('defers with the reply of the last address of one MX host when it gave one (421 greeting)', async () => {
+    const r = await deliverToRawMx((socket) => socket.end('421 4.3.2 mx.twoaddr.test: too busy\r\n'), timeouts, undefined, 'twoaddr.test');
+    expect(r).to.include({ outcome: 'deferred', smtpCode: '421', enhancedCode: '4.3.2', smtpResponse: '421 4.3.2 mx.twoaddr.test: too busy', mx: 'mx.twoaddr.test' });
+    expect(r.detail).not.to.match(/No MX host|127\.0\.0\.2/);
+  });
+
   it('defers, keeping the greeting, when the MX greets with 554 (it refuses to talk at all, not to this recipient)', async () => {
     const r = await deliverToRawMx((socket) => socket.end('554 5.7.1 mx.rcpt.test: no SMTP service here\r\n'), timeouts);
     expect(r).to.include({ outcome: 'deferred', smtpCode: '554', mx: 'mx.rcpt.test' });
@@ -594,6 +614,35 @@ describe('delivery end to end (loopback DNS + SMTP sink)', function () {
       expect(r).to.include({ outcome: 'deferred', mx: 'relay.test' });
       expect(r.detail).to.match(/STARTTLS/);
       expect(s.messages).to.have.length(0);
+    });
+
+    it('defers naming each address of a relay name when none gave a verdict, and keeps the last one\'s reply when it gave one', async () => {
+      const opts = {
+        raw: await signedMessage({ to: ['a@far.test'] }), envelopeFrom: `bounces@${SENDER_DOMAIN}`, recipients: ['a@far.test'], resolver, hostname: HOSTNAME, timeouts, tls: { ca: cert },
+      };
+      // 127.0.0.1 greets and drops the session at EHLO: no reply to keep, so both addresses are named.
+      const sockets: Socket[] = [];
+      const dropping: Server = createServer((socket) => {
+        sockets.push(socket);
+        socket.write('220 smtp.test ESMTP\r\n');
+        socket.once('data', () => socket.destroy());
+      });
+      await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (dropping.address() as AddressInfo).port;
+        const [r] = await deliverViaRelay(`smtp://smtp.test:${port}`, opts);
+        expect(r).to.include({ outcome: 'deferred', smtpCode: null, smtpResponse: null, mx: 'smtp.test' });
+        expect(r.detail).to.equal(`No address of relay smtp.test took the message: smtp.test[127.0.0.2]: ESOCKET: connect ECONNREFUSED 127.0.0.2:${port}; smtp.test[127.0.0.1]: ECONNECTION: Connection closed unexpectedly`);
+      } finally {
+        sockets.forEach((sk) => sk.destroy());
+        await new Promise((resolve) => dropping.close(resolve));
+      }
+
+      // 127.0.0.1 refuses the credentials: its 535 is the verdict, as with one address.
+      const s = await sink({ auth: { user: 'motor', pass: 'right' } });
+      const [refused] = await deliverViaRelay(`smtp://motor:wrong@smtp.test:${s.port}`, opts);
+      expect(refused).to.include({ outcome: 'deferred', smtpCode: '535', mx: 'smtp.test' });
+      expect(refused.detail).not.to.match(/No address|127\.0\.0\.2/);
     });
 
     it('speaks implicit TLS for smtps:// and verifies the relay certificate', async () => {

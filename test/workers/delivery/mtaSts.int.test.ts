@@ -5,7 +5,7 @@ import { startPolicyServer, type PolicyServer } from '../../support/mtaStsServer
 import { testCertificate } from '../../support/smtpSink.js';
 import { issuedCertificate, testCa } from '../../support/testCa.js';
 import { cachingResolver, createResolver } from '../../../workers/delivery/dns.js';
-import { MtaStsPolicies, type MtaStsEvent, type MtaStsSettings } from '../../../workers/delivery/mtaSts.js';
+import { MIN_POLICY_KEEP_SECONDS, MtaStsPolicies, type MtaStsEvent, type MtaStsSettings } from '../../../workers/delivery/mtaSts.js';
 
 const POLICY = 'version: STSv1\nmode: enforce\nmx: mx.rcpt.test\nmax_age: 3600\n';
 
@@ -90,6 +90,20 @@ describe('MTA-STS policy discovery and cache (loopback DNS + HTTPS policy host)'
     now += 2000;
     expect(await p.policyFor('rcpt.test')).to.equal(null);
     expect(server.count('mta-sts.rcpt.test')).to.equal(1);
+  });
+
+  it(`keeps a policy with max_age 0 for ${MIN_POLICY_KEEP_SECONDS} s rather than fetching it for every delivery, and shares that fetch`, async () => {
+    server.setPolicy('mta-sts.rcpt.test', POLICY.replace('max_age: 3600', 'max_age: 0'));
+    const p = policies();
+    const first = await Promise.all([p.policyFor('rcpt.test'), p.policyFor('rcpt.test')]);
+    expect(first.map((g) => g?.maxAgeSeconds)).to.deep.equal([0, 0]);
+    now += MIN_POLICY_KEEP_SECONDS * 1000 - 1000;
+    expect(await p.policyFor('rcpt.test')).to.include({ id: 'one', maxAgeSeconds: 0 });
+    expect(server.count('mta-sts.rcpt.test')).to.equal(1);
+    expect(kinds()).to.deep.equal(['fetched', 'cached']);
+    now += 2000;
+    expect(await p.policyFor('rcpt.test')).to.include({ id: 'one' });
+    expect(server.count('mta-sts.rcpt.test')).to.equal(2);
   });
 
   it('has no policy without a TXT record, with two, or for an address literal, and asks no policy host', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { MAX_REPLY_TEXT, groupByDomain, hostReasons, outcomeForCode, parseReply } from '../../../workers/delivery/smtpClient.js';
+import { MAX_REPLY_TEXT, groupByDomain, hostReasons, outcomeForCode, parseReply, triedReasons } from '../../../workers/delivery/smtpClient.js';
 
 describe('smtpClient (pure parts)', () => {
   it('groupByDomain groups case-insensitively by domain, keeping order and the addresses as given', () => {
@@ -43,5 +43,21 @@ describe('smtpClient (pure parts)', () => {
     expect(entries.slice(0, -1).every((e, i) => e.startsWith(`certificate of mx${i}.rcpt.test`) && e.length === 600 && e.endsWith('...'))).to.equal(true);
     expect(entries.at(-1)).to.equal(`${10 - (entries.length - 1)} more hosts not shown`);
     expect(hostReasons(prefix, long.slice(0, 2), 700)).to.equal(`${prefix}${long[0].slice(0, 597)}...; 1 more host not shown`);
+  });
+
+  it('triedReasons names the address only of a host of which several were tried; a policy refusal reads as given', () => {
+    expect(triedReasons([
+      { mx: 'mx0.rcpt.test', address: null, reason: 'Host mx0.rcpt.test has no A/AAAA record' },
+      { mx: 'mx1.rcpt.test', address: '192.0.2.1', reason: 'ECONNECTION: Connection closed unexpectedly' },
+      { mx: 'mx2.rcpt.test', address: '192.0.2.2', reason: 'ECONNECTION: Connection closed unexpectedly' },
+      { mx: 'mx2.rcpt.test', address: '2001:db8::2', reason: 'ECONNECTION: Connection closed unexpectedly' },
+      { mx: 'mx3.rcpt.test', address: null, reason: 'mx3.rcpt.test is not a listed MX', namesHost: true },
+    ])).to.deep.equal([
+      'mx0.rcpt.test: Host mx0.rcpt.test has no A/AAAA record',
+      'mx1.rcpt.test: ECONNECTION: Connection closed unexpectedly',
+      'mx2.rcpt.test[192.0.2.2]: ECONNECTION: Connection closed unexpectedly',
+      'mx2.rcpt.test[2001:db8::2]: ECONNECTION: Connection closed unexpectedly',
+      'mx3.rcpt.test is not a listed MX',
+    ]);
   });
 });
