@@ -130,7 +130,7 @@ function sendFailure(err: unknown): DomainError {
   return temporary
     ? fail('email_send_failed', 502, `The mail could not be accepted for delivery (${cause})`, { nextAction: 'Retry shortly', details: { temporary } })
     : fail('email_send_failed', 502, `The mail was refused (${cause}); trying again will not help`, {
-      nextAction: 'Check the address; if it is right, the service\'s own mail (SYSTEM_MAIL_FROM) needs its operator', details: { temporary },
+      nextAction: 'Check the address; if it is right, contact the service\'s operator', details: { temporary },
     });
 }
 
