@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
-import { WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
-import { fail, isDomainError } from '../../domain/errors';
+import { InvalidEventDataError, WrongExpectedRevisionError, streamName } from '../../domain/eventStore';
+import { fail, isDomainError, type DomainError } from '../../domain/errors';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { newId, uuidV5 } from '../../domain/ids';
 import type { Config } from '../../infra/config';
@@ -105,7 +105,40 @@ async function systemBlock(deps: SystemMailDeps, now: Date): Promise<string> {
 
 export interface SystemMail { to: string; subject: string; text: string; purpose: string; idempotencyKey: string }
 
-/** Accepts a system mail for delivery; 502 email_send_failed when it cannot be accepted. */
+/**
+ * Whether a failed system mail can be accepted if tried again later: the split of the SMTP edge
+ * (smtp/replies.ts). Anything not a DomainError is the machinery (the event store, the directory
+ * projection not showing the system block yet, a bug) and may pass later; so may a 429 (the system
+ * block's quota) and any 5xx. A 4xx DomainError refuses this mail or its sender (a recipient that
+ * is not an address, SYSTEM_MAIL_FROM's domain or block unable to send), and text the store cannot
+ * keep is refused the same way on every try.
+ */
+export function isTemporarySendFailure(err: unknown): boolean {
+  if (err instanceof InvalidEventDataError) return false;
+  if (!isDomainError(err)) return true;
+  return err.status === 429 || err.status >= 500;
+}
+
+/**
+ * A failed send as its callers see it: 502 email_send_failed whatever the cause (the status and
+ * code docs/AUTH.md and SPEC name for register and free recipients), with `temporary` saying whether
+ * trying again can help, so a caller that retries (the pause notices) stops at a permanent one.
+ */
+function sendFailure(err: unknown): DomainError {
+  const cause = isDomainError(err) ? err.code : err instanceof InvalidEventDataError ? 'invalid_event_data' : 'internal';
+  const temporary = isTemporarySendFailure(err);
+  return temporary
+    ? fail('email_send_failed', 502, `The mail could not be accepted for delivery (${cause})`, { nextAction: 'Retry shortly', details: { temporary } })
+    : fail('email_send_failed', 502, `The mail was refused (${cause}); trying again will not help`, {
+      nextAction: 'Check the address; if it is right, contact the service\'s operator', details: { temporary },
+    });
+}
+
+/** A failure of sendSystemMail that no later try can get past. */
+export const isPermanentSendFailure = (err: unknown): boolean =>
+  isDomainError(err) && err.code === 'email_send_failed' && err.details?.temporary === false;
+
+/** Accepts a system mail for delivery; 502 email_send_failed (sendFailure) when it cannot be accepted. */
 export async function sendSystemMail(deps: SystemMailDeps, mail: SystemMail, now: Date): Promise<string> {
   try {
     const motorBlockId = await systemBlock(deps, now);
@@ -119,7 +152,6 @@ export async function sendSystemMail(deps: SystemMailDeps, mail: SystemMail, now
     if (result.kind === 'validated') throw new Error('unexpected dry run');
     return result.messageId;
   } catch (err) {
-    const code = isDomainError(err) ? err.code : 'internal';
-    throw fail('email_send_failed', 502, `The mail could not be accepted for delivery (${code})`, { nextAction: 'Retry shortly' });
+    throw sendFailure(err);
   }
 }

@@ -60,7 +60,8 @@ const ERROR_TEXT: Record<string, string> = {
   domain_already_added: 'Domain already added',
   domain_not_found: 'Not found',
   invalid_domain: 'Invalid domain',
-  domain_reserved: 'Invalid domain',
+  // A well-formed name the operator keeps (SERVICE_DOMAIN, BOUNCE_DOMAIN): not an invalid one.
+  domain_reserved: 'Domain reserved',
   invalid_dkim_mode: 'Validation error',
   dkim_rotation_not_available: 'Conflict',
 };

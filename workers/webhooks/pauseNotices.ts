@@ -5,7 +5,7 @@ import type { Clock } from '../../domain/ids';
 import { SYSTEM_PLAN } from '../../domain/account/plan';
 import { foldEndpoint } from '../../domain/webhooks/webhooks';
 import { IDEMPOTENCY_WINDOW_MS } from '../../commands/send/sendMessage';
-import { sendSystemMail, type SystemMail, type SystemMailDeps } from '../../commands/auth/systemMail';
+import { isPermanentSendFailure, sendSystemMail, type SystemMail, type SystemMailDeps } from '../../commands/auth/systemMail';
 import { loadBlock } from '../../commands/blocks/grants';
 import { followLog } from '../../infra/eventstore/followLog';
 import type { Logger } from '../../infra/logger';
@@ -32,11 +32,14 @@ import { CheckpointWriter } from '../logEnqueuer';
  * second mail would go out, and a day late the endpoint's state (`disabledReason: "failing"`) has
  * long been on the API.
  *
- * A send that fails (event store or quota trouble, SYSTEM_MAIL_FROM's domain unusable: 502
- * email_send_failed) is tried again after each of NOTICE_RETRY_DELAYS_MS, then logged and counted
- * (`failed`), and the follower moves on. Holding the checkpoint on it instead would stall every
- * later notice behind a fault that may last longer than they are worth sending; the pause itself
- * is in the log, the API and motor_webhook_endpoints_paused_total whatever happens to the mail.
+ * A send that fails for a passing cause (event store or quota trouble: 502 email_send_failed,
+ * `temporary`) is tried again after each of NOTICE_RETRY_DELAYS_MS, then logged and counted
+ * (`failed`), and the follower moves on. One refused for good (the owner's address, or
+ * SYSTEM_MAIL_FROM's domain or block unable to send: not `temporary`) is logged and counted at once:
+ * the same mail would be refused on each try, and the tries would hold back the notices after it
+ * for six minutes. Holding the checkpoint on a failure instead would stall every later notice
+ * behind a fault that may last longer than they are worth sending; the pause itself is in the log,
+ * the API and motor_webhook_endpoints_paused_total whatever happens to the mail.
  */
 
 /** The follower's name, and so its row in motor_workers.checkpoints. */
@@ -129,7 +132,7 @@ export class WebhookPauseNotifier {
     await this.checkpoint.flush().catch(() => undefined);
   }
 
-  /** One pause: mailed, skipped (nothing to tell, or too old), or failed after its tries. */
+  /** One pause: mailed, skipped (nothing to tell, or too old), or failed (after its tries, or at once when refused for good). */
   async notify(e: RecordedEvent, signal?: AbortSignal): Promise<NoticeOutcome> {
     const event = asDomainEvent(e);
     if (event?.type !== 'WebhookEndpointDisabled') return 'skipped';
@@ -143,8 +146,11 @@ export class WebhookPauseNotifier {
         return outcome;
       } catch (err) {
         if (signal?.aborted) throw err;
-        if (tries > delays.length) {
-          this.deps.logger.error({ err, ...log, tries }, 'could not mail the owner of a paused webhook endpoint; giving up on this notice');
+        const permanent = isPermanentSendFailure(err);
+        if (permanent || tries > delays.length) {
+          this.deps.logger.error({ err, ...log, tries, permanent }, permanent
+            ? 'could not mail the owner of a paused webhook endpoint: the mail was refused, trying again cannot help; giving up on this notice'
+            : 'could not mail the owner of a paused webhook endpoint; giving up on this notice');
           this.deps.metrics.webhookPauseNotices.inc({ outcome: 'failed' });
           return 'failed';
         }

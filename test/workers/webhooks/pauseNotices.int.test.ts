@@ -203,6 +203,29 @@ describe('webhook pause notices (integration)', function () {
     expect(await mailsAbout(b.url)).to.have.length(1);
   });
 
+  it('a send refused for good (an owner address the send refuses) is not tried again: counted failed at once; the notices after it still go out', async () => {
+    const a = await createdAgo('/down?notice=refused-a');
+    const b = await createdAgo('/down?notice=refused-b');
+    const first = (await pauseForFailing(a.id)).paused;
+    const second = (await pauseForFailing(b.id)).paused;
+    const failed = async () => (await h.motor.rt.metrics.webhookPauseNotices.get()).values.find((v) => v.labels.outcome === 'failed')?.value ?? 0;
+    const failedBefore = await failed();
+    const calls: string[] = [];
+    await runFrom('webhook-pause-notices-refused', await positionBefore(first), second.position, {
+      retryDelaysMs: [10, 10],
+      // The real send, refusing the first notice's recipient as it would an owner address that is not
+      // one. Under a key of its own: the running notifier may have sent it already, and its key would
+      // replay that message before the recipient is looked at.
+      send: async (deps, mail, now) => {
+        calls.push(mail.idempotencyKey);
+        const refused = { ...mail, to: 'not an address', idempotencyKey: `${mail.idempotencyKey}:refused` };
+        return sendSystemMail(deps, mail.idempotencyKey.endsWith(first.id) ? refused : mail, now);
+      },
+    });
+    expect(calls).to.deep.equal([`webhook-paused:${first.id}`, `webhook-paused:${second.id}`]);
+    expect(await failed()).to.equal(failedBefore + 1);
+  });
+
   it('the system account, a pause too old to mail once only, and a pause resumed since get nothing', async () => {
     const notifier = new WebhookPauseNotifier(notifierDeps());
     // The system block exists once a system mail went out; an endpoint on it has no owner to tell.
