@@ -195,6 +195,14 @@ async function readCheckpointRow(db: Knex | Knex.Transaction, schema: string, fo
   return row.position;
 }
 
+/**
+ * Where a read model is in the log: the checkpoint of its live schema (null before its first
+ * batch), for a caller outside the runner that must not decide on rows older than some position.
+ */
+export function readCheckpoint(db: Knex, projectionName: string): Promise<GlobalPosition | null> {
+  return readCheckpointRow(db, schemaFor(projectionName), false);
+}
+
 type ApplyResult = { ok: true; position: GlobalPosition } | { ok: false; position: GlobalPosition | null };
 
 export class ProjectionRunner {

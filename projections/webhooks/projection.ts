@@ -91,6 +91,10 @@ const MIGRATIONS = [
 
 async function applyWebhooks(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
   const t = (table: string) => trx.withSchema(schema).table(table);
+  // The failure clock's latest success per endpoint in this batch, written once at its end: the
+  // column only ever moves forward and no other event touches it, so the batch's latest gives the
+  // row one success at a time would.
+  const lastSuccess = new Map<string, string>();
   for (const e of events) {
     const event = asDomainEvent(e);
     if (!event) continue;
@@ -157,11 +161,8 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
         if (d.outcome === 'delivered') {
           const counts = d.event !== undefined ? d.event !== 'webhook.test'
             : (await t('deliveries').where({ id: d.deliveryId }).first('event'))?.event !== 'webhook.test';
-          if (counts) {
-            await t('endpoints').where({ id: d.webhookId })
-              .andWhere((q) => q.whereNull('last_success_at').orWhere('last_success_at', '<', d.attemptedAt))
-              .update({ last_success_at: d.attemptedAt });
-          }
+          const seen = lastSuccess.get(d.webhookId);
+          if (counts && (seen === undefined || Date.parse(seen) < Date.parse(d.attemptedAt))) lastSuccess.set(d.webhookId, d.attemptedAt);
         }
         break;
       }
@@ -180,6 +181,11 @@ async function applyWebhooks(trx: Knex.Transaction, schema: string, events: Reco
       default:
         break;
     }
+  }
+  for (const [webhookId, at] of lastSuccess) {
+    await t('endpoints').where({ id: webhookId })
+      .andWhere((q) => q.whereNull('last_success_at').orWhere('last_success_at', '<', at))
+      .update({ last_success_at: at });
   }
 }
 

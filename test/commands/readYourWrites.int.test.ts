@@ -1,10 +1,9 @@
 import { expect } from 'chai';
-import pg from 'pg';
 import { CONTACTS_SCHEMA } from '../../projections/contacts/projection';
 import { SUPPRESSIONS_SCHEMA } from '../../projections/commSuppressions/projection';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
-import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+import { eventually, getJson, holdProjection, postJson, startTestMotor, type TestMotor } from '../support/motor';
 import { as, commGet, commPost, tenant, type Tenant } from '../comms/support';
 
 /**
@@ -31,17 +30,6 @@ describe('read-your-writes waits that give up (int)', function () {
     t = await tenant(motor, 'ryw@example.test');
   });
   after(async () => { await motor?.close(); });
-
-  /** Holds `schema`'s projector back until the returned function is called. */
-  async function holdBack(schema: string): Promise<() => Promise<void>> {
-    const client = new pg.Client({ connectionString: motor.rt.databaseUrl });
-    await client.connect();
-    await client.query('select pg_advisory_lock(hashtext($1))', [`motor.projection:${schema}`]);
-    return async () => {
-      await client.query('select pg_advisory_unlock(hashtext($1))', [`motor.projection:${schema}`]);
-      await client.end();
-    };
-  }
 
   /** The counter's value for `wait` as /metrics serves it (0 when it has no sample yet). */
   async function counted(wait: string): Promise<number> {
@@ -77,7 +65,7 @@ describe('read-your-writes waits that give up (int)', function () {
   it('a row wait that gives up: the usual 201, a warning naming the wait, its time and the revision, and the counter', async () => {
     const before = await counted('webhook.create');
     const from = lines.length;
-    const release = await holdBack(WEBHOOKS_SCHEMA);
+    const release = await holdProjection(motor, WEBHOOKS_SCHEMA);
     let r: Awaited<ReturnType<typeof createWebhook>>;
     const started = Date.now();
     try {
@@ -109,7 +97,7 @@ describe('read-your-writes waits that give up (int)', function () {
   it('a wait on rows without a revision (a manual suppression) that gives up: the usual 201, warned and counted', async () => {
     const before = await counted('suppression.add');
     const from = lines.length;
-    const release = await holdBack(SUPPRESSIONS_SCHEMA);
+    const release = await holdProjection(motor, SUPPRESSIONS_SCHEMA);
     let r: Awaited<ReturnType<typeof commPost>>;
     try {
       r = await commPost(motor, '/suppressions', { email: 'held@example.test' }, as(t));
@@ -140,7 +128,7 @@ describe('read-your-writes waits that give up (int)', function () {
     expect(await counted('contact.add_batch')).to.equal(0);
 
     const from = lines.length;
-    const release = await holdBack(CONTACTS_SCHEMA);
+    const release = await holdProjection(motor, CONTACTS_SCHEMA);
     let r: Awaited<ReturnType<typeof batch>>;
     try {
       r = await batch(['b1@example.test', 'b2@example.test', 'b3@example.test']);

@@ -3,13 +3,15 @@ import { expect } from 'chai';
 import type { BootstrapResult } from '../../commands/admin/bootstrap';
 import { createWebhook } from '../../commands/webhooks/webhooks';
 import { streamName } from '../../domain/eventStore';
-import { toEventData } from '../../domain/events';
+import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
+import { attemptEventIdOf } from '../../domain/webhooks/webhooks';
 import type { Clock } from '../../domain/ids';
+import { createLogger } from '../../infra/logger';
 import { rebuild } from '../../projections/runner';
-import { webhooksProjection } from '../../projections/webhooks/projection';
+import { WEBHOOKS_SCHEMA, webhooksProjection } from '../../projections/webhooks/projection';
 import { WEBHOOK_DISPATCH_SCHEMA } from '../../workers/webhooks/dispatcher';
 import { attemptDelivery, createWebhookQueue, type WebhookJob, type WebhookWorkerDeps } from '../../workers/webhooks/worker';
-import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '../support/motor';
+import { eventually, getJson, holdProjection, postJson, startTestMotor, type TestMotor } from '../support/motor';
 import { startWebhookReceiver, verifiesWebhook } from '../support/webhookReceiver';
 
 const DAY = 86_400_000;
@@ -299,6 +301,84 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
       const resumed = await race('/down?pause=7', [{ enabled: false }, { enabled: true }]);
       expect(resumed.events).to.deep.equal(['WebhookCreated', 'WebhookUpdated', 'WebhookUpdated']);
       expect(await listed(resumed.w.id)).to.include({ enabled: true, disabledReason: null });
+    });
+
+    describe('with the webhooks projector behind the log', () => {
+      /** A delivery of the endpoint that succeeded at `atMs`, as the worker records it: in the log only, while the projector is held. */
+      const recordSuccess = async (webhookId: string, atMs: number) => {
+        const { deliveryId } = await queueDelivery(webhookId);
+        const data: WebhookDeliveryAttempted = {
+          deliveryId, webhookId, motorBlockId: block.motorBlockId, attempt: 1, outcome: 'delivered', httpStatus: 200, error: null, responseBody: 'ok',
+          durationMs: 12, nextAttemptAt: null, attemptedAt: new Date(atMs).toISOString(), event: 'message.delivered',
+        };
+        await motor.rt.store.append(streamName('webhookDelivery', deliveryId), [toEventData(attemptEventIdOf(deliveryId, 1), { type: 'WebhookDeliveryAttempted', data }, { actor: 'worker:webhooks' })]);
+      };
+      /** The deps with a store that counts the head reads (the wait's first step). */
+      const countingHeadReads = (deps: WebhookWorkerDeps) => {
+        const store = Object.create(motor.rt.store) as typeof motor.rt.store;
+        const counted = { headReads: 0 };
+        store.headPosition = () => { counted.headReads++; return motor.rt.store.headPosition(); };
+        return { deps: { ...deps, store }, counted };
+      };
+
+      it('a success not applied yet is waited for: the endpoint that just recovered is not paused', async () => {
+        const w = await createdAgo('/down?pause=8', 10);
+        const job = await queueDelivery(w.id);
+        const release = await holdProjection(motor, WEBHOOKS_SCHEMA);
+        try {
+          await recordSuccess(w.id, Date.now() - DAY);
+          let decided = false;
+          const attempt = attemptDelivery(workerDeps(motor.rt.clock), job, 1).finally(() => { decided = true; });
+          // The read model still says ten days without a success: the decision waits for the projector.
+          await new Promise((r) => setTimeout(r, 1000));
+          expect(decided, 'the decision waits while the projector is held').to.equal(false);
+          expect(await endpointEvents(w.id)).to.deep.equal(['WebhookCreated']);
+          await release();
+          expect(await attempt).to.equal('failed');
+        } finally {
+          await release();
+        }
+        expect(await endpointEvents(w.id), 'a day since the success: not paused').to.deep.equal(['WebhookCreated']);
+        expect(await listed(w.id)).to.include({ enabled: true, disabledReason: null });
+      });
+
+      it('a projector that does not get there in time: not paused, a warning; caught up, a failure past the threshold pauses as before', async () => {
+        const w = await createdAgo('/down?pause=9', 10);
+        const successAt = Date.now() - DAY;
+        const lines: string[] = [];
+        const logger = createLogger('warn', {}, { write: (line: string) => { lines.push(line); } });
+        const release = await holdProjection(motor, WEBHOOKS_SCHEMA);
+        try {
+          await recordSuccess(w.id, successAt);
+          const started = Date.now();
+          expect(await attemptDelivery({ ...workerDeps(motor.rt.clock), logger, pauseWaitMs: 1000 }, await queueDelivery(w.id), 1)).to.equal('failed');
+          expect(Date.now() - started, 'waited for the projector').to.be.at.least(900);
+        } finally {
+          await release();
+        }
+        expect(await endpointEvents(w.id), 'not paused on the stale read').to.deep.equal(['WebhookCreated']);
+        const warned = lines.map((l) => JSON.parse(l) as { webhookId?: string; msg: string }).filter((l) => l.webhookId === w.id);
+        expect(warned.map((l) => l.msg)).to.deep.equal(['webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again']);
+
+        await lastSuccessShown(w.id, successAt);
+        expect(await attemptDelivery(workerDeps(motor.rt.clock), await queueDelivery(w.id), 1)).to.equal('failed');
+        expect(await endpointEvents(w.id), 'a day since the success').to.deep.equal(['WebhookCreated']);
+        expect(await attemptDelivery(workerDeps(at(Date.now() + 2.5 * DAY)), await queueDelivery(w.id), 1)).to.equal('failed');
+        expect(await listed(w.id)).to.include({ enabled: false, disabledReason: 'failing', failingSince: new Date(successAt).toISOString() });
+      });
+
+      it('a failure the read model already says is under the threshold never waits for the projector', async () => {
+        const w = await create(receiver.url('/down?pause=10'));
+        const release = await holdProjection(motor, WEBHOOKS_SCHEMA);
+        try {
+          const { deps, counted } = countingHeadReads(workerDeps(at(Date.now() + DAY)));
+          expect(await attemptDelivery(deps, await queueDelivery(w.id), 1)).to.equal('failed');
+          expect(counted.headReads, 'no wait').to.equal(0);
+        } finally {
+          await release();
+        }
+        expect(await endpointEvents(w.id)).to.deep.equal(['WebhookCreated']);
+      });
     });
 
     it('a rebuild of the webhooks projection from the log gives the same endpoint rows', async () => {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { loadConfig, type Config } from '../../infra/config';
 import { createLogger } from '../../infra/logger';
 import { bootstrap, setBlockLimits, type BootstrapResult } from '../../commands/admin/bootstrap';
@@ -89,6 +90,24 @@ export async function startTestMotor(
       await rt.close();
       await db.drop();
     },
+  };
+}
+
+/**
+ * Holds a projection back: takes, from a session of its own, the advisory lock its projector takes
+ * for every batch (projections/runner.ts). The projector then waits on it and applies nothing until
+ * the returned release, while the others go on. Releasing twice is harmless (for a `finally`).
+ */
+export async function holdProjection(motor: TestMotor, schema: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: motor.rt.databaseUrl });
+  await client.connect();
+  await client.query('select pg_advisory_lock(hashtext($1))', [`motor.projection:${schema}`]);
+  let held = true;
+  return async () => {
+    if (!held) return;
+    held = false;
+    await client.query('select pg_advisory_unlock(hashtext($1))', [`motor.projection:${schema}`]);
+    await client.end();
   };
 }
 

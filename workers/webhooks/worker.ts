@@ -1,12 +1,14 @@
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Knex } from 'knex';
-import { WrongExpectedRevisionError, streamName, type EventData, type EventStore } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName, type EventData, type EventStore, type GlobalPosition } from '../../domain/eventStore';
 import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
 import type { Clock } from '../../domain/ids';
 import {
   attemptEventIdOf, disableIfFailing, disabledEventIdOf, foldEndpoint, previousSecretAt, retryDelaySeconds, type EndpointState,
 } from '../../domain/webhooks/webhooks';
-import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
+import { readCheckpoint } from '../../projections/runner';
+import { WEBHOOKS_SCHEMA, webhooksProjection } from '../../projections/webhooks/projection';
+import { pollUntil } from '../../commands/readYourWrites';
 import { loadBlock } from '../../commands/blocks/grants';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import type { Logger } from '../../infra/logger';
@@ -36,6 +38,8 @@ export interface WebhookWorkerDeps {
   store: EventStore; keys: KeyStore; clock: Clock; logger: Logger; metrics: Metrics; settings: WebhookSettings;
   /** The webhooks read model: an endpoint's last successful attempt (the failure clock). */
   db: Knex;
+  /** How long a decision to pause waits for that read model to reach the log's head (default 30 s). */
+  pauseWaitMs?: number;
 }
 
 export function createWebhookQueue(redisUrl: string, prefix = 'motor'): Queue<WebhookJob> {
@@ -143,11 +147,13 @@ async function signingSecrets(deps: WebhookWorkerDeps, webhookId: string, endpoi
 /**
  * After a delivery ended `failed`: pauses its endpoint when nothing has succeeded there for
  * WEBHOOK_DISABLE_AFTER_DAYS (domain/webhooks disableIfFailing). The last success is the read
- * model's (`rm_webhooks.endpoints.last_success_at`); the decision is appended to `webhook-<id>` at
- * the revision it was made on, with an id derived from that revision: a job run twice appends it
- * once, and a PUT that lands first (a resume resets the clock) makes this append conflict, after
- * which it is decided again on the new state. A failure here is logged, not thrown: the attempt is
- * recorded, and the endpoint's next failed delivery decides again.
+ * model's (`rm_webhooks.endpoints.last_success_at`), which may not show a success recorded a
+ * moment ago; so a decision to pause is only taken once the projection has reached the log's head
+ * (readModelAtHead). The decision is appended to `webhook-<id>` at the revision it was made on,
+ * with an id derived from that revision: a job run twice appends it once, and a PUT that lands
+ * first (a resume resets the clock) makes this append conflict, after which it is decided again on
+ * the new state. A failure here is logged, not thrown: the attempt is recorded, and the endpoint's
+ * next failed delivery decides again.
  */
 async function pauseIfFailing(deps: WebhookWorkerDeps, job: WebhookJob, now: Date): Promise<void> {
   const { disableAfterDays } = deps.settings;
@@ -155,13 +161,14 @@ async function pauseIfFailing(deps: WebhookWorkerDeps, job: WebhookJob, now: Dat
   const stream = streamName('webhook', job.webhookId);
   try {
     for (let tries = 1; tries <= 5; tries++) {
-      const [events, row] = await Promise.all([
-        deps.store.readStream(stream),
-        deps.db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ id: job.webhookId }).first('last_success_at') as Promise<{ last_success_at: Date | null } | undefined>,
-      ]);
+      const [events, lastSuccessAt] = await Promise.all([deps.store.readStream(stream), readLastSuccess(deps.db, job.webhookId)]);
       const state = foldEndpoint(events);
       if (!state) return;
-      const event = disableIfFailing(state, { webhookId: job.webhookId, deliveryId: job.deliveryId, event: job.event, lastSuccessAt: row?.last_success_at ?? null, disableAfterDays, now });
+      const decide = (last: Date | null) => disableIfFailing(state, { webhookId: job.webhookId, deliveryId: job.deliveryId, event: job.event, lastSuccessAt: last, disableAfterDays, now });
+      // Healthy endpoints are decided on the first read and never wait: only a pause does.
+      if (!decide(lastSuccessAt)) return;
+      if (!(await readModelAtHead(deps, job))) return;
+      const event = decide(await readLastSuccess(deps.db, job.webhookId));
       if (!event) return;
       const revision = events[events.length - 1].revision;
       try {
@@ -176,6 +183,38 @@ async function pauseIfFailing(deps: WebhookWorkerDeps, job: WebhookJob, now: Dat
   } catch (err) {
     deps.logger.warn({ err, webhookId: job.webhookId, deliveryId: job.deliveryId }, 'could not decide whether to pause a failing webhook endpoint');
   }
+}
+
+/** The endpoint's last success as the webhooks read model has it (the failure clock). */
+async function readLastSuccess(db: Knex, webhookId: string): Promise<Date | null> {
+  const row = (await db.withSchema(WEBHOOKS_SCHEMA).table('endpoints').where({ id: webhookId }).first('last_success_at')) as { last_success_at: Date | null } | undefined;
+  return row?.last_success_at ?? null;
+}
+
+/** How long a decision to pause waits for the webhooks projection by default. */
+const PAUSE_WAIT_MS = 30_000;
+
+/**
+ * Waits until the webhooks projection's checkpoint is at or past the log's head as of now: every
+ * success recorded before this decision (by this worker or another) is then in `last_success_at`.
+ * False, with a warning, when it does not get there within the wait (the projector is stopped or far
+ * behind): the endpoint is not paused, since pausing one that has just recovered on a stale read is
+ * the worse mistake, and its next failed delivery decides again.
+ */
+async function readModelAtHead(deps: WebhookWorkerDeps, job: WebhookJob): Promise<boolean> {
+  const timeoutMs = deps.pauseWaitMs ?? PAUSE_WAIT_MS;
+  const head = await deps.store.headPosition();
+  if (head === null) return true;
+  const started = Date.now();
+  let at: GlobalPosition | null = null;
+  const caughtUp = await pollUntil(async () => {
+    at = await readCheckpoint(deps.db, webhooksProjection.name);
+    return at !== null && deps.store.comparePositions(at, head) >= 0;
+  }, timeoutMs);
+  if (!caughtUp) {
+    deps.logger.warn({ webhookId: job.webhookId, deliveryId: job.deliveryId, head, checkpoint: at, waitedMs: Date.now() - started }, 'webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again');
+  }
+  return caughtUp;
 }
 
 /**
