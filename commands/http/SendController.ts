@@ -50,7 +50,12 @@ export interface TestEmailBody {
   method?: string;
   /** This service's SMTP host (SMTP_PUBLIC_HOST); no other host is contacted. */
   host: string;
-  /** One of this service's SMTP ports (SMTP_PUBLIC_PORTS: by default 2587 STARTTLS, 2465 implicit TLS); no other port is contacted. */
+  /**
+   * One of this service's SMTP ports (SMTP_PUBLIC_PORTS: by default 2587 STARTTLS, 2465 implicit TLS); no other port is contacted.
+   * @isInt
+   * @minimum 1
+   * @maximum 65535
+   */
   port: number;
   /** The SMTP username of the API key's Motor Block. */
   username: string;

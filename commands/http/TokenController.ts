@@ -11,7 +11,13 @@ export interface MintTokenRequest {
   motorBlockId: string;
   /** Requested scopes; intersected with the scopes allowed on the key. Omitted = all allowed. */
   scopes?: string[];
-  /** 60 to 900, default 300. */
+  /**
+   * Token lifetime in seconds: 60 to 900, default 300.
+   * @isInt
+   * @minimum 60
+   * @maximum 900
+   * @default 300
+   */
   ttlSeconds?: number;
 }
 

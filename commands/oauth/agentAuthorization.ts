@@ -69,7 +69,12 @@ export async function startAgentAuthorization(deps: AgentOAuthDeps, user: Dashbo
 }
 
 /** The token response of an agent client (RFC 6749 §5.1; no motor_block: the grant is account-wide). */
-export interface AgentTokenResponse { access_token: string; token_type: 'Bearer'; expires_in: number; refresh_token: string; scope: string }
+export interface AgentTokenResponse {
+  access_token: string; token_type: 'Bearer';
+  /** Seconds. @isInt */
+  expires_in: number;
+  refresh_token: string; scope: string;
+}
 
 /** POST /api/oauth2/token for an agent client: public (no secret), PKCE and `resource` required. */
 export async function issueAgentToken(deps: AgentOAuthDeps, body: Record<string, unknown>, now: Date): Promise<AgentTokenResponse> {

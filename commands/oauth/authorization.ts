@@ -161,7 +161,10 @@ export async function decideConsent(deps: OAuthDeps, user: DashboardUser, form: 
 }
 
 export interface TokenResponse {
-  access_token: string; token_type: 'Bearer'; expires_in: number; refresh_token: string; scope: string;
+  access_token: string; token_type: 'Bearer';
+  /** Seconds. @isInt */
+  expires_in: number;
+  refresh_token: string; scope: string;
   motor_block: { id: string; name: string; smtp_username: string };
 }
 

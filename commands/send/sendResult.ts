@@ -21,9 +21,11 @@ export interface DryRunData {
   subject: string;
   domain: string;
   motorBlockId: string;
+  /** @isInt */
   bodySize: number;
   hasText: boolean;
   hasHtml: boolean;
+  /** @isInt */
   recipientCount: number;
   timestamp: string;
 }

@@ -13,6 +13,8 @@ export interface MotorBlockSummary {
   id: string;
   name: string;
   type: string;
+  /** null when none was given. */
+  description: string | null;
   status: string;
   domain: { id: string; name: string | null };
   activeAuthMethod: string;
@@ -48,7 +50,7 @@ export class MotorBlocksController extends Controller {
     return {
       success: true,
       data: [{
-        id: block.id, name: block.name, type: block.type, status: block.status, domain: { id: block.domainId, name: domain?.name ?? null },
+        id: block.id, name: block.name, type: block.type, description: block.description, status: block.status, domain: { id: block.domainId, name: domain?.name ?? null },
         activeAuthMethod: block.authMethod, credentialsAvailable: false, smtp_username: block.smtpUsername,
       }],
     };

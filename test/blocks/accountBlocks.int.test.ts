@@ -49,6 +49,18 @@ describe('account Motor Block routes (int)', function () {
       expect(r.body.data.map((x: { id: string }) => x.id)).to.not.include(other.motorBlockId);
       expect(JSON.stringify(r.body)).to.not.match(/mk_live|ak_live|passwordHash|secret|"password"/i);
     });
+
+    it('GET /motor-blocks shows the token\'s block with every SPEC Motor Block field, description included', async () => {
+      const made = await create({ name: 'Described', domainId: a.domainId, description: 'receipts' });
+      const token = await motor.token({ ...a, motorBlockId: made.body.data.id }, ['logs.read']);
+      const r = await call(motor, 'GET', '/motor-blocks', token);
+      expect(r.status).to.equal(200);
+      expect(r.body.data).to.have.length(1);
+      expect(r.body.data[0]).to.include({ id: made.body.data.id, name: 'Described', type: 'general_purpose', description: 'receipts', credentialsAvailable: false, smtp_username: made.body.data.smtp_username });
+      expect(r.body.data[0].domain).to.include({ id: a.domainId });
+      const plain = await call(motor, 'GET', '/motor-blocks', await motor.token(a, ['logs.read']));
+      expect(plain.body.data[0]).to.have.property('description', null);
+    });
   });
 
   describe('POST /account/motor-blocks', () => {
