@@ -1,5 +1,6 @@
 import { ExpressTemplateService, ValidationService, type FieldErrors, type TsoaRoute } from '@tsoa/runtime';
 import type { Request as ExRequest } from 'express';
+import { checkIdConflict } from '../../commands/blocks/accountBlocks';
 
 /**
  * tsoa's argument validation with a fast path (decision, docs/ARCHITECTURE.md "Argument validation").
@@ -256,6 +257,7 @@ export class MotorTemplateService extends ExpressTemplateService {
   /** Null when tsoa coerces body values (bodyCoercion): the fast path models validation without coercion only. */
   private readonly fast: TsoaFastCheck | null;
   private readonly paramLists = new WeakMap<object, TsoaRoute.ParameterSchema[]>();
+  private readonly blockInPath = new WeakMap<object, boolean>();
 
   constructor(models: TsoaRoute.Models, config: ConstructorParameters<typeof ExpressTemplateService>[1]) {
     super(models, config);
@@ -264,7 +266,27 @@ export class MotorTemplateService extends ExpressTemplateService {
   }
 
   override getValidatedArgs(params: ValidationArgs): unknown[] {
-    return this.fastArgs(params.args, params.request) ?? super.getValidatedArgs(params);
+    const values = this.fastArgs(params.args, params.request) ?? super.getValidatedArgs(params);
+    if (this.namesBlockInPath(params.args, params.request)) checkQueryBlockId(params.request);
+    return values;
+  }
+
+  /**
+   * Whether the route names its Motor Block in the path (`/motor-blocks/{id}...`) and does not take
+   * a `motorBlockId` query parameter of its own (the account block routes do, and their handlers
+   * check it: checkIdConflict). Decided once per route.
+   */
+  private namesBlockInPath(args: Record<string, TsoaRoute.ParameterSchema>, request: ExRequest): boolean {
+    let names = this.blockInPath.get(args);
+    if (names === undefined) {
+      const path = typeof request.route?.path === 'string' ? request.route.path : '';
+      const params = Object.values(args);
+      names = /\/motor-blocks\/:id(\/|$)/.test(path)
+        && params.some((p) => p.in === 'path' && p.name === 'id')
+        && !params.some((p) => p.in === 'query' && p.name === 'motorBlockId');
+      this.blockInPath.set(args, names);
+    }
+    return names;
   }
 
   private fastArgs(args: Record<string, TsoaRoute.ParameterSchema>, request: ExRequest): unknown[] | undefined {
@@ -306,4 +328,18 @@ export class MotorTemplateService extends ExpressTemplateService {
     }
     return values;
   }
+}
+
+/**
+ * SPEC "Account and block routes": two different block ids named, the path's and a `motorBlockId`
+ * query parameter, is 400 motor_block_id_conflict on every block route, not only on those that
+ * declare the parameter; a route that ignored it would answer about the path's block to a caller
+ * who may have meant the other. Checked after authentication and argument validation, as the
+ * account routes check it. Given more than once, each value must name the path's block.
+ */
+function checkQueryBlockId(request: ExRequest): void {
+  const given = (request.query as Record<string, unknown>).motorBlockId;
+  if (given === undefined) return;
+  const pathId = String(request.params.id);
+  for (const v of Array.isArray(given) ? given : [given]) checkIdConflict(pathId, typeof v === 'string' ? v : '');
 }

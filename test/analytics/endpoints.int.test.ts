@@ -276,6 +276,20 @@ describe('analytics routes (int)', function () {
       expect((await get(`/motor-blocks/${A()}/reputation`, analyticsOnly)).status).to.equal(200);
     });
 
+    it('a motorBlockId query naming another block than the path → 400 motor_block_id_conflict; the same block (any case) is fine', async () => {
+      for (const path of ['overview', 'reputation', 'rate-limits', 'logs']) {
+        const token = await motor.token(a, ['analytics.read', 'usage.read', 'logs.read']);
+        const other = await get(`/motor-blocks/${A()}/${path}?motorBlockId=${b.motorBlockId}`, token);
+        expect([other.status, other.body.code], path).to.deep.equal([400, 'motor_block_id_conflict']);
+        const twice = await get(`/motor-blocks/${A()}/${path}?motorBlockId=${A()}&motorBlockId=${b.motorBlockId}`, token);
+        expect([twice.status, twice.body.code], path).to.deep.equal([400, 'motor_block_id_conflict']);
+        const same = await get(`/motor-blocks/${A()}/${path}?motorBlockId=${A().toUpperCase()}`, token);
+        expect(same.status, path).to.equal(200);
+      }
+      // Authentication first: no credential is 401 whatever the query names.
+      expect((await get(`/motor-blocks/${A()}/overview?motorBlockId=${b.motorBlockId}`, null)).status).to.equal(401);
+    });
+
     it('a rebuild from zero gives identical answers', async () => {
       const paths = [
         'overview', 'overview?from=2026-03-15T00:00:00Z', 'daily-summary?days=30', 'metrics?interval=hour', 'metrics?interval=day', 'deliverability',
