@@ -255,7 +255,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const [{ DeliveryEnqueuer }, { DeliverySweeper }, { RetentionSweeper }, { startDeliveryWorker }, { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker }] = await Promise.all([
       import('../workers/enqueuer.js'), import('../workers/sweeper.js'), import('../workers/retention.js'), import('../workers/deliveryWorker.js'), import('../workers/blockDeletion.js'),
     ]);
-    const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger);
+    const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger, rt.metrics);
     background.push(enqueuer.run(abort.signal));
     background.push(new DeliverySweeper(rt.db, rt.queue, rt.logger).run(abort.signal));
     if (rt.config.retentionSweep.intervalSeconds > 0) {
@@ -281,7 +281,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     // Motor Block deletion (docs/BLOCKS.md): a subscriber queues the jobs, a worker runs them.
     const deletionQueue = createBlockDeletionQueue(rt.redisUrl, rt.queuePrefix);
     deletionQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'block deletion queue connection error'));
-    background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
+    background.push(new BlockDeletionEnqueuer(rt.db, rt.store, deletionQueue, rt.logger, rt.metrics).run(abort.signal).finally(() => deletionQueue.close().catch(() => {})));
     extraWorkers.push(startBlockDeletionWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger, directoryCacheTtlMs: rt.directory.ttlMs }, rt.redisUrl, rt.queuePrefix));
     // Outgoing webhooks (docs/WEBHOOKS.md): the dispatcher queues deliveries from the log, a worker posts them.
     const [{ WebhookDispatcher }, { createWebhookQueue, startWebhookWorker }, { WebhookPauseNotifier }] = await Promise.all([
@@ -290,7 +290,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const webhookQueue = createWebhookQueue(rt.redisUrl, rt.queuePrefix);
     webhookQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'webhook queue connection error'));
     const webhookSettings = rt.config.webhooks;
-    background.push(new WebhookDispatcher(rt.db, rt.store, webhookQueue, rt.logger, { jobOptions: { attempts: webhookSettings.retrySchedule.length + 1 } })
+    background.push(new WebhookDispatcher(rt.db, rt.store, webhookQueue, rt.logger, { jobOptions: { attempts: webhookSettings.retrySchedule.length + 1 }, metrics: rt.metrics })
       .run(abort.signal).finally(() => webhookQueue.close().catch(() => {})));
     // The owner of an endpoint paused for failing gets one mail, from the log (docs/WEBHOOKS.md "Failing endpoints").
     background.push(new WebhookPauseNotifier({
@@ -300,14 +300,14 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const { ExportEnqueuer, createExportQueue, startExportWorker } = await import('../workers/exports.js');
     const exportQueue = createExportQueue(rt.redisUrl, rt.queuePrefix);
     exportQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'export queue connection error'));
-    background.push(new ExportEnqueuer(rt.db, rt.store, exportQueue, rt.logger).run(abort.signal).finally(() => exportQueue.close().catch(() => {})));
+    background.push(new ExportEnqueuer(rt.db, rt.store, exportQueue, rt.logger, rt.metrics).run(abort.signal).finally(() => exportQueue.close().catch(() => {})));
     extraWorkers.push(startExportWorker({ store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger }, rt.redisUrl, rt.queuePrefix));
     extraWorkers.push(startWebhookWorker({ store: rt.store, db: rt.db, keys: rt.keys, clock: rt.clock, logger: rt.logger, metrics: rt.metrics, settings: webhookSettings }, rt.redisUrl, rt.queuePrefix));
     // Campaigns (docs/COMMUNICATIONS.md "Campaigns"): a subscriber queues one job per page of contacts, a worker sends them.
     const { CampaignEnqueuer, createCampaignQueue, startCampaignWorker } = await import('../workers/campaigns.js');
     const campaignQueue = createCampaignQueue(rt.redisUrl, rt.queuePrefix);
     campaignQueue.on('error', (err) => rt.logger.debug({ err: err.message }, 'campaign queue connection error'));
-    background.push(new CampaignEnqueuer({ db: rt.db, store: rt.store, queue: campaignQueue, logger: rt.logger, clock: rt.clock }).run(abort.signal)
+    background.push(new CampaignEnqueuer({ db: rt.db, store: rt.store, queue: campaignQueue, logger: rt.logger, clock: rt.clock, metrics: rt.metrics }).run(abort.signal)
       .finally(() => campaignQueue.close().catch(() => {})));
     extraWorkers.push(startCampaignWorker({
       store: rt.store, db: rt.db, clock: rt.clock, logger: rt.logger, baseUrl: rt.config.authPublicUrl, tokenSecret: rt.config.tokenSecret,

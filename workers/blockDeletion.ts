@@ -11,6 +11,7 @@ import { DIRECTORY_CACHE_TTL_MS } from '../commands/directoryCache';
 import { bullConnection } from '../infra/redis';
 import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
 import { WEBHOOK_DISPATCHER } from './webhooks/dispatcher';
+import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 
 /**
@@ -243,11 +244,12 @@ export class BlockDeletionEnqueuer {
     private readonly store: EventStore,
     private readonly queue: Queue<BlockDeletionJob>,
     private readonly logger: Logger,
+    private readonly metrics?: FollowerMetrics,
     private readonly name = 'block-deletion-enqueuer',
   ) {}
 
   run(signal: AbortSignal): Promise<void> {
-    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger }, {
+    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger, metrics: this.metrics }, {
       name: this.name,
       types: ['MotorBlockDeletionRequested'],
       jobsOf: (events) => events.map((e) => {

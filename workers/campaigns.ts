@@ -15,6 +15,7 @@ import { suppressedAmong } from '../projections/commSuppressions/queries';
 import { suppressionAddress } from '../domain/comms/suppressions';
 import { contactsForCampaign, type CampaignContact } from '../projections/contacts/queries';
 import { bullConnection } from '../infra/redis';
+import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer } from './logEnqueuer';
 
@@ -255,7 +256,7 @@ export function startCampaignWorker(deps: CampaignSenderDeps, redisUrl: string, 
  */
 export class CampaignEnqueuer {
   constructor(
-    private readonly deps: { db: Knex; store: EventStore; queue: Queue<CampaignJob>; logger: Logger; clock: Clock },
+    private readonly deps: { db: Knex; store: EventStore; queue: Queue<CampaignJob>; logger: Logger; clock: Clock; metrics?: FollowerMetrics },
     private readonly resumeEveryMs = 300_000,
     private readonly name = 'campaign-enqueuer',
   ) {}
@@ -266,7 +267,7 @@ export class CampaignEnqueuer {
     const timer = setInterval(resume, this.resumeEveryMs);
     timer.unref();
     signal.addEventListener('abort', () => clearInterval(timer), { once: true });
-    return runLogEnqueuer({ db: this.deps.db, store: this.deps.store, queue: this.deps.queue, logger: this.deps.logger }, {
+    return runLogEnqueuer({ db: this.deps.db, store: this.deps.store, queue: this.deps.queue, logger: this.deps.logger, metrics: this.deps.metrics }, {
       name: this.name,
       types: ['CampaignScheduled', 'CampaignSendStarted', 'CampaignProgressed'],
       omitData: ['template'],

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Queue } from 'bullmq';
 import type { EventStore, RecordedEvent } from '../domain/eventStore';
 import { MESSAGE_CONTENT_FIELDS, type DeliveryDeferred, type MessageAccepted } from '../domain/events';
+import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer, type QueuedJob } from './logEnqueuer';
 import { jobIdFor, type DeliveryJob } from './queue';
@@ -41,11 +42,12 @@ export class DeliveryEnqueuer {
     private readonly store: EventStore,
     private readonly queue: Queue<DeliveryJob>,
     private readonly logger: Logger,
+    private readonly metrics?: FollowerMetrics,
     private readonly name = 'delivery-enqueuer',
   ) {}
 
   run(signal: AbortSignal): Promise<void> {
-    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger }, {
+    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger, metrics: this.metrics }, {
       name: this.name, types: ENQUEUED_TYPES, omitData: MESSAGE_CONTENT_FIELDS, jobsOf: (events) => jobsFor(events, new Date()),
     }, signal);
   }

@@ -10,6 +10,7 @@ import { EXPORTS_SCHEMA } from '../projections/exports/projection';
 import { messageDto } from '../read-api/messages/present';
 import { LONG_QUERY_TIMEOUT_MS, withQueryTimeout } from '../infra/db';
 import { bullConnection } from '../infra/redis';
+import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer } from './logEnqueuer';
 
@@ -127,6 +128,7 @@ export class ExportEnqueuer {
     private readonly store: EventStore,
     private readonly queue: Queue<ExportJob>,
     private readonly logger: Logger,
+    private readonly metrics?: FollowerMetrics,
     private readonly name = 'export-enqueuer',
   ) {}
 
@@ -136,7 +138,7 @@ export class ExportEnqueuer {
     const timer = setInterval(sweep, 3600_000);
     timer.unref();
     signal.addEventListener('abort', () => clearInterval(timer), { once: true });
-    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger }, {
+    return runLogEnqueuer({ db: this.db, store: this.store, queue: this.queue, logger: this.logger, metrics: this.metrics }, {
       name: this.name,
       types: ['ExportRequested'],
       jobsOf: (events) => events.map((e) => ({ name: 'export', data: { jobId: (e.data as ExportRequested).jobId }, opts: { jobId: (e.data as ExportRequested).jobId } })),

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
-import { followLog } from '../infra/eventstore/followLog';
+import { followLogAlone, type FollowerMetrics } from '../infra/eventstore/followerLease';
 import { withSetupLock } from '../infra/db';
 import type { Logger } from '../infra/logger';
 
@@ -131,14 +131,17 @@ export interface LogEnqueuer<T> {
   jobsOf(events: RecordedEvent[]): QueuedJob<T>[];
 }
 
-/** Runs until the signal aborts; store or Redis trouble is logged and retried (infra/eventstore/followLog.ts). */
+/**
+ * Runs until the signal aborts, in one process at a time (infra/eventstore/followerLease.ts); store
+ * or Redis trouble is logged and retried (infra/eventstore/followLog.ts).
+ */
 export async function runLogEnqueuer<T>(
-  deps: { db: Knex; store: EventStore; queue: Queue<T>; logger: Logger },
+  deps: { db: Knex; store: EventStore; queue: Queue<T>; logger: Logger; metrics?: FollowerMetrics },
   enqueuer: LogEnqueuer<T>,
   signal: AbortSignal,
 ): Promise<void> {
   const checkpoint = new CheckpointWriter(deps.db, enqueuer.name, deps.logger);
-  await followLog(deps.store, deps.logger, {
+  await followLogAlone(deps, {
     name: enqueuer.name,
     types: enqueuer.types,
     omitData: enqueuer.omitData,
@@ -149,6 +152,6 @@ export async function runLogEnqueuer<T>(
       if (jobs.length > 0) await (deps.queue as unknown as Queue).addBulk(jobs);
       await checkpoint.save(batch.position);
     },
+    stopped: () => checkpoint.flush(),
   }, signal);
-  await checkpoint.flush().catch(() => undefined);
 }

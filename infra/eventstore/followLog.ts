@@ -6,9 +6,11 @@ import { sleep } from '../sleep';
  * A consumer that follows the event log for as long as it runs: it asks where to start, subscribes
  * from there, hands over every batch, and when the store or its own work fails it logs, waits a
  * second and starts again from `start()` (its checkpoint, so nothing is skipped; the event stream's
- * feed answers the position it last handed over). Used by the enqueuers, the webhook dispatcher and
- * the event stream's feed; projections have their own runner
- * (one transaction per batch with their read model).
+ * feed answers the position it last handed over). The background followers (the enqueuers, the
+ * webhook dispatcher, the pause notices) run it through followLogAlone (./followerLease.ts), in one
+ * worker process at a time; the event stream's feed runs it in every API process, one per
+ * process's clients. Projections have their own runner (one transaction per batch with their read
+ * model).
  */
 export interface LogFollower {
   /** Names the follower in the log line of a failure. */
@@ -27,6 +29,14 @@ export interface LogFollower {
    */
   minBatchIntervalMs?: number;
   handle(batch: LogBatch): Promise<void>;
+  /** followLogAlone only: how often a process without the follower's lease tries to take it. Default LEASE_RETRY_MS (2 s). */
+  leaseRetryMs?: number;
+  /**
+   * followLogAlone only: called when this process stops following (shutdown, or the lease lost),
+   * before it gives the lease up, so that the next holder starts from the checkpoint of all this
+   * one handled, and no timer of this one writes the row after the next holder has.
+   */
+  stopped?(): Promise<void>;
 }
 
 /**

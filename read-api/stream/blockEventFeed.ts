@@ -128,7 +128,8 @@ export class BlockEventFeed {
     // Where this run has handed everything over to its listeners (unset until the first start has
     // read the checkpoint). followLog restarts after a failure: from here, not from the projection's
     // checkpoint, which is then behind (live clients would get events again) or ahead (they would
-    // miss the events in between).
+    // miss the events in between). Not leased (infra/eventstore/followerLease.ts): every API
+    // process serves its own clients, from its own feed.
     let reached: { after: GlobalPosition | null } | undefined;
     void followLog(this.store, this.logger, {
       name: 'event stream feed',

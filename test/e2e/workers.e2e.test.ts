@@ -9,7 +9,8 @@ import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '.
 
 /**
  * Two Motor processes' worth of delivery workers (two runtimes, two enqueuers, two BullMQ workers)
- * on one database and one queue: every message reaches the MX exactly once, and both did work.
+ * on one database and one queue: every message reaches the MX exactly once, both delivered, and
+ * one of them fed the queue (the enqueuers' lease).
  */
 describe('two workers share the delivery queue (e2e)', function () {
   this.timeout(120_000);
@@ -81,6 +82,15 @@ describe('two workers share the delivery queue (e2e)', function () {
     expect(completed[0] + completed[1]).to.be.at.least(N);
     expect(completed[0], `worker 1 completed ${completed[0]}`).to.be.above(0);
     expect(completed[1], `worker 2 completed ${completed[1]}`).to.be.above(0);
+
+    // One process fed the queues: each log follower's lease is held by one of the two, the other
+    // stood by (infra/eventstore/followerLease.ts).
+    const leading = async (rt: Runtime) => new Map((await rt.metrics.logFollowerLeader.get()).values.map((v) => [String(v.labels.follower), v.value]));
+    const [one, two] = [await leading(motor.rt), await leading(rt2)];
+    expect([...one.keys()].sort()).to.include.members(['delivery-enqueuer', 'webhook-dispatcher', 'webhook-pause-notices']);
+    for (const follower of new Set([...one.keys(), ...two.keys()])) {
+      expect((one.get(follower) ?? 0) + (two.get(follower) ?? 0), `processes following ${follower}`).to.equal(1);
+    }
 
     // The read side agrees: every message delivered, once.
     const token = await motor.token(block, ['logs.read']);

@@ -6,7 +6,7 @@ import {
   type MessageAccepted, type WebhookDeliveryQueued, type WebhookEventName,
 } from '../../domain/events';
 import { deliveryIdOf, messageEventPayload, webhookEventOf, type MessageFacts } from '../../domain/webhooks/webhooks';
-import { followLog } from '../../infra/eventstore/followLog';
+import { followLogAlone, type FollowerMetrics } from '../../infra/eventstore/followerLease';
 import { withSetupLock } from '../../infra/db';
 import type { Logger } from '../../infra/logger';
 import { CheckpointWriter } from '../logEnqueuer';
@@ -69,6 +69,8 @@ export interface DispatcherOptions {
   batchSize?: number;
   /** Starts a batch at most this often under traffic (followLog's minBatchIntervalMs). Default DISPATCH_INTERVAL_MS. */
   minBatchIntervalMs?: number;
+  /** motor_log_follower_leader (infra/eventstore/followerLease.ts). */
+  metrics?: FollowerMetrics;
 }
 
 /**
@@ -97,7 +99,8 @@ export class WebhookDispatcher {
 
   async run(signal: AbortSignal): Promise<void> {
     this.checkpoint = new CheckpointWriter(this.db, this.name, this.logger);
-    await followLog(this.store, this.logger, {
+    // One process at a time (infra/eventstore/followerLease.ts).
+    await followLogAlone({ db: this.db, store: this.store, logger: this.logger, metrics: this.options.metrics }, {
       name: this.name,
       types: TYPES,
       omitData: MESSAGE_CONTENT_FIELDS,
@@ -113,8 +116,8 @@ export class WebhookDispatcher {
         return this.checkpoint.restart();
       },
       handle: (batch) => this.handle(batch.events, batch.position),
+      stopped: () => this.checkpoint.flush(),
     }, signal);
-    await this.checkpoint.flush().catch(() => undefined);
   }
 
   private targetsOf(motorBlockId: string): Target[] {

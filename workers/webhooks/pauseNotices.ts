@@ -7,7 +7,7 @@ import { foldEndpoint } from '../../domain/webhooks/webhooks';
 import { IDEMPOTENCY_WINDOW_MS } from '../../commands/send/sendMessage';
 import { isPermanentSendFailure, sendSystemMail, type SystemMail, type SystemMailDeps } from '../../commands/auth/systemMail';
 import { loadBlock } from '../../commands/blocks/grants';
-import { followLog } from '../../infra/eventstore/followLog';
+import { followLogAlone } from '../../infra/eventstore/followerLease';
 import type { Logger } from '../../infra/logger';
 import type { Metrics } from '../../infra/metrics';
 import { sleep } from '../../infra/sleep';
@@ -120,7 +120,8 @@ export class WebhookPauseNotifier {
 
   async run(signal: AbortSignal): Promise<void> {
     this.checkpoint = new CheckpointWriter(this.deps.db, this.name, this.deps.logger);
-    await followLog(this.deps.store, this.deps.logger, {
+    // One process at a time (infra/eventstore/followerLease.ts): one notice per pause, from one place.
+    await followLogAlone(this.deps, {
       name: this.name,
       types: ['WebhookEndpointDisabled'],
       start: () => this.checkpoint.restart(),
@@ -128,8 +129,8 @@ export class WebhookPauseNotifier {
         for (const e of batch.events) await this.notify(e, signal);
         await this.checkpoint.save(batch.position);
       },
+      stopped: () => this.checkpoint.flush(),
     }, signal);
-    await this.checkpoint.flush().catch(() => undefined);
   }
 
   /** One pause: mailed, skipped (nothing to tell, or too old), or failed (after its tries, or at once when refused for good). */
