@@ -136,14 +136,13 @@ async function applyRequestLimit(ctx: HttpContext, request: Request, principal: 
   await applyLimit(ctx.limiter, ctx, request, credentialId(principal));
 }
 
-/** The X-RateLimit-* headers of a limiter reading (`unknown` remaining when the limiter is unavailable). */
+/**
+ * The X-RateLimit-* headers of a limiter reading: all three always (SPEC "Limits"), Remaining the
+ * literal `unknown` when the limiter is unavailable (the window, and so its Reset, is the clock's).
+ */
 export function setRateLimitHeaders(res: Response, reading: RequestLimitReading): void {
   res.setHeader('X-RateLimit-Limit', String(reading.limit));
-  if (reading.kind === 'unavailable') {
-    res.setHeader('X-RateLimit-Remaining', 'unknown');
-    return;
-  }
-  res.setHeader('X-RateLimit-Remaining', String(reading.remaining));
+  res.setHeader('X-RateLimit-Remaining', reading.kind === 'unavailable' ? 'unknown' : String(reading.remaining));
   res.setHeader('X-RateLimit-Reset', String(reading.resetSeconds));
 }
 

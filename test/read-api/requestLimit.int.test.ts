@@ -135,11 +135,14 @@ describe('API request limit (int)', function () {
       expect(r.headers.get('ratelimit-reset')).to.equal(null);
       expect(r.headers.get('x-ratelimit-remaining')).to.equal('unknown');
       expect(r.headers.get('x-ratelimit-limit')).to.equal(String(motor.config.apiRequestLimit));
+      // SPEC "Limits": only Remaining becomes `unknown`; the window is the clock's, so Reset is still given.
+      expect(Number(r.headers.get('x-ratelimit-reset'))).to.be.within(1, 60);
 
       const token = await motor.token(a, ['logs.read']);
       const read = await getPublic(motor, `/messages/${r.body.data.id}`, token);
       expect(read.status).to.equal(200);
       expect(read.headers.get('x-ratelimit-remaining')).to.equal('unknown');
+      expect(Number(read.headers.get('x-ratelimit-reset'))).to.be.within(1, 60);
       const mint = await postJson(`${motor.baseUrl}/api/public/token/account-key`, { motorBlockId: a.motorBlockId }, { 'x-api-key': a.accountApiKey });
       expect(mint.status).to.equal(200);
       expect(mint.headers.get('x-ratelimit-remaining')).to.equal('unknown');
