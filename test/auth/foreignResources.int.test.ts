@@ -26,7 +26,7 @@ const COVERED_ELSEWHERE: Array<{ pattern: RegExp; by: string }> = [
   { pattern: /^\/api\/public\/v1\/messages\/\{id\}(\/[a-z]+)?$/, by: 'test/auth/authorization.int.test.ts' },
   { pattern: /^\/api\/motor-blocks\/\{id\}\/(smtp\/[a-z-]+|smtp-auth-failures|api-keys|smtp-password)$/, by: 'test/auth/authorization.int.test.ts' },
   { pattern: /^\/api\/oauth2\/connections\/\{id\}$/, by: 'test/oauth/agent.int.test.ts (another account\'s connection: 404)' },
-  { pattern: /^\/comm-api\/api\//, by: 'test/comms/*, test/templates/* (another tenant: 404 on every route)' },
+  { pattern: /^\/comm-api\/api\//, by: 'test/comms/*, test/templates/* (another tenant\'s list, contact, campaign, template or suppression: 404)' },
 ];
 
 const ROWS: Row[] = [
