@@ -34,6 +34,12 @@ export const PLAN_TIERS: Readonly<Record<string, PlanLimits>> = {
  * otherwise `fallback` (SPEC "Account rate limits": account without an active product), with the
  * default plan's block ceilings and retention and the ACCOUNT_FALLBACK_* account ceilings.
  */
+/**
+ * A page of the dashboard: on {auth_url}, which SPEC names the dashboard host (AUTH_PUBLIC_URL,
+ * by default PUBLIC_BASE_URL), not on the API's {base_url}. `path` starts with /dashboard.
+ */
+export const dashboardLink = (config: Pick<Config, 'authPublicUrl'>, path: string): string => `${config.authPublicUrl.replace(/\/+$/, '')}${path}`;
+
 export function planOf(config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback'>, planName: string | null | undefined): { plan: PlanLimits; source: 'plan' | 'fallback' } {
   const tier = planName ? config.plans?.[planName] : undefined;
   if (tier) return { plan: tier, source: 'plan' };
@@ -113,8 +119,13 @@ export interface Config {
   smtpPublicPorts: number[];
   /** The service's own domain: SPF include host, sandbox namespace (<handle>.sandbox.<domain>). */
   serviceDomain: string;
+  /** {base_url} of SPEC: the send API, the public API, onboarding and email validation. */
   publicBaseUrl: string;
-  /** {auth_url} of SPEC: issuer of agent access tokens and of /.well-known/oauth-authorization-server (docs/MCP.md). */
+  /**
+   * {auth_url} of SPEC, the dashboard host: issuer of agent access tokens and of
+   * /.well-known/oauth-authorization-server (docs/MCP.md), and where dashboard pages are linked
+   * (dashboardLink).
+   */
   authPublicUrl: string;
   /** {mcp_url} of SPEC: the agent-tool servers' canonical URIs (token audiences) start with it (docs/MCP.md). */
   mcpPublicUrl: string;

@@ -10,7 +10,7 @@ import {
 } from '../../domain/account/user';
 import { toEventData, type DomainEvent } from '../../domain/events';
 import { isValidAddress } from '../../domain/message/sendRules';
-import type { Config } from '../../infra/config';
+import { dashboardLink, type Config } from '../../infra/config';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import type { SendQuota } from '../quota/sendQuota';
 import { dashboardTokenSettings, signDashboardToken } from './dashboardTokens';
@@ -74,7 +74,6 @@ export async function register(deps: AuthDeps, rawEmail: unknown, now: Date): Pr
     const events = decideRegister(s, { userId, accountId: s.accountId ?? newId(), email, codeHash: codeHash(pepperOf(deps.config), userId, code), now });
     return { events: events as UserEvent[], result: events[events.length - 1].data as { issuedAt: string } };
   }, 'anonymous', USER_CONTENTION);
-  const base = deps.config.publicBaseUrl.replace(/\/+$/, '');
   const minutes = USER_RULES.codeTtlMs / 60_000;
   await sendSystemMail(deps, {
     to: email,
@@ -83,7 +82,7 @@ export async function register(deps: AuthDeps, rawEmail: unknown, now: Date): Pr
       `Your Motor verification code is ${code}`,
       '',
       `It expires in ${minutes} minutes and works once. Enter it where you signed up, or continue at:`,
-      `${base}/dashboard/verify?email=${encodeURIComponent(email)}`,
+      dashboardLink(deps.config, `/dashboard/verify?email=${encodeURIComponent(email)}`),
       '',
       'If you did not ask for this code, ignore this mail.',
     ].join('\n'),
@@ -258,9 +257,8 @@ export async function issueWebHandoff(deps: AuthDeps, user: { userId: string; ac
   await appendEvents(deps.store, streamName('webHandoff', handoffId), [{
     type: 'WebHandoffIssued', data: { handoffId, userId: user.userId, accountId: user.accountId, codeHash: sha256Hex(secret), redirectPath, expiresAt, issuedAt: now.toISOString() },
   }], 'no_stream', `user:${user.userId}`);
-  const base = deps.config.publicBaseUrl.replace(/\/+$/, '');
   // The code travels in the fragment: browsers never send it to a server or put it in a Referer.
-  return { url: `${base}/dashboard/handoff#code=${code}`, code, expiresIn: HANDOFF_TTL_SECONDS, expiresAt };
+  return { url: dashboardLink(deps.config, `/dashboard/handoff#code=${code}`), code, expiresIn: HANDOFF_TTL_SECONDS, expiresAt };
 }
 
 const invalidHandoff = () => fail('invalid_handoff', 401, 'The handoff code is invalid, expired or already used', { nextAction: 'Ask for a new handoff URL' });

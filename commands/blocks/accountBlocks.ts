@@ -9,7 +9,7 @@ import {
   decide, deletionJobOf, errors, isManagedType, isProductionReady,
   type ManagedType, type MotorBlock, type MotorBlockCommand, type MotorBlockState,
 } from '../../domain/motorBlock/motorBlock';
-import { planOf, type Config } from '../../infra/config';
+import { dashboardLink, planOf, type Config } from '../../infra/config';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 import { getBlockDeletion, getDomain, type BlockDeletionRecord } from '../../projections/directory/queries';
 import { newSmtpUsername } from '../admin/bootstrap';
@@ -29,7 +29,7 @@ export interface BlockDeps extends ReadYourWritesDeps {
   store: EventStore;
   clock: Clock;
   /** `inbound.bounceDomain`: no new block is put on a domain at or under BOUNCE_DOMAIN (docs/BLOCKS.md). */
-  config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'publicBaseUrl' | 'inbound'>;
+  config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'authPublicUrl' | 'inbound'>;
 }
 export interface Caller { accountId: string; actor: string }
 
@@ -131,7 +131,7 @@ async function dto(deps: BlockDeps, b: MotorBlock): Promise<MotorBlockDto> {
     id: b.id, name: b.name, type: b.type, description: b.description,
     domain: { id: b.domainId, name: d?.name ?? null, sendReady: isProductionReady(d, b.accountId) },
     activeAuthMethod: b.authMethod, credentialsAvailable: false, smtp_username: b.smtpUsername, status: b.status,
-    dashboardUrl: `${deps.config.publicBaseUrl}/dashboard/motor-blocks/${b.id}`,
+    dashboardUrl: dashboardLink(deps.config, `/dashboard/motor-blocks/${b.id}`),
   };
 }
 
@@ -145,7 +145,7 @@ export async function listBlocks(deps: BlockDeps, caller: Caller): Promise<Motor
       id: b.id, name: b.name, type: b.type, description: b.description,
       domain: { id: b.domainId, name: d?.name ?? null, sendReady: !!d && d.ownershipVerified && d.spfConfigured && d.dkimConfigured && !d.sandbox },
       activeAuthMethod: b.authMethod, credentialsAvailable: false, smtp_username: b.smtpUsername, status: b.status,
-      dashboardUrl: `${deps.config.publicBaseUrl}/dashboard/motor-blocks/${b.id}`,
+      dashboardUrl: dashboardLink(deps.config, `/dashboard/motor-blocks/${b.id}`),
     });
   }
   return out;

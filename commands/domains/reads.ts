@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { EventStore } from '../../domain/eventStore';
 import { streamName } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
-import { planOf, type Config } from '../../infra/config';
+import { dashboardLink, planOf, type Config } from '../../infra/config';
 import { getAccount, getBlock, getDomain, getSandboxOfAccount, listBlocksOfAccount, listDomainsOfAccount, type BlockRecord } from '../../projections/directory/queries';
 import { resourceOfRecord } from './handlers';
 
@@ -32,7 +32,7 @@ export interface BlockConfig {
   createdAt: string;
 }
 
-export async function blockConfig(db: Knex, config: Pick<Config, 'serviceDomain' | 'publicBaseUrl' | 'plans' | 'defaultPlan' | 'accountFallback'>, accountId: string, motorBlockId: string): Promise<BlockConfig> {
+export async function blockConfig(db: Knex, config: Pick<Config, 'serviceDomain' | 'authPublicUrl' | 'plans' | 'defaultPlan' | 'accountFallback'>, accountId: string, motorBlockId: string): Promise<BlockConfig> {
   const block = await getBlock(db, motorBlockId);
   if (!block || block.accountId !== accountId || block.status === 'deleted') throw fail('motor_block_not_found', 404, 'No such Motor Block in this account');
   const [domain, account] = await Promise.all([getDomain(db, block.domainId), getAccount(db, accountId)]);
@@ -47,7 +47,7 @@ export async function blockConfig(db: Knex, config: Pick<Config, 'serviceDomain'
       ? { id: d.id, domain: d.domain, status: d.status, verified: d.verified, sendReady: d.sendReady, dkimMode: d.dkimMode, sandbox: d.sandbox, dkim_configured: d.dkim_configured, spf_configured: d.spf_configured, dmarc_configured: d.dmarc_configured, lastCheckedAt: d.lastCheckedAt }
       : { id: block.domainId, domain: null, status: 'missing', verified: false, sendReady: false, dkimMode: null, sandbox: false, dkim_configured: false, spf_configured: false, dmarc_configured: false, lastCheckedAt: null },
     credentialsAvailable: false,
-    dashboardUrl: `${config.publicBaseUrl.replace(/\/$/, '')}/dashboard/motor-blocks/${block.id}`,
+    dashboardUrl: dashboardLink(config, `/dashboard/motor-blocks/${block.id}`),
     createdAt: new Date(block.createdAt).toISOString(),
   };
 }

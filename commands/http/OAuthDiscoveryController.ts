@@ -38,7 +38,7 @@ export class OAuthDiscoveryController extends Controller {
   /** RFC 8414 metadata; `issuer` is AUTH_PUBLIC_URL. */
   @Get('oauth-authorization-server')
   public async metadata(@Request() req: ExpressRequest): Promise<AuthorizationServerMetadata> {
-    const base = ctxOf(req).config.authPublicUrl;
+    const { authPublicUrl: base, publicBaseUrl } = ctxOf(req).config;
     this.setHeader('Cache-Control', 'public, max-age=3600');
     return {
       issuer: base,
@@ -53,7 +53,8 @@ export class OAuthDiscoveryController extends Controller {
       revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
       scopes_supported: [...AGENT_SCOPES, ...OAUTH_SCOPES],
       client_id_metadata_document_supported: true,
-      service_documentation: `${base}/api/public/docs`,
+      // The API reference lives on {base_url} (SPEC "Versioning"), not on the authorization server's host.
+      service_documentation: `${publicBaseUrl.replace(/\/+$/, '')}/api/public/docs`,
     };
   }
 

@@ -4,12 +4,12 @@ import { RedisBatch } from '../../infra/redisBatch';
 /**
  * The API request limit (SPEC "Limits", limiter 1): a fixed one-minute window per credential.
  * Independent of the send quota. When Redis cannot be asked the request goes on and
- * X-RateLimit-Remaining reads `unknown`.
+ * X-RateLimit-Remaining reads `unknown`; the window is the clock's, so its reset is still known.
  */
 
 export type RequestLimitReading =
   | { kind: 'ok' | 'exceeded'; limit: number; remaining: number; resetSeconds: number }
-  | { kind: 'unavailable'; limit: number };
+  | { kind: 'unavailable'; limit: number; resetSeconds: number };
 
 /** K: the window's counter, kept two minutes. Runs in the batch's script (infra/redisBatch.ts). */
 const HIT = {
@@ -39,7 +39,7 @@ export class RequestLimiter {
       const [count] = await this.batch.run('requestHit', [key], []);
       return { kind: count > this.limitPerMinute ? 'exceeded' : 'ok', limit: this.limitPerMinute, remaining: Math.max(0, this.limitPerMinute - count), resetSeconds };
     } catch {
-      return { kind: 'unavailable', limit: this.limitPerMinute };
+      return { kind: 'unavailable', limit: this.limitPerMinute, resetSeconds };
     }
   }
 }

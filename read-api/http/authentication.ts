@@ -15,7 +15,10 @@ import { credentialId, type Principal } from './principal';
  * The one authentication function of every tsoa route (tsoa calls it for @Security). It decides
  * the credential type and the scope; block ownership is checked by `requireBlock` in
  * read-api/http/authorize.ts once the route knows which block is asked for. It also applies the
- * API request limit per credential and sets the X-RateLimit-* headers.
+ * API request limit per credential and sets the X-RateLimit-* headers: once the credential is
+ * known and before its scope is checked, so a valid token refused for its scope is counted and
+ * told its numbers like any other request of it (SPEC "Limits"; the agent-tool servers do the
+ * same, read-api/mcp/router.ts).
  *
  * Security names: blockApiKey (POST /v1/send, /v1/test-email), accountApiKey (token minting),
  * publicBearer (all of /api/public/v1; the listed scopes are ALL required), dashboardJwt (the
@@ -24,12 +27,22 @@ import { credentialId, type Principal } from './principal';
  */
 export async function expressAuthentication(request: Request, securityName: string, scopes: string[] = []): Promise<Principal> {
   const ctx = ctxOf(request);
-  const principal = await identify(ctx, request, securityName, scopes);
+  const principal = await identify(ctx, request, securityName);
   await applyRequestLimit(ctx, request, principal);
+  if (principal.kind === 'publicBearer') requireScopes(principal.scopes, scopes);
   return principal;
 }
 
-async function identify(ctx: HttpContext, request: Request, securityName: string, scopes: string[]): Promise<Principal> {
+/** The route's scopes are ALL required (implications included): 403 insufficient_scope otherwise. */
+function requireScopes(granted: readonly string[], required: string[]): void {
+  if (hasScopes(granted, required)) return;
+  throw fail('insufficient_scope', 403, `This route needs the scope${required.length > 1 ? 's' : ''} ${required.join(', ')}`, {
+    nextAction: 'Mint a token that includes the missing scopes',
+    details: { requiredScopes: required },
+  });
+}
+
+async function identify(ctx: HttpContext, request: Request, securityName: string): Promise<Principal> {
   switch (securityName) {
     case 'blockApiKey': {
       const key = await authenticateApiKey(ctx.directory, extractApiKey(request.headers), 'block');
@@ -49,12 +62,6 @@ async function identify(ctx: HttpContext, request: Request, securityName: string
         ctx.clock.now(),
       );
       await assertMinterActive(ctx, claims.clientId);
-      if (!hasScopes(claims.scopes, scopes)) {
-        throw fail('insufficient_scope', 403, `This route needs the scope${scopes.length > 1 ? 's' : ''} ${scopes.join(', ')}`, {
-          nextAction: 'Mint a token that includes the missing scopes',
-          details: { requiredScopes: scopes },
-        });
-      }
       return { kind: 'publicBearer', ...claims };
     }
     case 'dashboardJwt': {
@@ -129,14 +136,13 @@ async function applyRequestLimit(ctx: HttpContext, request: Request, principal: 
   await applyLimit(ctx.limiter, ctx, request, credentialId(principal));
 }
 
-/** The X-RateLimit-* headers of a limiter reading (`unknown` remaining when the limiter is unavailable). */
+/**
+ * The X-RateLimit-* headers of a limiter reading: all three always (SPEC "Limits"), Remaining the
+ * literal `unknown` when the limiter is unavailable (the window, and so its Reset, is the clock's).
+ */
 export function setRateLimitHeaders(res: Response, reading: RequestLimitReading): void {
   res.setHeader('X-RateLimit-Limit', String(reading.limit));
-  if (reading.kind === 'unavailable') {
-    res.setHeader('X-RateLimit-Remaining', 'unknown');
-    return;
-  }
-  res.setHeader('X-RateLimit-Remaining', String(reading.remaining));
+  res.setHeader('X-RateLimit-Remaining', reading.kind === 'unavailable' ? 'unknown' : String(reading.remaining));
   res.setHeader('X-RateLimit-Reset', String(reading.resetSeconds));
 }
 

@@ -2,6 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { signPublicToken } from '../../commands/tokens/publicTokens';
+import { accessTokenSettings, signAccessToken } from '../../commands/oauth/accessTokens';
+import { MCP_SERVERS } from '../../domain/oauth/agent';
+import { newId } from '../../domain/ids';
+import { grantAgentAccess } from '../support/agentGrant';
 import { dashboardTokenSettings, signDashboardToken } from '../../commands/auth/dashboardTokens';
 import { SCOPES, hasScopes, type Scope } from '../../domain/credentials/scopes';
 import { answerText, eventually, postJson } from '../support/motor';
@@ -12,7 +16,9 @@ import { startAuthHarness, type AuthHarness } from './harness';
 /**
  * The table-driven authorization test: every route of the OpenAPI document that needs a
  * credential, walked with no credential, a malformed one, an expired one, each wrong credential
- * type, a credential of another block and of another account, and one lacking the scope, plus
+ * type (the credentials of SPEC's credential map that no route of this document takes among them:
+ * an agent's access token, an SMTP OAuth access token, a dashboard refresh token, an SMTP
+ * password), a credential of another block and of another account, and one lacking the scope, plus
  * the right one (which must get past authorization and carry X-RateLimit-*). Routes added later
  * are picked up from read-api/generated/openapi.json automatically; their "other block/account"
  * expectation comes from the path (see `foreign()`).
@@ -48,6 +54,7 @@ describe('authorization table: every authenticated route × every credential cas
     fromA1: string; fromA2: string;
     pub: (block: 'A1' | 'A2' | 'B1', scopes?: Scope[]) => Promise<string>;
     pubExpired: string;
+    agentToken: string; smtpAccessToken: string; refreshTokenA: string; smtpPasswordA1: string;
   };
 
   before(async () => {
@@ -56,6 +63,7 @@ describe('authorization table: every authenticated route × every credential cas
     const b = await h.signUp('table-b@rcpt.test');
     c.dashA = a.token;
     c.dashB = b.token;
+    c.refreshTokenA = a.refreshToken;
     c.dashExpired = signDashboardToken(dashboardTokenSettings(h.motor.config), { userId: a.userId, accountId: a.accountId, sessionId: a.userId }, new Date(Date.now() - 3600_000)).token;
     const a1 = await createBlockFor(h.motor, a.accountId);
     const a2 = await createBlockFor(h.motor, a.accountId);
@@ -91,6 +99,12 @@ describe('authorization table: every authenticated route × every credential cas
       return r.status === 200 ? r : null;
     });
     c.msgA1 = sent.body.data.id;
+    // Credentials of the map that are valid where they belong (an MCP server, SMTP AUTH) and must be nowhere else.
+    c.agentToken = (await grantAgentAccess(h.motor, { accountId: a.accountId, userId: a.userId, path: MCP_SERVERS[0].path, scopes: [...MCP_SERVERS[0].scopes] })).accessToken;
+    c.smtpAccessToken = signAccessToken(accessTokenSettings(h.motor.config), {
+      tokenId: newId(), grantId: newId(), clientId: newId(), userId: a.userId, accountId: a.accountId, motorBlockId: c.blockA1, scope: 'email.send',
+    }, new Date(), 3600).token;
+    c.smtpPasswordA1 = (await h.post(`/api/motor-blocks/${c.blockA1}/smtp-password`, {}, bearer(c.dashA))).body.data.password;
     c.smtpIdA1 = `${c.msgA1}@${a1.domain}`;
     await eventually(async () => (await postJson(`${h.motor.baseUrl}/api/public/token/account-key`, { motorBlockId: c.blockA1 }, apiKey(c.accountKeyA))).status === 200
       && (await postJson(`${h.motor.baseUrl}/api/public/token/account-key`, { motorBlockId: c.blockB1 }, apiKey(c.accountKeyB))).status === 200
@@ -188,6 +202,11 @@ describe('authorization table: every authenticated route × every credential cas
         ['accountApiKey', async () => apiKey(c.accountKeyA)],
         ['blockApiKey', async () => apiKey(c.blockKeyA1)],
         ['accountApiKey as ApiKey header', async () => ({ authorization: `ApiKey ${c.accountKeyA}` })],
+        ['agent access token', async () => bearer(c.agentToken)],
+        ['SMTP OAuth access token', async () => bearer(c.smtpAccessToken)],
+        ['dashboard refresh token', async () => bearer(c.refreshTokenA)],
+        ['SMTP password as ApiKey', async () => ({ authorization: `ApiKey ${c.smtpPasswordA1}` })],
+        ['SMTP password as X-Api-Key', async () => apiKey(c.smtpPasswordA1)],
       ];
       for (const [type, cred] of wrongTypes) if (!type.startsWith(op.scheme)) cases.push({ name: `wrong type: ${type}`, cred, status: 401, code: u });
       if (op.scheme === 'accountApiKey') cases.push({ name: 'masked key', cred: async () => apiKey(c.maskedAccountKeyA), status: 401, code: u });

@@ -19,7 +19,8 @@ import { PASSWORD, startAuthHarness, type AuthHarness } from './harness';
 describe('onboarding: register → verify-code → set-password → login → refresh → web-handoff (int)', function () {
   this.timeout(90_000);
   let h: AuthHarness;
-  before(async () => { h = await startAuthHarness(); });
+  // The dashboard host ({auth_url}) apart from the API's ({base_url}): the mailed and handed-off links name the former.
+  before(async () => { h = await startAuthHarness({ AUTH_PUBLIC_URL: 'https://dashboard.example.test' }); });
   after(async () => { await h?.close(); });
 
   it('signs up through a code delivered by the service\'s own pipeline, every step an event', async () => {
@@ -32,7 +33,7 @@ describe('onboarding: register → verify-code → set-password → login → re
     const mail = h.mx.messages.filter((m) => m.envelope.rcptTo.includes('alice@rcpt.test')).pop()!;
     expect(mail.envelope.mailFrom).to.equal('no-reply@motor.test');
     const parsed = await simpleParser(mail.raw);
-    expect(parsed.text).to.include(`${h.motor.config.publicBaseUrl}/dashboard/verify?email=alice%40rcpt.test`);
+    expect(parsed.text).to.include('https://dashboard.example.test/dashboard/verify?email=alice%40rcpt.test');
     expect(parsed.text).to.include(code);
     expect(mail.raw.toString()).to.match(/DKIM-Signature:/i);
 
@@ -242,7 +243,7 @@ describe('onboarding: register → verify-code → set-password → login → re
     expect((await h.post('/api/auth/web-handoff', {})).status).to.equal(401);
     const w = await h.post('/api/auth/web-handoff', { redirectPath: '/dashboard/keys' }, auth);
     expect(w.status).to.equal(200);
-    expect(w.body.data.url).to.equal(`${h.motor.config.publicBaseUrl}/dashboard/handoff#code=${w.body.data.code}`);
+    expect(w.body.data.url).to.equal(`https://dashboard.example.test/dashboard/handoff#code=${w.body.data.code}`);
     expect(w.body.data.expiresIn).to.equal(60);
     const r = await h.post('/api/auth/web-handoff/redeem', { code: w.body.data.code });
     expect(r.status).to.equal(200);

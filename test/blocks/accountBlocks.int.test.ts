@@ -25,7 +25,8 @@ describe('account Motor Block routes (int)', function () {
   const v4 = () => randomUUID();
 
   before(async () => {
-    motor = await startTestMotor({ env: { PLAN_DEFAULT_MAX_BLOCKS: '20' } });
+    // The dashboard host ({auth_url}) apart from the API's: dashboardUrl must name the former.
+    motor = await startTestMotor({ env: { PLAN_DEFAULT_MAX_BLOCKS: '20', AUTH_PUBLIC_URL: 'https://dashboard.example.test' } });
     a = await motor.bootstrap();
     other = await motor.bootstrap();
     manage = await motor.token(a, ['config.manage']);
@@ -45,7 +46,7 @@ describe('account Motor Block routes (int)', function () {
       const mine = r.body.data.find((x: { id: string }) => x.id === a.motorBlockId);
       expect(mine).to.include({ type: 'general_purpose', activeAuthMethod: 'smtp_password', credentialsAvailable: false, smtp_username: a.smtpUsername, status: 'active' });
       expect(mine.domain).to.include({ id: a.domainId, name: senderDomainOf(a), sendReady: true });
-      expect(mine.dashboardUrl).to.match(new RegExp(`/dashboard/motor-blocks/${a.motorBlockId}$`));
+      expect(mine.dashboardUrl).to.equal(`https://dashboard.example.test/dashboard/motor-blocks/${a.motorBlockId}`);
       expect(r.body.data.map((x: { id: string }) => x.id)).to.not.include(other.motorBlockId);
       expect(JSON.stringify(r.body)).to.not.match(/mk_live|ak_live|passwordHash|secret|"password"/i);
     });
@@ -68,6 +69,7 @@ describe('account Motor Block routes (int)', function () {
       const r = await create({ name: 'Orders', domainId: a.domainId, type: 'transactional', description: 'order mail' });
       expect(r.status).to.equal(201);
       expect(r.body.data).to.include({ name: 'Orders', type: 'transactional', description: 'order mail', status: 'active', credentialsAvailable: false, activeAuthMethod: 'smtp_password' });
+      expect(r.body.data.dashboardUrl).to.equal(`https://dashboard.example.test/dashboard/motor-blocks/${r.body.data.id}`);
       expect(r.body.data.smtp_username).to.match(/^mb_/);
       expect(r.body.data.domain.id).to.equal(a.domainId);
       // In the caller's grant by the creating event itself, and listed at once (read-your-writes).

@@ -378,7 +378,7 @@ describe('domains (int)', function () {
     expect(c).to.include({ id: owner.motorBlockId, type: 'general_purpose', status: 'active', activeAuthMethod: 'smtp_password', smtp_username: owner.smtpUsername, credentialsAvailable: false });
     expect(c.limits).to.include({ source: 'plan', burst: motor.config.defaultPlan.burst });
     expect(c.domain).to.include({ id: owner.domainId, verified: true, sendReady: true, spf_configured: true, dkim_configured: true });
-    expect(c.dashboardUrl).to.match(new RegExp(`/dashboard/motor-blocks/${owner.motorBlockId}$`));
+    expect(c.dashboardUrl).to.equal(`${motor.config.authPublicUrl}/dashboard/motor-blocks/${owner.motorBlockId}`);
     const text = JSON.stringify(res.body);
     for (const secret of [owner.smtpPassword, owner.apiKey, owner.accountApiKey]) expect(text).to.not.include(secret);
     expect(text).to.not.match(/hash"|secret|"password"|private/i);

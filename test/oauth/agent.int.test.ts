@@ -91,6 +91,8 @@ describe('OAuth 2.1 for agent clients: metadata documents, PKCE, resource-bound 
     expect(m.status).to.equal(200);
     expect(m.body).to.include({ issuer: AUTH, authorization_endpoint: `${AUTH}/api/oauth2/authorize`, token_endpoint: `${AUTH}/api/oauth2/token`, jwks_uri: `${AUTH}/.well-known/jwks.json`, client_id_metadata_document_supported: true });
     expect(m.body.code_challenge_methods_supported).to.deep.equal(['S256']);
+    // SPEC "Versioning": the interactive reference is at {base_url}/api/public/docs, whatever host the authorization server has.
+    expect(m.body.service_documentation).to.equal(`${motor.config.publicBaseUrl}/api/public/docs`);
     expect(m.body.scopes_supported).to.include('manage:motor-blocks').and.not.include('logs.pii');
     const k = await getJson(`${motor.baseUrl}/.well-known/jwks.json`);
     expect(k.status).to.equal(200);

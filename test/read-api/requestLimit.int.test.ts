@@ -89,6 +89,19 @@ describe('API request limit (int)', function () {
       expect(await dailyUsed()).to.equal(2);
     });
 
+    it('a valid token refused for its scope is counted and carries X-RateLimit-* like any request of it', async () => {
+      const token = await motor.token(a, ['analytics.read']);
+      await awayFromMinuteEdge();
+      const lacking = [];
+      for (let i = 1; i <= LIMIT; i++) lacking.push(await getPublic(motor, `/motor-blocks/${a.motorBlockId}/logs`, token));
+      expect(lacking.map((r) => [r.status, r.body.code])).to.deep.equal(Array(LIMIT).fill([403, 'insufficient_scope']));
+      expect(lacking.map((r) => r.headers.get('x-ratelimit-remaining'))).to.deep.equal(['4', '3', '2', '1', '0']);
+      expect(lacking.every((r) => r.headers.get('x-ratelimit-limit') === String(LIMIT) && Number(r.headers.get('x-ratelimit-reset')) >= 1)).to.equal(true);
+      // Its budget is spent: a route it has the scope for is refused too, and the refused scope is over the limit as well.
+      const over = [await getPublic(motor, '/motor-blocks', token), await getPublic(motor, `/motor-blocks/${a.motorBlockId}/logs`, token)];
+      expect(over.map((r) => [r.status, r.body.code])).to.deep.equal([[429, 'rate_limited'], [429, 'rate_limited']]);
+    });
+
     it('omits the headers on unauthenticated utility endpoints and on authentication failures', async () => {
       for (const path of ['/v1/status', '/healthz']) {
         const r = await getJson(`${motor.baseUrl}${path}`);
@@ -122,11 +135,14 @@ describe('API request limit (int)', function () {
       expect(r.headers.get('ratelimit-reset')).to.equal(null);
       expect(r.headers.get('x-ratelimit-remaining')).to.equal('unknown');
       expect(r.headers.get('x-ratelimit-limit')).to.equal(String(motor.config.apiRequestLimit));
+      // SPEC "Limits": only Remaining becomes `unknown`; the window is the clock's, so Reset is still given.
+      expect(Number(r.headers.get('x-ratelimit-reset'))).to.be.within(1, 60);
 
       const token = await motor.token(a, ['logs.read']);
       const read = await getPublic(motor, `/messages/${r.body.data.id}`, token);
       expect(read.status).to.equal(200);
       expect(read.headers.get('x-ratelimit-remaining')).to.equal('unknown');
+      expect(Number(read.headers.get('x-ratelimit-reset'))).to.be.within(1, 60);
       const mint = await postJson(`${motor.baseUrl}/api/public/token/account-key`, { motorBlockId: a.motorBlockId }, { 'x-api-key': a.accountApiKey });
       expect(mint.status).to.equal(200);
       expect(mint.headers.get('x-ratelimit-remaining')).to.equal('unknown');
