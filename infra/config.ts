@@ -30,16 +30,16 @@ export const PLAN_TIERS: Readonly<Record<string, PlanLimits>> = {
 };
 
 /**
- * The plan of an account: `source: 'plan'` when the account exists and its plan is a known tier;
- * otherwise `fallback` (SPEC "Account rate limits": account without an active product), with the
- * default plan's block ceilings and retention and the ACCOUNT_FALLBACK_* account ceilings.
- */
-/**
  * A page of the dashboard: on {auth_url}, which SPEC names the dashboard host (AUTH_PUBLIC_URL,
  * by default PUBLIC_BASE_URL), not on the API's {base_url}. `path` starts with /dashboard.
  */
 export const dashboardLink = (config: Pick<Config, 'authPublicUrl'>, path: string): string => `${config.authPublicUrl.replace(/\/+$/, '')}${path}`;
 
+/**
+ * The plan of an account: `source: 'plan'` when the account exists and its plan is a known tier;
+ * otherwise `fallback` (SPEC "Account rate limits": account without an active product), with the
+ * default plan's block ceilings and retention and the ACCOUNT_FALLBACK_* account ceilings.
+ */
 export function planOf(config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback'>, planName: string | null | undefined): { plan: PlanLimits; source: 'plan' | 'fallback' } {
   const tier = planName ? config.plans?.[planName] : undefined;
   if (tier) return { plan: tier, source: 'plan' };
