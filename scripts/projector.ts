@@ -43,7 +43,8 @@ async function main(): Promise<void> {
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => abort.abort());
   await runner.init();
   logger.info({ checkpoint: await runner.checkpoint(), batchSize }, 'projector started');
-  await runner.run(abort.signal);
+  // As in the projector role: beside another projector of this projection, one of them applies it.
+  await runner.runAlone(abort.signal);
   logger.info(runner.stats(), 'projector stopped');
   await store.close().catch(() => undefined);
   await db.destroy().catch(() => undefined);

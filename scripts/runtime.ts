@@ -229,6 +229,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   const extraWorkers: Worker[] = [];
 
   if (roles.includes('projector')) {
+    // Each projection applied by one projector process at a time (ProjectionRunner.runAlone).
     for (const p of allProjections()) {
       const runner = new ProjectionRunner(rt.db, rt.store, p, {
         logger: rt.logger,
@@ -239,7 +240,15 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
           if (r.lastEventCreatedAt) rt.metrics.projectionLagSeconds.set({ projection: r.projection }, Math.max(0, (Date.now() - r.lastEventCreatedAt.getTime()) / 1000));
         },
       });
-      background.push(runner.run(abort.signal));
+      const projection = { projection: p.name };
+      background.push(runner.runAlone(abort.signal, {
+        leading: (held) => {
+          rt.metrics.projectionLeader.set(projection, held ? 1 : 0);
+          // Set by the batches this process applies: a process standing by has none to say.
+          if (!held) rt.metrics.projectionLagSeconds.remove(projection);
+        },
+      }));
+      // Every projector process, holder or not: the read model's lag, from its shared checkpoint.
       const lag = setInterval(async () => {
         try {
           const l = await runner.lag();
