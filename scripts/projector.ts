@@ -4,7 +4,7 @@
  * the same runners under `--role projector`.
  */
 import { ConfigError, loadConfig } from '../infra/config.js';
-import { createDb } from '../infra/db.js';
+import { createDb, processApplicationName } from '../infra/db.js';
 import { createEventStore } from '../infra/eventstore/index.js';
 import { createLogger } from '../infra/logger.js';
 import { allProjections } from '../projections/index.js';
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel, { role: 'projector', projection: projection.name });
-  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
+  const db = createDb(config.databaseUrl, { applicationName: processApplicationName(`motor-projector-${projection.name}`), pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const runner = new ProjectionRunner(db, store, projection, { batchSize, logger });
   const abort = new AbortController();
