@@ -228,3 +228,51 @@ async function runWhileHeld(work: LeasedWork, lease: AbortSignal, signal: AbortS
     lease.removeEventListener('abort', stop);
   }
 }
+
+/** The session holding a lease, as pg_stat_activity shows it. */
+export interface LeaseHolder {
+  /** The holding backend's process id (`pg_terminate_backend(pid)` moves the lease). */
+  pid: number;
+  /** Which Motor process: `motor-<roles>@<host>:<pid>` (infra/db.ts processApplicationName). */
+  applicationName: string | null;
+  /** The holder's address as the server sees it; null over a Unix socket, or where the status's user may not see it. */
+  clientAddress: string | null;
+  /**
+   * When the holding session connected. PostgreSQL does not record when a lock was taken: the
+   * lease was taken then or later (the holder's `took a ... lease` log line says when).
+   */
+  sessionStartedAt: string | null;
+  /**
+   * The last statement the holding session sent: the holder checks its session every 2 s, so one
+   * older than a few seconds says the server no longer hears from it (its host cut off) though
+   * it keeps the lock.
+   */
+  lastStatementAt: string | null;
+}
+
+/**
+ * Who holds each lease `locks` names (null: nobody), read from pg_locks and pg_stat_activity: an
+ * advisory lock shows there as the two halves (classid, objid) of its 64-bit key, which is
+ * computed here as the holders compute it.
+ */
+export async function leaseHolders(db: Knex, locks: readonly string[]): Promise<Map<string, LeaseHolder | null>> {
+  const { rows } = await db.raw(
+    `select k.lock, l.pid, a.application_name, host(a.client_addr) as client_addr, a.backend_start, a.query_start
+       from unnest(?::text[]) as k(lock)
+       left join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
+            and l.database = (select oid from pg_database where datname = current_database())
+            and ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(k.lock, 0)
+       left join pg_stat_activity a on a.pid = l.pid`,
+    [[...locks]],
+  );
+  const held = new Map<string, LeaseHolder | null>(locks.map((lock) => [lock, null]));
+  const iso = (d: Date | null) => (d ? d.toISOString() : null);
+  for (const r of rows as Array<{ lock: string; pid: number | null; application_name: string | null; client_addr: string | null; backend_start: Date | null; query_start: Date | null }>) {
+    if (r.pid === null) continue;
+    held.set(r.lock, {
+      pid: r.pid, applicationName: r.application_name, clientAddress: r.client_addr,
+      sessionStartedAt: iso(r.backend_start), lastStatementAt: iso(r.query_start),
+    });
+  }
+  return held;
+}
