@@ -239,7 +239,8 @@ export interface LeaseHolder {
   clientAddress: string | null;
   /**
    * When the holding session connected. PostgreSQL does not record when a lock was taken: the
-   * lease was taken then or later (the holder's `took a ... lease` log line says when).
+   * lease was taken then or later (the holder's `took a ... lease` log line says when). Null, as
+   * the address and the last statement, to a user without the right to see another user's sessions.
    */
   sessionStartedAt: string | null;
   /**
