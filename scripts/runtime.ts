@@ -238,7 +238,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   const extraWorkers: Worker[] = [];
 
   if (roles.includes('projector')) {
-    // Each projection applied by one projector process at a time (ProjectionRunner.runAlone).
+    // One projector process at a time applies each projection (ProjectionRunner.runAlone): the
+    // others would read the same log for it only to lose each batch's compare-and-set.
     for (const p of allProjections()) {
       const runner = new ProjectionRunner(rt.db, rt.store, p, {
         logger: rt.logger,
