@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import knex, { type Knex } from 'knex';
 import PgClient from 'knex/lib/dialects/postgres/index.js';
 import type pg from 'pg';
@@ -114,6 +115,25 @@ function knexLog(logger: Logger): Knex.Config['log'] {
     deprecate: ((message: unknown) => logger.warn({ knex: message }, 'knex deprecation')) as unknown as (method: string, alternative: string) => void,
     debug: (message: unknown) => logger.debug({ knex: message }, 'knex debug'),
   };
+}
+
+/** PostgreSQL keeps this much of an application_name (NAMEDATALEN - 1 bytes) and cuts the rest. */
+const APPLICATION_NAME_BYTES = 63;
+
+/**
+ * The application_name of a process's connections, `<label>@<host>:<pid>` (`motor-projector@db-2:4711`):
+ * what pg_stat_activity, and with it `npm run cli -- status`, says of the session holding a lease,
+ * so that an operator knows which process to look at or stop. Every process of a deployment
+ * connects as the same user from hosts that may share an address (containers), so without it the
+ * sessions of different processes could not be told apart. A long host name is shortened, never
+ * the pid: PostgreSQL would cut the end.
+ */
+export function processApplicationName(label: string, host: string = hostname(), pid: number = process.pid): string {
+  const tail = `:${pid}`;
+  const room = APPLICATION_NAME_BYTES - Buffer.byteLength(`${label}@${tail}`);
+  let h = host;
+  while (Buffer.byteLength(h) > Math.max(0, room)) h = h.slice(0, -1);
+  return `${label}@${h}${tail}`.slice(0, APPLICATION_NAME_BYTES);
 }
 
 /**

@@ -80,6 +80,11 @@ export function createMetrics() {
       help: 'Log followers (enqueuers, webhook dispatcher, pause notices): 1 while this process holds the follower\'s lease and follows the log, 0 while it stands by',
       labelNames: ['follower'] as const, registers: [registry],
     }),
+    projectionLeader: new client.Gauge({
+      name: 'motor_projection_leader',
+      help: 'Projections: 1 while this process holds the projection\'s lease and applies its batches, 0 while it stands by',
+      labelNames: ['projection'] as const, registers: [registry],
+    }),
     projectionLagEvents: new client.Gauge({ name: 'motor_projection_lag_events', help: 'Events not yet applied, per projection', labelNames: ['projection'] as const, registers: [registry] }),
     projectionLagSeconds: new client.Gauge({ name: 'motor_projection_lag_seconds', help: 'Age of the newest applied event at apply time', labelNames: ['projection'] as const, registers: [registry] }),
     projectionSkipped: new client.Counter({ name: 'motor_projection_skipped_events_total', help: 'Events a projection did not handle', labelNames: ['projection'] as const, registers: [registry] }),

@@ -24,6 +24,7 @@ import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventS
 import { sleep } from '../infra/sleep.js';
 import { awaitBatchInterval } from '../infra/eventstore/followLog.js';
 import { withQueryTimeout, withSetupLock } from '../infra/db.js';
+import { runAlone } from '../infra/lease.js';
 
 /** One forward-only migration of a projection's schema; `schema` is where to create things. */
 export interface ProjectionMigration {
@@ -115,6 +116,22 @@ export interface Lag {
   /** Age of the oldest event not yet applied, by its createdAt; 0 when caught up. */
   secondsBehind: number;
 }
+
+/**
+ * The advisory lock of a projection's lease (runAlone): one projector process at a time per
+ * projection. Not `motor.projection:rm_<name>`, the lock of every batch: that one stays the
+ * correctness guarantee, taken by each batch whoever holds the lease, and by the rebuild's swap.
+ */
+export const projectionLeaseName = (projectionName: string): string => `motor.projector:${projectionName}`;
+
+export interface LeaseOptions {
+  /** How often a process without the lease tries to take it. Default LEASE_RETRY_MS (2 s, infra/lease.ts). */
+  retryMs?: number;
+  /** Told true when this process takes the projection's lease, false when it stands by (at start too). */
+  leading?(held: boolean): void;
+}
+
+const quiet: ProjectionLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 export const schemaFor = (projectionName: string): string => {
   if (!/^[a-z][a-z0-9_]{0,40}$/.test(projectionName)) throw new Error(`Invalid projection name "${projectionName}"`);
@@ -337,6 +354,32 @@ export class ProjectionRunner {
         await sleep(this.opts.retryDelayMs ?? 1000, signal);
       }
     }
+  }
+
+  /**
+   * run() in one process at a time (the projector role's live loop): stands by until this process
+   * holds the projection's lease (infra/lease.ts), projects while it does, and stands by again when
+   * its lease session ends; until the signal aborts, then gives the lease up. Every projector
+   * process starts every projection, and without the lease each read the whole log, the losers of
+   * each batch's compare-and-set dropping their batch and reading it again. The lease only saves
+   * that work: a batch under way when the lease is lost may still commit, and the batch lock and
+   * compare-and-set keep that right, as they keep right a rebuild's swap (which does not take the
+   * lease: its holder goes on, on the swapped-in schema).
+   */
+  runAlone(signal: AbortSignal, lease: LeaseOptions = {}): Promise<void> {
+    if (this.schema !== schemaFor(this.projection.name)) throw new Error(`runAlone is the live loop of ${this.projection.name}, not of ${this.schema}`);
+    return runAlone(this.db, this.opts.logger ?? quiet, {
+      lock: projectionLeaseName(this.projection.name),
+      log: { projection: this.projection.name },
+      says: {
+        took: 'took a projection\'s lease: it is projected in this process',
+        lost: 'lost a projection\'s lease (its session ended): stopped projecting, standing by',
+        unreachable: 'could not try to take a projection\'s lease; standing by',
+      },
+      retryMs: lease.retryMs,
+      leading: lease.leading,
+      run: (running) => this.run(running),
+    }, signal);
   }
 
   /**

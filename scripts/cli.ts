@@ -100,9 +100,11 @@ const USAGE = `Usage: npm run cli -- <command>
       createdAt, revoked, revokedAt}]}. An unknown account: exit 1, not_found; an unknown or
       deleted block: exit 1, motor_block_not_found.
   status [--json]
-      Whether the event store and Redis answer, how far behind the log each read model is, and the
-      jobs of each queue by state. Exits 1 when the store or Redis cannot be reached or a read
-      model cannot be read.
+      Whether the event store and Redis answer, how far behind the log each read model is, the
+      jobs of each queue by state, and which process holds each log follower's and each
+      projection's lease (leases: its backend pid, application_name motor-<roles>@<host>:<pid>,
+      client address, session start; held false when no process runs that work). Exits 1 when
+      the store or Redis cannot be reached or a read model cannot be read.
 `;
 
 class UsageError extends Error {}

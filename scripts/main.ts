@@ -6,7 +6,7 @@
 import { ConfigError, loadConfig } from '../infra/config';
 import { resolveRedis, startEmbeddedPostgres } from '../infra/embedded';
 import { createLogger } from '../infra/logger';
-import { createRuntime, parseRoles, startRoles } from './runtime';
+import { createRuntime, parseRoles, roleApplicationName, startRoles } from './runtime';
 
 async function main(): Promise<void> {
   let config;
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   const redis = await resolveRedis(config.redisUrl, config.dataDir, logger);
   stops.push(redis.stop);
 
-  const rt = await createRuntime(config, { databaseUrl, redisUrl: redis.url, logger });
+  const rt = await createRuntime(config, { databaseUrl, redisUrl: redis.url, logger, applicationName: roleApplicationName(roles) });
   const started = await startRoles(rt, roles);
   logger.info({ port: started.port }, 'Motor started');
 

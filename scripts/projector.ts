@@ -4,7 +4,7 @@
  * the same runners under `--role projector`.
  */
 import { ConfigError, loadConfig } from '../infra/config.js';
-import { createDb } from '../infra/db.js';
+import { createDb, processApplicationName } from '../infra/db.js';
 import { createEventStore } from '../infra/eventstore/index.js';
 import { createLogger } from '../infra/logger.js';
 import { allProjections } from '../projections/index.js';
@@ -36,14 +36,15 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel, { role: 'projector', projection: projection.name });
-  const db = createDb(config.databaseUrl, { applicationName: `motor-projector-${projection.name}`, pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
+  const db = createDb(config.databaseUrl, { applicationName: processApplicationName(`motor-projector-${projection.name}`), pool: { min: 0, max: 4 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl: config.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const runner = new ProjectionRunner(db, store, projection, { batchSize, logger });
   const abort = new AbortController();
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => abort.abort());
   await runner.init();
   logger.info({ checkpoint: await runner.checkpoint(), batchSize }, 'projector started');
-  await runner.run(abort.signal);
+  // As in the projector role: beside another projector of this projection, one of them applies it.
+  await runner.runAlone(abort.signal);
   logger.info(runner.stats(), 'projector stopped');
   await store.close().catch(() => undefined);
   await db.destroy().catch(() => undefined);

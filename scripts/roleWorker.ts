@@ -7,7 +7,7 @@
 import cluster from 'node:cluster';
 import { createLogger } from '../infra/logger';
 import type { AddressCounter } from '../smtp/server';
-import { createRuntime, startRoles } from './runtime';
+import { createRuntime, roleApplicationName, startRoles } from './runtime';
 import { ROLE_WORKER_ENV, type RoleWorkerMessage, type RoleWorkerSpec } from './roleProcesses';
 
 // With a callback, a primary that died between the check and the write is not an 'error' event.
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   // This process is one of the children: it serves the role itself.
   const config = { ...spec.config, apiProcesses: 1, smtp: { ...spec.config.smtp, processes: 1 } };
   const logger = createLogger(config.logLevel, { roles: spec.role, child: cluster.worker!.id });
-  const rt = await createRuntime(config, { databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger });
+  const rt = await createRuntime(config, { databaseUrl: spec.databaseUrl, redisUrl: spec.redisUrl, queuePrefix: spec.queuePrefix, logger, applicationName: roleApplicationName([spec.role]) });
 
   // /metrics answers for the whole cluster: the primary adds up every child's registry.
   handlers['metrics-collect'] = (m) => {

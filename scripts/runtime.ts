@@ -14,7 +14,7 @@ import type { Queue, Worker } from 'bullmq';
 import type { EventStore } from '../domain/eventStore';
 import { systemClock, type Clock } from '../domain/ids';
 import type { Config } from '../infra/config';
-import { createDb } from '../infra/db';
+import { createDb, processApplicationName } from '../infra/db';
 import { createEventStore } from '../infra/eventstore';
 import { KeyStore } from '../infra/keys/keyStore';
 import { createLogger, type Logger } from '../infra/logger';
@@ -92,6 +92,14 @@ export interface RuntimeOptions {
   directoryTtlMs?: number;
   /** Redis key prefix of the delivery queue (QUEUE_PREFIX; tests use one per run). */
   queuePrefix?: string;
+  /** application_name of the pool's connections; default `motor@<host>:<pid>` (infra/db.ts processApplicationName). */
+  applicationName?: string;
+}
+
+/** `motor-<roles>@<host>:<pid>` (`motor-all@...` for every role): which process a database session, and a lease on it, is. */
+export function roleApplicationName(roles: readonly Role[]): string {
+  const all = ALL_ROLES.every((r) => roles.includes(r));
+  return processApplicationName(`motor-${all ? 'all' : roles.join(',')}`);
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<{ ok: boolean; latencyMs: number; error?: string }> {
@@ -108,7 +116,8 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const logger = opts.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
   const clock = opts.clock ?? systemClock;
-  const db = createDb(opts.databaseUrl, { pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
+  const applicationName = opts.applicationName ?? processApplicationName('motor');
+  const db = createDb(opts.databaseUrl, { applicationName, pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
   const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const redis = createFastRedis(opts.redisUrl);
   redis.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
@@ -229,6 +238,8 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   const extraWorkers: Worker[] = [];
 
   if (roles.includes('projector')) {
+    // One projector process at a time applies each projection (ProjectionRunner.runAlone): the
+    // others would read the same log for it only to lose each batch's compare-and-set.
     for (const p of allProjections()) {
       const runner = new ProjectionRunner(rt.db, rt.store, p, {
         logger: rt.logger,
@@ -239,7 +250,15 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
           if (r.lastEventCreatedAt) rt.metrics.projectionLagSeconds.set({ projection: r.projection }, Math.max(0, (Date.now() - r.lastEventCreatedAt.getTime()) / 1000));
         },
       });
-      background.push(runner.run(abort.signal));
+      const projection = { projection: p.name };
+      background.push(runner.runAlone(abort.signal, {
+        leading: (held) => {
+          rt.metrics.projectionLeader.set(projection, held ? 1 : 0);
+          // Set by the batches this process applies: a process standing by has none to say.
+          if (!held) rt.metrics.projectionLagSeconds.remove(projection);
+        },
+      }));
+      // Every projector process, holder or not: the read model's lag, from its shared checkpoint.
       const lag = setInterval(async () => {
         try {
           const l = await runner.lag();

@@ -3,7 +3,10 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { EventStore } from '../domain/eventStore';
 import { allProjections } from '../projections';
-import { ProjectionRunner } from '../projections/runner';
+import { ProjectionRunner, projectionLeaseName } from '../projections/runner';
+import { leaseHolders, type LeaseHolder } from '../infra/lease';
+import { followerLockName } from '../infra/eventstore/followerLease';
+import { LOG_FOLLOWERS } from '../workers/followers';
 import { bullConnection } from '../infra/redis';
 import { DELIVERY_QUEUE } from '../workers/queue';
 import { WEBHOOK_QUEUE } from '../workers/webhooks/worker';
@@ -14,8 +17,10 @@ import { CHECKPOINTS } from '../workers/logEnqueuer';
 
 /**
  * What an operator looks at first (`npm run cli -- status`): can the event store and Redis be
- * reached, how far behind the log each read model is, and how many jobs each queue holds in each
- * state (a growing `failed` or `waiting` is where an incident shows). Reads only.
+ * reached, how far behind the log each read model is, how many jobs each queue holds in each
+ * state (a growing `failed` or `waiting` is where an incident shows), and which process holds each
+ * lease (which worker process follows the log for a queue, which projector process applies a
+ * read model). Reads only.
  */
 
 export interface ProjectionStatus {
@@ -34,6 +39,21 @@ export interface ProjectionStatus {
 /** A log follower that feeds a queue (the enqueuers, the webhook dispatcher): where it is in the log, and when it last moved. */
 export interface ConsumerStatus { name: string; checkpoint: string | null; updatedAt: string }
 
+/**
+ * A lease (infra/lease.ts): a log follower's, held by one worker process, or a projection's, held
+ * by one projector process. Not held: no process runs that work now (none of that role is
+ * running, or the moment of a takeover).
+ */
+export interface LeaseStatus {
+  kind: 'follower' | 'projection';
+  /** The follower's or the projection's name. */
+  name: string;
+  /** The advisory lock (`motor.follower:<name>`, `motor.projector:<name>`), keyed by hashtextextended(lock, 0). */
+  lock: string;
+  held: boolean;
+  holder: LeaseHolder | null;
+}
+
 export type QueueCounts = Record<'waiting' | 'active' | 'delayed' | 'prioritized' | 'waiting-children' | 'failed' | 'completed', number>;
 
 export interface SystemStatus {
@@ -46,6 +66,8 @@ export interface SystemStatus {
   redis: { ok: boolean; error?: string };
   /** Per queue (by its name); empty when Redis cannot be reached. */
   queues: Record<string, QueueCounts>;
+  /** Every follower's lease, then every projection's. Reported, not judged (`ok` does not look at them). */
+  leases: LeaseStatus[];
 }
 
 export const QUEUE_NAMES = [DELIVERY_QUEUE, WEBHOOK_QUEUE, EXPORT_QUEUE, CAMPAIGN_QUEUE, BLOCK_DELETION_QUEUE] as const;
@@ -72,7 +94,20 @@ export async function systemStatus(deps: { db: Knex; store: EventStore; redisUrl
   }
   const consumers = await consumerStatus(deps.db);
   const { redis, queues } = await queueStatus(deps.redisUrl, deps.queuePrefix);
-  return { ok: store.ok && redis.ok && projections.every((p) => p.error === undefined), store, projections, consumers, redis, queues };
+  const leases = await leaseStatus(deps.db);
+  return { ok: store.ok && redis.ok && projections.every((p) => p.error === undefined), store, projections, consumers, redis, queues, leases };
+}
+
+async function leaseStatus(db: Knex): Promise<LeaseStatus[]> {
+  const wanted = [
+    ...LOG_FOLLOWERS.map((name) => ({ kind: 'follower' as const, name, lock: followerLockName(name) })),
+    ...allProjections().map((p) => ({ kind: 'projection' as const, name: p.name, lock: projectionLeaseName(p.name) })),
+  ];
+  const holders = await leaseHolders(db, wanted.map((w) => w.lock));
+  return wanted.map((w) => {
+    const holder = holders.get(w.lock) ?? null;
+    return { ...w, held: holder !== null, holder };
+  });
 }
 
 async function consumerStatus(db: Knex): Promise<ConsumerStatus[]> {

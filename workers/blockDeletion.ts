@@ -10,6 +10,7 @@ import { directoryRowShows, pollUntil } from '../commands/readYourWrites';
 import { DIRECTORY_CACHE_TTL_MS } from '../commands/directoryCache';
 import { bullConnection } from '../infra/redis';
 import { CHECKPOINTS, runLogEnqueuer } from './logEnqueuer';
+import { BLOCK_DELETION_ENQUEUER } from './followers';
 import { WEBHOOK_DISPATCHER } from './webhooks/dispatcher';
 import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
@@ -245,7 +246,7 @@ export class BlockDeletionEnqueuer {
     private readonly queue: Queue<BlockDeletionJob>,
     private readonly logger: Logger,
     private readonly metrics?: FollowerMetrics,
-    private readonly name = 'block-deletion-enqueuer',
+    private readonly name = BLOCK_DELETION_ENQUEUER,
   ) {}
 
   run(signal: AbortSignal): Promise<void> {

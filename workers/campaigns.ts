@@ -18,6 +18,7 @@ import { bullConnection } from '../infra/redis';
 import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer } from './logEnqueuer';
+import { CAMPAIGN_ENQUEUER } from './followers';
 
 /**
  * The campaign sender (docs/COMMUNICATIONS.md "Campaigns", "How a campaign is sent").
@@ -258,7 +259,7 @@ export class CampaignEnqueuer {
   constructor(
     private readonly deps: { db: Knex; store: EventStore; queue: Queue<CampaignJob>; logger: Logger; clock: Clock; metrics?: FollowerMetrics },
     private readonly resumeEveryMs = 300_000,
-    private readonly name = 'campaign-enqueuer',
+    private readonly name = CAMPAIGN_ENQUEUER,
   ) {}
 
   run(signal: AbortSignal): Promise<void> {

@@ -5,6 +5,7 @@ import { MESSAGE_CONTENT_FIELDS, type DeliveryDeferred, type MessageAccepted } f
 import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer, type QueuedJob } from './logEnqueuer';
+import { DELIVERY_ENQUEUER } from './followers';
 import { jobIdFor, type DeliveryJob } from './queue';
 
 /**
@@ -43,7 +44,7 @@ export class DeliveryEnqueuer {
     private readonly queue: Queue<DeliveryJob>,
     private readonly logger: Logger,
     private readonly metrics?: FollowerMetrics,
-    private readonly name = 'delivery-enqueuer',
+    private readonly name = DELIVERY_ENQUEUER,
   ) {}
 
   run(signal: AbortSignal): Promise<void> {

@@ -13,6 +13,7 @@ import { bullConnection } from '../infra/redis';
 import type { FollowerMetrics } from '../infra/eventstore/followerLease';
 import type { Logger } from '../infra/logger';
 import { runLogEnqueuer } from './logEnqueuer';
+import { EXPORT_ENQUEUER } from './followers';
 
 /**
  * Builds export files (docs/EXPORTS.md). ExportRequested on `export-<id>` becomes a BullMQ job
@@ -129,7 +130,7 @@ export class ExportEnqueuer {
     private readonly queue: Queue<ExportJob>,
     private readonly logger: Logger,
     private readonly metrics?: FollowerMetrics,
-    private readonly name = 'export-enqueuer',
+    private readonly name = EXPORT_ENQUEUER,
   ) {}
 
   run(signal: AbortSignal): Promise<void> {

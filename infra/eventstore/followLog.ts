@@ -7,7 +7,7 @@ import { sleep } from '../sleep';
  * from there, hands over every batch, and when the store or its own work fails it logs, waits a
  * second and starts again from `start()` (its checkpoint, so nothing is skipped; the event stream's
  * feed answers the position it last handed over). The background followers (the enqueuers, the
- * webhook dispatcher, the pause notices) run it through followLogAlone (./followerLease.ts), in one
+ * webhook dispatcher, the pause notices) run it through followLogAlone (./followerLease.ts, on infra/lease.ts), in one
  * worker process at a time; the event stream's feed runs it in every API process, one per
  * process's clients. Projections have their own runner (one transaction per batch with their read
  * model).

@@ -26,6 +26,10 @@ import { newId } from '../../domain/ids';
 import { accountEmailId } from '../../domain/account/emailClaim';
 import { startPausableProxy, type PausableProxy } from '../support/pausableProxy';
 import { TEST_PG_ADMIN_URL } from '../support/db';
+import pg from 'pg';
+import { processApplicationName } from '../../infra/db';
+import { followerLockName } from '../../infra/eventstore/followerLease';
+import { LOG_FOLLOWERS, WEBHOOK_DISPATCHER } from '../../workers/followers';
 
 const run = promisify(execFile);
 
@@ -103,6 +107,45 @@ describe('CLI status (int)', function () {
       { name: 'delivery-enqueuer', checkpoint: null, updatedAt: at.toISOString() },
       { name: 'webhook-dispatcher', checkpoint: '42', updatedAt: at.toISOString() },
     ]);
+  });
+
+  it('says which process holds each lease: the projections\' (this Motor\'s projector role), a follower\'s (another session), and the ones nobody holds', async () => {
+    // A worker process elsewhere, as far as PostgreSQL can tell: its own session and name, holding the dispatcher's lease.
+    const worker = new pg.Client({ connectionString: motor.rt.databaseUrl, application_name: 'motor-worker@elsewhere:4242' });
+    await worker.connect();
+    try {
+      await worker.query('select pg_advisory_lock(hashtextextended($1, 0))', [followerLockName(WEBHOOK_DISPATCHER)]);
+      const workerPid = (await worker.query('select pg_backend_pid() as pid')).rows[0].pid as number;
+      const { code, out } = await eventually(async () => {
+        const s = await status();
+        return s.out.leases?.filter((l) => l.kind === 'projection').every((l) => l.held) ? s : null;
+      }, 30_000);
+      expect(code).to.equal(0);
+      // The fields operators and their scripts read are all still there; leases come beside them.
+      expect(Object.keys(out)).to.deep.equal(['ok', 'store', 'projections', 'consumers', 'redis', 'queues', 'leases']);
+      expect(out.leases.map((l) => [l.kind, l.name, l.lock])).to.deep.equal([
+        ...LOG_FOLLOWERS.map((n) => ['follower', n, `motor.follower:${n}`]),
+        ...allProjections().map((p) => ['projection', p.name, `motor.projector:${p.name}`]),
+      ]);
+      const here = processApplicationName('motor');
+      const ours = (await motor.rt.db.raw('select pid from pg_stat_activity where application_name = ?', [here])).rows.map((r: { pid: number }) => r.pid);
+      for (const l of out.leases.filter((x) => x.kind === 'projection')) {
+        expect(l.holder?.applicationName, l.name).to.equal(here);
+        expect(ours, l.name).to.include(l.holder!.pid);
+      }
+      // One session holds all of a process's leases.
+      expect(new Set(out.leases.filter((x) => x.kind === 'projection').map((l) => l.holder!.pid)).size).to.equal(1);
+      const dispatcher = out.leases.find((l) => l.name === WEBHOOK_DISPATCHER)!;
+      expect(dispatcher).to.deep.include({ held: true });
+      expect(dispatcher.holder).to.deep.include({ pid: workerPid, applicationName: 'motor-worker@elsewhere:4242', clientAddress: '127.0.0.1' });
+      expect(Date.parse(dispatcher.holder!.sessionStartedAt!)).to.be.at.most(Date.now());
+      expect(dispatcher.holder!.lastStatementAt).to.be.a('string');
+      for (const l of out.leases.filter((x) => x.kind === 'follower' && x.name !== WEBHOOK_DISPATCHER)) {
+        expect(l, 'no worker role here').to.deep.include({ held: false, holder: null });
+      }
+    } finally {
+      await worker.end();
+    }
   });
 
   it('with Redis unreachable: redis not ok, no queues, exit code 1, and it does not hang', async () => {

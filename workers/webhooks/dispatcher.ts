@@ -10,6 +10,7 @@ import { followLogAlone, type FollowerMetrics } from '../../infra/eventstore/fol
 import { withSetupLock } from '../../infra/db';
 import type { Logger } from '../../infra/logger';
 import { CheckpointWriter } from '../logEnqueuer';
+import { WEBHOOK_DISPATCHER } from '../followers';
 import type { WebhookJob } from './worker';
 
 /**
@@ -37,8 +38,8 @@ import type { WebhookJob } from './worker';
  */
 
 export const WEBHOOK_DISPATCH_SCHEMA = 'motor_webhook_dispatch';
-/** The dispatcher's name, and so its row in motor_workers.checkpoints. */
-export const WEBHOOK_DISPATCHER = 'webhook-dispatcher';
+/** The dispatcher's name, and so its lease and its row in motor_workers.checkpoints. */
+export { WEBHOOK_DISPATCHER };
 const TYPES = [
   'WebhookCreated', 'WebhookUpdated', 'WebhookEndpointDisabled', 'WebhookDeleted', 'MotorBlockDeletionRequested', 'MotorBlockDeleted', 'MessageAccepted',
   'DeliveryStarted', 'DeliverySucceeded', 'DeliveryDeferred', 'DeliveryBounced', 'DeliveryFailed', 'ComplaintReceived',

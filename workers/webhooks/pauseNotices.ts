@@ -12,6 +12,7 @@ import type { Logger } from '../../infra/logger';
 import type { Metrics } from '../../infra/metrics';
 import { sleep } from '../../infra/sleep';
 import { CheckpointWriter } from '../logEnqueuer';
+import { WEBHOOK_PAUSE_NOTIFIER } from '../followers';
 
 /**
  * Mails the account owner when the webhook worker pauses one of their endpoints for failing
@@ -42,8 +43,8 @@ import { CheckpointWriter } from '../logEnqueuer';
  * the API and motor_webhook_endpoints_paused_total whatever happens to the mail.
  */
 
-/** The follower's name, and so its row in motor_workers.checkpoints. */
-export const WEBHOOK_PAUSE_NOTIFIER = 'webhook-pause-notices';
+/** The follower's name, and so its lease and its row in motor_workers.checkpoints. */
+export { WEBHOOK_PAUSE_NOTIFIER };
 /** Under the send's replay window with an hour to spare for clocks that disagree. */
 export const NOTICE_MAX_AGE_MS = IDEMPOTENCY_WINDOW_MS - 3600_000;
 /**
