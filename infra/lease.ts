@@ -22,6 +22,16 @@ import { sleep } from './sleep';
 /** Between two tries of a process standing by, and between two checks of the holder's session. */
 export const LEASE_RETRY_MS = 2000;
 
+/**
+ * How long the server lets a lease session sit idle before it ends it (PostgreSQL 14+
+ * `idle_session_timeout`, set on that session only). The holder sends a statement every
+ * LEASE_RETRY_MS, so a live holder is never idle that long; a holder cut off from the server
+ * (its host frozen or partitioned, the connection never closed) is, and the server then ends the
+ * session and lets its locks go within this time, rather than after TCP keepalive finds the peer
+ * gone (two hours with Linux defaults), which would leave the work undone that long.
+ */
+export const LEASE_IDLE_TIMEOUT_MS = 20_000;
+
 /** pino-compatible subset (the projections' logger is one). */
 export interface LeaseLogger {
   info(obj: object, msg?: string): void;
@@ -40,6 +50,8 @@ class LeaseSession {
   private conn: pg.Client | null = null;
   private detach: (() => void) | null = null;
   private readonly held = new Map<string, AbortController>();
+  /** The session whose idle_session_timeout was set (open), to be reset before it goes back to the pool. */
+  private readonly idleBounded = new WeakSet<pg.Client>();
   private turn: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly db: Knex) {}
@@ -105,6 +117,12 @@ class LeaseSession {
 
   private async open(): Promise<pg.Client> {
     const conn = (await this.db.client.acquireConnection()) as pg.Client;
+    try {
+      await this.db.raw(`set idle_session_timeout = ${LEASE_IDLE_TIMEOUT_MS}`).connection(conn);
+      this.idleBounded.add(conn);
+    } catch {
+      // PostgreSQL before 14 has no such setting: a cut-off holder keeps its leases until TCP keepalive ends its session.
+    }
     // knex marks the connection disposed on these too, so the pool drops it once it is given back.
     const failed = (err?: unknown) => this.lose(conn, err ?? new Error('lease session ended'));
     conn.on('error', failed);
@@ -129,6 +147,11 @@ class LeaseSession {
     this.detach?.();
     this.detach = null;
     this.conn = null;
+    // Back in the pool the connection may sit idle for long: without its timeout, or closed (and
+    // so dropped by the pool) when the reset does not go through.
+    if (this.idleBounded.delete(conn)) {
+      await this.db.raw('reset idle_session_timeout').connection(conn).catch(() => conn.end().catch(() => undefined));
+    }
     await this.db.client.releaseConnection(conn);
   }
 

@@ -17,6 +17,12 @@ export interface PausableProxy {
    * client that waits on an abandoned connection without a deadline waits for ever.
    */
   abandon(): void;
+  /**
+   * The network between the two sides goes, as abandon() but for closes too: on the connections
+   * open now nothing passes either way again, and a side that closes its end is not heard by the
+   * other, which keeps its end open (a host cut off: its server learns nothing until close()).
+   */
+  cutOff(): void;
   close(): Promise<void>;
 }
 
@@ -30,10 +36,10 @@ export interface PausableProxyOptions {
 
 export async function startPausableProxy(target: { host: string; port: number }, options: PausableProxyOptions = {}): Promise<PausableProxy> {
   let paused = false;
-  const links = new Set<{ from: Socket; to: Socket; held: Buffer[]; lost: boolean }>();
+  const links = new Set<{ from: Socket; to: Socket; held: Buffer[]; lost: boolean; cut: boolean }>();
   const sockets = new Set<Socket>();
   const forward = (from: Socket, to: Socket, fromClient: boolean) => {
-    const link = { from, to, held: [] as Buffer[], lost: false };
+    const link = { from, to, held: [] as Buffer[], lost: false, cut: false };
     links.add(link);
     from.on('data', (chunk: Buffer) => {
       if (link.lost) return;
@@ -41,8 +47,8 @@ export async function startPausableProxy(target: { host: string; port: number },
       if (paused) link.held.push(chunk);
       else to.write(chunk);
     });
-    from.on('close', () => { links.delete(link); to.destroy(); });
-    from.on('error', () => to.destroy());
+    from.on('close', () => { links.delete(link); if (!link.cut) to.destroy(); });
+    from.on('error', () => { if (!link.cut) to.destroy(); });
   };
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
@@ -60,6 +66,13 @@ export async function startPausableProxy(target: { host: string; port: number },
     abandon: () => {
       for (const link of links) {
         link.lost = true;
+        link.held = [];
+      }
+    },
+    cutOff: () => {
+      for (const link of links) {
+        link.lost = true;
+        link.cut = true;
         link.held = [];
       }
     },

@@ -6,10 +6,12 @@ import type { EventData, EventStore } from '../../../domain/eventStore';
 import { createDb } from '../../../infra/db';
 import { createEventStore } from '../../../infra/eventstore';
 import { followLogAlone, followerLockName } from '../../../infra/eventstore/followerLease';
+import { LEASE_IDLE_TIMEOUT_MS } from '../../../infra/lease';
 import { createLogger } from '../../../infra/logger';
 import { createMetrics } from '../../../infra/metrics';
 import { CheckpointWriter, initCheckpoints } from '../../../workers/logEnqueuer';
 import { createTestDatabase } from '../../support/db';
+import { startPausableProxy } from '../../support/pausableProxy';
 import { eventually } from '../../support/motor';
 
 /**
@@ -160,6 +162,49 @@ describe('log follower lease: one process at a time, with takeover (int)', funct
     await standby.stop();
     // Every pooled connection is back: the lease session was given back to its pool.
     for (const f of [a, b]) expect((f.db.client as { pool: { numUsed(): number } }).pool.numUsed()).to.equal(0);
+  });
+
+  it('a holder cut off from the server (its connection open, nothing passing) loses its lease within the idle timeout, and the other takes over', async function () {
+    this.timeout(LEASE_IDLE_TIMEOUT_MS + 30_000);
+    const name = `lease-${randomUUID()}`;
+    const u = new URL(url);
+    const proxy = await startPausableProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    try {
+      u.host = `127.0.0.1:${proxy.port}`;
+      const cutOff = startFollower(name, createDb(u.toString(), { queryTimeoutMs: 2_000 }));
+      await eventually(async () => (await cutOff.leader()) === 1, 5_000);
+      const other = startFollower(name);
+      await pause(RETRY_MS * 3);
+      expect(await other.leader()).to.equal(0);
+      // The holder's host freezes, or a black hole opens: the server keeps the session (and its
+      // locks) until something ends it; TCP keepalive would take hours.
+      proxy.cutOff();
+      const started = Date.now();
+      await eventually(async () => (await other.leader()) === 1, LEASE_IDLE_TIMEOUT_MS + 10_000);
+      expect(Date.now() - started).to.be.at.least(LEASE_IDLE_TIMEOUT_MS - 1_000);
+      const ids = await append([1, 2]);
+      await handledAll([other], ids);
+      expect(await cutOff.leader(), 'the cut-off holder stopped on its own deadline').to.equal(0);
+      await other.stop();
+      await cutOff.stop();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('the lease session goes back to the pool without its idle timeout', async () => {
+    const name = `lease-${randomUUID()}`;
+    const db = createDb(url, { pool: { min: 0, max: 2 } });
+    const f = startFollower(name, db);
+    await eventually(async () => (await f.leader()) === 1, 5_000);
+    await f.stop();
+    // Both connections of the pool, the one the lease was held on among them.
+    const conns = [await db.client.acquireConnection(), await db.client.acquireConnection()];
+    for (const conn of conns) {
+      const { rows } = await db.raw('show idle_session_timeout').connection(conn);
+      expect(rows[0].idle_session_timeout).to.equal('0');
+      await db.client.releaseConnection(conn);
+    }
   });
 
   it('two followers of one name on one pool: only one follows (the lock is re-entrant within a session)', async () => {
