@@ -1,6 +1,10 @@
+import type { OutboundAllowlistBody } from '../../commands/http/DeveloperSandboxController';
 import type {
   AssignDomainBody, ChangeTypeBody, ConfirmBody, CreateAccountMotorBlockBody, DeleteBlockBody, RenameBody,
 } from '../controllers/AccountMotorBlocksController';
+import type { ConvertSandboxBody, ProvisionSandboxBody } from '../controllers/AccountSandboxController';
+import type { FreeRecipientBody } from '../controllers/FreeRecipientsController';
+import type { CreateWebhookBody, RotateSecretBody, UpdateWebhookBody } from '../controllers/WebhooksController';
 
 /**
  * The request arguments whose handlers check them themselves (docs/ARCHITECTURE.md "Argument
@@ -27,6 +31,16 @@ export const BODY_FIELDS_CHECKED_BY_HANDLER: Readonly<Record<string, readonly st
   AssignDomainBody: fields<AssignDomainBody>('domainId', 'confirm'),
   ConfirmBody: fields<ConfirmBody>('confirm'),
   DeleteBlockBody: fields<DeleteBlockBody>('confirm', 'deleteHistory'),
+  // commands/sandbox/sandbox.ts
+  ProvisionSandboxBody: fields<ProvisionSandboxBody>('handle', 'channel'),
+  ConvertSandboxBody: fields<ConvertSandboxBody>('domainId', 'name', 'type'),
+  OutboundAllowlistBody: fields<OutboundAllowlistBody>('addresses'),
+  // commands/webhooks/webhooks.ts
+  CreateWebhookBody: fields<CreateWebhookBody>('url', 'events', 'enabled'),
+  UpdateWebhookBody: fields<UpdateWebhookBody>('url', 'events', 'enabled'),
+  RotateSecretBody: fields<RotateSecretBody>('previousSecretValidForSeconds'),
+  // commands/freeRecipients/freeRecipients.ts
+  FreeRecipientBody: fields<FreeRecipientBody>('email'),
 };
 
 /**
