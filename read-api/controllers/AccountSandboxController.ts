@@ -17,8 +17,8 @@ export interface ProvisionSandboxBody {
    * @pattern ^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$
    */
   handle?: string | null;
-  /** agent (default), dashboard, cli or api. */
-  channel?: SandboxChannel | null;
+  /** agent (the default, also for null), dashboard, cli or api. */
+  channel?: SandboxChannel;
 }
 export type SandboxChannel = (typeof SANDBOX_CHANNELS)[number];
 export interface ConvertSandboxBody {
