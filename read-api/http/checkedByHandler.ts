@@ -3,7 +3,13 @@ import type {
   AssignDomainBody, ChangeTypeBody, ConfirmBody, CreateAccountMotorBlockBody, DeleteBlockBody, RenameBody,
 } from '../controllers/AccountMotorBlocksController';
 import type { ConvertSandboxBody, ProvisionSandboxBody } from '../controllers/AccountSandboxController';
+import type { CampaignBody, CampaignSendBody, CampaignUpdateBody } from '../controllers/CommCampaignsController';
+import type { ContactBatchBody, ContactBody, ContactUpdateBody } from '../controllers/CommContactsController';
+import type { ContactListUpdateBody } from '../controllers/CommListsController';
+import type { ContactListBody, ManualSuppressionBody, SuppressionBatchBody } from '../controllers/CommunicationsController';
+import type { ExportBody } from '../controllers/ExportsController';
 import type { FreeRecipientBody } from '../controllers/FreeRecipientsController';
+import type { TemplateBody, TemplateUpdateBody } from '../controllers/TemplatesController';
 import type { CreateWebhookBody, RotateSecretBody, UpdateWebhookBody } from '../controllers/WebhooksController';
 
 /**
@@ -41,6 +47,22 @@ export const BODY_FIELDS_CHECKED_BY_HANDLER: Readonly<Record<string, readonly st
   RotateSecretBody: fields<RotateSecretBody>('previousSecretValidForSeconds'),
   // commands/freeRecipients/freeRecipients.ts
   FreeRecipientBody: fields<FreeRecipientBody>('email'),
+  // commands/exports/exports.ts (the other fields are tsoa's)
+  ExportBody: fields<ExportBody>('jobType'),
+  // domain/templates/templates.ts
+  TemplateBody: fields<TemplateBody>('name', 'subject', 'type', 'body_html', 'body_text', 'sampleData'),
+  TemplateUpdateBody: fields<TemplateUpdateBody>('name', 'subject', 'type', 'body_html', 'body_text', 'sampleData'),
+  // domain/comms/
+  ContactListBody: fields<ContactListBody>('name', 'description'),
+  ContactListUpdateBody: fields<ContactListUpdateBody>('name', 'description'),
+  ContactBody: fields<ContactBody>('email', 'name', 'fields'),
+  ContactUpdateBody: fields<ContactUpdateBody>('name', 'fields', 'email'),
+  ContactBatchBody: fields<ContactBatchBody>('contacts'),
+  ManualSuppressionBody: fields<ManualSuppressionBody>('email', 'note'),
+  SuppressionBatchBody: fields<SuppressionBatchBody>('suppressions'),
+  CampaignBody: fields<CampaignBody>('name', 'template_id', 'list_id', 'motor_block_id', 'from', 'from_name', 'track_opens', 'track_clicks'),
+  CampaignUpdateBody: fields<CampaignUpdateBody>('name', 'template_id', 'list_id', 'motor_block_id', 'from', 'from_name', 'track_opens', 'track_clicks'),
+  CampaignSendBody: fields<CampaignSendBody>('scheduled_at'),
 };
 
 /**
