@@ -7,10 +7,16 @@ import { sandboxCaller } from '../sandbox/http';
 import { convertSandbox, provisionSandbox, sandboxStatus, setOutboundAllowlist } from '../sandbox/sandbox';
 import type { ErrorResponse } from './SendController';
 
+/** Checked by the handler (400 validation_error, allowlist_too_large); read-api/http/checkedByHandler.ts. */
 export interface OutboundAllowlistBody {
-  /** The allowlist's addresses (replaces the previous list; at most 25). The account owner's address is always allowed on top. */
-  addresses?: unknown;
+  /**
+   * The allowlist's addresses (replaces the previous list; at most 25, distinct). The account owner's address is always allowed on top.
+   * @maxItems 25
+   */
+  addresses: Email[];
 }
+/** @format email */
+export type Email = string;
 
 /**
  * The account sandbox for a signed-in dashboard user (SPEC "Account sandbox": dashboard-session

@@ -6,6 +6,7 @@ import {
   reactivateBlock, renameBlock, type BlockDeps, type Caller, type DeletionDto, type MotorBlockDto,
 } from '../../commands/blocks/accountBlocks';
 import { isCovered, notAuthorized } from '../../commands/blocks/grants';
+import type { ProductionType } from '../../domain/sandbox/sandbox';
 import { ctxOf, principalOf } from '../http/context';
 import type { PrincipalOf } from '../http/principal';
 
@@ -15,22 +16,61 @@ export interface BlockDeletionQueuedResponse { success: true; data: { jobId: str
 export interface BlockDeletionStatusResponse { success: true; data: DeletionDto }
 export interface BlockAuthorizationResponse { success: true; data: { authorized: true; motorBlockId: string } }
 
-// Bodies are checked by the handlers (commands/blocks/accountBlocks.ts) so every rule answers with its documented code.
+// The handlers (commands/blocks/accountBlocks.ts) check these bodies, so every rule answers with its
+// documented code; tsoa leaves them to it (read-api/http/checkedByHandler.ts). The types are the SPEC's, for the document.
 export interface CreateAccountMotorBlockBody {
-  /** Display name, 1 to 100 characters, unique in the account. */
-  name?: unknown;
-  /** A verified, non-sandbox domain of the account. */
-  domainId?: unknown;
-  /** transactional or general_purpose (default). */
-  type?: unknown;
-  /** At most 500 characters. */
-  description?: unknown;
+  /**
+   * Display name, 1 to 100 printable characters (trimmed), unique in the account.
+   * @minLength 1
+   * @maxLength 100
+   */
+  name: string;
+  /**
+   * A verified, non-sandbox domain of the account.
+   * @format uuid
+   */
+  domainId: string;
+  /** transactional or general_purpose (default); sandbox, marketing and portal are 409 motor_block_type_not_allowed. */
+  type?: ProductionType;
+  /**
+   * At most 500 characters.
+   * @maxLength 500
+   */
+  description?: string | null;
 }
-export interface RenameBody { name?: unknown }
-export interface ChangeTypeBody { type?: unknown; confirm?: unknown }
-export interface AssignDomainBody { domainId?: unknown; confirm?: unknown }
-export interface ConfirmBody { confirm?: unknown }
-export interface DeleteBlockBody { confirm?: unknown; deleteHistory?: unknown }
+export interface RenameBody {
+  /**
+   * 1 to 100 printable characters (trimmed), unique in the account.
+   * @minLength 1
+   * @maxLength 100
+   */
+  name: string;
+}
+export interface ChangeTypeBody {
+  /** sandbox, marketing and portal are 409 motor_block_type_not_allowed. */
+  type: ProductionType;
+  /** Must be true (else 400 confirmation_required). */
+  confirm: true;
+}
+export interface AssignDomainBody {
+  /**
+   * A verified, non-sandbox domain of the account.
+   * @format uuid
+   */
+  domainId: string;
+  /** Must be true (else 400 confirmation_required). */
+  confirm: true;
+}
+export interface ConfirmBody {
+  /** Must be true (else 400 confirmation_required). */
+  confirm: true;
+}
+export interface DeleteBlockBody {
+  /** Must be true (else 400 confirmation_required). */
+  confirm: true;
+  /** true also deletes the block's logs and events; false is 409 motor_block_history_present when it has any. */
+  deleteHistory: boolean;
+}
 
 function callerOf(req: ExpressRequest): { deps: BlockDeps; caller: Caller } {
   const ctx = ctxOf(req);
@@ -63,7 +103,8 @@ export class AccountMotorBlocksController extends Controller {
   /**
    * Creates a block on a verified domain. Same Idempotency-Key and input: the same block (201 the
    * first time, 200 after); same key with another input: 409 idempotency_conflict.
-   * @param idempotencyKey UUID v4, required
+   * @param idempotencyKey UUID v4, required (else 400 invalid_idempotency_key, checked by the handler)
+   * @pattern idempotencyKey ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$
    */
   @Post('motor-blocks')
   @Security('publicBearer', ['config.manage'])
@@ -74,7 +115,7 @@ export class AccountMotorBlocksController extends Controller {
   public async createAccountBlock(
     @Request() req: ExpressRequest,
     @Body() body: CreateAccountMotorBlockBody,
-    @Header('Idempotency-Key') idempotencyKey?: string,
+    @Header('Idempotency-Key') idempotencyKey: string,
   ): Promise<AccountMotorBlockResponse> {
     const { deps, caller } = callerOf(req);
     const r = await createBlock(deps, caller, body ?? {}, idempotencyKey);

@@ -3,25 +3,38 @@ import { Body, Controller, Get, Post, Request, Response, Route, Security, Succes
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { sandboxCaller } from '../../commands/sandbox/http';
 import { convertSandbox, provisionSandbox, sandboxStatus, type ConvertResult, type SandboxStatus } from '../../commands/sandbox/sandbox';
+import type { ProductionType, SANDBOX_CHANNELS } from '../../domain/sandbox/sandbox';
 
 export interface SandboxStatusResponse { success: true; data: SandboxStatus }
 export interface SandboxProvisionResponse { success: true; data: SandboxStatus; message: string }
 export interface SandboxConvertResponse { success: true; data: ConvertResult; message: string }
 
-// Bodies are checked by the handlers (commands/sandbox/sandbox.ts) so every rule answers with its documented code.
+// The handlers (commands/sandbox/sandbox.ts) check these bodies, so every rule answers with its documented
+// code; tsoa leaves them to it (read-api/http/checkedByHandler.ts). The types are the SPEC's, for the document.
 export interface ProvisionSandboxBody {
-  /** A DNS label (1 to 63 letters, digits, inner hyphens); generated when omitted. The domain is `<handle>.sandbox.<SERVICE_DOMAIN>`. */
-  handle?: unknown;
-  /** agent (default), dashboard, cli or api. */
-  channel?: unknown;
+  /**
+   * A DNS label (1 to 63 letters, digits, inner hyphens; else 400 invalid_handle); generated when omitted. The domain is `<handle>.sandbox.<SERVICE_DOMAIN>`.
+   * @pattern ^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$
+   */
+  handle?: string | null;
+  /** agent (the default, also for null), dashboard, cli or api. */
+  channel?: SandboxChannel;
 }
+export type SandboxChannel = (typeof SANDBOX_CHANNELS)[number];
 export interface ConvertSandboxBody {
-  /** Required: a domain of the account, added and verified, not a sandbox domain. */
-  domainId?: unknown;
-  /** Optional new block name (default: the domain's name). */
-  name?: unknown;
-  /** Optional: transactional or general_purpose (default). */
-  type?: unknown;
+  /**
+   * A domain of the account, added and verified, not a sandbox domain (missing: 400 validation_error; not a uuid: 400 invalid_id).
+   * @format uuid
+   */
+  domainId: string;
+  /**
+   * New block name, 1 to 100 printable characters (default: the domain's name).
+   * @minLength 1
+   * @maxLength 100
+   */
+  name?: string;
+  /** transactional or general_purpose (default). */
+  type?: ProductionType;
 }
 
 /**

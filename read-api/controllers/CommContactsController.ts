@@ -5,25 +5,40 @@ import { addContact, addContactsBatch, removeContact, requireList, updateContact
 import { getContact, listContacts, type ContactPage, type ContactStatus, type ContactView } from '../../projections/contacts/queries';
 import { tenantOf } from '../http/tenant';
 
+// The handlers (domain/comms/contacts.ts) check these bodies, so every rule answers 400 validation_error with its
+// field; tsoa leaves them to it (read-api/http/checkedByHandler.ts). The types are for the document.
 export interface ContactBody {
-  /** Required; a valid address, kept trimmed and lower-cased (unique on the list). */
-  email?: unknown;
-  /** Optional; trimmed, at most 200 characters. */
-  name?: unknown;
-  /** Optional merge values: at most 20 string values of at most 256 characters, keys `^[a-z][a-z0-9_]{0,39}$` other than name, identity_name, unsubscribe_url. */
-  fields?: unknown;
+  /**
+   * A valid address, kept trimmed and lower-cased (unique on the list).
+   * @format email
+   */
+  email: string;
+  /**
+   * Trimmed, at most 200 characters.
+   * @maxLength 200
+   */
+  name?: string | null;
+  /** Merge values: at most 20 string values of at most 256 characters, keys `^[a-z][a-z0-9_]{0,39}$` other than name, identity_name, unsubscribe_url. */
+  fields?: { [key: string]: string } | null;
 }
 export interface ContactUpdateBody {
-  /** A string (trimmed, at most 200 characters, one line), or null / "" to clear it. */
-  name?: unknown;
+  /**
+   * A string (trimmed, at most 200 characters, one line), or null / "" to clear it.
+   * @maxLength 200
+   */
+  name?: string | null;
   /** A JSON merge patch of the merge values: a string sets a field, null removes it, fields not named stay. At most 20 fields after the change. */
-  fields?: unknown;
-  /** Cannot change: 400 validation_error (remove the contact and add the new address). */
-  email?: unknown;
+  fields?: { [key: string]: string | null };
+  /** Cannot change: any value is 400 validation_error (remove the contact and add the new address). */
+  email?: string;
 }
 export interface ContactBatchBody {
-  /** 1 to 1,000 contacts, each `{email, name?, fields?}` checked as a single add (an invalid one is that item's outcome, not the call's). */
-  contacts?: unknown;
+  /**
+   * 1 to 1,000 contacts, each checked as a single add (an invalid one is that item's outcome, not the call's).
+   * @minItems 1
+   * @maxItems 1000
+   */
+  contacts: ContactBody[];
 }
 export interface ContactBatchResponse { success: true; data: ContactBatchResult }
 export interface ContactResponse { success: true; data: ContactView }

@@ -5,11 +5,19 @@ import { deleteContactList, readContactList, updateContactList } from '../../com
 import type { ContactListView } from '../../projections/contactLists/queries';
 import { tenantOf } from '../http/tenant';
 
+/** Checked by the handler (400 validation_error with its field); read-api/http/checkedByHandler.ts. */
 export interface ContactListUpdateBody {
-  /** Optional; the create's rules: trimmed, 1 to 100 characters, unique in the tenant regardless of case (its own name in another case is allowed). */
-  name?: unknown;
-  /** Optional; trimmed, at most 500 characters; null or "" clears it. */
-  description?: unknown;
+  /**
+   * The create's rules: trimmed, 1 to 100 characters, unique in the tenant regardless of case (its own name in another case is allowed).
+   * @minLength 1
+   * @maxLength 100
+   */
+  name?: string;
+  /**
+   * Trimmed, at most 500 characters; null or "" clears it.
+   * @maxLength 500
+   */
+  description?: string | null;
 }
 export interface ContactListRecordResponse { success: true; data: ContactListView }
 export interface ContactListDeletedResponse { success: true; data: { id: string; deleted: true } }

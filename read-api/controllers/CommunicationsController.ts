@@ -12,25 +12,45 @@ import { ctxOf } from '../http/context';
 import { retentionDaysOfAccount } from '../http/plan';
 import { tenantOf } from '../http/tenant';
 
+// The handlers (domain/comms/) check these bodies, so every rule answers 400 validation_error with its field;
+// tsoa leaves them to it (read-api/http/checkedByHandler.ts). The types are for the document.
 export interface ContactListBody {
-  /** Required; trimmed, 1 to 100 characters, unique in the tenant regardless of case. */
-  name?: unknown;
-  /** Optional; trimmed, at most 500 characters. */
-  description?: unknown;
+  /**
+   * Trimmed, 1 to 100 characters, one line, unique in the tenant regardless of case.
+   * @minLength 1
+   * @maxLength 100
+   */
+  name: string;
+  /**
+   * Trimmed, at most 500 characters.
+   * @maxLength 500
+   */
+  description?: string | null;
 }
 export interface ContactListResponse { success: true; data: ContactListView }
 export interface ContactListPageResponse { success: true; data: ContactListPage }
 export interface SuppressionPageResponse { success: true; data: SuppressionPage }
 export interface ManualSuppressionBody {
-  /** Required; trimmed and lower-cased, a valid address of at most 320 characters. */
-  email?: unknown;
-  /** Optional; trimmed, at most 500 characters, one line. */
-  note?: unknown;
+  /**
+   * Trimmed and lower-cased, a valid address of at most 320 characters.
+   * @format email
+   * @maxLength 320
+   */
+  email: string;
+  /**
+   * Trimmed, at most 500 characters, one line.
+   * @maxLength 500
+   */
+  note?: string | null;
 }
 export interface SuppressionResponse { success: true; data: SuppressionView }
 export interface SuppressionBatchBody {
-  /** 1 to 1,000 suppressions, each `{email, note?}` checked as POST /suppressions (an invalid one is that item's outcome, not the call's). */
-  suppressions?: unknown;
+  /**
+   * 1 to 1,000 suppressions, each checked as POST /suppressions (an invalid one is that item's outcome, not the call's).
+   * @minItems 1
+   * @maxItems 1000
+   */
+  suppressions: ManualSuppressionBody[];
 }
 export interface SuppressionBatchResponse { success: true; data: SuppressionBatchResult }
 export interface SuppressionLiftedResponse { success: true; data: { id: string; email: string; lifted: true } }

@@ -18,8 +18,8 @@ import { retentionRange } from '../http/retention';
 import { messageDto, type MessageDto } from '../messages/present';
 
 export interface ExportBody {
-  /** `logs` (the default). */
-  jobType?: unknown;
+  /** `logs` (the default); checked by the handler (400 invalid_job_type), read-api/http/checkedByHandler.ts. */
+  jobType?: 'logs' | null;
   /** ISO 8601; inside the plan's retention window (default: the window's start). */
   from?: string;
   /** ISO 8601 (default: now). */

@@ -9,9 +9,14 @@ import type { PrincipalOf } from '../http/principal';
 export interface FreeRecipientListResponse { success: true; data: FreeRecipientList }
 export interface FreeRecipientRequestResponse { success: true; data: { recipient: { email: string; status: 'pending' | 'confirmed' } }; message: string }
 export interface FreeRecipientRemovedResponse { success: true; data: { id: string; email: string; removed: true } }
+/** Checked by the handler (missing: 400 validation_error; not an address: 400 invalid_email); read-api/http/checkedByHandler.ts. */
 export interface FreeRecipientBody {
-  /** Required: the address that may receive test mail once it confirms (checked by the handler: 400 invalid_email). */
-  email?: unknown;
+  /**
+   * The address that may receive test mail once it confirms.
+   * @format email
+   * @maxLength 254
+   */
+  email: string;
 }
 
 function callerOf(req: ExpressRequest) {

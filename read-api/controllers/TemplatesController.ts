@@ -4,17 +4,33 @@ import type { ErrorResponse } from '../../commands/http/SendController';
 import {
   createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate, validateTemplateRequest, type TemplateView,
 } from '../../commands/templates/templates';
-import type { TemplateIssue, TemplateValidation } from '../../domain/templates/templates';
+import type { TemplateIssue, TemplateType, TemplateValidation } from '../../domain/templates/templates';
 import { ctxOf } from '../http/context';
 import { tenantOf } from '../http/tenant';
 
+// The handlers (domain/templates/templates.ts) check these bodies, so every rule answers with its documented code
+// (400 validation_error, 422 template_invalid); tsoa leaves them to it (read-api/http/checkedByHandler.ts).
+/** POST /templates and POST /templates/validate. */
 export interface TemplateBody {
-  name?: unknown; subject?: unknown;
-  /** `html` or `text`. */
-  type?: unknown;
-  body_html?: unknown; body_text?: unknown;
-  /** validate only: merge values for the preview. */
-  sampleData?: unknown;
+  name: string;
+  subject: string;
+  type: TemplateType;
+  /** Required when type is `html`. */
+  body_html?: string | null;
+  /** Required when type is `text`. */
+  body_text?: string | null;
+  /** validate only (ignored on create): merge values for the preview. */
+  sampleData?: { [name: string]: string | number | boolean } | null;
+}
+/** PATCH /templates/{id}: any of the template fields, at least one; what is left out keeps its value. */
+export interface TemplateUpdateBody {
+  name?: string;
+  subject?: string;
+  type?: TemplateType;
+  body_html?: string | null;
+  body_text?: string | null;
+  /** Ignored. */
+  sampleData?: { [name: string]: string | number | boolean } | null;
 }
 export interface TemplateResponse { success: true; data: TemplateView; warnings: TemplateIssue[] }
 export interface TemplateReadResponse { success: true; data: TemplateView }
@@ -68,7 +84,7 @@ export class TemplatesController extends Controller {
   @Response<ErrorResponse>(404, 'template_not_found')
   @Response<ErrorResponse>(409, 'template_conflict')
   @Response<ErrorResponse>(422, 'template_invalid')
-  public async update(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string, @Body() body: TemplateBody): Promise<TemplateResponse> {
+  public async update(@Request() req: ExpressRequest, @Header('X-Tenant-Id') tenant: string | undefined, @Path() id: string, @Body() body: TemplateUpdateBody): Promise<TemplateResponse> {
     const t = tenantOf(req, tenant);
     const { template, warnings } = await updateTemplate(t.deps, t.tenantId, t.actor, id, body);
     return { success: true, data: template, warnings };

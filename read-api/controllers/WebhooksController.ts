@@ -12,17 +12,48 @@ import { intParam } from '../http/params';
 import { retentionDaysOfAccount } from '../http/plan';
 import type { PrincipalOf } from '../http/principal';
 
-export interface WebhookBody {
-  /** http or https URL the events are POSTed to (required on create). */
-  url?: unknown;
-  /** Event names; omitted on create means all six. */
-  events?: unknown;
-  /** PUT only: pause (false) or resume (true) deliveries. */
-  enabled?: unknown;
+// The handlers (commands/webhooks/webhooks.ts) check these bodies, so every rule answers with its documented
+// code (400 invalid_webhook_url, invalid_webhook_events, validation_error); tsoa leaves them to it
+// (read-api/http/checkedByHandler.ts). The types are the SPEC's, for the document.
+export interface CreateWebhookBody {
+  /**
+   * http or https URL the events are POSTed to; not a loopback, private or reserved address, no credentials in it.
+   * @format uri
+   * @maxLength 2048
+   */
+  url: string;
+  /**
+   * Event names; omitted or null means all six.
+   * @minItems 1
+   */
+  events?: WebhookEventName[] | null;
+  /** Ignored on create: a new webhook is enabled. */
+  enabled?: boolean;
+}
+/** Any of the three, at least one; what is left out keeps its value. */
+export interface UpdateWebhookBody {
+  /**
+   * http or https URL the events are POSTed to; not a loopback, private or reserved address, no credentials in it.
+   * @format uri
+   * @maxLength 2048
+   */
+  url?: string;
+  /**
+   * Event names.
+   * @minItems 1
+   */
+  events?: WebhookEventName[];
+  /** Pause (false) or resume (true) deliveries. */
+  enabled?: boolean;
 }
 export interface RotateSecretBody {
-  /** Seconds the replaced secret still signs X-Service-Signature-Previous: 0 to 604800, default 86400. */
-  previousSecretValidForSeconds?: unknown;
+  /**
+   * Seconds the replaced secret still signs X-Service-Signature-Previous: 0 to 604800, default 86400.
+   * @isInt
+   * @minimum 0
+   * @maximum 604800
+   */
+  previousSecretValidForSeconds?: number;
 }
 export interface WebhookListResponse { success: true; data: WebhookView[] }
 export interface WebhookResponse { success: true; data: WebhookView }
@@ -83,7 +114,7 @@ export class WebhooksController extends Controller {
   @Response<ErrorResponse>(404, 'motor_block_not_found: the block is deleted')
   @Response<ErrorResponse>(409, 'webhook_limit; motor_block_delete_in_progress')
   @Response<ErrorResponse>(422, 'validation_error: no body, not a JSON object, or a field other than url, events, enabled')
-  public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: WebhookBody): Promise<WebhookCreatedResponse> {
+  public async create(@Request() req: ExpressRequest, @Path() id: string, @Body() body: CreateWebhookBody): Promise<WebhookCreatedResponse> {
     const { deps, caller } = callerOf(req, id);
     const { webhook, secret } = await createWebhook(deps, caller, body);
     this.setStatus(201);
@@ -97,7 +128,7 @@ export class WebhooksController extends Controller {
   @Response<ErrorResponse>(404, 'webhook_not_found; motor_block_not_found (the block is deleted)')
   @Response<ErrorResponse>(409, 'webhook_conflict; motor_block_delete_in_progress')
   @Response<ErrorResponse>(422, 'validation_error: no body, not a JSON object, or a field other than url, events, enabled')
-  public async update(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body: WebhookBody): Promise<WebhookResponse> {
+  public async update(@Request() req: ExpressRequest, @Path() id: string, @Path() webhookId: string, @Body() body: UpdateWebhookBody): Promise<WebhookResponse> {
     const { deps, caller } = callerOf(req, id);
     return { success: true, data: await updateWebhook(deps, caller, webhookId, body) };
   }

@@ -1,6 +1,7 @@
 import { ExpressTemplateService, ValidationService, type FieldErrors, type TsoaRoute } from '@tsoa/runtime';
 import type { Request as ExRequest } from 'express';
 import { checkIdConflict } from '../../commands/blocks/accountBlocks';
+import { BODY_FIELDS_CHECKED_BY_HANDLER, HEADERS_CHECKED_BY_HANDLER } from './checkedByHandler';
 
 /**
  * tsoa's argument validation with a fast path (decision, docs/ARCHITECTURE.md "Argument validation").
@@ -249,24 +250,72 @@ function writtenInDigits(n: number | undefined, name: string, value: unknown, fi
 }
 
 /**
+ * The models as tsoa validates them: each field of BODY_FIELDS_CHECKED_BY_HANDLER (its handler
+ * checks it, read-api/http/checkedByHandler.ts) an optional `any`. The models keep their real types
+ * for the OpenAPI document.
+ */
+export function modelsAsValidated(models: TsoaRoute.Models): TsoaRoute.Models {
+  const out: TsoaRoute.Models = { ...models };
+  for (const [name, fields] of Object.entries(BODY_FIELDS_CHECKED_BY_HANDLER)) {
+    // Models not given (a test's own) have nothing to relax; the unit test checks every name against the API's.
+    const model = models[name];
+    if (model === undefined) continue;
+    if (model.dataType !== 'refObject') throw new Error(`checkedByHandler: ${name} is not an object model`);
+    const properties = { ...model.properties };
+    for (const field of fields) properties[field] = { dataType: 'any' };
+    out[name] = { ...model, properties };
+  }
+  return out;
+}
+
+/** A route's parameters as tsoa validates them: a header of HEADERS_CHECKED_BY_HANDLER optional, without validators. */
+export function argsAsValidated(args: Record<string, TsoaRoute.ParameterSchema>): Record<string, TsoaRoute.ParameterSchema> {
+  const checked = (p: TsoaRoute.ParameterSchema) => p.in === 'header' && HEADERS_CHECKED_BY_HANDLER.has(p.name.toLowerCase());
+  if (!Object.values(args).some(checked)) return args;
+  const out: Record<string, TsoaRoute.ParameterSchema> = {};
+  for (const [key, p] of Object.entries(args)) {
+    if (!checked(p)) {
+      out[key] = p;
+      continue;
+    }
+    const relaxed = { ...p };
+    delete relaxed.required;
+    delete relaxed.validators;
+    out[key] = relaxed;
+  }
+  return out;
+}
+
+/**
  * tsoa's Express template service (used by the routes generated from read-api/http/tsoaRoutes.hbs)
  * with the fast path above: a request whose every argument passes gets its arguments without
  * tsoa's interpretation; any other request is validated by tsoa (MotorValidationService) as before.
+ * Arguments a handler checks itself are validated as modelsAsValidated and argsAsValidated say,
+ * decided once: the models here, a route's parameters on its first request.
  */
 export class MotorTemplateService extends ExpressTemplateService {
   /** Null when tsoa coerces body values (bodyCoercion): the fast path models validation without coercion only. */
   private readonly fast: TsoaFastCheck | null;
-  private readonly paramLists = new WeakMap<object, TsoaRoute.ParameterSchema[]>();
+  /** Per route (its generated args object): its parameters as validated, as a record and as a list. */
+  private readonly routes = new WeakMap<object, { args: Record<string, TsoaRoute.ParameterSchema>; params: TsoaRoute.ParameterSchema[] }>();
   private readonly blockInPath = new WeakMap<object, boolean>();
 
   constructor(models: TsoaRoute.Models, config: ConstructorParameters<typeof ExpressTemplateService>[1]) {
-    super(models, config);
-    this.validationService = new MotorValidationService(models, config);
-    this.fast = config.bodyCoercion === false ? new TsoaFastCheck(models, config.noImplicitAdditionalProperties) : null;
+    const validated = modelsAsValidated(models);
+    super(validated, config);
+    this.validationService = new MotorValidationService(validated, config);
+    this.fast = config.bodyCoercion === false ? new TsoaFastCheck(validated, config.noImplicitAdditionalProperties) : null;
   }
 
   override getValidatedArgs(params: ValidationArgs): unknown[] {
-    const values = this.fastArgs(params.args, params.request) ?? super.getValidatedArgs(params);
+    let route = this.routes.get(params.args);
+    if (route === undefined) {
+      const args = argsAsValidated(params.args);
+      route = { args, params: Object.values(args) };
+      this.routes.set(params.args, route);
+    }
+    const values = this.fastArgs(route.params, params.request)
+      ?? super.getValidatedArgs(route.args === params.args ? params : { ...params, args: route.args });
     if (this.namesBlockInPath(params.args, params.request)) checkQueryBlockId(params.request);
     return values;
   }
@@ -289,13 +338,8 @@ export class MotorTemplateService extends ExpressTemplateService {
     return names;
   }
 
-  private fastArgs(args: Record<string, TsoaRoute.ParameterSchema>, request: ExRequest): unknown[] | undefined {
+  private fastArgs(params: TsoaRoute.ParameterSchema[], request: ExRequest): unknown[] | undefined {
     if (this.fast === null) return undefined;
-    let params = this.paramLists.get(args);
-    if (params === undefined) {
-      params = Object.values(args);
-      this.paramLists.set(args, params);
-    }
     const values: unknown[] = new Array(params.length);
     for (let i = 0; i < params.length; i++) {
       const param = params[i];
