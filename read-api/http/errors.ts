@@ -182,6 +182,11 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
       res.setHeader('RateLimit-Remaining', String(rateLimit.remaining));
       res.setHeader('RateLimit-Reset', String(rateLimit.reset));
     }
+    // A 502 is something Motor relies on that failed this request (a system mail not accepted:
+    // SYSTEM_MAIL_FROM's block stopped, its quota, the store): the caller is told, and so is the
+    // operator, who would otherwise see users refused with nothing in the log. 503s are load
+    // shedding and shutdown, counted and logged where they are decided.
+    if (err.status === 502) ctxOf(req).logger.warn({ reqId: req.id, code: err.code, reason: err.message, details }, 'answered 502: a dependency failed this request');
     res.status(err.status).json(errorBody(err.code, err.message, { nextAction: err.nextAction, details }));
     return;
   }

@@ -53,3 +53,33 @@ describe('system mail: failures say whether trying again can help (int)', functi
     expect(await failureOf(mail('someone@rcpt.test'))).to.deep.equal({ code: 'email_send_failed', status: 502, temporary: false });
   });
 });
+
+describe('system mail: a 502 answered over HTTP is in the operator\'s log (int)', function () {
+  this.timeout(60_000);
+  let motor: TestMotor;
+  const lines: string[] = [];
+  const from = `no-reply@sysmail-${randomBytes(4).toString('hex')}.test`;
+  const register = (email: string) => fetch(`${motor.baseUrl}/api/auth/register`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email }),
+  });
+
+  before(async () => { motor = await startTestMotor({ env: { SYSTEM_MAIL_FROM: from }, logLines: lines }); });
+  after(async () => { await motor?.close(); });
+
+  it('register with the system block stopped: 502 email_send_failed, and a warning naming the cause', async () => {
+    // The first sign-up makes the system block; the operator then stops it.
+    expect((await register(`first-${randomBytes(4).toString('hex')}@rcpt.test`)).status).to.equal(200);
+    const systemBlockId = systemIds(from).motorBlockId;
+    await setBlockActive(motor.rt.store, systemBlockId, false, new Date());
+    await eventually(async () => (await getBlock(motor.rt.db, systemBlockId))?.status === 'inactive');
+    const before = lines.length;
+    const r = await register(`second-${randomBytes(4).toString('hex')}@rcpt.test`);
+    expect(r.status).to.equal(502);
+    expect((await r.json()).code).to.equal('email_send_failed');
+    const logged = lines.slice(before).map((l) => JSON.parse(l) as { level: number; msg: string; code?: string; reason?: string })
+      .filter((l) => l.msg.startsWith('answered 502'));
+    expect(logged).to.have.length(1);
+    expect(logged[0]).to.include({ level: 40, code: 'email_send_failed' });
+    expect(logged[0].reason).to.include('motor_block_inactive');
+  });
+});
