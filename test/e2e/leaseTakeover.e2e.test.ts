@@ -5,9 +5,10 @@ import type { RecordedEvent } from '../../domain/eventStore';
 import { IN_FLIGHT_STALE_MS } from '../../domain/message/message';
 import { followerLockName } from '../../infra/eventstore/followerLease';
 import { leaseHolders } from '../../infra/lease';
+import { allProjections } from '../../projections';
 import { messagesProjection } from '../../projections/messages/projection';
 import { projectionLeaseName, rebuild } from '../../projections/runner';
-import { DELIVERY_ENQUEUER } from '../../workers/followers';
+import { DELIVERY_ENQUEUER, LOG_FOLLOWERS } from '../../workers/followers';
 import { MESSAGE_TABLES, dumpTables } from '../projections/fixtures';
 import { startDnsServer, type TestDnsServer } from '../support/dnsServer';
 import { startSmtpSink, type SmtpSink } from '../support/smtpSink';
@@ -18,7 +19,8 @@ import { eventually, getJson, postJson, startTestMotor, type TestMotor } from '.
  * The leases' takeovers lose nothing (infra/lease.ts): the API runs here, two worker processes and
  * two projector processes as children, and while messages keep arriving the test SIGKILLs, three
  * times each, whichever worker holds the delivery enqueuer's lease and whichever projector holds
- * the messages projection's, and starts a replacement each time. Every accepted message must reach
+ * the messages projection's, and starts a replacement each time; then ends the holder's database
+ * session once under a process that lives on. Every accepted message must reach
  * the MX and end `delivered`, the messages read model must equal a from-scratch rebuild, and
  * neither checkpoint may move backwards.
  *
@@ -129,7 +131,8 @@ describe('lease takeovers under SIGKILL lose no message (e2e)', function () {
     const log: string[] = [];
     /**
      * Kills the holder of `lock` KILLS times: each time once `progress` moved on, waiting for the
-     * survivor to take the lease over before starting the replacement (so the holder stays the oldest).
+     * survivor to take the lease over before starting the replacement (so the holder stays the
+     * oldest). Then ends the holder's session once.
      */
     async function killHolders(what: string, lock: string, group: ChildProcess[], progress: () => Promise<number>, step: number, nextOffset: () => number): Promise<void> {
       for (let k = 0; k < KILLS; k++) {
@@ -145,6 +148,20 @@ describe('lease takeovers under SIGKILL lose no message (e2e)', function () {
         log.push(`${what} takeover ${k + 1} in ${Date.now() - t0} ms`);
         group.push(await start(what === 'worker' ? ['worker'] : ['projector'], nextOffset()));
       }
+      // Last, the holder's session ended under a process that lives on (pg_terminate_backend, as
+      // an operator moves a lease): it stops and stands by, the other takes over. Last, because the
+      // old holder keeps delivering with the older clock.
+      const since = await progress();
+      await eventually(async () => (await progress()) >= since + step, 60_000, 50);
+      const holder = await eventually(() => holderOf(lock, group.filter(alive)), 30_000, 50);
+      const t0 = Date.now();
+      await motor.rt.db.raw('select pg_terminate_backend(?)', [(await leaseHolders(motor.rt.db, [lock])).get(lock)!.pid]);
+      const next = await eventually(async () => {
+        const h = await holderOf(lock, group.filter(alive));
+        return h && h !== holder ? h : null;
+      }, 30_000, 50);
+      expect(alive(holder), `${what}: the process whose session ended lives on`).to.equal(true);
+      log.push(`${what} takeover from ${group.indexOf(holder)} to ${group.indexOf(next)} after its session ended in ${Date.now() - t0} ms`);
     }
     const delivered = async () => mx.messages.length;
     const projected = async () => Number((await motor.rt.db.raw('select events_applied::int as n from rm_messages.projection_checkpoint').catch(() => ({ rows: [{ n: 0 }] }))).rows[0]?.n ?? 0);
@@ -155,6 +172,17 @@ describe('lease takeovers under SIGKILL lose no message (e2e)', function () {
     ]).finally(() => { killing = false; });
     await sender;
     const N = ids.length;
+
+    // No lease is left unheld: every follower and every projection resumed in a process alive.
+    const everyLease = [...LOG_FOLLOWERS.map(followerLockName), ...allProjections().map((p) => projectionLeaseName(p.name))];
+    const livePids = () => new Set(children.filter(alive).map((c) => `:${c.pid}`));
+    const unheld = async () => [...await leaseHolders(motor.rt.db, everyLease)]
+      .filter(([, h]) => !h || !livePids().has(h.applicationName?.slice(h.applicationName.lastIndexOf(':')) ?? '')).map(([lock]) => lock);
+    try {
+      await eventually(async () => (await unheld()).length === 0, 15_000, 200);
+    } catch {
+      expect(await unheld(), 'leases no live process holds').to.deep.equal([]);
+    }
 
     // Every accepted message ends delivered: in the read model, then through the API.
     const count = async () => Number((await motor.rt.db.withSchema('rm_messages').table('messages').whereIn('id', ids).where('current_outcome', 'delivered').count({ n: '*' }))[0].n);
