@@ -75,7 +75,7 @@ describe('system mail: a 502 answered over HTTP is in the operator\'s log (int)'
     const before = lines.length;
     const r = await register(`second-${randomBytes(4).toString('hex')}@rcpt.test`);
     expect(r.status).to.equal(502);
-    expect((await r.json()).code).to.equal('email_send_failed');
+    expect(((await r.json()) as { code: string }).code).to.equal('email_send_failed');
     const logged = lines.slice(before).map((l) => JSON.parse(l) as { level: number; msg: string; code?: string; reason?: string })
       .filter((l) => l.msg.startsWith('answered 502'));
     expect(logged).to.have.length(1);
