@@ -67,6 +67,12 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
         t.primary(['motor_block_id', 'address']);
         t.index(['motor_block_id', 'suppressed_at', 'id']);
       });
+      // How many suppressions each block has (blocks with none have no row): what every delivery
+      // worker process reads every few seconds, so its size is that of the blocks, not the addresses.
+      await s().createTable('block_counts', (t) => {
+        t.uuid('motor_block_id').primary();
+        t.integer('suppressions').notNullable();
+      });
     },
   },
 ];
@@ -99,6 +105,19 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Key[]): Pr
      on conflict (motor_block_id, address) do update set reason = excluded.reason, suppressed_at = excluded.suppressed_at,
        message_id = excluded.message_id, smtp_code = excluded.smtp_code, enhanced_code = excluded.enhanced_code`,
     [JSON.stringify(withIds)],
+  );
+  await recount(trx, schema, [...new Set(keys.map((k) => k.motor_block_id))]);
+}
+
+/** Sets block_counts of `blocks` from their suppressions rows (a separate statement: it must see the rows just written). */
+async function recount(trx: Knex.Transaction, schema: string, blocks: string[]): Promise<void> {
+  await trx.raw(
+    `with b as (select unnest(?::uuid[]) as motor_block_id),
+     n as (select b.motor_block_id, (select count(*)::int from ${q(schema, 'suppressions')} s where s.motor_block_id = b.motor_block_id) as suppressions from b),
+     gone as (delete from ${q(schema, 'block_counts')} c using n where c.motor_block_id = n.motor_block_id and n.suppressions = 0)
+     insert into ${q(schema, 'block_counts')} (motor_block_id, suppressions) select motor_block_id, suppressions from n where suppressions > 0
+     on conflict (motor_block_id) do update set suppressions = excluded.suppressions`,
+    [blocks],
   );
 }
 
@@ -173,7 +192,7 @@ export async function applyBlockSuppressionEvents(trx: Knex.Transaction, schema:
 
 /** A deleted block's history goes (projections/blockTombstone.ts): every row of the block with it. */
 async function forgetBlock(trx: Knex.Transaction, schema: string, motorBlockId: string): Promise<void> {
-  for (const table of ['message_blocks', 'facts', 'lifts', 'suppressions']) {
+  for (const table of ['message_blocks', 'facts', 'lifts', 'suppressions', 'block_counts']) {
     await trx.raw(`delete from ${q(schema, table)} where motor_block_id = ?`, [motorBlockId]);
   }
 }

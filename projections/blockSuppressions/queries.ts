@@ -64,6 +64,6 @@ export async function blockSuppressionsAmong(db: Knex, motorBlockId: string, add
 
 /** Blocks with at least one suppression and how many: what the delivery worker's cache holds (workers/delivery/suppressions.ts). */
 export async function blockSuppressionCounts(db: Knex): Promise<Map<string, number>> {
-  const r = await db.raw(`select motor_block_id, count(*)::int as n from ${TABLE} group by motor_block_id`);
-  return new Map((r.rows as Array<{ motor_block_id: string; n: number }>).map((x) => [x.motor_block_id, x.n]));
+  const r = await db.raw(`select motor_block_id, suppressions from "${BLOCK_SUPPRESSIONS_SCHEMA}"."block_counts"`);
+  return new Map((r.rows as Array<{ motor_block_id: string; suppressions: number }>).map((x) => [x.motor_block_id, x.suppressions]));
 }

@@ -12,7 +12,7 @@ import { acceptedEvent, dumpTables, iso, recipientEvent } from './fixtures';
 
 const BLOCK_A = '11111111-1111-4111-8111-111111111111';
 const BLOCK_B = '22222222-2222-4222-8222-222222222222';
-const TABLES = ['message_blocks', 'facts', 'lifts', 'suppressions'] as const;
+const TABLES = ['message_blocks', 'facts', 'lifts', 'suppressions', 'block_counts'] as const;
 
 /** The block suppression list from events alone (docs/DELIVERY.md "Suppressions"): classification, lifts, rebuilds. */
 describe('blocksuppressions projection (int)', function () {
@@ -100,6 +100,7 @@ describe('blocksuppressions projection (int)', function () {
   it('a rebuild from the log gives the same rows: all at once, one event at a time, and a batch re-delivered', async () => {
     const live = await dumpTables(db, BLOCK_SUPPRESSIONS_SCHEMA, TABLES);
     expect(live.suppressions).to.have.length(5);
+    expect(live.block_counts.map((j) => JSON.parse(j))).to.have.deep.members([{ motor_block_id: BLOCK_A, suppressions: 4 }, { motor_block_id: BLOCK_B, suppressions: 1 }]);
     for (const [schema, batches] of [['rm_bs_whole', [log, log]], ['rm_bs_single', log.map((e) => [e])]] as const) {
       await migrateProjection(db, blockSuppressionsProjection, schema);
       for (const b of batches) await apply(schema, b as RecordedEvent[]);
@@ -111,6 +112,7 @@ describe('blocksuppressions projection (int)', function () {
     await apply('rm_bs_whole', [recorded({ id: randomUUID(), type: 'MotorBlockDeleted', data: { motorBlockId: BLOCK_B, historyDeleted: true } })]);
     const rows = (await db.raw('select distinct motor_block_id from rm_bs_whole.suppressions')).rows.map((r: { motor_block_id: string }) => r.motor_block_id);
     expect(rows).to.deep.equal([BLOCK_A]);
+    expect((await db.raw('select motor_block_id, suppressions from rm_bs_whole.block_counts')).rows).to.deep.equal([{ motor_block_id: BLOCK_A, suppressions: 4 }]);
   });
 
   it('the delivery worker\'s cache: a block without suppressions costs no query until the counts are refreshed', async () => {

@@ -18,8 +18,9 @@ const NONE: ReadonlyMap<string, BlockSuppressionRecord> = new Map();
 /**
  * The worker's SuppressionSource. Most blocks have no suppression, and a delivery round costs
  * ~2.8 ms of CPU: a query per round for them would be a noticeable share. So each process keeps
- * how many suppressions each block has, read in one query at most every `refreshMs`; only a block
- * with any costs a query per round (its addresses among the round's recipients, by primary key).
+ * how many suppressions each block has, read from `block_counts` (a row per block with any, not
+ * per address) at most every `refreshMs`; only a block with any costs a query per round (its
+ * addresses among the round's recipients, by primary key).
  *
  * The staleness this buys: the first suppression of a block is seen up to `refreshMs` after the
  * read model has it (a send in that window is attempted, as before the list existed). Lifts and
