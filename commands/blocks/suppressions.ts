@@ -24,8 +24,13 @@ export interface BlockSuppressionDeps extends ReadYourWritesDeps { store: EventS
 /** How long the answer waits for the read model to show the lift (it is committed either way). */
 const READ_MODEL_WAIT_MS = 3000;
 
+/** Longer than any address Motor sends to, or with a control character (NUL cannot even be a PostgreSQL text value): on no list. */
+const NOT_AN_ADDRESS = /[\u0000-\u001f\u007f]/;
+const MAX_ADDRESS_LENGTH = 320;
+
 export async function liftBlockSuppression(deps: BlockSuppressionDeps, motorBlockId: string, actor: string, address: string): Promise<BlockSuppressionRecord> {
-  const current = await getBlockSuppression(deps.db, motorBlockId, address);
+  const suppressible = address.length <= MAX_ADDRESS_LENGTH && !NOT_AN_ADDRESS.test(address);
+  const current = suppressible ? await getBlockSuppression(deps.db, motorBlockId, address) : null;
   if (!current) {
     throw fail('suppression_not_found', 404, 'This address is not on this Motor Block\'s suppression list', {
       nextAction: 'List the block\'s suppressions (GET /api/public/v1/motor-blocks/{id}/suppressions) for the addresses on it',
