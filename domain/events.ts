@@ -488,6 +488,15 @@ export interface SuppressionAdded { suppressionId: string; tenantId: string; ema
  */
 export interface SuppressionLifted { suppressionId: string; tenantId: string; email: string; liftedAt: Iso }
 
+// ---------------------------------------------------------------- blockSuppression-<uuidV5(block:address)> (docs/DELIVERY.md "Suppressions")
+/**
+ * The block's owner lifted the suppression of an address on the block's transactional mail
+ * (`DELETE /api/public/v1/motor-blocks/{id}/suppressions/{address}`): the hard bounces and
+ * complaints recorded for it up to `liftedAt` no longer suppress it; one recorded after does again.
+ * `address` is lower-cased; the stream id is blockSuppressionIdOf(block, address). The actor is in the metadata.
+ */
+export interface BlockSuppressionLifted { motorBlockId: string; address: string; liftedAt: Iso }
+
 // ---------------------------------------------------------------- tracking-<messageId> (campaign opens and clicks; docs/COMMUNICATIONS.md "Tracking")
 /**
  * What an open or a click knows of its reader. `recipient` is the single `to` of the message's
@@ -635,6 +644,7 @@ export interface EventCatalogue {
   LinkClicked: LinkClicked;
   SuppressionAdded: SuppressionAdded;
   SuppressionLifted: SuppressionLifted;
+  BlockSuppressionLifted: BlockSuppressionLifted;
 }
 
 export type EventType = keyof EventCatalogue;
@@ -742,6 +752,7 @@ export const EVENT_TYPES: { [T in EventType]: { category: string; version: numbe
   LinkClicked: { category: 'tracking', version: 1 },
   SuppressionAdded: { category: 'suppression', version: 1 },
   SuppressionLifted: { category: 'suppression', version: 1 },
+  BlockSuppressionLifted: { category: 'blockSuppression', version: 1 },
 };
 
 /** A typed event as the domain sees it (what deciders return and evolve folds). */

@@ -69,6 +69,11 @@ export function createMetrics() {
       help: 'Delivery rounds that waited for room under DELIVERY_MAX_BUFFERED_BYTES before they started',
       registers: [registry],
     }),
+    deliverySuppressed: new client.Counter({
+      name: 'motor_delivery_suppressed_total',
+      help: 'Recipients not attempted because they are on their Motor Block\'s suppression list (recorded failed; docs/DELIVERY.md "Suppressions")',
+      registers: [registry],
+    }),
     deliveryMtaSts: new client.Counter({
       name: 'motor_delivery_mta_sts_total',
       help: 'MTA-STS in direct delivery, by result: fetched (a policy fetched), cached (a kept policy applied), fetch_failed (no policy could be fetched), enforced_refusal (an enforce policy refused an MX host in a delivery to a domain), testing_would_fail (a testing policy would have refused a delivery made)',

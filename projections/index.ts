@@ -11,6 +11,7 @@ import { exportsProjection } from './exports/projection.js';
 import { templatesProjection } from './templates/projection.js';
 import { contactListsProjection } from './contactLists/projection.js';
 import { commSuppressionsProjection } from './commSuppressions/projection.js';
+import { blockSuppressionsProjection } from './blockSuppressions/projection.js';
 import { contactsProjection } from './contacts/projection.js';
 import { commTrackingProjection } from './commTracking/projection.js';
 import { campaignsProjection } from './campaigns/projection.js';
@@ -18,7 +19,7 @@ import type { Projection } from './runner.js';
 
 export function allProjections(): Projection[] {
   return [directoryProjection, messagesProjection, analyticsProjection, accountsProjection, oauthClientsProjection, oauthConnectionsProjection, smtpAuthProjection, webhooksProjection, exportsProjection, templatesProjection,
-    contactListsProjection, commSuppressionsProjection, contactsProjection, commTrackingProjection, campaignsProjection];
+    contactListsProjection, commSuppressionsProjection, contactsProjection, commTrackingProjection, campaignsProjection, blockSuppressionsProjection];
 }
 
 export function findProjection(name: string): Projection | undefined {

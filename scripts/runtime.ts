@@ -271,8 +271,9 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
   }
   if (roles.includes('worker')) {
     if (rt.config.inbound.bounceDomain) await warnOfTenantDomainsAtBounceDomain(rt, rt.config.inbound.bounceDomain);
-    const [{ DeliveryEnqueuer }, { DeliverySweeper }, { RetentionSweeper }, { startDeliveryWorker }, { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker }] = await Promise.all([
+    const [{ DeliveryEnqueuer }, { DeliverySweeper }, { RetentionSweeper }, { startDeliveryWorker }, { BlockDeletionEnqueuer, createBlockDeletionQueue, startBlockDeletionWorker }, { BlockSuppressionCache }] = await Promise.all([
       import('../workers/enqueuer.js'), import('../workers/sweeper.js'), import('../workers/retention.js'), import('../workers/deliveryWorker.js'), import('../workers/blockDeletion.js'),
+      import('../workers/delivery/suppressions.js'),
     ]);
     const enqueuer = new DeliveryEnqueuer(rt.db, rt.store, rt.queue, rt.logger, rt.metrics);
     background.push(enqueuer.run(abort.signal));
@@ -284,6 +285,7 @@ export async function startRoles(rt: Runtime, roles: Role[], opts: StartOptions 
     const deps: DeliveryDeps = {
       store: rt.store, directory: rt.directory, keys: rt.keys, resolver: rt.resolver, logger: rt.logger, metrics: rt.metrics, now: () => rt.clock.now(),
       logLines: rt.smtpLogLines,
+      suppressions: new BlockSuppressionCache(rt.db),
       settings: {
         mxPort: rt.config.mxPort, allowPrivateAddresses: rt.config.mxAllowPrivateAddresses, relayUrl: rt.config.smtpRelayUrl, hostname: rt.config.hostname,
         lifetimeSeconds: rt.config.deliveryLifetimeSeconds, retrySchedule: rt.config.deliveryRetrySchedule,

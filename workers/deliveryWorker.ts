@@ -22,6 +22,9 @@ import { buildMime } from './delivery/mime';
 import { nextAttemptDelay } from './delivery/retrySchedule';
 import { deliverMessage, type DeliveryTimeouts, type RecipientResult } from './delivery/smtpClient';
 import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
+import type { SuppressionSource } from './delivery/suppressions';
+import { SUPPRESSED_FAILURE_REASON, suppressedNotice } from '../domain/motorBlock/suppressions';
+import type { BlockSuppressionRecord } from '../projections/blockSuppressions/queries';
 
 /**
  * One delivery round for one message: fold its stream, take the recipients that are due, record
@@ -94,6 +97,11 @@ export interface DeliveryDeps {
    * waits for room before it starts. None: no bound beyond the worker's concurrency.
    */
   memory?: WaitingByteBudget;
+  /**
+   * The block's suppression list (docs/DELIVERY.md "Suppressions"): a suppressed recipient is
+   * recorded `failed` without an attempt. None: every recipient is attempted.
+   */
+  suppressions?: SuppressionSource;
   now?: () => Date;
   /** Source of retry jitter, in [0, 1) like Math.random; injectable for tests. */
   random?: () => number;
@@ -146,19 +154,23 @@ export async function deliverRound(deps: DeliveryDeps, messageId: string, opts: 
     return stale ? { kind: 'wait', at: stale } : { kind: 'not_due' };
   }
   const due = plan.recipients;
+  // Asked before DeliveryStarted: a failed lookup throws with nothing appended, and the job is retried.
+  const suppressed = deps.suppressions ? await deps.suppressions.among(state.accepted.motorBlockId, due) : NO_SUPPRESSIONS;
   // The content's bytes are held from here to the end of the round: building, signing and sending
   // take a few times the message's size. A job that carried the size waited before reading; one
   // without it (a message or deferral older than the field, a sweep) waits here, its message read.
   const release = deps.memory && !opts.contentHeld ? await deps.memory.hold(acceptedContentBytes(state.accepted)) : null;
   try {
-    return await attemptRound(deps, messageId, recorded, state, due);
+    return await attemptRound(deps, messageId, recorded, state, due, suppressed);
   } finally {
     release?.();
   }
 }
 
 /** The round itself, once `due` is known: DeliveryStarted, the MIME message, the sessions, the outcomes. */
-async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: RecordedEvent[], startState: MessageState, due: string[]): Promise<RoundResult> {
+async function attemptRound(
+  deps: DeliveryDeps, messageId: string, recorded: RecordedEvent[], startState: MessageState, due: string[], suppressed: ReadonlyMap<string, BlockSuppressionRecord>,
+): Promise<RoundResult> {
   const now = deps.now ?? (() => new Date());
   const stream = streamName('message', messageId);
   let state = startState;
@@ -234,12 +246,12 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
   let appended: Promise<void> = Promise.resolve();
   let appendError: { err: unknown } | null = null;
   /** Records one domain's results (the duplicate window is per domain): appends serialised, in order. */
-  const record = (results: RecipientResult[]): void => {
+  const record = (results: Array<RecipientResult & { reason?: string }>): void => {
     const outcomes = recordAttempt(roundState, {
       results: results.map((r) => ({
         recipient: r.recipient, outcome: r.outcome, smtpCode: r.smtpCode, enhancedCode: r.enhancedCode, mx: r.mx,
         smtpResponse: r.smtpResponse ?? r.detail,
-        reason: r.outcome === 'failed' ? (r.detail ? String(r.detail) : 'permanent_failure') : undefined,
+        reason: r.outcome === 'failed' ? (r.reason ?? (r.detail ? String(r.detail) : 'permanent_failure')) : undefined,
       })),
       now: now(),
       lifetimeSeconds: deps.settings.lifetimeSeconds,
@@ -258,6 +270,18 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
     });
   };
 
+  // Suppressed recipients are settled first, without a connection; the others go as before.
+  const toSend = suppressed.size === 0 ? due : due.filter((r) => !suppressed.has(suppressionKey(r)));
+  if (toSend.length < due.length) {
+    const skipped = due.filter((r) => suppressed.has(suppressionKey(r)));
+    deps.metrics.deliverySuppressed.inc(skipped.length);
+    record(skipped.map((recipient) => suppressedResult(recipient, suppressed.get(suppressionKey(recipient))!)));
+  }
+  if (toSend.length === 0) {
+    await appended;
+    if (appendError) throw (appendError as { err: unknown }).err;
+    return { kind: 'attempted' };
+  }
   const domain = await deps.directory.domain(accepted.domainId);
   const key = domain ? await deps.keys.get(domain.dkimKeyId) : null;
   const t0 = process.hrtime.bigint();
@@ -271,7 +295,7 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
   }, Math.max(0, deadlineMs - (performance.now() - startedAt)));
   try {
     if (!domain || !key) {
-      record(due.map((recipient) => ({
+      record(toSend.map((recipient) => ({
         recipient, outcome: 'deferred' as const, smtpCode: null, enhancedCode: null, mx: null, detail: null,
         smtpResponse: `Sending domain or its DKIM key is not available (${accepted.domainId})`,
       })));
@@ -285,7 +309,7 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
           });
       const signed = await signMessage(raw, { domain: domain.name, selector: domain.dkimSelector, privateKeyPem: key.privateKeyPem, algorithm: domain.dkimAlgorithm });
       await deliverMessage({
-        raw: signed, envelopeFrom: envelopeSender(accepted, deps.settings.returnPath ?? null), recipients: due, resolver: deps.resolver, mxPort: deps.settings.mxPort,
+        raw: signed, envelopeFrom: envelopeSender(accepted, deps.settings.returnPath ?? null), recipients: toSend, resolver: deps.resolver, mxPort: deps.settings.mxPort,
         allowPrivateAddresses: deps.settings.allowPrivateAddresses,
         relayUrl: deps.settings.relayUrl, hostname: deps.settings.hostname, timeouts: deps.settings.timeouts, relayTls: deps.settings.relayTls,
         pool: deps.pool, onResults: record, signal: deadline.signal, mtaSts: deps.mtaSts,
@@ -300,6 +324,16 @@ async function attemptRound(deps: DeliveryDeps, messageId: string, recorded: Rec
   if (appendError) throw (appendError as { err: unknown }).err;
   return { kind: 'attempted' };
 }
+
+const NO_SUPPRESSIONS: ReadonlyMap<string, BlockSuppressionRecord> = new Map();
+/** The key of the suppression list (blockSuppressionAddress): lower-cased and trimmed. */
+const suppressionKey = (recipient: string): string => recipient.trim().toLowerCase();
+
+/** A suppressed recipient's outcome: `failed`, no SMTP reply, the reason and how to lift it in the response text. */
+const suppressedResult = (recipient: string, s: BlockSuppressionRecord): RecipientResult & { reason: string } => ({
+  recipient, outcome: 'failed', smtpCode: null, enhancedCode: null, mx: null,
+  smtpResponse: suppressedNotice(s.address, s.reason, new Date(s.suppressedAt)), detail: null, reason: SUPPRESSED_FAILURE_REASON,
+});
 
 /**
  * The worker's MTA-STS policy cache (settings.mtaSts; undefined when off), its lookups through the

@@ -29,7 +29,8 @@ import { RETENTION_GRACE_MS } from '../read-api/http/retention';
  *   time (hour/day of acceptance, `queued_at`, `accepted_at`) is before the cutoff.
  * - Tables: rm_analytics (recipient_stats, block_hourly, domain_hourly, domain_daily, code_hourly),
  *   rm_messages (messages with their message_recipients and message_events) and
- *   rm_commsuppressions.message_owners (the suppression list itself is kept), rm_commtracking.hits
+ *   rm_commsuppressions.message_owners and rm_blocksuppressions.message_blocks (the suppression
+ *   lists themselves are kept), rm_commtracking.hits
  *   (campaign opens and clicks, by `occurred_at`), rm_webhooks (deliveries by `queued_at`, attempts
  *   by `attempted_at`, found through the account's endpoints; the endpoints are kept). Rollup rows are
  *   found through the block's account (rm_directory); rows of blocks no longer in the directory are
@@ -192,6 +193,8 @@ export class RetentionSweeper {
       },
       // Which account a message is of, for the suppression list: a complaint older than retention suppresses nothing.
       accountRows('rm_commsuppressions.message_owners', 'accepted_at'),
+      // Which block a message is of, for the block's suppression list (docs/DELIVERY.md "Suppressions"), likewise.
+      accountRows('rm_blocksuppressions.message_blocks', 'accepted_at'),
       // Opens and clicks of campaign mail, by when they happened (a click can come after its message was pruned).
       accountRows('rm_commtracking.hits', 'occurred_at'),
       // Webhook deliveries by when they were queued, attempts by when they were made (the windows the
@@ -267,7 +270,7 @@ export class RetentionSweeper {
   }
 
   private async presentSchemas(raw: (sql: string, bindings: readonly Knex.RawBinding[]) => Knex.Raw): Promise<Set<string>> {
-    const r = await raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_commtracking', 'rm_webhooks']]);
+    const r = await raw(`select nspname from pg_namespace where nspname = any(?::text[])`, [['rm_directory', 'rm_analytics', 'rm_messages', 'rm_commsuppressions', 'rm_blocksuppressions', 'rm_commtracking', 'rm_webhooks']]);
     const found = new Set((r.rows as Array<{ nspname: string }>).map((x) => x.nspname));
     // Without the directory there is no account to sweep for.
     return found.has('rm_directory') ? found : new Set();

@@ -19,10 +19,11 @@ export const UUID_PATH_PARAMS = ['id', 'keyId', 'jobId', 'webhookId', 'listId', 
 
 /**
  * Path parameters left exactly as sent: unsubscribe and tracking tokens are signed strings in which
- * case matters. Every path parameter of the API is in one list or the other (a unit test reads the
+ * case matters; an `address` (a block's suppression, docs/DELIVERY.md "Suppressions") is matched
+ * without regard to case by its handler. Every path parameter of the API is in one list or the other (a unit test reads the
  * OpenAPI document), so a route with a new name has to decide.
  */
-export const VERBATIM_PATH_PARAMS = ['token'] as const;
+export const VERBATIM_PATH_PARAMS = ['token', 'address'] as const;
 
 /** The Express param handler of UUID_PATH_PARAMS: a uuid in capitals becomes lower case; anything else is left for the route to judge. */
 export function lowerCaseUuidParam(req: Request, _res: Response, next: NextFunction, value: unknown, name: string): void {

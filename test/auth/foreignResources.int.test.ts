@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { SCOPES } from '../../domain/credentials/scopes';
 import { eventually } from '../support/motor';
+import { acceptedEvent, recipientEvent } from '../projections/fixtures';
 import { createBlockFor } from './fixtures';
 import { startAuthHarness, type AuthHarness } from './harness';
 
@@ -40,6 +42,8 @@ const ROWS: Row[] = [
   // Block A1's export job: another block of the account, another account.
   { method: 'GET', path: '/api/public/v1/exports/{jobId}', cred: 'tA2', status: 404, code: 'export_not_found' },
   { method: 'GET', path: '/api/public/v1/exports/{jobId}', cred: 'tB1', status: 404, code: 'export_not_found' },
+  // Block A1's suppressed address through block A2's path, with A2's token: not on A2's list.
+  { method: 'DELETE', path: '/api/public/v1/motor-blocks/{id}/suppressions/{address}', cred: 'tA2', status: 404, code: 'suppression_not_found', ids: { id: 'A2' } },
   // Account A's sending domain, by account B (public and dashboard routes).
   { method: 'POST', path: '/api/public/v1/domains/{id}/verify', cred: 'tB1', status: 404, code: 'domain_not_found' },
   { method: 'POST', path: '/api/public/v1/domains/{id}/check-dns', cred: 'tB1', status: 404, code: 'domain_not_found' },
@@ -120,6 +124,7 @@ describe('authorization table: another block\'s or account\'s resource on every 
       .filter((b) => b.id === c.A1 || b.id === c.A2).map((b) => ({ id: b.id, name: b.name, type: b.type, status: b.status, domain: b.domain })),
     deletion: (await ok('deletion', call('GET', `/api/public/v1/account/motor-block-deletions/${c.deletionA}`, bearer(c.tA1)), 200)).jobId,
     blockKeys: (await ok('block keys', call('GET', `/api/motor-blocks/${c.A2}/api-keys`, bearer(c.dashA)), 200) as Array<Record<string, unknown>>).map((k) => [k.id, k.status]),
+    suppressionsA1: (await ok('suppressions', call('GET', `/api/public/v1/motor-blocks/${c.A1}/suppressions?includePII=true`, bearer(c.tA1)), 200)).items,
     accountKeys: (await ok('account keys', call('GET', '/api/account/api-keys', bearer(c.dashA)), 200) as Array<Record<string, unknown>>).map((k) => [k.id, k.status]),
   });
 
@@ -148,6 +153,14 @@ describe('authorization table: another block\'s or account\'s resource on every 
     c.keyA2 = (await ok('block key', call('POST', `/api/motor-blocks/${c.A2}/api-keys`, bearer(c.dashA), {}), 201)).id;
     c.accountKeyA = (await ok('account key', call('POST', '/api/account/api-keys', bearer(c.dashA), {}), 201)).id;
     await eventually(async () => (await call('GET', `/api/public/v1/exports/${c.exportA1}`, bearer(c.tA1))).status === 200);
+    // A hard bounce of a message of A1 (the harness has no MX to bounce it: the events the worker would append) puts the address on A1's list.
+    const messageId = randomUUID();
+    c.address = 'gone@rcpt.test';
+    await h.motor.rt.store.append(`message-${messageId}`, [
+      acceptedEvent(messageId, c.A1, [c.address], 0),
+      recipientEvent('DeliveryBounced', messageId, c.address, 1000),
+    ], { expectedRevision: 'no_stream' });
+    await eventually(async () => (await call('GET', `/api/public/v1/motor-blocks/${c.A1}/suppressions`, bearer(c.tA1))).body.data.items.length === 1);
   });
   after(async () => { await h?.close(); });
 

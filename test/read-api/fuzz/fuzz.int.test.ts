@@ -108,6 +108,7 @@ function fixtureId(op: Operation, name: string): string {
     case 'contactId': return w.contactId;
     case 'jobId': return w.exportJobId; // of the deletions route: a job id of another kind
     case 'token': return 'not-a-token';
+    case 'address': return 'nobody@rcpt.test'; // on no block's suppression list
     case 'id':
       if (p.startsWith('/api/public/v1/messages')) return w.message;
       if (p.includes('/domains/')) return w.domainId;
