@@ -23,7 +23,7 @@ import { nextAttemptDelay } from './delivery/retrySchedule';
 import { deliverMessage, type DeliveryTimeouts, type RecipientResult } from './delivery/smtpClient';
 import { DELIVERY_QUEUE, type DeliveryJob } from './queue';
 import type { SuppressionSource } from './delivery/suppressions';
-import { SUPPRESSED_FAILURE_REASON, suppressedNotice } from '../domain/motorBlock/suppressions';
+import { SUPPRESSED_FAILURE_REASON, blockSuppressionAddress, suppressedNotice } from '../domain/motorBlock/suppressions';
 import type { BlockSuppressionRecord } from '../projections/blockSuppressions/queries';
 
 /**
@@ -326,8 +326,8 @@ async function attemptRound(
 }
 
 const NO_SUPPRESSIONS: ReadonlyMap<string, BlockSuppressionRecord> = new Map();
-/** The key of the suppression list (blockSuppressionAddress): lower-cased and trimmed. */
-const suppressionKey = (recipient: string): string => recipient.trim().toLowerCase();
+/** The key of the suppression list: lower-cased and trimmed. */
+const suppressionKey = blockSuppressionAddress;
 
 /** A suppressed recipient's outcome: `failed`, no SMTP reply, the reason and how to lift it in the response text. */
 const suppressedResult = (recipient: string, s: BlockSuppressionRecord): RecipientResult & { reason: string } => ({
