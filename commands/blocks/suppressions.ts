@@ -4,13 +4,14 @@ import { toEventData } from '../../domain/events';
 import { newId, type Clock } from '../../domain/ids';
 import { blockSuppressionIdOf } from '../../domain/motorBlock/suppressions';
 import { BLOCK_SUPPRESSIONS_SCHEMA } from '../../projections/blockSuppressions/projection';
-import { getBlockSuppression, type BlockSuppressionRecord } from '../../projections/blockSuppressions/queries';
+import { complainedSinceLift, getBlockSuppression, type BlockSuppressionRecord } from '../../projections/blockSuppressions/queries';
 import { awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 
 /**
  * Lifting an address from a Motor Block's suppression list (docs/DELIVERY.md "Suppressions"):
  * one BlockSuppressionLifted on `blockSuppression-<id>`. The read model then drops the hard
- * bounces and complaints recorded up to it; one recorded after suppresses again.
+ * bounces recorded up to it; one recorded after suppresses again. An address the recipient
+ * complained about is not lifted (409 suppression_not_liftable).
  *
  * Decided on the read model, not a stream: whether the address is suppressed is derived from the
  * block's message streams, which no single stream holds. A lift of an address that was suppressed
@@ -34,6 +35,13 @@ export async function liftBlockSuppression(deps: BlockSuppressionDeps, motorBloc
   if (!current) {
     throw fail('suppression_not_found', 404, 'This address is not on this Motor Block\'s suppression list', {
       nextAction: 'List the block\'s suppressions (GET /api/public/v1/motor-blocks/{id}/suppressions) for the addresses on it',
+    });
+  }
+  // A complaint is the recipient's own word, as in the communications list (docs/COMMUNICATIONS.md
+  // "Lifting a suppression"): the sender cannot undo it, also when a hard bounce came after it.
+  if (current.reason === 'complaint' || await complainedSinceLift(deps.db, motorBlockId, current.address)) {
+    throw fail('suppression_not_liftable', 409, 'The recipient complained about mail from this Motor Block: the suppression is the recipient\'s decision and cannot be lifted', {
+      nextAction: 'Do not mail this address from this block', details: { reason: 'complaint' },
     });
   }
   const eventId = newId();

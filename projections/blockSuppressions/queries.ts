@@ -67,3 +67,21 @@ export async function blockSuppressionCounts(db: Knex): Promise<Map<string, numb
   const r = await db.raw(`select motor_block_id, suppressions from "${BLOCK_SUPPRESSIONS_SCHEMA}"."block_counts"`);
   return new Map((r.rows as Array<{ motor_block_id: string; suppressions: number }>).map((x) => [x.motor_block_id, x.suppressions]));
 }
+
+/**
+ * Whether a complaint about the address on the block was recorded since its latest lift: the row
+ * shows only the latest fact, and a hard bounce after a complaint must not make that complaint
+ * liftable with it.
+ */
+export async function complainedSinceLift(db: Knex, motorBlockId: string, address: string): Promise<boolean> {
+  const schema = `"${BLOCK_SUPPRESSIONS_SCHEMA}"`;
+  const r = await db.raw(
+    `select exists (
+       select 1 from ${schema}."facts" f
+       where f.motor_block_id = ? and f.address = ? and f.reason = 'complaint'
+         and f.at > coalesce((select max(l.at) from ${schema}."lifts" l where l.motor_block_id = f.motor_block_id and l.address = f.address), '-infinity')
+     ) as complained`,
+    [motorBlockId, blockSuppressionAddress(address)],
+  );
+  return r.rows[0].complained === true;
+}

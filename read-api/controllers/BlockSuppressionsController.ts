@@ -61,13 +61,15 @@ export class BlockSuppressionsController extends Controller {
 
   /**
    * Lifts the address (any case) from the block's suppression list: the next message to it is
-   * attempted again. A hard bounce or complaint recorded after the lift suppresses it again.
+   * attempted again. A hard bounce or complaint recorded after the lift suppresses it again. Only
+   * hard bounces are lifted: an address the recipient complained about stays (409).
    * Answers the record lifted, the address as the caller wrote it in lower case. Once answered,
    * the list no longer shows the address.
    */
   @Delete('{id}/suppressions/{address}')
   @Security('publicBearer', ['config.manage'])
   @Response<ErrorResponse>(404, 'suppression_not_found: the address is not on the block\'s suppression list')
+  @Response<ErrorResponse>(409, 'suppression_not_liftable: the recipient complained; only hard bounces are lifted')
   public async lift(@Request() req: ExpressRequest, @Path() id: string, @Path() address: string): Promise<BlockSuppressionLiftedResponse> {
     const ctx = ctxOf(req);
     const p = principalOf<PrincipalOf<'publicBearer'>>(req);

@@ -7,6 +7,8 @@ import { BLOCK_SUPPRESSIONS_SCHEMA, blockSuppressionsProjection } from '../../pr
 import { blockSuppressionsAmong, getBlockSuppression, listBlockSuppressions } from '../../projections/blockSuppressions/queries';
 import { migrateProjection } from '../../projections/runner';
 import { BlockSuppressionCache } from '../../workers/delivery/suppressions';
+import { liftBlockSuppression, type BlockSuppressionDeps } from '../../commands/blocks/suppressions';
+import { isDomainError } from '../../domain/errors';
 import { createTestDatabase } from '../support/db';
 import { acceptedEvent, dumpTables, iso, recipientEvent } from './fixtures';
 
@@ -128,5 +130,21 @@ describe('blocksuppressions projection (int)', function () {
     // A lift on a block that has suppressions is read live.
     await lifted(BLOCK_A, 'unknown@x.test', 9000);
     expect((await cache.among(BLOCK_A, ['unknown@x.test'])).size).to.equal(0);
+  });
+  it('an address the recipient complained about is not lifted (409 suppression_not_liftable, nothing appended), also when a hard bounce came after the complaint', async () => {
+    const appended: string[] = [];
+    const deps = { db, store: { append: async (stream: string) => { appended.push(stream); } }, clock: { now: () => new Date() } } as unknown as BlockSuppressionDeps;
+    const refusal = (address: string) => liftBlockSuppression(deps, BLOCK_B, 'token:test', address).then(() => null, (e: unknown) => e);
+    const m1 = await send(BLOCK_B, ['spam@z.test', 'later@z.test'], 10_000);
+    await happen(recipientEvent('ComplaintReceived', m1, 'spam@z.test', 11_000));
+    await happen(recipientEvent('ComplaintReceived', m1, 'later@z.test', 11_000));
+    const m2 = await send(BLOCK_B, ['later@z.test'], 12_000);
+    await bounced(m2, 'later@z.test', 13_000, '550', '5.1.1');
+    expect((await getBlockSuppression(db, BLOCK_B, 'later@z.test'))?.reason, 'the row shows the latest fact').to.equal('hard_bounce');
+    for (const address of ['SPAM@z.test', 'later@z.test']) {
+      const err = await refusal(address);
+      expect(isDomainError(err) && [err.status, err.code, err.details?.reason], address).to.deep.equal([409, 'suppression_not_liftable', 'complaint']);
+    }
+    expect(appended).to.deep.equal([]);
   });
 });
