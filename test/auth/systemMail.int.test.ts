@@ -63,12 +63,15 @@ describe('system mail: a 502 answered over HTTP is in the operator\'s log (int)'
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email }),
   });
 
-  before(async () => { motor = await startTestMotor({ env: { SYSTEM_MAIL_FROM: from }, logLines: lines }); });
+  // The anonymous request limit is per client address and kept in Redis, which the whole suite
+  // shares: lifted, so that other suites' sign-ups within the minute do not make this one a 429.
+  before(async () => { motor = await startTestMotor({ env: { SYSTEM_MAIL_FROM: from, ANONYMOUS_REQUEST_LIMIT: '100000' }, logLines: lines }); });
   after(async () => { await motor?.close(); });
 
   it('register with the system block stopped: 502 email_send_failed, and a warning naming the cause', async () => {
-    // The first sign-up makes the system block; the operator then stops it.
-    expect((await register(`first-${randomBytes(4).toString('hex')}@rcpt.test`)).status).to.equal(200);
+    // The first sign-up makes the system block; the operator then stops it. On first use the block
+    // may not be in the directory yet (a temporary 502, docs/AUTH.md "System mail"): signed up again.
+    await eventually(async () => (await register(`first-${randomBytes(4).toString('hex')}@rcpt.test`)).status === 200, 20_000, 200);
     const systemBlockId = systemIds(from).motorBlockId;
     await setBlockActive(motor.rt.store, systemBlockId, false, new Date());
     await eventually(async () => (await getBlock(motor.rt.db, systemBlockId))?.status === 'inactive');
