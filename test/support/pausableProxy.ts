@@ -21,6 +21,7 @@ export interface PausableProxy {
    * The network between the two sides goes, as abandon() but for closes too: on the connections
    * open now nothing passes either way again, and a side that closes its end is not heard by the
    * other, which keeps its end open (a host cut off: its server learns nothing until close()).
+   * Connections made later reach the proxy and go no further: the client's connect times out.
    */
   cutOff(): void;
   close(): Promise<void>;
@@ -50,7 +51,15 @@ export async function startPausableProxy(target: { host: string; port: number },
     from.on('close', () => { links.delete(link); if (!link.cut) to.destroy(); });
     from.on('error', () => { if (!link.cut) to.destroy(); });
   };
+  /** cutOff(): new connections are taken and held, never forwarded (the host's network is gone, not only its open connections). */
+  let cut = false;
   const server = createServer((client) => {
+    if (cut) {
+      sockets.add(client);
+      client.on('close', () => sockets.delete(client));
+      client.on('error', () => undefined);
+      return;
+    }
     const upstream = connect(target.port, target.host);
     sockets.add(client);
     sockets.add(upstream);
@@ -70,6 +79,7 @@ export async function startPausableProxy(target: { host: string; port: number },
       }
     },
     cutOff: () => {
+      cut = true;
       for (const link of links) {
         link.lost = true;
         link.cut = true;

@@ -171,7 +171,7 @@ describe('log follower lease: one process at a time, with takeover (int)', funct
     const proxy = await startPausableProxy({ host: u.hostname, port: Number(u.port || 5432) });
     try {
       u.host = `127.0.0.1:${proxy.port}`;
-      const cutOff = startFollower(name, createDb(u.toString(), { queryTimeoutMs: 2_000 }));
+      const cutOff = startFollower(name, createDb(u.toString(), { queryTimeoutMs: 2_000, logger: createLogger('silent') }));
       await eventually(async () => (await cutOff.leader()) === 1, 5_000);
       const other = startFollower(name);
       await pause(RETRY_MS * 3);
