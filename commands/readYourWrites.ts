@@ -1,11 +1,12 @@
 import type { Knex } from 'knex';
-import { WrongExpectedRevisionError, type EventStore, type ExpectedRevision } from '../domain/eventStore';
+import { WrongExpectedRevisionError, type EventStore, type ExpectedRevision, type GlobalPosition } from '../domain/eventStore';
 import { fail } from '../domain/errors';
 import { toEventData, type DomainEvent } from '../domain/events';
 import { newId } from '../domain/ids';
 import type { Logger } from '../infra/logger';
 import type { Metrics } from '../infra/metrics';
 import { DIRECTORY_SCHEMA } from '../projections/directory/queries';
+import { readCheckpoint } from '../projections/runner';
 
 /**
  * Read-your-writes for the management routes. A command appends to one stream and learns the
@@ -46,6 +47,28 @@ export async function pollUntil(caughtUp: () => Promise<boolean>, timeoutMs: num
     if (Date.now() + delay > deadline) return false;
     await new Promise((r) => setTimeout(r, delay));
   }
+}
+
+/** Where `awaitProjectionAtHead` left off: whether it got there, the head it waited for, the checkpoint it last read. */
+export interface AtHead { caughtUp: boolean; head: GlobalPosition | null; checkpoint: GlobalPosition | null; waitedMs: number }
+
+/**
+ * Waits until projection `name`'s checkpoint is at or past the log's head as of the call: every
+ * event committed before it is then in the read model, so a decision that the read model has no
+ * row of something (no message of a block, no success of an endpoint) is not a stale read.
+ * `caughtUp` false when it did not get there within `timeoutMs` (its projector is stopped or far
+ * behind); the caller decides what that means, and reports it.
+ */
+export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex }, name: string, timeoutMs: number): Promise<AtHead> {
+  const started = Date.now();
+  const head = await deps.store.headPosition();
+  if (head === null) return { caughtUp: true, head, checkpoint: null, waitedMs: 0 };
+  let checkpoint: GlobalPosition | null = null;
+  const caughtUp = await pollUntil(async () => {
+    checkpoint = await readCheckpoint(deps.db, name);
+    return checkpoint !== null && deps.store.comparePositions(checkpoint, head) >= 0;
+  }, timeoutMs);
+  return { caughtUp, head, checkpoint, waitedMs: Date.now() - started };
 }
 
 /**

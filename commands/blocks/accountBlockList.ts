@@ -10,6 +10,7 @@ import { listLiveBlocksOfAccount } from '../../projections/directory/queries';
 import { conflictAfterRetries, decideOnStream, eventsOf, type DecideOptions } from '../decideOnStream';
 import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
 import { loadBlock } from './grants';
+import { withTurn } from '../../infra/advisoryLock';
 
 /**
  * The account's blocks as the plan limit and name uniqueness see them (docs/BLOCKS.md "Plan
@@ -42,16 +43,21 @@ const stateOf = (recorded: readonly RecordedEvent[]): AccountBlocks => {
 /**
  * Plan limit and name uniqueness span the account's blocks, which no single stream holds: creates,
  * renames, sandbox conversions and the naming of the sandbox block at provisioning
- * (commands/sandbox/sandbox.ts) of one account decide one at a time under a PostgreSQL advisory
- * lock, each on the streams as the previous one left them (readAccountBlocks). The lock holder
- * runs its directory reads on the lock's own connection (no second pool slot).
+ * (commands/sandbox/sandbox.ts) of one account take turns under a PostgreSQL advisory lock
+ * (withTurn), each deciding on the streams as the previous one left them (readAccountBlocks). The
+ * holder runs its directory reads on the lock's own connection (no second pool slot).
  */
 export function withBlockNamesLock<T>(db: Knex, accountId: string, fn: (db: Knex) => Promise<T>): Promise<T> {
-  return db.transaction(async (trx) => {
-    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`motor:block-names:${accountId}`]);
-    return fn(trx);
-  });
+  return withTurn(db, `motor:block-names:${accountId}`, { waitMs: NAMES_TURN_WAIT_MS, busy: namesBusy, hash: 'hashtext' }, fn);
 }
+
+/** Longest wait for the account's turn (withTurn: the wait holds no pooled connection). */
+const NAMES_TURN_WAIT_MS = 30_000;
+
+/** 409 account_conflict: the account's other block creates and renames kept the turn for all of NAMES_TURN_WAIT_MS; nothing was decided. */
+const namesBusy = () => fail('account_conflict', 409, 'Other changes to this account\'s Motor Blocks kept it busy while this request waited; nothing was changed', {
+  nextAction: 'Retry the request',
+});
 
 /**
  * 503: the directory did not reach the account's listing marker in time, so the blocks of an

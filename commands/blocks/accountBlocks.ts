@@ -11,9 +11,10 @@ import {
 } from '../../domain/motorBlock/motorBlock';
 import { dashboardLink, planOf, type Config } from '../../infra/config';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
+import { messagesProjection } from '../../projections/messages/projection';
 import { getBlockDeletion, getDomain, type BlockDeletionRecord } from '../../projections/directory/queries';
 import { newSmtpUsername } from '../admin/bootstrap';
-import { awaitDirectoryRow, type ReadYourWritesDeps } from '../readYourWrites';
+import { awaitDirectoryRow, awaitProjectionAtHead, type ReadYourWritesDeps } from '../readYourWrites';
 import { readAccountBlocks, recordBlockAdded, withBlockNamesLock } from './accountBlockList';
 import { readDomainFacts } from './domainFacts';
 import { assertGrantCovers, blocksCoveredBy, decideOnBlock, loadBlock } from './grants';
@@ -30,6 +31,8 @@ export interface BlockDeps extends ReadYourWritesDeps {
   clock: Clock;
   /** `inbound.bounceDomain`: no new block is put on a domain at or under BOUNCE_DOMAIN (docs/BLOCKS.md). */
   config: Pick<Config, 'plans' | 'defaultPlan' | 'accountFallback' | 'authPublicUrl' | 'inbound'>;
+  /** How long a DELETE without history waits for the messages read model (default HISTORY_WAIT_MS, 10 s). */
+  historyWaitMs?: number;
 }
 export interface Caller { accountId: string; actor: string }
 
@@ -244,10 +247,31 @@ export async function reactivateBlock(deps: BlockDeps, caller: Caller, id: strin
   return dto(deps, r.after!);
 }
 
-/** Any message ever accepted on the block (the messages read model: every MessageAccepted has a row until the block's history is deleted). */
-async function historyPresent(db: Knex, motorBlockId: string): Promise<boolean> {
-  const row = await db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: motorBlockId }).first('id');
-  return row !== undefined;
+/** How long a DELETE without history waits for the messages read model to reach the log's head. */
+const HISTORY_WAIT_MS = 10_000;
+const RETRY_AFTER_SECONDS = 5;
+
+/** 503 history_unknown: the messages read model did not reach the log's head in time; nothing was decided. */
+const historyUnknown = () => fail('history_unknown', 503,
+  'The message log is behind the event log, so whether this block has sent mail cannot be told yet; nothing was changed', {
+    nextAction: `Retry in ${RETRY_AFTER_SECONDS} seconds, or repeat with "deleteHistory": true`, details: { retryAfterSeconds: RETRY_AFTER_SECONDS },
+  });
+
+/**
+ * Any message ever accepted on the block (the messages read model: every MessageAccepted has a row
+ * until the block's history is deleted). A row settles it; without one, the answer is only taken
+ * once the read model has every event committed before the question (awaitProjectionAtHead), so a
+ * message accepted a moment before the DELETE, not projected yet, still counts.
+ */
+async function historyPresent(deps: BlockDeps, motorBlockId: string): Promise<boolean> {
+  const anyRow = async () => (await deps.db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: motorBlockId }).first('id')) !== undefined;
+  if (await anyRow()) return true;
+  const wait = await awaitProjectionAtHead(deps, messagesProjection.name, deps.historyWaitMs ?? HISTORY_WAIT_MS);
+  if (!wait.caughtUp) {
+    deps.logger.warn({ motorBlockId, head: wait.head, checkpoint: wait.checkpoint, waitedMs: wait.waitedMs }, 'messages projection behind the log: block deletion without history refused (503 history_unknown)');
+    throw historyUnknown();
+  }
+  return anyRow();
 }
 
 export async function deleteBlock(deps: BlockDeps, caller: Caller, id: string, body: { confirm?: unknown; deleteHistory?: unknown }): Promise<{ jobId: string; motorBlockId: string; status: string }> {
@@ -260,7 +284,7 @@ export async function deleteBlock(deps: BlockDeps, caller: Caller, id: string, b
   const r = await run(deps, caller, id, 'block.delete', async (state) => ({
     type: 'DeleteMotorBlock', data: { confirm: confirmed(body.confirm), deleteHistory, jobId, now: deps.clock.now() },
     context: {
-      historyPresent: state !== null && (state.status === 'inactive' || state.status === 'deletion_queued') && !deleteHistory ? await historyPresent(deps.db, id) : false,
+      historyPresent: state !== null && (state.status === 'inactive' || state.status === 'deletion_queued') && !deleteHistory ? await historyPresent(deps, id) : false,
     },
   }));
   return { jobId: deletionJobOf(r.after)!, motorBlockId: id, status: 'queued' };

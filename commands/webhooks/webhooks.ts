@@ -11,6 +11,7 @@ import {
 import type { KeyStore } from '../../infra/keys/keyStore';
 import { WEBHOOKS_SCHEMA } from '../../projections/webhooks/projection';
 import { isPublicAddress } from '../../infra/outboundAddress';
+import { withTurn } from '../../infra/advisoryLock';
 import { appendAndAwaitRow, awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 import { requireSpanInsideRetention, windowStartOf } from '../../read-api/http/retention';
 import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard';
@@ -88,6 +89,14 @@ async function loadOwn(deps: WebhookDeps, caller: WebhookCaller, webhookId: stri
   return { state, revision: events[events.length - 1].revision };
 }
 
+/** Longest wait of a create for its block's turn (each turn lasts until its row is shown, 10 s at most). */
+const CREATE_TURN_WAIT_MS = 30_000;
+
+/** 409 webhook_conflict: the block's other creates kept the turn for all of CREATE_TURN_WAIT_MS; nothing was created. */
+const createBusy = () => fail('webhook_conflict', 409, 'Other webhook creates on this Motor Block kept it busy while this request waited; nothing was created', {
+  nextAction: 'Retry the request',
+});
+
 const appendAndAwait = (deps: { store: EventStore } & ReadYourWritesDeps, wait: string, webhookId: string, event: DomainEvent, expected: bigint | 'no_stream', actor: string) =>
   appendAndAwaitRow(deps, { streamId: stream(webhookId), schema: WEBHOOKS_SCHEMA, table: 'endpoints', id: webhookId, what: 'webhook', wait }, event, expected, actor);
 
@@ -110,12 +119,10 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   const secretKeyId = newId();
   const secret = await newSecret(deps.keys, secretKeyId);
   const now = deps.clock.now().toISOString();
-  // Creates of one block take turns: a transaction-scoped advisory lock, held until the new row is
-  // in the read model (awaited on the locked connection itself, so waiters cannot starve the pool
-  // of the connection the holder needs). Two creates racing for the last place cannot both count
-  // nine and both succeed.
-  const refused = await deps.db.transaction(async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.webhook-create:${caller.motorBlockId}`]);
+  // Creates of one block take turns (withTurn: waiters hold no pooled connection), each holding
+  // the turn until its new row is in the read model, awaited on the turn's own connection. Two
+  // creates racing for the last place cannot both count nine and both succeed.
+  const refused = await withTurn(deps.db, `motor.webhook-create:${caller.motorBlockId}`, { waitMs: CREATE_TURN_WAIT_MS, busy: createBusy }, async (trx) => {
     if (await full(trx)) return limitReached();
     const gone = await deletionRefusal(deps.store, caller.motorBlockId);
     if (gone) return gone;

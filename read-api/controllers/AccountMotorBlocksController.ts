@@ -190,6 +190,7 @@ export class AccountMotorBlocksController extends Controller {
   @Response<ErrorResponse>(400, 'confirmation_required, validation_error, motor_block_id_conflict')
   @Response<ErrorResponse>(404, 'motor_block_not_found')
   @Response<ErrorResponse>(409, 'motor_block_must_be_inactive, motor_block_history_present, motor_block_type_not_allowed')
+  @Response<ErrorResponse>(503, 'history_unknown (deleteHistory false while the messages read model is behind the log; Retry-After)')
   public async deleteAccountBlock(@Request() req: ExpressRequest, @Path() id: string, @Body() body?: DeleteBlockBody, @Query() motorBlockId?: string): Promise<BlockDeletionQueuedResponse> {
     checkIdConflict(id, motorBlockId);
     const { deps, caller } = callerOf(req);

@@ -53,6 +53,7 @@ const ERROR_TEXT: Record<string, string> = {
   motor_block_name_conflict: 'Motor Block name conflict',
   motor_block_must_be_inactive: 'Motor Block must be inactive',
   motor_block_history_present: 'Motor Block history present',
+  history_unknown: 'Service unavailable',
   motor_block_domain_required: 'Motor Block domain required',
   motor_block_delete_in_progress: 'Motor Block deletion in progress',
   domain_not_verified: 'Domain not verified',

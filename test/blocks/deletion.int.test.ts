@@ -15,7 +15,9 @@ import { directoryProjection } from '../../projections/directory/projection';
 import { messagesProjection } from '../../projections/messages/projection';
 import { analyticsProjection } from '../../projections/analytics/projection';
 import { ProjectionRunner, migrateProjection, type Projection } from '../../projections/runner';
-import { eventually, startTestMotor, type TestMotor } from '../support/motor';
+import { eventually, holdProjection, startTestMotor, type TestMotor } from '../support/motor';
+import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
+import { deleteBlock } from '../../commands/blocks/accountBlocks';
 import { senderDomainOf } from '../read-api/publicApi';
 import { addBlockKey, call, sendFrom, tokenFor } from './support';
 
@@ -292,6 +294,48 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     await eventually(async () => (await call(motor, 'GET', `/account/motor-block-deletions/${del.body.data.jobId}`, t)).body.data?.status === 'failed');
     const again = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
     expect([again.status, again.body.code]).to.deep.equal([409, 'motor_block_history_present']);
+  });
+
+  it('deleteHistory false just after a send the messages read model has not shown yet: the DELETE waits for it and is refused (409 motor_block_history_present)', async () => {
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    const release = await holdProjection(motor, MESSAGES_SCHEMA);
+    try {
+      const sent = await sendFrom(motor, senderDomainOf(a), a.apiKey);
+      expect(sent.status).to.equal(200);
+      await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+      const rows = await motor.rt.db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: a.motorBlockId }).count<{ n: string }[]>({ n: '*' });
+      expect(Number(rows[0].n), 'not projected while held').to.equal(0);
+      const pending = call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
+      setTimeout(() => { void release(); }, 300);
+      const del = await pending;
+      expect([del.status, del.body.code]).to.deep.equal([409, 'motor_block_history_present']);
+    } finally {
+      await release();
+    }
+  });
+
+  it('deleteHistory false while the messages read model stays behind the log: 503 history_unknown (retryAfterSeconds 5, the Retry-After of the HTTP answer), nothing appended', async () => {
+    const a = await motor.bootstrap();
+    const t = await motor.token(a, ['config.manage']);
+    await call(motor, 'POST', `/account/motor-blocks/${a.motorBlockId}/deactivate`, t, { confirm: true });
+    const release = await holdProjection(motor, MESSAGES_SCHEMA);
+    try {
+      // Something for the held projection to be behind on: a send of another block.
+      const other = await motor.bootstrap();
+      expect((await sendFrom(motor, senderDomainOf(other), other.apiKey)).status).to.equal(200);
+      const revision = (await motor.rt.store.readStream(streamName('motorBlock', a.motorBlockId))).length;
+      const deps = { store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, clock: motor.rt.clock, config: motor.rt.config, historyWaitMs: 300 };
+      const err = await deleteBlock(deps, { accountId: a.accountId, actor: 'test' }, a.motorBlockId, { confirm: true, deleteHistory: false })
+        .then(() => null, (e: unknown) => e as { code: string; status: number; details: { retryAfterSeconds: number } });
+      expect([err?.status, err?.code, err?.details.retryAfterSeconds]).to.deep.equal([503, 'history_unknown', 5]);
+      expect((await motor.rt.store.readStream(streamName('motorBlock', a.motorBlockId))).length, 'nothing appended').to.equal(revision);
+    } finally {
+      await release();
+    }
+    // Caught up, the same DELETE is decided: this block never sent mail.
+    const del = await call(motor, 'DELETE', `/account/motor-blocks/${a.motorBlockId}`, t, { confirm: true, deleteHistory: false });
+    expect(del.status).to.equal(202);
   });
 
   it('a token minted before the deletion request: export and webhook writes answer 409 motor_block_delete_in_progress and create nothing', async () => {

@@ -1,14 +1,13 @@
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Knex } from 'knex';
-import { WrongExpectedRevisionError, streamName, type EventData, type EventStore, type GlobalPosition } from '../../domain/eventStore';
+import { WrongExpectedRevisionError, streamName, type EventData, type EventStore } from '../../domain/eventStore';
 import { toEventData, type WebhookDeliveryAttempted } from '../../domain/events';
 import type { Clock } from '../../domain/ids';
 import {
   attemptEventIdOf, disableIfFailing, disabledEventIdOf, foldEndpoint, previousSecretAt, retryDelaySeconds, type EndpointState,
 } from '../../domain/webhooks/webhooks';
-import { readCheckpoint } from '../../projections/runner';
 import { WEBHOOKS_SCHEMA, webhooksProjection } from '../../projections/webhooks/projection';
-import { pollUntil } from '../../commands/readYourWrites';
+import { awaitProjectionAtHead } from '../../commands/readYourWrites';
 import { loadBlock } from '../../commands/blocks/grants';
 import type { KeyStore } from '../../infra/keys/keyStore';
 import type { Logger } from '../../infra/logger';
@@ -202,17 +201,9 @@ const PAUSE_WAIT_MS = 30_000;
  * the worse mistake, and its next failed delivery decides again.
  */
 async function readModelAtHead(deps: WebhookWorkerDeps, job: WebhookJob): Promise<boolean> {
-  const timeoutMs = deps.pauseWaitMs ?? PAUSE_WAIT_MS;
-  const head = await deps.store.headPosition();
-  if (head === null) return true;
-  const started = Date.now();
-  let at: GlobalPosition | null = null;
-  const caughtUp = await pollUntil(async () => {
-    at = await readCheckpoint(deps.db, webhooksProjection.name);
-    return at !== null && deps.store.comparePositions(at, head) >= 0;
-  }, timeoutMs);
+  const { caughtUp, head, checkpoint, waitedMs } = await awaitProjectionAtHead(deps, webhooksProjection.name, deps.pauseWaitMs ?? PAUSE_WAIT_MS);
   if (!caughtUp) {
-    deps.logger.warn({ webhookId: job.webhookId, deliveryId: job.deliveryId, head, checkpoint: at, waitedMs: Date.now() - started }, 'webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again');
+    deps.logger.warn({ webhookId: job.webhookId, deliveryId: job.deliveryId, head, checkpoint, waitedMs }, 'webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again');
   }
   return caughtUp;
 }
