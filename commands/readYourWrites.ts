@@ -57,9 +57,10 @@ export interface AtHead { caughtUp: boolean; head: GlobalPosition | null; checkp
  * event committed before it is then in the read model, so a decision that the read model has no
  * row of something (no message of a block, no success of an endpoint) is not a stale read.
  * `caughtUp` false when it did not get there within `timeoutMs` (its projector is stopped or far
- * behind); the caller decides what that means, and reports it.
+ * behind): counted on `motor_projection_head_wait_timeouts_total{projection, wait}` (`wait` one
+ * of a fixed set, as for awaitRows); the caller decides what it means and logs it.
  */
-export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex }, name: string, timeoutMs: number): Promise<AtHead> {
+export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex; metrics: Metrics }, name: string, wait: string, timeoutMs: number): Promise<AtHead> {
   const started = Date.now();
   const head = await deps.store.headPosition();
   if (head === null) return { caughtUp: true, head, checkpoint: null, waitedMs: 0 };
@@ -68,6 +69,7 @@ export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex 
     checkpoint = await readCheckpoint(deps.db, name);
     return checkpoint !== null && deps.store.comparePositions(checkpoint, head) >= 0;
   }, timeoutMs);
+  if (!caughtUp) deps.metrics.projectionHeadWaitTimeouts.inc({ projection: name, wait });
   return { caughtUp, head, checkpoint, waitedMs: Date.now() - started };
 }
 

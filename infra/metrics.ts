@@ -97,6 +97,10 @@ export function createMetrics() {
       name: 'motor_read_your_writes_timeouts_total', help: 'Writes answered before the read model they are read from showed them: read-your-writes waits that gave up, by projection and wait (commands/readYourWrites.ts)',
       labelNames: ['projection', 'wait'] as const, registers: [registry],
     }),
+    projectionHeadWaitTimeouts: new client.Counter({
+      name: 'motor_projection_head_wait_timeouts_total', help: 'Decisions that waited for a read model to reach the log\'s head and gave up, by projection and wait (webhook.pause: a failing endpoint not paused; block.delete_history: a DELETE without history answered 503 history_unknown)',
+      labelNames: ['projection', 'wait'] as const, registers: [registry],
+    }),
     trackingHits: new client.Counter({
       name: 'motor_tracking_hits_total', help: 'Campaign open-pixel and click requests by type (open, click) and outcome (recorded, not_recorded: the store failed or timed out, invalid_token, skipped: HEAD, prefetch or a gone block, limited: past TRACKING_HITS_PER_MINUTE for the message)',
       labelNames: ['type', 'outcome'] as const, registers: [registry],

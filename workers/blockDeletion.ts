@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { EventStore, GlobalPosition, RecordedEvent } from '../domain/eventStore';
 import { WrongExpectedRevisionError, streamName } from '../domain/eventStore';
-import { toEventData, type EmailOpened, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued, type ExportRequested } from '../domain/events';
+import { toEventData, type BlockSuppressionLifted, type EmailOpened, type MessageAccepted, type MotorBlockDeletionRequested, type WebhookDeliveryQueued, type ExportRequested } from '../domain/events';
 import { newId, type Clock } from '../domain/ids';
 import { decide, evolve, type MotorBlockCommand, type MotorBlockState } from '../domain/motorBlock/motorBlock';
 import { loadBlock } from '../commands/blocks/grants';
@@ -169,6 +169,8 @@ export async function findHistoryStreams(
       if (e.type === 'ExportRequested' && (e.data as ExportRequested).motorBlockId === motorBlockId) own.add(e.streamId);
       // And the opens and clicks of its campaign mail (tracking-<messageId>: recipient, user agent, address).
       if ((e.type === 'EmailOpened' || e.type === 'LinkClicked') && (e.data as EmailOpened).motorBlockId === motorBlockId) own.add(e.streamId);
+      // And the lifts from its suppression list (blockSuppression-<id>: the recipient's address).
+      if (e.type === 'BlockSuppressionLifted' && (e.data as BlockSuppressionLifted).motorBlockId === motorBlockId) own.add(e.streamId);
       if (messageStreams.has(e.streamId) || own.has(e.streamId)) {
         events++;
         present.add(e.streamId);

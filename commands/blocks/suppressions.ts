@@ -6,6 +6,7 @@ import { blockSuppressionIdOf } from '../../domain/motorBlock/suppressions';
 import { BLOCK_SUPPRESSIONS_SCHEMA } from '../../projections/blockSuppressions/projection';
 import { complainedSinceLift, getBlockSuppression, type BlockSuppressionRecord } from '../../projections/blockSuppressions/queries';
 import { awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
+import { assertBlockTakesWrites } from './deletionGuard';
 
 /**
  * Lifting an address from a Motor Block's suppression list (docs/DELIVERY.md "Suppressions"):
@@ -30,6 +31,9 @@ const NOT_AN_ADDRESS = /[\u0000-\u001f\u007f]/;
 const MAX_ADDRESS_LENGTH = 320;
 
 export async function liftBlockSuppression(deps: BlockSuppressionDeps, motorBlockId: string, actor: string, address: string): Promise<BlockSuppressionRecord> {
+  // A lift's stream names the recipient: history, which a block being deleted no longer takes
+  // (the deletion job removes these streams with the rest, workers/blockDeletion.ts).
+  await assertBlockTakesWrites(deps.store, motorBlockId);
   const suppressible = address.length <= MAX_ADDRESS_LENGTH && !NOT_AN_ADDRESS.test(address);
   const current = suppressible ? await getBlockSuppression(deps.db, motorBlockId, address) : null;
   if (!current) {

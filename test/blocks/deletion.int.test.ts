@@ -18,6 +18,7 @@ import { ProjectionRunner, migrateProjection, type Projection } from '../../proj
 import { eventually, holdProjection, startTestMotor, type TestMotor } from '../support/motor';
 import { MESSAGES_SCHEMA } from '../../projections/messages/queries';
 import { deleteBlock } from '../../commands/blocks/accountBlocks';
+import { blockSuppressionIdOf } from '../../domain/motorBlock/suppressions';
 import { senderDomainOf } from '../read-api/publicApi';
 import { addBlockKey, call, sendFrom, tokenFor } from './support';
 
@@ -62,9 +63,12 @@ describe('Motor Block deletion (int)', function () {
     let testDelivery: string;
     let extras: string;
     let hookId: string;
+    let manage2: string;
+    let liftStream: string;
 
     before(async () => {
       block2 = await create('To be deleted');
+      manage2 = await tokenFor(motor, a, block2, ['config.manage']);
       key2 = await addBlockKey(motor, a.accountId, block2);
       logs1 = await tokenFor(motor, a, a.motorBlockId, ['logs.read']);
       logs2 = await tokenFor(motor, a, block2, ['logs.read']);
@@ -86,6 +90,11 @@ describe('Motor Block deletion (int)', function () {
       const test = await call(motor, 'POST', `/motor-blocks/${block2}/webhooks/${hookId}/test`, extras, {});
       expect(test.status).to.equal(202);
       testDelivery = test.body.data.deliveryId;
+      // A lift from its suppression list (as DELETE .../suppressions/{address} appends it): it names a recipient.
+      liftStream = streamName('blockSuppression', blockSuppressionIdOf(block2, 'gone@example.test'));
+      await motor.rt.store.append(liftStream, [toEventData(newId(), {
+        type: 'BlockSuppressionLifted', data: { motorBlockId: block2, address: 'gone@example.test', liftedAt: new Date().toISOString() },
+      }, { actor: 'test' })], { expectedRevision: 'any' });
       // Both blocks' messages are in the read models before the deletion.
       await eventually(async () => {
         const rs = await Promise.all([...sent2.map((id) => call(motor, 'GET', `/messages/${id}`, logs2)), call(motor, 'GET', `/motor-blocks/${block2}/logs`, logs2)]);
@@ -127,6 +136,7 @@ describe('Motor Block deletion (int)', function () {
       expect(await analyticsRows()).to.deep.equal([]);
       expect(await motor.rt.store.readStream(streamName('export', exportJob))).to.deep.equal([]);
       expect(await motor.rt.store.readStream(streamName('webhookDelivery', testDelivery))).to.deep.equal([]);
+      expect(await motor.rt.store.readStream(liftStream), 'the suppression list\'s lifts').to.deep.equal([]);
       await eventually(async () => (await motor.rt.db.withSchema('rm_exports').table('jobs').where({ motor_block_id: block2 })).length === 0);
       await eventually(async () => (await motor.rt.db.withSchema('rm_webhooks').table('deliveries').where({ motor_block_id: block2 })).length === 0);
       // The tombstone stays on the block's stream.
@@ -134,9 +144,11 @@ describe('Motor Block deletion (int)', function () {
       expect(blockStream.map((e) => e.type)).to.include('MotorBlockDeleted');
     });
 
-    it('a token minted before the deletion: export and webhook writes are 404 motor_block_not_found, and no stream of the block\'s history comes back', async () => {
+    it('a token minted before the deletion: export, webhook and suppression-lift writes are 404 motor_block_not_found, and no stream of the block\'s history comes back', async () => {
       const refused = await writesWith(motor, block2, hookId, extras);
       expect(refused).to.deep.equal(Array(refused.length).fill([404, 'motor_block_not_found']));
+      const lift = await call(motor, 'DELETE', `/motor-blocks/${block2}/suppressions/gone@example.test`, manage2);
+      expect([lift.status, lift.body.code]).to.deep.equal([404, 'motor_block_not_found']);
       expect((await findHistoryStreams(motor.rt.store, block2)).streams).to.deep.equal([]);
       expect(await webhooksCreatedFor(motor, block2)).to.equal(1);
     });
@@ -325,11 +337,14 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
       const other = await motor.bootstrap();
       expect((await sendFrom(motor, senderDomainOf(other), other.apiKey)).status).to.equal(200);
       const revision = (await motor.rt.store.readStream(streamName('motorBlock', a.motorBlockId))).length;
+      const gaveUp = async () => (await motor.rt.metrics.projectionHeadWaitTimeouts.get()).values.find((v) => v.labels.wait === 'block.delete_history' && v.labels.projection === 'messages')?.value ?? 0;
+      const gaveUpBefore = await gaveUp();
       const deps = { store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, clock: motor.rt.clock, config: motor.rt.config, historyWaitMs: 300 };
       const err = await deleteBlock(deps, { accountId: a.accountId, actor: 'test' }, a.motorBlockId, { confirm: true, deleteHistory: false })
         .then(() => null, (e: unknown) => e as { code: string; status: number; details: { retryAfterSeconds: number } });
       expect([err?.status, err?.code, err?.details.retryAfterSeconds]).to.deep.equal([503, 'history_unknown', 5]);
       expect((await motor.rt.store.readStream(streamName('motorBlock', a.motorBlockId))).length, 'nothing appended').to.equal(revision);
+      expect(await gaveUp() - gaveUpBefore, 'motor_projection_head_wait_timeouts_total{messages, block.delete_history}').to.equal(1);
     } finally {
       await release();
     }
@@ -338,7 +353,7 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     expect(del.status).to.equal(202);
   });
 
-  it('a token minted before the deletion request: export and webhook writes answer 409 motor_block_delete_in_progress and create nothing', async () => {
+  it('a token minted before the deletion request: export, webhook and suppression-lift writes answer 409 motor_block_delete_in_progress and create nothing', async () => {
     const a = await motor.bootstrap();
     const t = await motor.token(a, ['config.manage']);
     const extras = await motor.token(a, ['analytics.read', 'webhooks.manage', 'webhooks.read']);
@@ -349,6 +364,8 @@ describe('Motor Block deletion while queued (int, no worker)', function () {
     expect(del.status).to.equal(202);
     const refused = await writesWith(motor, a.motorBlockId, hook.body.data.id, extras);
     expect(refused).to.deep.equal(Array(refused.length).fill([409, 'motor_block_delete_in_progress']));
+    const lift = await call(motor, 'DELETE', `/motor-blocks/${a.motorBlockId}/suppressions/someone@example.test`, t);
+    expect([lift.status, lift.body.code]).to.deep.equal([409, 'motor_block_delete_in_progress']);
     expect((await findHistoryStreams(motor.rt.store, a.motorBlockId)).streams).to.deep.equal([]);
     expect(await webhooksCreatedFor(motor, a.motorBlockId)).to.equal(1);
     const listed = await call(motor, 'GET', `/motor-blocks/${a.motorBlockId}/webhooks`, extras);

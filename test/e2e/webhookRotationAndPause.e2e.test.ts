@@ -347,6 +347,8 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
         const successAt = Date.now() - DAY;
         const lines: string[] = [];
         const logger = createLogger('warn', {}, { write: (line: string) => { lines.push(line); } });
+        const gaveUp = async () => (await motor.rt.metrics.projectionHeadWaitTimeouts.get()).values.find((v) => v.labels.wait === 'webhook.pause' && v.labels.projection === 'webhooks')?.value ?? 0;
+        const gaveUpBefore = await gaveUp();
         const release = await holdProjection(motor, WEBHOOKS_SCHEMA);
         try {
           await recordSuccess(w.id, successAt);
@@ -359,6 +361,7 @@ describe('webhook secret rotation and failing endpoints (e2e)', function () {
         expect(await endpointEvents(w.id), 'not paused on the stale read').to.deep.equal(['WebhookCreated']);
         const warned = lines.map((l) => JSON.parse(l) as { webhookId?: string; msg: string }).filter((l) => l.webhookId === w.id);
         expect(warned.map((l) => l.msg)).to.deep.equal(['webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again']);
+        expect(await gaveUp() - gaveUpBefore, 'motor_projection_head_wait_timeouts_total{webhooks, webhook.pause}').to.equal(1);
 
         await lastSuccessShown(w.id, successAt);
         expect(await attemptDelivery(workerDeps(motor.rt.clock), await queueDelivery(w.id), 1)).to.equal('failed');

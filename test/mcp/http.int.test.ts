@@ -13,14 +13,14 @@ const REQUEST_LIMIT = 30;
 
 const TOOLS = {
   send: ['send_email'],
-  analytics: ['list_motor_blocks', 'get_block_overview', 'get_block_metrics', 'search_logs', 'get_message'],
+  analytics: ['list_motor_blocks', 'get_block_overview', 'get_block_metrics', 'search_logs', 'get_message', 'list_block_suppressions'],
   domainsRead: ['list_domains', 'get_domain'],
   domainsManage: ['add_domain', 'verify_domain', 'check_domain_dns', 'rotate_domain_dkim'],
   sandbox: ['get_sandbox_status', 'provision_sandbox', 'set_sandbox_allowlist', 'convert_sandbox'],
   webhooksRead: ['list_webhooks', 'list_webhook_deliveries', 'get_webhook_stats'],
   webhooksManage: ['create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'test_webhook'],
   recipients: ['list_free_recipients', 'add_free_recipient', 'remove_free_recipient'],
-  blocks: ['create_motor_block', 'rename_motor_block', 'deactivate_motor_block', 'reactivate_motor_block', 'delete_motor_block', 'get_motor_block_deletion'],
+  blocks: ['create_motor_block', 'rename_motor_block', 'deactivate_motor_block', 'reactivate_motor_block', 'delete_motor_block', 'get_motor_block_deletion', 'lift_block_suppression'],
 };
 const EXPECTED_TOOLS: Record<string, string[]> = {
   '/v1/service/mcp': Object.values(TOOLS).flat(),

@@ -9,6 +9,8 @@ import { startAuthHarness, type AuthHarness } from '../auth/harness';
 import { grantAgentAccess } from '../support/agentGrant';
 import { eventually, getJson, type TestMotor } from '../support/motor';
 import { MCP_ENV, call, connectAgent, ok } from './support';
+import { acceptedEvent, recipientEvent } from '../projections/fixtures';
+import { blockSuppressionIdOf } from '../../domain/motorBlock/suppressions';
 
 const FULL = '/v1/service/mcp';
 
@@ -142,6 +144,50 @@ describe('MCP agent tools (int)', function () {
       const r = await call(agent, 'get_message', { messageId: theirId });
       expect([r.isError, r.json.error]).to.deep.equal([true, 'message_not_found']);
       expect((await call(agent, 'list_motor_blocks')).json.motorBlocks.map((b: { id: string }) => b.id)).to.not.include(theirs);
+    });
+  });
+
+  describe('the block suppression list', () => {
+    it('list_block_suppressions shows the block\'s suppressed addresses masked; lift_block_suppression lifts a hard bounce (the event names the agent), never a complaint', async () => {
+      const bounced = 'bounced.person@rcpt.test';
+      const complained = 'angry.person@rcpt.test';
+      const messageId = randomUUID();
+      // The events the delivery worker and the feedback loop would append (this harness has no MX).
+      await motor.rt.store.append(streamName('message', messageId), [
+        acceptedEvent(messageId, owner.motorBlockId, [bounced, complained], 0),
+        recipientEvent('DeliveryBounced', messageId, bounced, 1000),
+        recipientEvent('ComplaintReceived', messageId, complained, 2000),
+      ], { expectedRevision: 'no_stream' });
+      const page = await eventually(async () => {
+        const p = await ok(agent, 'list_block_suppressions', { motorBlockId: owner.motorBlockId });
+        return p.items.length === 2 ? p : null;
+      });
+      expect(page.pii_masked).to.equal(true);
+      expect(page.items.map((i: { address: string; reason: string }) => [i.address, i.reason])).to.deep.equal([['a***@r***.test', 'complaint'], ['b***@r***.test', 'hard_bounce']]);
+      expect(JSON.stringify(page)).to.not.include('person@');
+      const limited = await ok(agent, 'list_block_suppressions', { motorBlockId: owner.motorBlockId, limit: 1 });
+      expect([limited.items.length, typeof limited.nextCursor]).to.deep.equal([1, 'string']);
+
+      const refused = await call(agent, 'lift_block_suppression', { motorBlockId: owner.motorBlockId, address: complained });
+      expect([refused.isError, refused.json.error, refused.json.status]).to.deep.equal([true, 'suppression_not_liftable', 409]);
+      const lifted = await ok(agent, 'lift_block_suppression', { motorBlockId: owner.motorBlockId, address: bounced.toUpperCase() });
+      expect(lifted).to.include({ address: bounced, reason: 'hard_bounce', messageId, lifted: true });
+      const after = await ok(agent, 'list_block_suppressions', { motorBlockId: owner.motorBlockId });
+      expect(after.items.map((i: { reason: string }) => i.reason), 'read-your-writes: gone at once').to.deep.equal(['complaint']);
+      const lifts = await motor.rt.store.readStream(streamName('blockSuppression', blockSuppressionIdOf(owner.motorBlockId, bounced)));
+      expect(lifts.map((e) => [e.type, (e.metadata as { actor?: string }).actor])).to.deep.equal([['BlockSuppressionLifted', `agent:${grantId}`]]);
+      const again = await call(agent, 'lift_block_suppression', { motorBlockId: owner.motorBlockId, address: bounced });
+      expect([again.isError, again.json.error, again.json.status]).to.deep.equal([true, 'suppression_not_found', 404]);
+    });
+
+    it('another account\'s block: both tools answer motor_block_not_found', async () => {
+      for (const [name, args] of [
+        ['list_block_suppressions', { motorBlockId: other.motorBlockId }],
+        ['lift_block_suppression', { motorBlockId: other.motorBlockId, address: 'x@rcpt.test' }],
+      ] as const) {
+        const r = await call(agent, name, args);
+        expect([r.isError, r.json.error, r.json.status], name).to.deep.equal([true, 'motor_block_not_found', 404]);
+      }
     });
   });
 

@@ -133,7 +133,13 @@ describe('blocksuppressions projection (int)', function () {
   });
   it('an address the recipient complained about is not lifted (409 suppression_not_liftable, nothing appended), also when a hard bounce came after the complaint', async () => {
     const appended: string[] = [];
-    const deps = { db, store: { append: async (stream: string) => { appended.push(stream); } }, clock: { now: () => new Date() } } as unknown as BlockSuppressionDeps;
+    // The block's own stream (the lift's deletion guard reads it): a live block.
+    const blockStream = [recorded({ id: randomUUID(), type: 'MotorBlockCreated', data: {
+      motorBlockId: BLOCK_B, accountId: randomUUID(), name: 'B', type: 'transactional', domainId: randomUUID(), smtpUsername: 'mb_b',
+      authMethod: 'smtp_password', grantId: randomUUID(), idempotencyKey: 'k', inputFingerprint: 'f', createdAt: iso(0),
+    } })];
+    const store = { readStream: async () => blockStream, append: async (stream: string) => { appended.push(stream); } };
+    const deps = { db, store, clock: { now: () => new Date() } } as unknown as BlockSuppressionDeps;
     const refusal = (address: string) => liftBlockSuppression(deps, BLOCK_B, 'token:test', address).then(() => null, (e: unknown) => e);
     const m1 = await send(BLOCK_B, ['spam@z.test', 'later@z.test'], 10_000);
     await happen(recipientEvent('ComplaintReceived', m1, 'spam@z.test', 11_000));

@@ -201,7 +201,7 @@ const PAUSE_WAIT_MS = 30_000;
  * the worse mistake, and its next failed delivery decides again.
  */
 async function readModelAtHead(deps: WebhookWorkerDeps, job: WebhookJob): Promise<boolean> {
-  const { caughtUp, head, checkpoint, waitedMs } = await awaitProjectionAtHead(deps, webhooksProjection.name, deps.pauseWaitMs ?? PAUSE_WAIT_MS);
+  const { caughtUp, head, checkpoint, waitedMs } = await awaitProjectionAtHead(deps, webhooksProjection.name, 'webhook.pause', deps.pauseWaitMs ?? PAUSE_WAIT_MS);
   if (!caughtUp) {
     deps.logger.warn({ webhookId: job.webhookId, deliveryId: job.deliveryId, head, checkpoint, waitedMs }, 'webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again');
   }

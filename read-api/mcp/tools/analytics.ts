@@ -3,6 +3,8 @@ import { listBlocks } from '../../../commands/blocks/accountBlocks';
 import { fail } from '../../../domain/errors';
 import { blockSeries, blockTotals, hourRange, reputation, withRates, type HourRange } from '../../../projections/analytics';
 import { searchLogs } from '../../../projections/messages';
+import { maskEmail } from '../../../projections/messages/pii';
+import { listBlockSuppressions } from '../../../projections/blockSuppressions/queries';
 import { retentionDaysOfAccount } from '../../http/plan';
 import { requireInsideRetention, retentionRange } from '../../http/retention';
 import { readMessage, readRecipients } from '../../messages/messageReads';
@@ -117,4 +119,22 @@ export const getMessage = defineTool({
   },
 });
 
-export const ANALYTICS_TOOLS = [listMotorBlocks, getBlockOverview, getBlockMetrics, searchLogsTool, getMessage];
+export const listBlockSuppressionsTool = defineTool({
+  name: 'list_block_suppressions',
+  scope: 'read:analytics',
+  readOnly: true,
+  description: 'The addresses a Motor Block no longer delivers to after a hard bounce or a complaint, most recently suppressed first, paginated with nextCursor. '
+    + 'Addresses are always masked. Sends to them are still accepted and end failed, until a hard bounce is lifted (lift_block_suppression); a complaint is never lifted.',
+  input: {
+    motorBlockId: blockId,
+    limit: z.number().int().optional().describe('1 to 1000, default 100'),
+    cursor: z.string().optional().describe('nextCursor of the previous page'),
+  },
+  async run(env, { motorBlockId, limit, cursor }) {
+    await ownBlock(env, motorBlockId);
+    const page = await listBlockSuppressions(env.ctx.db, motorBlockId, { limit, cursor });
+    return { items: page.items.map((r) => ({ ...r, address: maskEmail(r.address) })), nextCursor: page.nextCursor, limit: limit ?? 100, pii_masked: true };
+  },
+});
+
+export const ANALYTICS_TOOLS = [listMotorBlocks, getBlockOverview, getBlockMetrics, searchLogsTool, getMessage, listBlockSuppressionsTool];

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import {
   createBlock, deactivateBlock, deleteBlock, deletionStatus, reactivateBlock, renameBlock, type BlockDeps, type Caller,
 } from '../../../commands/blocks/accountBlocks';
-import { defineTool, type ToolEnv } from '../tool';
+import { liftBlockSuppression } from '../../../commands/blocks/suppressions';
+import { defineTool, ownBlock, type ToolEnv } from '../tool';
 
 /**
  * manage:motor-blocks: the block lifecycle (commands/blocks/accountBlocks.ts, as
@@ -79,7 +80,8 @@ export const deleteMotorBlockTool = defineTool({
   readOnly: false,
   destructive: true,
   description: 'Queue the deletion of an INACTIVE Motor Block; returns a jobId (get_motor_block_deletion). Needs confirm: true and deleteHistory: '
-    + 'true also deletes its logs and events; false is refused with motor_block_history_present when it ever sent.',
+    + 'true also deletes its logs and events; false is refused with motor_block_history_present when it ever sent '
+    + '(history_unknown, 503: that cannot be told yet, retry shortly).',
   input: { motorBlockId, confirm: z.boolean().optional().describe('Must be true'), deleteHistory: z.boolean() },
   async run(env, { motorBlockId, ...body }) {
     const { deps, caller } = callerOf(env);
@@ -99,6 +101,20 @@ export const motorBlockDeletionTool = defineTool({
   },
 });
 
+export const liftBlockSuppressionTool = defineTool({
+  name: 'lift_block_suppression',
+  scope: 'manage:motor-blocks',
+  readOnly: false,
+  description: 'Lift an address (any case) from a Motor Block\'s suppression list (list_block_suppressions): the next message to it is attempted again. '
+    + 'Only hard bounces are lifted; an address the recipient complained about is refused with suppression_not_liftable.',
+  input: { motorBlockId, address: z.string().describe('The recipient address, written out (the list shows it masked)') },
+  async run(env, { motorBlockId, address }) {
+    await ownBlock(env, motorBlockId);
+    const lifted = await liftBlockSuppression(env.ctx, motorBlockId, env.agent.actor, address);
+    return { ...lifted, lifted: true };
+  },
+});
+
 export const BLOCK_TOOLS = [
-  createMotorBlockTool, renameMotorBlockTool, deactivateMotorBlockTool, reactivateMotorBlockTool, deleteMotorBlockTool, motorBlockDeletionTool,
+  createMotorBlockTool, renameMotorBlockTool, deactivateMotorBlockTool, reactivateMotorBlockTool, deleteMotorBlockTool, motorBlockDeletionTool, liftBlockSuppressionTool,
 ];
