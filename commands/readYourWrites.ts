@@ -52,24 +52,38 @@ export async function pollUntil(caughtUp: () => Promise<boolean>, timeoutMs: num
 /** Where `awaitProjectionAtHead` left off: whether it got there, the head it waited for, the checkpoint it last read. */
 export interface AtHead { caughtUp: boolean; head: GlobalPosition | null; checkpoint: GlobalPosition | null; waitedMs: number }
 
+/** What `awaitProjectionAtHead` waits for. */
+export interface HeadWait {
+  /** The projection whose read model the decision reads. */
+  projection: string;
+  /** The event types the decision depends on (those of them the projection handles). */
+  types: readonly string[];
+  /** The decision, for the counter: one of a fixed set (`webhook.pause`, `block.delete_history`). */
+  wait: string;
+  timeoutMs: number;
+}
+
 /**
- * Waits until projection `name`'s checkpoint is at or past the log's head as of the call: every
- * event committed before it is then in the read model, so a decision that the read model has no
- * row of something (no message of a block, no success of an endpoint) is not a stale read.
+ * Waits until the projection's checkpoint is at or past the last event of `types` in the log as
+ * of the call (EventStore.headPosition with `types`): every such event committed before it is
+ * then in the read model, so a decision that the read model has no row of something (no message
+ * of a block, no success of an endpoint) is not a stale read. The last event of those types, not
+ * the log's head: a projection following a type filter on KurrentDB is told of positions past its
+ * own events only now and then, and events it does not read change nothing here.
  * `caughtUp` false when it did not get there within `timeoutMs` (its projector is stopped or far
- * behind): counted on `motor_projection_head_wait_timeouts_total{projection, wait}` (`wait` one
- * of a fixed set, as for awaitRows); the caller decides what it means and logs it.
+ * behind): counted on `motor_projection_head_wait_timeouts_total{projection, wait}`; the caller
+ * decides what it means and logs it.
  */
-export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex; metrics: Metrics }, name: string, wait: string, timeoutMs: number): Promise<AtHead> {
+export async function awaitProjectionAtHead(deps: { store: EventStore; db: Knex; metrics: Metrics }, w: HeadWait): Promise<AtHead> {
   const started = Date.now();
-  const head = await deps.store.headPosition();
+  const head = await deps.store.headPosition({ types: w.types });
   if (head === null) return { caughtUp: true, head, checkpoint: null, waitedMs: 0 };
   let checkpoint: GlobalPosition | null = null;
   const caughtUp = await pollUntil(async () => {
-    checkpoint = await readCheckpoint(deps.db, name);
+    checkpoint = await readCheckpoint(deps.db, w.projection);
     return checkpoint !== null && deps.store.comparePositions(checkpoint, head) >= 0;
-  }, timeoutMs);
-  if (!caughtUp) deps.metrics.projectionHeadWaitTimeouts.inc({ projection: name, wait });
+  }, w.timeoutMs);
+  if (!caughtUp) deps.metrics.projectionHeadWaitTimeouts.inc({ projection: w.projection, wait: w.wait });
   return { caughtUp, head, checkpoint, waitedMs: Date.now() - started };
 }
 

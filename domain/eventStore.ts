@@ -136,8 +136,11 @@ export interface EventStore {
    * this store has handed out is at or before it, so a client's position after it is not one of
    * this log's (another deployment's, or of the log before a rebuild). It may include entries a
    * reader does not see yet (committed in a transaction still held back): an upper bound.
+   * With `types`: the position of the last entry of one of those types (null when there is none),
+   * what a reader that follows only them must reach to have them all; a projection following a
+   * type filter on KurrentDB may never be told of positions past its last event of those types.
    */
-  headPosition(): Promise<GlobalPosition | null>;
+  headPosition(options?: { types?: readonly string[] }): Promise<GlobalPosition | null>;
   /** True when `value` has the shape of one of this store's positions (e.g. an id a client sent back). */
   isPosition(value: string): boolean;
   /** Log order of two positions of this store: negative when `a` comes first, 0 when equal. */

@@ -266,7 +266,9 @@ const historyUnknown = () => fail('history_unknown', 503,
 async function historyPresent(deps: BlockDeps, motorBlockId: string): Promise<boolean> {
   const anyRow = async () => (await deps.db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: motorBlockId }).first('id')) !== undefined;
   if (await anyRow()) return true;
-  const wait = await awaitProjectionAtHead(deps, messagesProjection.name, 'block.delete_history', deps.historyWaitMs ?? HISTORY_WAIT_MS);
+  const wait = await awaitProjectionAtHead(deps, {
+    projection: messagesProjection.name, types: ['MessageAccepted'], wait: 'block.delete_history', timeoutMs: deps.historyWaitMs ?? HISTORY_WAIT_MS,
+  });
   if (!wait.caughtUp) {
     deps.logger.warn({ motorBlockId, head: wait.head, checkpoint: wait.checkpoint, waitedMs: wait.waitedMs }, 'messages projection behind the log: block deletion without history refused (503 history_unknown)');
     throw historyUnknown();

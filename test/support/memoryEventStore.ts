@@ -54,8 +54,9 @@ export class MemoryEventStore implements EventStore {
     return { nextExpectedRevision: last.revision, position: last.position };
   }
 
-  async headPosition(): Promise<string | null> {
-    return this.log.at(-1)?.position ?? null;
+  async headPosition(options: { types?: readonly string[] } = {}): Promise<string | null> {
+    const log = options.types ? this.log.filter((e) => options.types!.includes(e.type)) : this.log;
+    return log.at(-1)?.position ?? null;
   }
 
   isPosition(value: string): boolean {

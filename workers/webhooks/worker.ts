@@ -194,14 +194,17 @@ async function readLastSuccess(db: Knex, webhookId: string): Promise<Date | null
 const PAUSE_WAIT_MS = 30_000;
 
 /**
- * Waits until the webhooks projection's checkpoint is at or past the log's head as of now: every
- * success recorded before this decision (by this worker or another) is then in `last_success_at`.
+ * Waits until the webhooks projection's checkpoint is at or past the last WebhookDeliveryAttempted
+ * in the log as of now: every success recorded before this decision (by this worker or another) is
+ * then in `last_success_at`.
  * False, with a warning, when it does not get there within the wait (the projector is stopped or far
  * behind): the endpoint is not paused, since pausing one that has just recovered on a stale read is
  * the worse mistake, and its next failed delivery decides again.
  */
 async function readModelAtHead(deps: WebhookWorkerDeps, job: WebhookJob): Promise<boolean> {
-  const { caughtUp, head, checkpoint, waitedMs } = await awaitProjectionAtHead(deps, webhooksProjection.name, 'webhook.pause', deps.pauseWaitMs ?? PAUSE_WAIT_MS);
+  const { caughtUp, head, checkpoint, waitedMs } = await awaitProjectionAtHead(deps, {
+    projection: webhooksProjection.name, types: ['WebhookDeliveryAttempted'], wait: 'webhook.pause', timeoutMs: deps.pauseWaitMs ?? PAUSE_WAIT_MS,
+  });
   if (!caughtUp) {
     deps.logger.warn({ webhookId: job.webhookId, deliveryId: job.deliveryId, head, checkpoint, waitedMs }, 'webhooks projection behind the log: failing endpoint not paused, its next failed delivery decides again');
   }

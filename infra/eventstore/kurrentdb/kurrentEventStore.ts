@@ -191,9 +191,10 @@ export class KurrentEventStore implements EventStore {
   }
 
   /** The last event of $all (system events included: any of them is at or after every position handed out). */
-  async headPosition(): Promise<GlobalPosition | null> {
+  async headPosition(options: { types?: readonly string[] } = {}): Promise<GlobalPosition | null> {
+    const filter = options.types ? eventTypeFilter({ regex: `^(${options.types.map(escapeRegex).join('|')})$` }) : undefined;
     try {
-      for await (const resolved of this.client.readAll({ fromPosition: END, direction: BACKWARDS, maxCount: 1 })) {
+      for await (const resolved of this.client.readAll({ fromPosition: END, direction: BACKWARDS, maxCount: 1, ...(filter ? { filter } : {}) })) {
         if (resolved.event?.position) return formatPosition(resolved.event.position);
       }
     } catch (err) {

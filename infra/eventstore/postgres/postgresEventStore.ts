@@ -123,6 +123,9 @@ LIMIT $3`;
 
 // Every committed entry, final or not yet (a transaction still held back): an upper bound of what readers have seen.
 const HEAD_SQL = 'SELECT e.tx_id::text AS tx_id, e.global_position::text AS global_position FROM events e ORDER BY e.tx_id DESC, e.global_position DESC LIMIT 1';
+// The last entry of some types: the log order's index read backwards, each entry's type checked,
+// until one matches. Asked of frequent types (MessageAccepted), and only by rare decisions.
+const HEAD_OF_TYPES_SQL = 'SELECT e.tx_id::text AS tx_id, e.global_position::text AS global_position FROM events e WHERE e.type = ANY($1::text[]) ORDER BY e.tx_id DESC, e.global_position DESC LIMIT 1';
 
 const READ_ALL_SQL = `
 SELECT ${COLUMNS} FROM events e
@@ -546,8 +549,10 @@ export class PostgresEventStore implements EventStore {
   }
 
   /** The log's last entry in readAll's order: a backward probe of the (tx_id, global_position) index. */
-  async headPosition(): Promise<GlobalPosition | null> {
-    const res = await this.query<{ tx_id: string; global_position: string }>('motor_es_head', HEAD_SQL, []);
+  async headPosition(options: { types?: readonly string[] } = {}): Promise<GlobalPosition | null> {
+    const res = options.types
+      ? await this.query<{ tx_id: string; global_position: string }>('motor_es_head_of_types', HEAD_OF_TYPES_SQL, [options.types])
+      : await this.query<{ tx_id: string; global_position: string }>('motor_es_head', HEAD_SQL, []);
     const row = res.rows[0];
     return row ? formatCursor({ txId: row.tx_id, globalPosition: row.global_position }) : null;
   }

@@ -352,6 +352,21 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
         for (const e of await visibleLog(store, null, prefix, 2)) expect(store.comparePositions(h2, e.position), e.position).to.be.at.least(0);
       });
 
+      it('headPosition with types: the position of the last entry of one of those types, null when there is none', async () => {
+        const tag = randomUUID().replace(/-/g, '').slice(0, 12);
+        const [typeA, typeB, never] = [`HeadA${tag}`, `HeadB${tag}`, `HeadNever${tag}`];
+        expect(await store.headPosition({ types: [typeA] })).to.equal(null);
+        await store.append(`head${tag}-a`, [ev(typeA), ev(typeA)]);
+        await store.append(`head${tag}-b`, [ev(typeB)]);
+        await store.append(`head${tag}-c`, [ev()]);
+        const [, lastA] = await store.readStream(`head${tag}-a`);
+        const [b] = await store.readStream(`head${tag}-b`);
+        expect(await store.headPosition({ types: [typeA] }), 'not moved by entries of other types').to.equal(lastA.position);
+        expect(await store.headPosition({ types: [typeA, typeB] })).to.equal(b.position);
+        expect(await store.headPosition({ types: [never] })).to.equal(null);
+        expect(store.comparePositions((await store.headPosition())!, b.position), 'the whole log\'s head is past them').to.be.above(0);
+      });
+
       it('an append result position excludes that append and includes what follows', async () => {
         const s = stream('after');
         const r = await store.append(s, [ev(), ev()]);
