@@ -72,6 +72,11 @@ export interface Config {
    * (docs/OPERATIONS.md "Database deadlines").
    */
   databaseQueryTimeoutMs: number;
+  /**
+   * DATABASE_POOL_SIZE: most connections a process holds in each of its two PostgreSQL pools, the
+   * read models' (knex) and the PostgreSQL event store's (docs/OPERATIONS.md "Connections").
+   */
+  databasePoolSize: number;
   /** host:port resolvers for every MX/TXT/A lookup; empty = the system's resolvers. */
   dnsServers: string[];
   /** Port used to reach recipient MX hosts (25 in production; tests run an MX on loopback). */
@@ -414,6 +419,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url('REDIS_URL', ['redis', 'rediss']),
     eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
     databaseQueryTimeoutMs: int('DATABASE_QUERY_TIMEOUT_MS', QUERY_TIMEOUT_MS, 100, 600_000),
+    databasePoolSize: int('DATABASE_POOL_SIZE', 10, 4, 1000),
     dnsServers,
     mxPort: int('MX_PORT', 25, 1, 65535),
     mxAllowPrivateAddresses: bool('MX_ALLOW_PRIVATE_ADDRESSES', false),

@@ -117,8 +117,10 @@ export async function createRuntime(config: Config, opts: RuntimeOptions): Promi
   const metrics = createMetrics();
   const clock = opts.clock ?? systemClock;
   const applicationName = opts.applicationName ?? processApplicationName('motor');
-  const db = createDb(opts.databaseUrl, { applicationName, pool: { min: 0, max: 10 }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
-  const store = await createEventStore({ databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const db = createDb(opts.databaseUrl, { applicationName, pool: { min: 0, max: config.databasePoolSize }, queryTimeoutMs: config.databaseQueryTimeoutMs, logger });
+  const store = await createEventStore({
+    databaseUrl: opts.databaseUrl, eventstoreUrl: config.eventstoreUrl, queryTimeoutMs: config.databaseQueryTimeoutMs, poolSize: config.databasePoolSize,
+  });
   const redis = createFastRedis(opts.redisUrl);
   redis.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
   const keys = new KeyStore(db, config.keyEncryptionKey);

@@ -15,3 +15,14 @@ describe('integer configuration variables (unit)', () => {
     }
   });
 });
+
+describe('DATABASE_POOL_SIZE (unit)', () => {
+  it('defaults to 10 and takes 4 to 1000', () => {
+    expect(loadConfig({}).databasePoolSize).to.equal(10);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '4' }).databasePoolSize).to.equal(4);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '1000' }).databasePoolSize).to.equal(1000);
+    for (const bad of ['3', '1001', '0', 'ten']) {
+      expect(() => loadConfig({ DATABASE_POOL_SIZE: bad }), bad).to.throw(ConfigError, /DATABASE_POOL_SIZE must be an integer between 4 and 1000/);
+    }
+  });
+});
