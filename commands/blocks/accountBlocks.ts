@@ -247,11 +247,11 @@ export async function reactivateBlock(deps: BlockDeps, caller: Caller, id: strin
   return dto(deps, r.after!);
 }
 
-/** How long a DELETE without history waits for the messages read model to reach the log's head. */
+/** How long a DELETE without history waits for the messages read model to reach the log's last MessageAccepted. */
 const HISTORY_WAIT_MS = 10_000;
 const RETRY_AFTER_SECONDS = 5;
 
-/** 503 history_unknown: the messages read model did not reach the log's head in time; nothing was decided. */
+/** 503 history_unknown: the messages read model did not reach the log's last MessageAccepted in time; nothing was decided. */
 const historyUnknown = () => fail('history_unknown', 503,
   'The message log is behind the event log, so whether this block has sent mail cannot be told yet; nothing was changed', {
     nextAction: `Retry in ${RETRY_AFTER_SECONDS} seconds, or repeat with "deleteHistory": true`, details: { retryAfterSeconds: RETRY_AFTER_SECONDS },
@@ -260,8 +260,9 @@ const historyUnknown = () => fail('history_unknown', 503,
 /**
  * Any message ever accepted on the block (the messages read model: every MessageAccepted has a row
  * until the block's history is deleted). A row settles it; without one, the answer is only taken
- * once the read model has every event committed before the question (awaitProjectionAtHead), so a
- * message accepted a moment before the DELETE, not projected yet, still counts.
+ * once the read model has every MessageAccepted committed before the question
+ * (awaitProjectionAtHead), so a message accepted a moment before the DELETE, not projected yet,
+ * still counts.
  */
 async function historyPresent(deps: BlockDeps, motorBlockId: string): Promise<boolean> {
   const anyRow = async () => (await deps.db.withSchema(MESSAGES_SCHEMA).table('messages').where({ motor_block_id: motorBlockId }).first('id')) !== undefined;
