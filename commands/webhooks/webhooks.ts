@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Knex } from 'knex';
-import { streamName, type EventStore } from '../../domain/eventStore';
+import { streamName, type EventStore, type RecordedEvent } from '../../domain/eventStore';
 import { fail } from '../../domain/errors';
 import { toEventData, type DomainEvent, type WebhookEventName } from '../../domain/events';
 import { newId, isUuid, type Clock } from '../../domain/ids';
@@ -32,6 +32,8 @@ export interface WebhookDeps extends ReadYourWritesDeps {
   store: EventStore; keys: KeyStore; clock: Clock;
   /** WEBHOOK_ALLOW_PRIVATE_URLS: when false a URL naming a non-public address is refused at once. */
   allowPrivateAddresses: boolean;
+  /** Longest wait of a create for its block's turn (default CREATE_TURN_WAIT_MS, 30 s). */
+  createTurnWaitMs?: number;
 }
 
 /**
@@ -122,16 +124,24 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   // Creates of one block take turns (withTurn: waiters hold no pooled connection), each holding
   // the turn until its new row is in the read model, awaited on the turn's own connection. Two
   // creates racing for the last place cannot both count nine and both succeed.
-  const refused = await withTurn(deps.db, `motor.webhook-create:${caller.motorBlockId}`, { waitMs: CREATE_TURN_WAIT_MS, busy: createBusy }, async (trx) => {
-    if (await full(trx)) return limitReached();
-    const gone = await deletionRefusal(deps.store, caller.motorBlockId);
-    if (gone) return gone;
-    await appendAndAwait({ ...deps, db: trx }, 'webhook.create', webhookId, {
-      type: 'WebhookCreated',
-      data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
-    }, 'no_stream', caller.actor);
-    return null;
-  });
+  let refused: Error | null;
+  try {
+    refused = await withTurn(deps.db, `motor.webhook-create:${caller.motorBlockId}`, { waitMs: deps.createTurnWaitMs ?? CREATE_TURN_WAIT_MS, busy: createBusy }, async (trx) => {
+      if (await full(trx)) return limitReached();
+      const gone = await deletionRefusal(deps.store, caller.motorBlockId);
+      if (gone) return gone;
+      await appendAndAwait({ ...deps, db: trx }, 'webhook.create', webhookId, {
+        type: 'WebhookCreated',
+        data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
+      }, 'no_stream', caller.actor);
+      return null;
+    });
+  } catch (err) {
+    // No turn (409 webhook_conflict), or the database failed: the secret is nobody's unless the
+    // append got into the log before the failure.
+    if (!(await keyInLog(deps.store, webhookId, secretKeyId))) await deps.keys.remove(secretKeyId).catch(() => undefined);
+    throw err;
+  }
   if (refused) {
     await deps.keys.remove(secretKeyId);
     throw refused;
@@ -163,7 +173,7 @@ export async function rotateWebhookSecret(deps: WebhookDeps, caller: WebhookCall
     await appendAndAwait(deps, 'webhook.rotate_secret', webhookId, rotateSecret(state, { webhookId, secretKeyId, windowSeconds, now: deps.clock.now() }), revision, caller.actor);
   } catch (err) {
     // Not in the log (a concurrent change: 409 webhook_conflict): the new key is nobody's.
-    if (!(await isInLog(deps.store, webhookId, secretKeyId))) await deps.keys.remove(secretKeyId);
+    if (!(await keyInLog(deps.store, webhookId, secretKeyId))) await deps.keys.remove(secretKeyId).catch(() => undefined);
     throw err;
   }
   // The replaced previous secret (in its window or not) signs nothing any more; a zero window drops the current one too.
@@ -172,10 +182,19 @@ export async function rotateWebhookSecret(deps: WebhookDeps, caller: WebhookCall
   return { webhook: (await listWebhooks(deps.db, caller.motorBlockId, webhookId))[0], secret };
 }
 
-/** Whether a rotation naming `secretKeyId` reached the endpoint's stream (an append that failed after writing it). */
-async function isInLog(store: EventStore, webhookId: string, secretKeyId: string): Promise<boolean> {
-  const events = await store.readStream(stream(webhookId)).catch(() => []);
-  return events.some((e) => e.type === 'WebhookSecretRotated' && (e.data as { secretKeyId: string }).secretKeyId === secretKeyId);
+/**
+ * Whether an event naming `secretKeyId` (its WebhookCreated or WebhookSecretRotated) reached the
+ * endpoint's stream: an append that failed after writing it. True when the stream cannot be read,
+ * as the key may then be in use: a stray key costs a row, a missing one breaks the endpoint's signatures.
+ */
+async function keyInLog(store: EventStore, webhookId: string, secretKeyId: string): Promise<boolean> {
+  let events: RecordedEvent[];
+  try {
+    events = await store.readStream(stream(webhookId));
+  } catch {
+    return true;
+  }
+  return events.some((e) => (e.data as { secretKeyId?: unknown } | null)?.secretKeyId === secretKeyId);
 }
 
 /** PUT: any of url, events, enabled; what is left out keeps its value. */

@@ -230,6 +230,24 @@ describe('webhooks (e2e)', function () {
       expect(keysAfter - keysBefore).to.equal(10);
       for (const w of (await getJson(api('/webhooks'), auth())).body.data) await del(`/webhooks/${w.id}`);
     });
+
+    it('a create that gets no turn in time: 409 webhook_conflict, nothing appended, no stray secret', async () => {
+      const keyCount = async () => Number((await motor.rt.db.withSchema('motor_keys').table('private_keys').count<{ n: string }[]>({ n: '*' }))[0].n);
+      const keysBefore = await keyCount();
+      const deps = { store: motor.rt.store, db: motor.rt.db, logger: motor.rt.logger, metrics: motor.rt.metrics, keys: motor.rt.keys, clock: motor.rt.clock, allowPrivateAddresses: true, createTurnWaitMs: 300 };
+      const caller = { accountId: block.accountId, motorBlockId: block.motorBlockId, actor: 'test' };
+      const holder = await motor.rt.db.transaction();
+      try {
+        // Another create holding the block's turn for longer than this one waits.
+        await holder.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`motor.webhook-create:${block.motorBlockId}`]);
+        const err = await createWebhook(deps, caller, { url: receiver.url('/ok?busy=1') }).then(() => null, (e: { status: number; code: string }) => e);
+        expect([err?.status, err?.code]).to.deep.equal([409, 'webhook_conflict']);
+      } finally {
+        await holder.rollback();
+      }
+      expect(await keyCount(), 'the secret made for it is removed').to.equal(keysBefore);
+      expect((await getJson(api('/webhooks'), auth())).body.data.map((w: { url: string }) => w.url)).to.not.include(receiver.url('/ok?busy=1'));
+    });
   });
 
   describe('deliveries', () => {
