@@ -4,6 +4,7 @@
  * exclusiveMinimum/Maximum become numbers, and `info` gains the API version 1.2.0.
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
+import { UUID_PATH_PARAMS } from './http/params';
 type Json = any;
 
 function convertSchema(node: Json): Json {
@@ -54,6 +55,14 @@ export function toOpenApi31(spec30: Json): Json {
   };
   const ops = Object.entries<Json>(spec.paths ?? {}).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method] })));
   for (const { op } of ops) if (!op.summary) op.summary = summaryOf(op);
+  // Path ids are uuids on every route (read-api/http/params.ts, where the route answers 400
+  // invalid_id for anything else); tsoa declares them plain strings, and validating them there
+  // would answer with tsoa's error instead, so the document alone says so.
+  for (const { op } of ops) {
+    for (const p of op.parameters ?? []) {
+      if (p.in === 'path' && (UUID_PATH_PARAMS as readonly string[]).includes(p.name)) p.schema = { ...p.schema, type: 'string', format: 'uuid' };
+    }
+  }
   // tsoa names an operation after its controller method, so two controllers' `list` collide, and
   // operationIds must be unique: a shared one is qualified with its path (MotorBlocksApiKeysList).
   const uses = new Map<string, number>();

@@ -22,6 +22,20 @@ describe('OpenAPI 3.0 → 3.1 conversion (unit)', () => {
     expect(s.info).to.not.have.property('contact');
   });
 
+  it('declares the uuid path ids as format uuid, and leaves the verbatim ones (tokens, addresses) plain strings', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const spec = JSON.parse(readFileSync(join(__dirname, '../../read-api/generated/openapi.json'), 'utf8'));
+    const seen = new Map<string, Set<string>>();
+    for (const ops of Object.values(spec.paths as Record<string, Record<string, { parameters?: Array<{ in: string; name: string; schema: { type: string; format?: string } }> }>>)) {
+      for (const op of Object.values(ops)) {
+        for (const p of op.parameters ?? []) if (p.in === 'path') seen.set(p.name, (seen.get(p.name) ?? new Set()).add(`${p.schema.type}/${p.schema.format ?? ''}`));
+      }
+    }
+    for (const name of ['id', 'keyId', 'jobId', 'webhookId', 'listId', 'contactId']) expect([...(seen.get(name) ?? [])], name).to.deep.equal(['string/uuid']);
+    for (const name of ['token', 'address']) expect([...(seen.get(name) ?? [])], name).to.deep.equal(['string/']);
+  });
+
   it('rewrites nullable and example the 3.1 way', () => {
     const s = toOpenApi31(spec30());
     expect(s.components.schemas.A).to.deep.equal({ type: ['string', 'null'], examples: ['a'] });
