@@ -44,6 +44,20 @@ function summaryOf(op: Json): string {
   return String(op.operationId ?? '').replace(/([a-z])([A-Z])/g, '$1 $2');
 }
 
+/**
+ * The bounds an integer query parameter's description states (`@param limit 1 to 1000, default
+ * 100`; `1 up to the plan's retention`), as JSON Schema. Declared by tsoa's `@minimum`, they would
+ * be validated by tsoa, whose refusal is not the route's own 400 (`validation_error` naming the
+ * field, `invalid_query`, `outside_retention_window`); the routes check them, the document states them.
+ */
+export function queryBounds(description: unknown): { minimum?: number; maximum?: number } {
+  const text = String(description ?? '');
+  const range = /^(\d[\d,]*) to (\d[\d,]*)\b/.exec(text);
+  if (range) return { minimum: Number(range[1].replace(/,/g, '')), maximum: Number(range[2].replace(/,/g, '')) };
+  const floor = /^(\d[\d,]*) up to\b/.exec(text);
+  return floor ? { minimum: Number(floor[1].replace(/,/g, '')) } : {};
+}
+
 export function toOpenApi31(spec30: Json): Json {
   const spec = convertSchema(spec30);
   spec.openapi = '3.1.0';
@@ -61,6 +75,7 @@ export function toOpenApi31(spec30: Json): Json {
   for (const { op } of ops) {
     for (const p of op.parameters ?? []) {
       if (p.in === 'path' && (UUID_PATH_PARAMS as readonly string[]).includes(p.name)) p.schema = { ...p.schema, type: 'string', format: 'uuid' };
+      if (p.in === 'query' && p.schema?.type === 'integer') Object.assign(p.schema, queryBounds(p.description));
     }
   }
   // tsoa names an operation after its controller method, so two controllers' `list` collide, and

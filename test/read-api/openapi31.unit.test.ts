@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { toOpenApi31 } from '../../read-api/openapi31';
+import { queryBounds, toOpenApi31 } from '../../read-api/openapi31';
 
 describe('OpenAPI 3.0 → 3.1 conversion (unit)', () => {
   const spec30 = () => ({
@@ -34,6 +34,30 @@ describe('OpenAPI 3.0 → 3.1 conversion (unit)', () => {
     }
     for (const name of ['id', 'keyId', 'jobId', 'webhookId', 'listId', 'contactId']) expect([...(seen.get(name) ?? [])], name).to.deep.equal(['string/uuid']);
     for (const name of ['token', 'address']) expect([...(seen.get(name) ?? [])], name).to.deep.equal(['string/']);
+  });
+
+  it('states the bounds an integer query parameter\'s description gives: every one of the API has a minimum, and a maximum where the description names one', async () => {
+    expect(queryBounds('1 to 1000, default 100')).to.deep.equal({ minimum: 1, maximum: 1000 });
+    expect(queryBounds('1 to 168 and within the plan\'s retention, default 24')).to.deep.equal({ minimum: 1, maximum: 168 });
+    expect(queryBounds('1 up to the plan\'s retention in days')).to.deep.equal({ minimum: 1 });
+    expect(queryBounds('0 to 604,800')).to.deep.equal({ minimum: 0, maximum: 604800 });
+    expect(queryBounds('The page size')).to.deep.equal({});
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const spec = JSON.parse(readFileSync(join(__dirname, '../../read-api/generated/openapi.json'), 'utf8'));
+    const ints: Array<{ where: string; schema: { minimum?: number; maximum?: number }; description: string }> = [];
+    for (const [path, ops] of Object.entries(spec.paths as Record<string, Record<string, { parameters?: Array<{ in: string; name: string; description?: string; schema: { type: string; minimum?: number; maximum?: number } }> }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        for (const p of op.parameters ?? []) if (p.in === 'query' && p.schema.type === 'integer') ints.push({ where: `${method} ${path} ${p.name}`, schema: p.schema, description: p.description ?? '' });
+      }
+    }
+    expect(ints.length).to.be.above(10);
+    for (const q of ints) {
+      expect(q.schema.minimum, q.where).to.be.a('number');
+      if (/^\d[\d,]* to /.test(q.description)) expect(q.schema.maximum, q.where).to.be.a('number').and.to.be.above(q.schema.minimum!);
+    }
+    const logs = ints.find((q) => q.where === 'get /api/public/v1/motor-blocks/{id}/logs limit')!;
+    expect(logs.schema).to.include({ minimum: 1, maximum: 1000 });
   });
 
   it('rewrites nullable and example the 3.1 way', () => {
