@@ -17,6 +17,7 @@ import { MESSAGE_CONTENT_FIELDS, type BlockSuppressionLifted } from '../../domai
 import { isUuid } from '../../domain/ids';
 import { BLOCK_SUPPRESSING_EVENT_TYPES, blockSuppressionAddress, blockSuppressionFactOf, blockSuppressionIdOf } from '../../domain/motorBlock/suppressions';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
+import { createMessageOwnersTable, insertMessageOwners, messageOwnerOf, type MessageOwnerRow } from '../messageOwners';
 import type { Projection, ProjectionMigration } from '../runner';
 
 export const BLOCK_SUPPRESSIONS_SCHEMA = 'rm_blocksuppressions';
@@ -29,13 +30,7 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       const s = () => knex.schema.withSchema(schema);
       // Pruned with the account's retention (workers/retention.ts): a complaint about a message
       // older than that finds no block and suppresses nothing.
-      await s().createTable('message_blocks', (t) => {
-        t.uuid('message_id').primary();
-        t.uuid('account_id').notNullable();
-        t.uuid('motor_block_id').notNullable();
-        t.timestamp('accepted_at', { useTz: true }).notNullable();
-        t.index(['account_id', 'accepted_at']);
-      });
+      await createMessageOwnersTable(knex, schema, 'message_blocks');
       await s().createTable('facts', (t) => {
         t.uuid('message_id').notNullable();
         t.text('address').notNullable();
@@ -122,7 +117,7 @@ async function recount(trx: Knex.Transaction, schema: string, blocks: string[]):
 }
 
 interface Collected {
-  owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }>;
+  owners: MessageOwnerRow[];
   facts: Array<{ message_id: string; address: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }>;
   lifts: Array<{ event_id: string; motor_block_id: string; address: string; at: string }>;
 }
@@ -132,10 +127,8 @@ function collect(events: RecordedEvent[]): Collected {
   const c: Collected = { owners: [], facts: [], lifts: [] };
   for (const e of events) {
     if (e.type === 'MessageAccepted') {
-      const d = e.data as { messageId?: unknown; accountId?: unknown; motorBlockId?: unknown; acceptedAt?: unknown } | null;
-      if (isUuid(d?.messageId) && isUuid(d.accountId) && isUuid(d.motorBlockId)) {
-        c.owners.push({ message_id: d.messageId, account_id: d.accountId, motor_block_id: d.motorBlockId, accepted_at: typeof d.acceptedAt === 'string' ? d.acceptedAt : e.createdAt.toISOString() });
-      }
+      const owner = messageOwnerOf(e);
+      if (owner) c.owners.push(owner);
     } else if (e.type === 'BlockSuppressionLifted') {
       const d = e.data as Partial<BlockSuppressionLifted> | null;
       const address = typeof d?.address === 'string' ? blockSuppressionAddress(d.address) : '';
@@ -155,14 +148,7 @@ function collect(events: RecordedEvent[]): Collected {
 export async function applyBlockSuppressionEvents(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
   const { owners, facts, lifts } = collect(events);
   // Owners first: a bounce in the same batch as its message's acceptance finds its block.
-  if (owners.length > 0) {
-    await trx.raw(
-      `insert into ${q(schema, 'message_blocks')} (message_id, account_id, motor_block_id, accepted_at)
-       select message_id, account_id, motor_block_id, accepted_at from json_to_recordset(?::json) as x(message_id uuid, account_id uuid, motor_block_id uuid, accepted_at timestamptz)
-       on conflict (message_id) do nothing`,
-      [JSON.stringify(owners)],
-    );
-  }
+  await insertMessageOwners(trx, schema, 'message_blocks', owners);
   const touched: Key[] = [];
   if (lifts.length > 0) {
     const r = await trx.raw(

@@ -21,6 +21,7 @@ import { MESSAGE_CONTENT_FIELDS, type ContactUnsubscribed, type SuppressionAdded
 import { isUuid } from '../../domain/ids';
 import { SUPPRESSING_EVENT_TYPES, suppressionAddress, suppressionFactOf } from '../../domain/comms/suppressions';
 import { TOMBSTONE, withTombstones } from '../blockTombstone';
+import { createMessageOwnersTable, insertMessageOwners, messageOwnerOf, type MessageOwnerRow } from '../messageOwners';
 import type { Projection, ProjectionMigration } from '../runner';
 
 export const SUPPRESSIONS_SCHEMA = 'rm_commsuppressions';
@@ -34,13 +35,7 @@ const MIGRATIONS: readonly ProjectionMigration[] = [
       // No index on motor_block_id: read only when a block's history is deleted (rare; a scan then).
       // Pruned with the account's retention (workers/retention.ts): a complaint about a message older
       // than that finds no owner and suppresses nothing.
-      await s().createTable('message_owners', (t) => {
-        t.uuid('message_id').primary();
-        t.uuid('account_id').notNullable();
-        t.uuid('motor_block_id').notNullable();
-        t.timestamp('accepted_at', { useTz: true }).notNullable();
-        t.index(['account_id', 'accepted_at']);
-      });
+      await createMessageOwnersTable(knex, schema, 'message_owners');
       await s().createTable('facts', (t) => {
         t.uuid('message_id').notNullable();
         t.text('email').notNullable();
@@ -185,7 +180,7 @@ async function recompute(trx: Knex.Transaction, schema: string, keys: Array<{ ac
 }
 
 export async function applySuppressionEvents(trx: Knex.Transaction, schema: string, events: RecordedEvent[]): Promise<void> {
-  const owners: Array<{ message_id: string; account_id: string; motor_block_id: string; accepted_at: string }> = [];
+  const owners: MessageOwnerRow[] = [];
   const facts: Array<{ message_id: string; email: string; reason: string; at: string; smtp_code: string | null; enhanced_code: string | null }> = [];
   const unsubscribes: Array<{ event_id: string; account_id: string; email: string; list_id: string; contact_id: string; at: string }> = [];
   const lifts: Array<{ event_id: string; account_id: string; email: string; at: string; revision: string }> = [];
@@ -216,24 +211,15 @@ export async function applySuppressionEvents(trx: Knex.Transaction, schema: stri
       continue;
     }
     if (e.type === 'MessageAccepted') {
-      const d = e.data as { messageId?: unknown; accountId?: unknown; motorBlockId?: unknown; acceptedAt?: unknown } | null;
-      if (isUuid(d?.messageId) && isUuid(d.accountId) && isUuid(d.motorBlockId)) {
-        owners.push({ message_id: d.messageId, account_id: d.accountId, motor_block_id: d.motorBlockId, accepted_at: typeof d.acceptedAt === 'string' ? d.acceptedAt : e.createdAt.toISOString() });
-      }
+      const owner = messageOwnerOf(e);
+      if (owner) owners.push(owner);
       continue;
     }
     const f = suppressionFactOf(e);
     if (f === null || !isUuid(f.messageId)) continue;
     facts.push({ message_id: f.messageId, email: f.email, reason: f.reason, at: f.at.toISOString(), smtp_code: f.smtpCode, enhanced_code: f.enhancedCode });
   }
-  if (owners.length > 0) {
-    await trx.raw(
-      `insert into ${q(schema, 'message_owners')} (message_id, account_id, motor_block_id, accepted_at)
-       select message_id, account_id, motor_block_id, accepted_at from json_to_recordset(?::json) as x(message_id uuid, account_id uuid, motor_block_id uuid, accepted_at timestamptz)
-       on conflict (message_id) do nothing`,
-      [JSON.stringify(owners)],
-    );
-  }
+  await insertMessageOwners(trx, schema, 'message_owners', owners);
   // Lifts, manual adds and unsubscribes are keyed by their event's id: a re-delivered event adds
   // nothing (and recomputes to the same row).
   const touched: Array<{ account_id: string; email: string }> = [
