@@ -27,6 +27,7 @@ import { claimOwnerEmail } from '../auth/accountEmail';
 import { accountEmailKey } from '../../domain/account/emailClaim';
 import { findDomainOfAccountByName } from '../../projections/directory/queries';
 import { revokeKeyAsOperator } from '../auth/credentials';
+import { withTurn } from '../../infra/advisoryLock';
 
 /**
  * Operator commands behind `npm run cli`. Each appends events; the directory projection makes
@@ -119,21 +120,11 @@ export async function bootstrapOwner(
   // on that account's stream wins and the other bootstrap is refused, or finishes the account when
   // the bootstrap that made it has not. One bootstrap at a time finishes an account: the revocations
   // of step 3 must not reach the keys of a bootstrap that is still running.
-  return withBootstrapLock(deps.db, accountId, () => finishBootstrap(deps, { ...input, accountId }),
-    () => { throw accountExists(accountEmailKey(email), accountId); });
-}
-
-/**
- * `fn` while this process holds the account's bootstrap lock, or `busy` when another bootstrap
- * holds it (not a wait: that one may take as long as its DKIM key and its directory wait take).
- * The lock is the transaction's: a bootstrap killed midway releases it with its connection.
- */
-async function withBootstrapLock<T>(db: Knex, accountId: string, fn: () => Promise<T>, busy: () => never): Promise<T> {
-  return db.transaction(async (trx) => {
-    const { rows } = await trx.raw('select pg_try_advisory_xact_lock(hashtext(?)) as ok', [`motor:bootstrap:${accountId}`]);
-    if (!rows[0].ok) busy();
-    return fn();
-  });
+  // The account's bootstrap lock, not waited for (another bootstrap holding it may take as long as
+  // its DKIM key and its directory wait take): refused at once. The lock is the transaction's: a
+  // bootstrap killed midway releases it with its connection.
+  return withTurn(deps.db, `motor:bootstrap:${accountId}`, { waitMs: 0, busy: () => accountExists(accountEmailKey(email), accountId), hash: 'hashtext' },
+    () => finishBootstrap(deps, { ...input, accountId }));
 }
 
 export interface BootstrapDeps {

@@ -14,7 +14,7 @@ import { isPublicAddress } from '../../infra/outboundAddress';
 import { withTurn } from '../../infra/advisoryLock';
 import { appendAndAwaitRow, awaitRows, type ReadYourWritesDeps } from '../readYourWrites';
 import { requireSpanInsideRetention, windowStartOf } from '../../read-api/http/retention';
-import { assertBlockTakesWrites, deletionRefusal } from '../blocks/deletionGuard';
+import { assertBlockTakesWrites } from '../blocks/deletionGuard';
 
 /**
  * The webhook management routes (SPEC "Webhooks", docs/WEBHOOKS.md). Commands decide on the
@@ -124,27 +124,20 @@ export async function createWebhook(deps: WebhookDeps, caller: WebhookCaller, bo
   // Creates of one block take turns (withTurn: waiters hold no pooled connection), each holding
   // the turn until its new row is in the read model, awaited on the turn's own connection. Two
   // creates racing for the last place cannot both count nine and both succeed.
-  let refused: Error | null;
   try {
-    refused = await withTurn(deps.db, `motor.webhook-create:${caller.motorBlockId}`, { waitMs: deps.createTurnWaitMs ?? CREATE_TURN_WAIT_MS, busy: createBusy }, async (trx) => {
-      if (await full(trx)) return limitReached();
-      const gone = await deletionRefusal(deps.store, caller.motorBlockId);
-      if (gone) return gone;
+    await withTurn(deps.db, `motor.webhook-create:${caller.motorBlockId}`, { waitMs: deps.createTurnWaitMs ?? CREATE_TURN_WAIT_MS, busy: createBusy }, async (trx) => {
+      if (await full(trx)) throw limitReached();
+      await assertBlockTakesWrites(deps.store, caller.motorBlockId);
       await appendAndAwait({ ...deps, db: trx }, 'webhook.create', webhookId, {
         type: 'WebhookCreated',
         data: { webhookId, motorBlockId: caller.motorBlockId, accountId: caller.accountId, url, events, secretKeyId, createdAt: now },
       }, 'no_stream', caller.actor);
-      return null;
     });
   } catch (err) {
-    // No turn (409 webhook_conflict), or the database failed: the secret is nobody's unless the
-    // append got into the log before the failure.
+    // Refused (the limit, a block being deleted, no turn: 409 webhook_conflict) or the database
+    // failed: the secret is nobody's unless the append got into the log before the failure.
     if (!(await keyInLog(deps.store, webhookId, secretKeyId))) await deps.keys.remove(secretKeyId).catch(() => undefined);
     throw err;
-  }
-  if (refused) {
-    await deps.keys.remove(secretKeyId);
-    throw refused;
   }
   return { webhook: { id: webhookId, url, events, enabled: true, disabledReason: null, failingSince: null, createdAt: now, updatedAt: now }, secret };
 }
