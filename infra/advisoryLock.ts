@@ -5,7 +5,7 @@ import { sleep } from './sleep';
 export type LockHash = 'hashtextextended' | 'hashtext';
 
 export interface TurnOptions {
-  /** Longest wait for the lock, tries included; then `busy()` is thrown. */
+  /** Longest wait for the lock, tries included; then `busy()` is thrown. 0: one try, refused at once. */
   waitMs: number;
   /** What is thrown when the lock was not had within `waitMs` (nothing of `fn` ran). */
   busy: () => Error;
