@@ -12,10 +12,11 @@ export interface BlockSuppressionRecord {
   reason: BlockSuppressionReason;
   /** When the latest hard bounce or complaint since the address's last lift was recorded. */
   suppressedAt: string;
-  /** The message of that bounce or complaint. */
+  /** The message that bounced or was complained about. */
   messageId: string;
-  /** Its reply (null for a complaint, or a bounce without one). */
+  /** The bounce's reply code; null for a complaint. */
   smtpCode: string | null;
+  /** The bounce's enhanced status code (5.1.1); null for a complaint or a reply without one. */
   enhancedCode: string | null;
 }
 export interface BlockSuppressionPage { items: BlockSuppressionRecord[]; nextCursor: string | null }

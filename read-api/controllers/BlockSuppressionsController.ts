@@ -2,25 +2,16 @@ import type { Request as ExpressRequest } from 'express';
 import { Controller, Delete, Get, Path, Query, Request, Response, Route, Security, Tags } from 'tsoa';
 import type { ErrorResponse } from '../../commands/http/SendController';
 import { liftBlockSuppression } from '../../commands/blocks/suppressions';
-import type { BlockSuppressionReason } from '../../domain/motorBlock/suppressions';
 import { maskEmail } from '../../projections/messages/pii';
 import { listBlockSuppressions, type BlockSuppressionRecord } from '../../projections/blockSuppressions/queries';
 import { piiAllowed, requireBlock } from '../http/authorize';
 import { ctxOf, principalOf } from '../http/context';
 import type { PrincipalOf } from '../http/principal';
 
-export interface BlockSuppression {
+/** A suppressed address as the routes show it: the read model's record, its address masked unless asked with logs.pii. */
+export interface BlockSuppression extends BlockSuppressionRecord {
   /** Lower-cased; masked (`j***@e***.com`) unless includePII=true with logs.pii. */
   address: string;
-  reason: BlockSuppressionReason;
-  /** When the latest hard bounce or complaint since the address's last lift was recorded. */
-  suppressedAt: string;
-  /** The message that bounced or was complained about. */
-  messageId: string;
-  /** The bounce's reply code; null for a complaint. */
-  smtpCode: string | null;
-  /** The bounce's enhanced status code (5.1.1); null for a complaint or a reply without one. */
-  enhancedCode: string | null;
 }
 export interface BlockSuppressionsPage { items: BlockSuppression[]; nextCursor: string | null; limit: number; pii_masked: boolean }
 export interface BlockSuppressionsResponse { success: true; data: BlockSuppressionsPage }
