@@ -83,10 +83,17 @@ describe('onboarding: register → verify-code → set-password → login → re
       const used = process.cpuUsage(start);
       return { result, ms: (used.user + used.system) / 1000 };
     };
-    const wrong = await cpuOf(() => Promise.all(Array.from({ length: 8 }, (_, i) => h.post('/api/auth/set-password', {
-      email: i % 2 === 0 ? email : `nobody-${i}@rcpt.test`, password: PASSWORD, setupToken: setupToken(),
-    }))));
-    for (const r of wrong.result) expect([r.status, r.body.code]).to.deep.equal([401, 'invalid_setup_token']);
+    // The process's other work counts too (this suite's process: a major collection of its heap,
+    // a projector's batch), so the eight are measured three times and the least is taken: a burst
+    // of that work spoils one round, while the eight scrypts of the bug would be in every round.
+    let wrong = { ms: Infinity };
+    for (let round = 0; round < 3; round++) {
+      const r = await cpuOf(() => Promise.all(Array.from({ length: 8 }, (_, i) => h.post('/api/auth/set-password', {
+        email: i % 2 === 0 ? email : `nobody-${round}-${i}@rcpt.test`, password: PASSWORD, setupToken: setupToken(),
+      }))));
+      for (const a of r.result) expect([a.status, a.body.code]).to.deep.equal([401, 'invalid_setup_token']);
+      if (r.ms < wrong.ms) wrong = r;
+    }
     const right = await cpuOf(() => h.post('/api/auth/set-password', { email, password: PASSWORD, setupToken: v.body.data.setupToken }));
     expect(right.result.status).to.equal(200);
     // One scrypt (N=2^15, r=8, p=3) is most of a successful set-password. The eight refusals
